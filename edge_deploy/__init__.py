@@ -1,0 +1,31 @@
+"""edge-deploy: LaneATT from PyTorch to TensorRT on Jetson Orin, served by Triton.
+
+`import edge_deploy` stays light: torch, onnx, tensorrt and pycuda are imported
+only by the stage that needs them.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import EdgeDeployError
+
+__version__ = "0.1.0"
+
+__all__ = ["EdgeDeployError", "LaneDetClient", "Lane", "decode_lanes", "__version__"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .lanedet.client import LaneDetClient
+    from .lanedet.decode import Lane, decode_lanes
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy so that `import edge_deploy` does not pay for grpc/tritonclient.
+    if name == "LaneDetClient":
+        from .lanedet.client import LaneDetClient
+
+        return LaneDetClient
+    if name in ("Lane", "decode_lanes"):
+        from .lanedet import decode
+
+        return getattr(decode, name)
+    raise AttributeError(f"module 'edge_deploy' has no attribute {name!r}")

@@ -1,0 +1,3 @@
+from edge_deploy.cli import main
+
+main()

@@ -1,0 +1,57 @@
+"""The one error family of edge-deploy.
+
+Every error a user can cause is an `EdgeDeployError` whose message is one line:
+what failed, why, and what to do. The CLI prints it and exits with `exit_code`
+(no traceback unless EDGE_DEPLOY_DEBUG=1).
+"""
+from __future__ import annotations
+
+
+class EdgeDeployError(Exception):
+    """Base class: a user-facing failure with a one-line message."""
+
+    exit_code: int = 2
+
+
+class MissingDependencyError(EdgeDeployError):
+    """An optional package (torch, tensorrt, pycuda, ...) is not importable."""
+
+
+class ConvertError(EdgeDeployError):
+    """torch -> ONNX export, checking, simplification or parity failed."""
+
+
+class CheckpointError(ConvertError):
+    """A checkpoint is missing, unreadable or does not fit the model."""
+
+
+class EngineError(EdgeDeployError):
+    """ONNX -> TensorRT build or on-device verification failed."""
+
+
+class RepositoryError(EdgeDeployError):
+    """Installing into / managing the Triton model repository failed."""
+
+
+class ServerError(EdgeDeployError):
+    """Finding, launching or supervising tritonserver failed."""
+
+
+class ClientError(EdgeDeployError):
+    """Base for errors raised by LaneDetClient."""
+
+
+class FrameError(ClientError, ValueError):
+    """A frame has the wrong shape or dtype, is empty, or holds non-finite values."""
+
+
+class ServerUnavailableError(ClientError):
+    """The server cannot be reached (or stayed unreachable past the deadline)."""
+
+
+class ModelNotReadyError(ClientError):
+    """The model is missing on the server or not ready."""
+
+
+class ModelMismatchError(ClientError):
+    """The served model's inputs/outputs do not fit a lane model."""
