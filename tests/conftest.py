@@ -21,3 +21,36 @@ def laneatt_data() -> Path:
     if not (path / "anchors_2784x77.npy").is_file():
         pytest.fail(f"LaneATT reference data not found at {path}; set EDGE_DEPLOY_SHARED")
     return path
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (tests only use loopback)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def start_triton(tmp_path):
+    """Factory: start the real bundled tritonserver on a model repository; stopped at teardown.
+
+    Usage: ``server = start_triton(repo, model_control="explicit", ...)``; returns a
+    ready `edge_deploy.server.TritonProcess` (``server.url``, ``server.log_path``).
+    """
+    from edge_deploy.server import ServerOptions, TritonProcess, find_tritonserver
+
+    started: list[TritonProcess] = []
+
+    def start(repository: Path, *, wait: bool = True, timeout: float = 90.0, **options) -> TritonProcess:
+        opts = ServerOptions(model_repository=Path(repository), grpc_port=free_port(), **options)
+        proc = TritonProcess(find_tritonserver(cache_dir=tmp_path / "cache"), opts, tmp_path / f"triton{len(started)}.log")
+        started.append(proc.start())
+        if wait:
+            proc.wait_ready(timeout)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop(timeout=15)
