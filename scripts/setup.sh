@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Create .venv with edge-deploy and everything its demo and tests need (idempotent).
+# Fresh-machine assumptions: Debian, Python >= 3.10, PyPI and Debian packages reachable.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+# systemd provides the user manager the serve tests run units under.
+if ! [ -x /lib/systemd/systemd ] || ! command -v systemd-analyze >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null
+  else
+    echo "setup: systemd is missing; install it with: sudo apt-get install systemd" >&2
+  fi
+fi
+
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+PIP=".venv/bin/python -m pip"
+# torch first and pinned: a CPU build is available locally; an unpinned torch pulls CUDA wheels.
+$PIP install -q torch==2.13.0
+$PIP install -q -e '.[dev]'
+# The Triton server binary only (its Python dependencies are not needed).
+$PIP install -q --no-deps nvidia-pytriton==0.7.0
