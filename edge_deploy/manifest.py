@@ -97,7 +97,10 @@ def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON to `path` via a temporary file in the same directory and os.replace."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; readers (tritonserver's user) need the usual mode
         with os.fdopen(fd, "w") as fh:
             json.dump(data, fh, indent=2, sort_keys=False)
             fh.write("\n")

@@ -10,14 +10,18 @@ embedded interpreter sees this environment's numpy and onnxruntime.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from .errors import ServerError
 
@@ -53,6 +57,11 @@ class TritonInstall:
                 return None
         return None
 
+    def describe(self) -> str:
+        """One line saying which tritonserver is used and where it came from."""
+        version = self.version()
+        return f"tritonserver {self.binary} (from {self.source}{', ' + version if version else ''})"
+
     def backends(self) -> list[str]:
         """Names of the backends in the backend directory."""
         if self.backend_dir is None or not self.backend_dir.is_dir():
@@ -60,7 +69,7 @@ class TritonInstall:
         return sorted(p.name for p in self.backend_dir.iterdir() if p.is_dir())
 
 
-def _bundle_install(cache_dir: Path | None = None) -> TritonInstall | None:
+def _bundle_install(cache_dir: Path | None = None, prepare: bool = True) -> TritonInstall | None:
     # Only the wheel's files are used; importing pytriton would need its Python dependencies.
     import importlib.util
 
@@ -83,21 +92,19 @@ def _bundle_install(cache_dir: Path | None = None) -> TritonInstall | None:
     cache = cache_dir or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "edge-deploy"
     backend_dir = cache / "triton-backends" / f"py{py}"
     python_dir = backend_dir / "python"
-    python_dir.mkdir(parents=True, exist_ok=True)
-    for src in (
-        root / "backends" / "python" / "libtriton_python.so",
-        root / "backends" / "python" / "triton_python_backend_utils.py",
-        stub,
-    ):
-        link = python_dir / src.name
-        if not (link.is_symlink() and os.readlink(link) == str(src)):
-            tmp = python_dir / f".{src.name}.tmp{os.getpid()}"
-            tmp.unlink(missing_ok=True)
-            tmp.symlink_to(src)
-            os.replace(tmp, link)
+    if prepare:
+        _link_backend(python_dir, [
+            root / "backends" / "python" / "libtriton_python.so",
+            root / "backends" / "python" / "triton_python_backend_utils.py",
+            stub,
+        ])
     # The stub links libpython3.X.so from the loader path: point it at this interpreter's.
     lib_path = [str(libs), sysconfig.get_config_var("LIBDIR") or ""]
+    # The stub's embedded interpreter finds its prefix through the first `python3` on
+    # PATH (PYTHONHOME alone is not enough): put this interpreter's directory first.
+    search_path = [str(Path(sys.executable).parent), "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
     env = {
+        "PATH": os.pathsep.join(search_path),
         "LD_LIBRARY_PATH": os.pathsep.join(p for p in lib_path if p),
         "PYTHONHOME": sys.base_prefix,
         "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and "site-packages" in p),
@@ -105,8 +112,26 @@ def _bundle_install(cache_dir: Path | None = None) -> TritonInstall | None:
     return TritonInstall(binary=binary, backend_dir=backend_dir, source="nvidia-pytriton bundle", env=env)
 
 
-def find_tritonserver(explicit: Path | str | None = None, *, cache_dir: Path | None = None) -> TritonInstall:
-    """Find tritonserver: explicit path, $TRITONSERVER, /opt/tritonserver, PATH, nvidia-pytriton."""
+def _link_backend(python_dir: Path, sources: list[Path]) -> None:
+    """Symlink the Python backend's files into `python_dir` (atomically, safe to repeat)."""
+    python_dir.mkdir(parents=True, exist_ok=True)
+    for src in sources:
+        link = python_dir / src.name
+        if not (link.is_symlink() and os.readlink(link) == str(src)):
+            tmp = python_dir / f".{src.name}.tmp{os.getpid()}"
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(src)
+            os.replace(tmp, link)
+
+
+def find_tritonserver(
+    explicit: Path | str | None = None, *, cache_dir: Path | None = None, prepare: bool = True
+) -> TritonInstall:
+    """Find tritonserver: explicit path, $TRITONSERVER, /opt/tritonserver, PATH, nvidia-pytriton.
+
+    For the bundle, `prepare=False` only computes where its backend directory goes
+    (nothing is written; e.g. for `serve --print-unit`).
+    """
     looked: list[str] = []
     candidates: list[tuple[str, str | None]] = [
         ("--tritonserver", str(explicit) if explicit else None),
@@ -124,7 +149,7 @@ def find_tritonserver(explicit: Path | str | None = None, *, cache_dir: Path | N
             return TritonInstall(binary=binary, backend_dir=backends if backends.is_dir() else None, source=source)
         if source in ("--tritonserver", "$TRITONSERVER"):
             raise ServerError(f"{source} {binary} is not an executable tritonserver; {INSTALL_HINT}.")
-    bundle = _bundle_install(cache_dir)
+    bundle = _bundle_install(cache_dir, prepare)
     if bundle is not None:
         return bundle
     looked.append("the nvidia-pytriton package")
@@ -139,17 +164,33 @@ class ServerOptions:
     grpc_address: str = "127.0.0.1"
     grpc_port: int = DEFAULT_GRPC_PORT
     http: bool = False
+    http_address: str = "127.0.0.1"
     http_port: int = 8000
     metrics: bool = False
+    metrics_address: str = "127.0.0.1"
     metrics_port: int = 8002
     model_control: str = "explicit"  # explicit | poll | none
     load_models: tuple[str, ...] = ("*",)
     repository_poll_secs: int = 2
-    restricted_key: tuple[str, str] | None = None  # (header, value) for the model-repository protocol
+    restricted_key: tuple[str, str] | None = None  # (key name, value) guarding the model-repository protocol
     strict_readiness: bool = True
     exit_timeout: int = 30
     log_verbose: int = 0
     extra_args: tuple[str, ...] = ()
+
+    @property
+    def url(self) -> str:
+        """The gRPC address clients dial (host:port)."""
+        return f"{self.grpc_address}:{self.grpc_port}"
+
+    def ports(self) -> list[tuple[str, str, int]]:
+        """(what, address, port) for every port this server will listen on."""
+        ports = [("gRPC", self.grpc_address, self.grpc_port)]
+        if self.http:
+            ports.append(("HTTP", self.http_address, self.http_port))
+        if self.metrics:
+            ports.append(("metrics", self.metrics_address, self.metrics_port))
+        return ports
 
 
 def tritonserver_argv(install: TritonInstall, options: ServerOptions) -> list[str]:
@@ -169,36 +210,199 @@ def tritonserver_argv(install: TritonInstall, options: ServerOptions) -> list[st
     if install.backend_dir is not None:
         argv.append(f"--backend-directory={install.backend_dir}")
     if options.http:
-        argv += [f"--http-address={options.grpc_address}", f"--http-port={options.http_port}"]
+        argv += [f"--http-address={options.http_address}", f"--http-port={options.http_port}"]
     if options.metrics:
-        argv += [f"--metrics-address={options.grpc_address}", f"--metrics-port={options.metrics_port}"]
+        argv += [f"--metrics-address={options.metrics_address}", f"--metrics-port={options.metrics_port}"]
     if options.model_control == "explicit":
         argv += [f"--load-model={name}" for name in options.load_models]
     elif options.model_control == "poll":
         argv.append(f"--repository-poll-secs={options.repository_poll_secs}")
     if options.restricted_key is not None:
-        header, value = options.restricted_key
-        argv.append(f"--grpc-restricted-protocol=model-repository:{header}={value}")
+        # gRPC clients send the header `triton-grpc-protocol-<name>`, HTTP clients `<name>`.
+        name, value = options.restricted_key
+        argv.append(f"--grpc-restricted-protocol=model-repository:{name}={value}")
+        if options.http:
+            argv.append(f"--http-restricted-api=model-repository:{name}={value}")
     argv += list(options.extra_args)
     return argv
+
+
+# The model-repository key. tritonserver reads options only from its command line
+# (getopt_long: no option file, no environment variable), so the value is visible in
+# /proc/PID/cmdline to local users unless /proc is mounted with hidepid=invisible.
+RESTRICTED_KEY_NAME = "edge-deploy-key"
+GRPC_KEY_HEADER = f"triton-grpc-protocol-{RESTRICTED_KEY_NAME}"
+KEY_ENV = "EDGE_DEPLOY_MODEL_KEY"
+
+
+def generate_key() -> str:
+    """A fresh random model-repository key (hex, safe in argv and environment files)."""
+    return secrets.token_hex(32)
+
+
+def port_in_use(address: str, port: int) -> bool:
+    """True when something already listens on (address, port): a bind test."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    host = "127.0.0.1" if address in ("0.0.0.0", "") else address
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        # SO_REUSEADDR ignores TIME_WAIT leftovers of a server that just stopped.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def check_ports_free(options: ServerOptions) -> None:
+    """Raise ServerError when a port the server needs is taken."""
+    for what, address, port in options.ports():
+        if port_in_use(address, port):
+            raise ServerError(
+                f"{what} port {address}:{port} is already in use; stop whatever listens there "
+                f"(`ss -ltnp 'sport = :{port}'`) or pick another port (--grpc-port)."
+            )
+
+
+def repository_models(repository: Path) -> list[str]:
+    """Names of the models in a Triton model repository (directories holding config.pbtxt)."""
+    repository = Path(repository)
+    if not repository.is_dir():
+        return []
+    return sorted(p.name for p in repository.iterdir() if p.is_dir() and (p / "config.pbtxt").is_file())
+
+
+def check_repository(repository: Path) -> list[str]:
+    """The models of `repository`; ServerError when it is missing or holds no model."""
+    repository = Path(repository)
+    if not repository.is_dir():
+        raise ServerError(
+            f"model repository {repository} does not exist; install a model first "
+            "(`edge-deploy install ARTIFACT --repository DIR`) or pass --repository."
+        )
+    models = repository_models(repository)
+    if not models:
+        raise ServerError(
+            f"model repository {repository} has no models (no <model>/config.pbtxt); "
+            "install one with `edge-deploy install ARTIFACT --repository DIR`."
+        )
+    return models
+
+
+@dataclass
+class ModelHealth:
+    """Readiness of one model and the versions the server serves."""
+
+    name: str
+    ready: bool
+    versions: list[str]
+    reason: str = ""
+
+
+@dataclass
+class Health:
+    """What the server says about itself and its models."""
+
+    url: str
+    live: bool
+    ready: bool
+    models: list[ModelHealth] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def all_ready(self) -> bool:
+        return self.live and self.ready and all(m.ready for m in self.models)
+
+
+def check_health(url: str, models: list[str] | tuple[str, ...] = (), timeout: float = 2.0) -> Health:
+    """Ask the server at `url` whether it and each model in `models` are ready (never raises)."""
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        try:
+            live = client.is_server_live(client_timeout=timeout)
+            ready = client.is_server_ready(client_timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"
+            return Health(url, False, False, error=_short(exc))
+        result = Health(url, live, ready)
+        for name in models:
+            try:
+                model_ready = client.is_model_ready(name, client_timeout=timeout)
+                versions = list(client.get_model_metadata(name, client_timeout=timeout).versions) if model_ready else []
+                result.models.append(ModelHealth(name, model_ready, versions))
+            except Exception as exc:  # noqa: BLE001
+                result.models.append(ModelHealth(name, False, [], _short(exc)))
+        return result
+    finally:
+        client.close()
+
+
+def wait_healthy(
+    url: str,
+    models: list[str] | tuple[str, ...] = (),
+    timeout: float = 60.0,
+    *,
+    alive: "Callable[[], str | None] | None" = None,
+) -> Health:
+    """Poll until the server and `models` are ready; ServerError after `timeout`.
+
+    `alive` (optional) returns a reason string once the server has died, so a crash
+    fails fast instead of waiting out the timeout.
+    """
+    deadline = time.monotonic() + timeout
+    health = Health(url, False, False)
+    while True:
+        if alive is not None:
+            dead = alive()
+            if dead:
+                raise ServerError(dead)
+        health = check_health(url, models)
+        if health.all_ready:
+            return health
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.25)
+    waiting = [m.name for m in health.models if not m.ready]
+    what = f"models {', '.join(waiting)}" if health.live and waiting else "the server"
+    raise ServerError(f"{what} at {url} not ready after {timeout:.0f} s ({health.error or 'not ready'}).")
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    if not text:
+        return type(exc).__name__
+    if "failed to connect to all addresses" in text[0]:
+        return "connection refused: nothing listens there"
+    return text[0][:200]
 
 
 class TritonProcess:
     """A tritonserver child process (used by `serve --foreground` and by tests).
 
-    Output goes to `log_path`. `wait_ready` polls gRPC readiness; `stop` sends
-    SIGTERM, then SIGKILL after the timeout.
+    Output goes to `log_path` (and, with `echo=True`, to stderr as well).
+    `wait_ready` polls gRPC readiness; `stop` sends SIGTERM, then SIGKILL after the timeout.
     """
 
-    def __init__(self, install: TritonInstall, options: ServerOptions, log_path: Path) -> None:
+    def __init__(
+        self, install: TritonInstall, options: ServerOptions, log_path: Path, *, echo: bool = False,
+        die_with_parent: bool = False,
+    ) -> None:
         self.install = install
         self.options = options
         self.log_path = Path(log_path)
+        self.echo = echo
+        self.die_with_parent = die_with_parent
         self.proc: subprocess.Popen[bytes] | None = None
+        self._tee: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        return f"{self.options.grpc_address}:{self.options.grpc_port}"
+        return self.options.url
+
+    @property
+    def argv(self) -> list[str]:
+        return tritonserver_argv(self.install, self.options)
 
     def start(self) -> "TritonProcess":
         env = {**os.environ, **self.install.env}
@@ -206,39 +410,56 @@ class TritonProcess:
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(
-                tritonserver_argv(self.install, self.options),
-                stdout=log,
+                self.argv,
+                stdout=subprocess.PIPE if self.echo else log,
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
+                preexec_fn=_term_when_parent_dies if self.die_with_parent else None,
             )
-        finally:
+        except OSError as exc:
+            log.close()
+            raise ServerError(f"cannot start {self.install.binary}: {exc}; {INSTALL_HINT}.") from exc
+        if self.echo:
+            self._tee = threading.Thread(target=self._copy_output, args=(log,), daemon=True)
+            self._tee.start()
+        else:
             log.close()
         return self
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        """Block until the server reports ready, or raise ServerError with the log's reason."""
-        import tritonclient.grpc as grpcclient
+    def _copy_output(self, log) -> None:  # noqa: ANN001 - binary file
+        assert self.proc is not None and self.proc.stdout is not None
+        with log:
+            for line in self.proc.stdout:
+                log.write(line)
+                log.flush()
+                sys.stderr.buffer.write(line)
+                sys.stderr.flush()
 
-        deadline = time.monotonic() + timeout
-        client = grpcclient.InferenceServerClient(self.url)
+    def exited(self) -> str | None:
+        """None while running; otherwise why it stopped (exit code and the log's reason)."""
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        if self._tee is not None:
+            self._tee.join(timeout=2)
+        return f"tritonserver exited with code {self.proc.returncode}: {last_error_line(self.log_path)}"
+
+    def wait_ready(self, timeout: float = 60.0, models: list[str] | tuple[str, ...] = ()) -> Health:
+        """Block until the server (and `models`) report ready, or raise ServerError with the log's reason."""
         try:
-            while time.monotonic() < deadline:
-                if self.proc is not None and self.proc.poll() is not None:
-                    raise ServerError(
-                        f"tritonserver exited with code {self.proc.returncode}: {last_error_line(self.log_path)}"
-                    )
-                try:
-                    if client.is_server_ready(client_timeout=2.0):
-                        return
-                except Exception:  # noqa: BLE001 - not up yet
-                    pass
-                time.sleep(0.2)
-        finally:
-            client.close()
-        raise ServerError(
-            f"tritonserver was not ready after {timeout:.0f} s: {last_error_line(self.log_path)}"
-        )
+            return wait_healthy(self.url, models, timeout, alive=self.exited)
+        except ServerError as exc:
+            if self.exited():
+                raise
+            raise ServerError(f"{exc} Last log line: {last_error_line(self.log_path)}") from None
+
+    def wait(self) -> int:
+        """Wait for the process to end; its exit code."""
+        assert self.proc is not None
+        code = self.proc.wait()
+        if self._tee is not None:
+            self._tee.join(timeout=2)
+        return code
 
     def stop(self, timeout: float | None = None) -> int | None:
         """SIGTERM, wait up to the exit timeout (+5 s), then SIGKILL. Returns the exit code."""
@@ -251,6 +472,8 @@ class TritonProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self._tee is not None:
+            self._tee.join(timeout=2)
         return self.proc.returncode
 
     def __enter__(self) -> "TritonProcess":
@@ -260,13 +483,101 @@ class TritonProcess:
         self.stop()
 
 
-def last_error_line(log_path: Path) -> str:
-    """The most informative line of a tritonserver log: the last error, else the last line."""
+def _term_when_parent_dies() -> None:
+    # Runs in the child before exec: Linux sends it SIGTERM when its parent dies, so a
+    # killed `serve --foreground` does not leave an orphaned server holding the port.
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def run_foreground(
+    install: TritonInstall,
+    options: ServerOptions,
+    log_path: Path,
+    *,
+    ready_timeout: float = 300.0,
+    on_ready: "Callable[[Health], None] | None" = None,
+) -> int:
+    """Run tritonserver in this process's foreground until SIGINT/SIGTERM; its exit code.
+
+    The signal is forwarded to tritonserver, which finishes in-flight requests
+    (up to the exit timeout) and exits; 0 means a clean stop.
+    """
+    models = check_repository(options.model_repository)
+    check_ports_free(options)
+    server = TritonProcess(install, options, log_path, echo=True, die_with_parent=True)
+    stop_requested = threading.Event()
+
+    def forward(signum: int, _frame: object) -> None:
+        stop_requested.set()
+        if server.proc is not None and server.proc.poll() is None:
+            server.proc.send_signal(signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        lines = [ln.strip() for ln in Path(log_path).read_text(errors="replace").splitlines() if ln.strip()]
+        server.start()
+        try:
+            health = server.wait_ready(ready_timeout, models)
+        except ServerError:
+            if stop_requested.is_set():
+                return _finish(server, options)
+            server.stop(timeout=options.exit_timeout + 5)
+            raise
+        if on_ready is not None:
+            on_ready(health)
+        while server.proc is not None and server.proc.poll() is None:
+            time.sleep(0.2)
+        return _finish(server, options)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        server.stop(timeout=options.exit_timeout + 5)
+
+
+def _finish(server: TritonProcess, options: ServerOptions) -> int:
+    code = server.stop(timeout=options.exit_timeout + 5)
+    return 0 if code in (0, None) else (code if code > 0 else 128 - code)
+
+
+_LOG_NOISE = ("CudaDriverHelper has not been initialized", "Unable to allocate pinned system memory")
+
+
+def last_error_line(log_path: Path) -> str:
+    """The most informative line of a tritonserver log.
+
+    A model's own error (failed to load / poll failed) beats the generic
+    "failed to load all models" line that follows it; then any error; then the last line.
+    """
+    try:
+        text = Path(log_path).read_text(errors="replace")
     except OSError:
         return "no server log"
+    return reason_from_log(text)
+
+
+def reason_from_log(text: str) -> str:
+    """`last_error_line` for log text already read (e.g. from journalctl)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    errors = [
+        ln for ln in lines
+        if (ln.startswith("E") and ln[1:2].isdigit() or ln.startswith("error:")) and not any(n in ln for n in _LOG_NOISE)
+    ]
+    for line in reversed(errors):
+        if "model" in line and "failed to load all models" not in line:
+            return _clean(line)
+    if errors:
+        return _clean(errors[-1])
     for line in reversed(lines):
-        if line.startswith("E") or line.startswith("error:") or "failed to load" in line:
-            return line[:400]
-    return lines[-1][:400] if lines else "the server printed nothing"
+        if "failed to load" in line or "UNAVAILABLE" in line:
+            return _clean(line)
+    return _clean(lines[-1]) if lines else "the server printed nothing"
+
+
+def _clean(line: str) -> str:
+    # "E1122 06:52:19.798981 10086 file.cc:1460] \"message\"" -> "message"
+    if line[:1] in "EWI" and "] " in line:
+        line = line.split("] ", 1)[1].strip().strip('"')
+    # Python-backend errors carry their traceback as literal "\\n"s: keep the first line.
+    return line.split("\\n", 1)[0].strip()[:400]

@@ -1,4 +1,175 @@
-"""`edge-deploy` commands for this stage (see edge_deploy/cli/__init__.py)."""
+"""`edge-deploy convert`: torch -> ONNX (-> TensorRT plan on the device) (-> model repository)."""
 from __future__ import annotations
 
-from .app import app  # noqa: F401
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .app import app
+
+
+class Backbone(str, Enum):
+    resnet18 = "resnet18"
+    resnet34 = "resnet34"
+
+
+class Target(str, Enum):
+    auto = "auto"
+    onnx = "onnx"
+    tensorrt = "tensorrt"
+
+
+class Builder(str, Enum):
+    auto = "auto"
+    python = "python"
+    trtexec = "trtexec"
+
+
+class Precision(str, Enum):
+    fp16 = "fp16"
+    fp32 = "fp32"
+    int8 = "int8"
+
+
+_TRT = "TensorRT plan (on the device)"
+_LANEATT = "LaneATT"
+_BATCH = "Batch"
+
+
+@app.command()
+def convert(
+    model: Annotated[str, typer.Argument(
+        help="laneatt (built-in LaneATT), a TorchScript file, package.module:factory (returns an nn.Module), "
+             "or an artifact directory made by convert (then only the TensorRT plan is built)."
+    )],
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", help="Artifact directory to write (model.onnx, manifest.json, model.plan). "
+                               "Required unless MODEL is an artifact directory.")] = None,
+    backbone: Annotated[Backbone, typer.Option(help="LaneATT backbone.", rich_help_panel=_LANEATT)] = Backbone.resnet34,
+    checkpoint: Annotated[Optional[Path], typer.Option(
+        help="Official LaneATT checkpoint ({'model': state_dict} or a bare state_dict).", rich_help_panel=_LANEATT)] = None,
+    anchors_freq: Annotated[Optional[Path], typer.Option(
+        help="Anchor-frequency file (e.g. culane_anchors_freq.pt) for --topk-anchors.", rich_help_panel=_LANEATT)] = None,
+    topk_anchors: Annotated[Optional[int], typer.Option(
+        help="Keep the top-k most frequent anchors (1000 for the CULane checkpoints).", rich_help_panel=_LANEATT)] = None,
+    input_shape: Annotated[Optional[str], typer.Option(
+        help="Input of one forward call for TorchScript/factory models, e.g. 1,3,360,640.")] = None,
+    opset: Annotated[int, typer.Option(help="ONNX opset.")] = 17,
+    batch: Annotated[Optional[int], typer.Option(
+        help="Fixed batch size (a static batch dimension).", rich_help_panel=_BATCH)] = None,
+    min_batch: Annotated[Optional[int], typer.Option(help="Smallest batch (dynamic batch axis; default 1).",
+                                                     rich_help_panel=_BATCH)] = None,
+    opt_batch: Annotated[Optional[int], typer.Option(help="Batch TensorRT optimises for (default: min).",
+                                                     rich_help_panel=_BATCH)] = None,
+    max_batch: Annotated[Optional[int], typer.Option(help="Largest batch (default 4).", rich_help_panel=_BATCH)] = None,
+    input_name: Annotated[str, typer.Option(help="Name of the ONNX input.")] = "input",
+    output_name: Annotated[str, typer.Option(
+        help="Name of the ONNX output (comma-separated for several outputs).")] = "predict_lanes",
+    target: Annotated[Target, typer.Option(
+        help="onnx: stop after ONNX; tensorrt: also build the plan (needs TensorRT); auto: the plan when "
+             "TensorRT is here.")] = Target.auto,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing output artifact (only after success); for an artifact MODEL, rebuild the plan "
+                 "even if it is current.")] = False,
+    seed: Annotated[int, typer.Option(help="Seed for untrained LaneATT weights and the parity inputs.")] = 0,
+    atol: Annotated[float, typer.Option(help="Parity tolerance, absolute.")] = 1e-3,
+    rtol: Annotated[float, typer.Option(help="Parity tolerance, relative.")] = 1e-3,
+    simplify: Annotated[bool, typer.Option(help="Simplify the graph with onnxslim (kept only if results hold).")] = True,
+    builder: Annotated[Builder, typer.Option(help="TensorRT builder.", rich_help_panel=_TRT)] = Builder.auto,
+    precision: Annotated[Precision, typer.Option(help="TensorRT precision.", rich_help_panel=_TRT)] = Precision.fp16,
+    workspace: Annotated[Optional[int], typer.Option(
+        help="TensorRT workspace limit in MiB.", rich_help_panel=_TRT)] = None,
+    dla_core: Annotated[Optional[int], typer.Option(help="Run on this DLA core (Orin: 0 or 1).",
+                                                    rich_help_panel=_TRT)] = None,
+    timing_cache: Annotated[Optional[Path], typer.Option(help="TensorRT timing cache file (read and updated).",
+                                                         rich_help_panel=_TRT)] = None,
+    calibration_images: Annotated[Optional[Path], typer.Option(
+        help="Directory of images for INT8 calibration.", rich_help_panel=_TRT)] = None,
+    builder_optimization_level: Annotated[Optional[int], typer.Option(
+        help="TensorRT builder optimisation level (0-5).", rich_help_panel=_TRT)] = None,
+    verify: Annotated[bool, typer.Option(help="Check the plan against ONNX Runtime after building.",
+                                         rich_help_panel=_TRT)] = True,
+    install: Annotated[bool, typer.Option("--install", help="Install the result into the model repository.")] = False,
+    repository: Annotated[Path, typer.Option(help="Triton model repository for --install.")] = Path("model_repository"),
+    name: Annotated[str, typer.Option(help="Model name in the repository for --install.")] = "lanedet",
+) -> None:
+    """Convert a PyTorch lane model to a verified ONNX model (and a TensorRT plan on the device)."""
+    from rich.console import Console
+
+    from ..convert import convert as run_convert
+    from ..export import ExportSettings, SourceSpec, batch_range, parse_input_shape
+    from ..progress import ConsoleReporter
+
+    # Progress and results go to stdout; stderr carries only the error line.
+    console = Console()
+    reporter = ConsoleReporter(console)
+    source = SourceSpec(
+        model=model, backbone=backbone.value, checkpoint=checkpoint, anchors_freq=anchors_freq,
+        topk_anchors=topk_anchors, input_shape=parse_input_shape(input_shape) if input_shape else None, seed=seed,
+    )
+    settings = ExportSettings(
+        opset=opset, batch=batch_range(batch, min_batch, opt_batch, max_batch), input_name=input_name,
+        output_names=tuple(n.strip() for n in output_name.split(",") if n.strip()), atol=atol, rtol=rtol,
+        simplify=simplify, seed=seed,
+    )
+    engine_settings: dict[str, Any] = {
+        "builder": builder.value, "precision": precision.value,
+        "workspace": None if workspace is None else workspace << 20, "dla_core": dla_core,
+        "timing_cache": timing_cache, "calibration_images": calibration_images,
+        "optimization_level": builder_optimization_level, "verify": verify, "force": force,
+    }
+    result = run_convert(source, output, settings, target=target.value, engine_settings=engine_settings,
+                         force=force, reporter=reporter)
+    _print_summary(console, result)
+    if install:
+        from ..repository import install as install_artifact
+
+        summary = install_artifact(result.artifact_dir, repository, name, reporter=reporter)
+        console.print(summary)
+
+
+def _print_summary(console: Any, result: Any) -> None:
+    from rich.table import Table
+
+    manifest = result.manifest
+    fp16 = manifest.get("fp16")
+    if fp16 is not None:
+        if fp16["nodes"]:
+            table = Table(title=f"FP16 report: {len(fp16['nodes'])} node(s) outside FP16 range (kept in FP32 by TensorRT)",
+                          title_justify="left")
+            for column in ("node", "op", "output", "max |x|", "reason"):
+                table.add_column(column)
+            for entry in fp16["nodes"][:12]:
+                table.add_row(entry["node"], entry["op"], entry["output"], f"{entry['max_abs']:.3g}", entry["reason"])
+            if len(fp16["nodes"]) > 12:
+                table.add_row("…", "", "", "", f"{len(fp16['nodes']) - 12} more in manifest.json")
+            console.print(table)
+        else:
+            console.print(f"FP16 report: all {fp16['tensors_checked']} tensors fit FP16 "
+                          f"(max |x| {fp16['max_abs']:.3g}).")
+
+    table = Table(title=f"{result.artifact_dir}", title_justify="left", show_header=True)
+    table.add_column("file")
+    table.add_column("size", justify="right")
+    table.add_column("sha256")
+    for file_name, entry in manifest["files"].items():
+        table.add_row(file_name, _size(entry["bytes"]), entry["sha256"][:16] + "…")
+    console.print(table)
+
+    parity = manifest.get("parity")
+    if parity:
+        for out_name, entry in parity["outputs"].items():
+            console.print(f"parity {out_name} (batches {parity['batches']}): max abs {entry['max_abs']:.3g}, "
+                          f"max rel {entry['max_rel']:.3g} (atol {parity['tolerance']['atol']:g}, "
+                          f"rtol {parity['tolerance']['rtol']:g})")
+    stages = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in result.timings.items() if stage != "total")
+    console.print(f"time: {stages}; total {result.timings['total']:.1f} s")
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count} B"

@@ -1,4 +1,164 @@
-"""`edge-deploy` commands for this stage (see edge_deploy/cli/__init__.py)."""
+"""`edge-deploy infer`: lanes for image files (PNG with the lanes drawn and/or JSON); `edge-deploy sample`."""
 from __future__ import annotations
 
-from .app import app  # noqa: F401
+import json
+import os
+import tempfile
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .app import app
+
+
+class Transport(str, Enum):
+    auto = "auto"
+    shm = "shm"
+    grpc = "grpc"
+
+
+_DECODE = "Decoding (default: the model config's)"
+
+
+def read_image(path: Path) -> Any:
+    """An image file as an HxWx3 uint8 BGR array, or a one-line FrameError."""
+    import cv2
+    import numpy as np
+
+    from ..errors import FrameError
+
+    if not path.is_file():
+        raise FrameError(f"image {path} does not exist; pass image files (PNG, JPEG) or --synthetic N.")
+    frame = cv2.imdecode(np.fromfile(str(path), dtype=np.uint8), cv2.IMREAD_COLOR)
+    if frame is None:
+        raise FrameError(f"cannot decode {path} as an image; pass PNG or JPEG files.")
+    return frame
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """JSON via a temporary file and rename, so a reader never sees half a file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1)
+            fh.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def lanes_record(name: str, frame: Any, lanes: list[Any], model: str) -> dict[str, Any]:
+    """The JSON written for one image."""
+    h, w = frame.shape[:2]
+    return {"image": name, "height": int(h), "width": int(w), "model": model,
+            "lanes": [lane.to_dict() for lane in lanes]}
+
+
+def _unique_stems(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        stem = Path(name).stem
+        count = seen.get(stem, 0)
+        seen[stem] = count + 1
+        out.append(stem if count == 0 else f"{stem}-{count}")
+    return out
+
+
+def run_infer(
+    client: Any, frames: list[tuple[str, Any]], out: Path, *, write_png: bool, write_json: bool,
+    conf_threshold: float | None, nms_threshold: float | None, top_k: int | None,
+) -> list[dict[str, Any]]:
+    """Detect lanes in each (name, frame) and write OUT/<stem>.lanes.png and/or OUT/<stem>.lanes.json."""
+    from ..lanedet.draw import draw_lanes, save_png
+
+    out.mkdir(parents=True, exist_ok=True)
+    records = []
+    for (name, frame), stem in zip(frames, _unique_stems([n for n, _ in frames])):
+        lanes = client.detect(frame, conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k)
+        record = lanes_record(name, frame, lanes, client.model_name)
+        if write_png:
+            record["png"] = str(save_png(out / f"{stem}.lanes.png", draw_lanes(frame, lanes)))
+        if write_json:
+            path = out / f"{stem}.lanes.json"
+            _write_json(path, record)
+            record["json"] = str(path)
+        records.append(record)
+    return records
+
+
+def synthetic_frames(count: int, width: int = 1640, height: int = 590) -> list[tuple[str, Any]]:
+    """`count` synthetic road frames named road-000.png, ... (seeds 0..count-1)."""
+    from ..lanedet.synthetic import road_scene
+
+    return [(f"road-{i:03d}.png", road_scene(width, height, seed=i)[0]) for i in range(count)]
+
+
+@app.command()
+def infer(
+    images: Annotated[Optional[list[Path]], typer.Argument(help="Image files (PNG/JPEG, any size, BGR as cv2 reads them).")] = None,
+    url: Annotated[str, typer.Option(help="Triton gRPC address.")] = "127.0.0.1:8001",
+    model: Annotated[str, typer.Option(help="Served model: the lane model NAME or NAME_pipeline.")] = "lanedet",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for <image>.lanes.png / .lanes.json.")] = Path("lanes"),
+    json_out: Annotated[bool, typer.Option("--json", help="Also write <image>.lanes.json (points in image pixels).")] = False,
+    png: Annotated[bool, typer.Option("--png/--no-png", help="Write <image>.lanes.png with the lanes drawn.")] = True,
+    synthetic: Annotated[int, typer.Option(help="Also run on N synthetic 1640x590 road frames (written to OUT too).")] = 0,
+    conf: Annotated[Optional[float], typer.Option(help="Score threshold.", rich_help_panel=_DECODE)] = None,
+    nms: Annotated[Optional[float], typer.Option(help="NMS threshold (pixels at 640 wide).", rich_help_panel=_DECODE)] = None,
+    top_k: Annotated[Optional[int], typer.Option(help="At most this many lanes.", rich_help_panel=_DECODE)] = None,
+    transport: Annotated[Transport, typer.Option(help="auto: shared memory when the server is on this host.")] = Transport.auto,
+    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 30.0,
+    wait: Annotated[float, typer.Option(help="Wait up to this many seconds for the server and model to be ready.")] = 0.0,
+) -> None:
+    """Detect lanes in images with a served model; write each image with its lanes drawn (PNG) and/or JSON."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..errors import ClientError
+    from ..lanedet.client import LaneDetClient
+
+    paths = list(images or [])
+    if not paths and synthetic <= 0:
+        raise ClientError("no images given; pass image files or --synthetic N.")
+    if not png and not json_out:
+        raise ClientError("--no-png without --json writes nothing; add --json.")
+    frames = [(str(p), read_image(p)) for p in paths]  # every file is checked before the first request
+    if synthetic > 0:
+        from ..lanedet.draw import save_png
+
+        for name, frame in synthetic_frames(synthetic):
+            save_png(out / name, frame)
+            frames.append((str(out / name), frame))
+    client = LaneDetClient(url, model, transport=transport.value, client_timeout=timeout, connect=wait <= 0)
+    with client:
+        if wait > 0:
+            client.wait_until_ready(wait)
+        records = run_infer(client, frames, out, write_png=png, write_json=json_out,
+                            conf_threshold=conf, nms_threshold=nms, top_k=top_k)
+    console = Console()
+    table = Table("image", "size", "lanes", "scores", "written")
+    for rec in records:
+        scores = ", ".join(f"{lane['score']:.2f}" for lane in rec["lanes"]) or "-"
+        written = ", ".join(Path(rec[k]).name for k in ("png", "json") if k in rec)
+        table.add_row(Path(rec["image"]).name, f"{rec['width']}x{rec['height']}", str(len(rec["lanes"])), scores, written)
+    console.print(table)
+    if records and client.model is not None and client.model.kind == "raw":
+        console.print(f"[dim]{model}: decoded on the client ({client.transport}); output in {out}[/]")
+
+
+@app.command()
+def sample(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the frames.")] = Path("samples"),
+    count: Annotated[int, typer.Option("--count", "-n", help="How many frames.", min=1, max=1000)] = 4,
+    width: Annotated[int, typer.Option(help="Frame width.", min=64, max=8192)] = 1640,
+    height: Annotated[int, typer.Option(help="Frame height.", min=64, max=8192)] = 590,
+) -> None:
+    """Write synthetic road frames (PNG, CULane size by default) to try `edge-deploy infer` on."""
+    from ..lanedet.draw import save_png
+
+    for name, frame in synthetic_frames(count, width, height):
+        typer.echo(str(save_png(out / name, frame)))

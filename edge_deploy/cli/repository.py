@@ -1,4 +1,103 @@
-"""`edge-deploy` commands for this stage (see edge_deploy/cli/__init__.py)."""
+"""`edge-deploy install`, `models` and `rollback`: the Triton model repository."""
 from __future__ import annotations
 
-from .app import app  # noqa: F401
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app
+
+RepositoryOpt = Annotated[Path, typer.Option("--repository", "-r", help="Triton model repository directory.")]
+
+
+@app.command()
+def install(
+    artifact: Annotated[Path, typer.Argument(help="Artifact directory written by `edge-deploy convert`.")],
+    repository: RepositoryOpt = Path("model_repository"),
+    name: Annotated[str, typer.Option(help="Model name in the repository (letters, digits, _ and -).")] = "laneatt",
+    runtime: Annotated[
+        Optional[str], typer.Option(help="tensorrt | onnxruntime | python (default: follows the artifact and the server).")
+    ] = None,
+    pipeline: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--pipeline/--no-pipeline",
+            help="Also install NAME_preprocess, NAME_postprocess and the ensemble NAME_pipeline "
+            "(default: when NAME already has them).",
+        ),
+    ] = None,
+    max_queue_delay_us: Annotated[
+        Optional[int], typer.Option(help="Dynamic batching: longest wait (microseconds) to form a batch.")
+    ] = None,
+    instances: Annotated[int, typer.Option(help="Model instances (instance_group count).")] = 1,
+    warmup: Annotated[bool, typer.Option(help="Warm the model up with a zero input when it loads.")] = False,
+    keep: Annotated[Optional[int], typer.Option(help="Keep only the newest K versions (removes older ones).")] = None,
+    force: Annotated[bool, typer.Option(help="Install a plan built for another device / TensorRT.")] = False,
+    tritonserver: Annotated[
+        Optional[Path], typer.Option(help="tritonserver binary whose backends decide the runtime.")
+    ] = None,
+) -> None:
+    """Install an artifact as the next version of a model; a running server loads it."""
+    from ..progress import ConsoleReporter
+    from ..repository import install as do_install
+
+    result = do_install(
+        artifact, repository, name, runtime=runtime, pipeline=pipeline, max_queue_delay_us=max_queue_delay_us,
+        instances=instances, warmup=warmup, keep=keep, force=force, tritonserver=tritonserver,
+        reporter=ConsoleReporter(),
+    )
+    typer.echo(result.summary())
+
+
+@app.command()
+def models(
+    name: Annotated[Optional[str], typer.Argument(help="Only this model (and its pipeline models).")] = None,
+    repository: RepositoryOpt = Path("model_repository"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """List models, their versions and fingerprints, and which version is served."""
+    from dataclasses import asdict
+
+    from ..repository import list_models
+
+    infos = list_models(repository, name)
+    if as_json:
+        typer.echo(json.dumps([asdict(i) for i in infos], indent=2))
+        return
+    if not infos:
+        typer.echo(f"{repository} has no models; add one with `edge-deploy install ARTIFACT`.")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("model", "role", "version", "runtime", "manifest sha256", "plan", "served")
+    for info in infos:
+        for v in info.versions:
+            plan = ""
+            if v.plan:
+                plan = " ".join(str(v.plan.get(k)) for k in ("gpu", "compute_capability", "tensorrt") if v.plan.get(k))
+            if info.served is not None:
+                served = "yes" if v.version in info.served else ""
+            else:
+                served = "by config" if v.version in info.policy else ""
+            table.add_row(info.name, info.role, str(v.version), v.runtime or "?",
+                          (v.manifest_sha256 or "?")[:16], plan, served)
+    Console().print(table)
+    if all(i.served is None for i in infos):
+        typer.echo(f"(no running edge-deploy server for {repository}: 'by config' = what a server would load)")
+
+
+@app.command()
+def rollback(
+    name: Annotated[str, typer.Argument(help="Model to roll back.")],
+    to: Annotated[Optional[int], typer.Option("--to", help="Version to serve (default: the one before the served one).")] = None,
+    repository: RepositoryOpt = Path("model_repository"),
+) -> None:
+    """Serve an older version again (newer versions stay on disk)."""
+    from ..progress import ConsoleReporter
+    from ..repository import rollback as do_rollback
+
+    result = do_rollback(repository, name, to, reporter=ConsoleReporter())
+    typer.echo(result.summary())

@@ -1,0 +1,233 @@
+"""Benchmarks 3 and 4: LaneDetClient against a real tritonserver on loopback.
+
+The served lane model has LaneATT's I/O (input [B, 3, 360, 640] FP32 ->
+predict_lanes [B, 1000, 77]) but negligible compute (tests/small_artifact.py:
+a global average pool and one small matmul whose bias holds real anchor rows), so
+what is measured is the client and the transport. It is installed by the real
+`edge-deploy install` (Python-backend model running ONNX Runtime, the runtime the
+bundled tritonserver can serve) with `--pipeline`, in a temporary repository.
+
+3. End to end: `LaneDetClient.detect(frame)` from a raw 1640x590 BGR frame,
+   including preprocessing and decoding (shared memory, and plain gRPC), vs the
+   seeds' client: a raw tritonclient `infer` of a ready 1x3x360x640 FP32 tensor over
+   gRPC (set_data_from_numpy + infer + as_numpy, nothing else). Same server, same
+   model, interleaved. Target: detect p50 <= raw infer p50.
+4. Server-side pipeline (NAME_pipeline: preprocess -> model -> postprocess in Triton)
+   vs client-side pre/post (NAME + LaneDetClient), p50 latency and throughput at
+   concurrency 1 (LaneDetClient) and 4 (AsyncLaneDetClient, 4 frames in flight).
+
+Prints p50/p90 and ratios; writes benchmarks/client_latency.png.
+
+    python3 benchmarks/bench_client.py [--requests 300] [--no-plot]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # small_artifact.py: the negligible-compute lane model
+
+from edge_deploy.lanedet.async_client import AsyncLaneDetClient  # noqa: E402
+from edge_deploy.lanedet.client import LaneDetClient  # noqa: E402
+from edge_deploy.lanedet.preprocess import Preprocessor  # noqa: E402
+from edge_deploy.lanedet.synthetic import road_scene  # noqa: E402
+
+SHARED = Path(os.environ.get("EDGE_DEPLOY_SHARED", ROOT.parent / "shared"))
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_server(work: Path):
+    from small_artifact import make_artifact
+
+    from edge_deploy.repository import install
+    from edge_deploy.server import ServerOptions, TritonProcess, find_tritonserver
+
+    artifact = make_artifact(work / "artifact", SHARED / "laneatt" / "anchors_2784x77.npy")
+    install(artifact, work / "repo", "lanedet", runtime="python", pipeline=True)
+    options = ServerOptions(model_repository=work / "repo", grpc_port=free_port())
+    proc = TritonProcess(find_tritonserver(cache_dir=work / "cache"), options, work / "triton.log")
+    proc.start()
+    proc.wait_ready(120)
+    return proc
+
+
+def stats(samples: list[float]) -> tuple[float, float]:
+    """(p50, p90) in milliseconds."""
+    a = np.asarray(samples) * 1e3
+    return float(np.percentile(a, 50)), float(np.percentile(a, 90))
+
+
+def bench_end_to_end(url: str, frames: list[np.ndarray], n: int) -> dict[str, list[float]]:
+    """Benchmark 3: interleaved detect (shm, grpc) and the seeds' raw infer, n requests each."""
+    import tritonclient.grpc as grpcclient
+
+    ready = Preprocessor()(frames[0]).copy()  # the seeds' client gets an already preprocessed tensor
+    raw = grpcclient.InferenceServerClient(url)
+    out = [grpcclient.InferRequestedOutput("predict_lanes")]
+    inp = [grpcclient.InferInput("input", [1, 3, 360, 640], "FP32")]
+
+    def seed_infer(_frame: np.ndarray) -> None:
+        inp[0].set_data_from_numpy(ready)
+        raw.infer("lanedet", inputs=inp, outputs=out).as_numpy("predict_lanes")
+
+    shm = LaneDetClient(url, "lanedet", transport="shm")
+    grpc = LaneDetClient(url, "lanedet", transport="grpc")
+    runs = {"raw tritonclient infer (ready tensor, gRPC)": seed_infer,
+            "detect(frame), shared memory": shm.detect,
+            "detect(frame), gRPC": grpc.detect}
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for name, fn in runs.items():  # warm-up
+        for f in frames[:5]:
+            fn(f)
+    for i in range(n):
+        frame = frames[i % len(frames)]
+        for name, fn in runs.items():
+            t = time.perf_counter()
+            fn(frame)
+            samples[name].append(time.perf_counter() - t)
+    shm.close()
+    grpc.close()
+    raw.close()
+    return samples
+
+
+async def _concurrent(url: str, model: str, frames: list[np.ndarray], n: int, width: int) -> tuple[list[float], float]:
+    """n detects with `width` in flight; per-request latencies and the wall time."""
+    async with AsyncLaneDetClient(url, model, max_in_flight=width) as client:
+        for f in frames[:width]:
+            await client.detect(f)
+        latencies: list[float] = []
+        queue = list(range(n))
+
+        async def worker() -> None:
+            while queue:
+                i = queue.pop()
+                t = time.perf_counter()
+                await client.detect(frames[i % len(frames)])
+                latencies.append(time.perf_counter() - t)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(width)))
+        return latencies, time.perf_counter() - start
+
+
+def bench_pipeline(url: str, frames: list[np.ndarray], n: int) -> dict[str, tuple[list[float], float]]:
+    """Benchmark 4: server-side pipeline vs client-side pre/post at concurrency 1 and 4."""
+    results: dict[str, tuple[list[float], float]] = {}
+    clients = {"client-side pre/post": LaneDetClient(url, "lanedet"),
+               "server-side pipeline": LaneDetClient(url, "lanedet_pipeline")}
+    lat: dict[str, list[float]] = {k: [] for k in clients}
+    wall = {k: 0.0 for k in clients}
+    for c in clients.values():
+        for f in frames[:5]:
+            c.detect(f)
+    for i in range(n):  # concurrency 1, interleaved
+        for name, c in clients.items():
+            t = time.perf_counter()
+            c.detect(frames[i % len(frames)])
+            dt = time.perf_counter() - t
+            lat[name].append(dt)
+            wall[name] += dt
+    for name, c in clients.items():
+        results[f"{name}, concurrency 1"] = (lat[name], wall[name])
+        c.close()
+    for rnd in range(2):  # concurrency 4, alternating halves to share any drift
+        for name, model in (("client-side pre/post", "lanedet"), ("server-side pipeline", "lanedet_pipeline")):
+            got, secs = asyncio.run(_concurrent(url, model, frames, n // 2, 4))
+            key = f"{name}, concurrency 4"
+            prev = results.get(key, ([], 0.0))
+            results[key] = (prev[0] + got, prev[1] + secs)
+    return results
+
+
+def plot(e2e: dict[str, list[float]], pipe: dict[str, tuple[list[float], float]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    for ax, data, title in (
+        (axes[0], {k: v for k, v in e2e.items()}, "3. end to end, 1640x590 frame (negligible model)"),
+        (axes[1], {k: v[0] for k, v in pipe.items()}, "4. where pre/post-processing runs"),
+    ):
+        names = list(data)
+        values = [np.asarray(data[k]) * 1e3 for k in names]
+        ax.violinplot(values, showmedians=True, showextrema=False)
+        ax.boxplot(values, showfliers=False, widths=0.15)
+        ax.set_xticks(range(1, len(names) + 1), [k.replace(", ", ",\n") for k in names], fontsize=7.5)
+        ax.set_ylabel("latency per request (ms)")
+        ax.set_title(title, fontsize=10)
+        top = max(np.percentile(v, 97) for v in values)
+        ax.set_ylim(0, top * 1.15)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("LaneDetClient vs tritonserver 2.51 on loopback (violin: distribution, box: quartiles)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=300, help="requests per variant")
+    parser.add_argument("--no-plot", action="store_true", help="do not write benchmarks/client_latency.png")
+    args = parser.parse_args()
+    frames = [road_scene(1640, 590, seed=s)[0] for s in range(8)]
+    print(f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    with tempfile.TemporaryDirectory(prefix="bench_client_") as tmp:
+        t0 = time.perf_counter()
+        proc = start_server(Path(tmp))
+        print(f"tritonserver ready in {time.perf_counter() - t0:.1f} s at {proc.url}")
+        try:
+            e2e = bench_end_to_end(proc.url, frames, args.requests)
+            pipe = bench_pipeline(proc.url, frames, args.requests)
+        finally:
+            proc.stop(timeout=15)
+
+    print(f"\n3. end to end ({args.requests} requests each, interleaved)")
+    print(f"{'variant':<46} {'p50 ms':>8} {'p90 ms':>8}")
+    for name, s in e2e.items():
+        p50, p90 = stats(s)
+        print(f"{name:<46} {p50:>8.2f} {p90:>8.2f}")
+    seed = stats(e2e["raw tritonclient infer (ready tensor, gRPC)"])[0]
+    shm = stats(e2e["detect(frame), shared memory"])[0]
+    grpc = stats(e2e["detect(frame), gRPC"])[0]
+    print(f"detect (shm) p50 / raw infer p50 = {shm / seed:.2f}  (target <= 1: {'met' if shm <= seed else 'NOT met'})")
+    print(f"detect (gRPC) p50 / raw infer p50 = {grpc / seed:.2f}")
+
+    print("\n4. server-side pipeline vs client-side pre/post")
+    print(f"{'variant':<40} {'p50 ms':>8} {'p90 ms':>8} {'frames/s':>9}")
+    for name, (lat, wall) in pipe.items():
+        p50, p90 = stats(lat)
+        print(f"{name:<40} {p50:>8.2f} {p90:>8.2f} {len(lat) / wall:>9.1f}")
+    for c in (1, 4):
+        client_lat, client_wall = pipe[f"client-side pre/post, concurrency {c}"]
+        server_lat, server_wall = pipe[f"server-side pipeline, concurrency {c}"]
+        print(f"concurrency {c}: pipeline p50 / client-side p50 = {stats(server_lat)[0] / stats(client_lat)[0]:.2f}, "
+              f"throughput client-side / pipeline = {(len(client_lat) / client_wall) / (len(server_lat) / server_wall):.2f}")
+    if not args.no_plot:
+        try:
+            plot(e2e, pipe, ROOT / "benchmarks" / "client_latency.png")
+            print("plot: benchmarks/client_latency.png")
+        except ImportError:
+            print("matplotlib not installed: no plot")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Benchmark `edge-deploy convert` against a bare torch.onnx.export of the same model.
+
+In one process, alternating runs: a bare `torch.onnx.export` of LaneATT
+(same model, example input and export settings as convert) and a full
+`convert` (export plus load, check, simplify, parity, FP16 report, manifest).
+Reports the median time of every convert stage and the ratio of convert's
+export stage to the bare export (target: <= 1.2x).
+
+    python3 benchmarks/bench_convert.py [--backbone resnet34] [--repeats 3]
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backbone", default="resnet34", choices=["resnet18", "resnet34"])
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each, alternating (median reported)")
+    parser.add_argument("--target-ratio", type=float, default=1.2)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from edge_deploy.convert import convert
+    from edge_deploy.export import ExportSettings, SourceSpec, build_bare_export, trace_batch
+    from edge_deploy.lanedet.model import build_laneatt
+    from edge_deploy.progress import Reporter
+
+    settings = ExportSettings()  # convert's defaults: opset 17, dynamic batch 1..4
+    source = SourceSpec("laneatt", backbone=args.backbone, seed=0)
+    model = build_laneatt(args.backbone, seed=0)
+    # convert traces with this example (batch and seed); the bare export gets the same one.
+    generator = torch.Generator().manual_seed(settings.seed + 1)
+    example = torch.rand((trace_batch(settings.batch), 3, 360, 640), generator=generator)
+
+    bare_times: list[float] = []
+    stage_times: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-convert-") as tmp:
+        bare = build_bare_export(model, example, Path(tmp) / "bare.onnx", settings, ["predict_lanes"])
+        bare()  # warm-up: first-call costs (lazy imports, allocator) belong to neither side
+        for index in range(args.repeats):
+            start = time.perf_counter()
+            bare()
+            bare_times.append(time.perf_counter() - start)
+
+            reporter = Reporter()
+            result = convert(source, Path(tmp) / f"art{index}", settings, target="onnx", reporter=reporter)
+            for stage, seconds in result.timings.items():
+                stage_times.setdefault(stage, []).append(seconds)
+            print(f"run {index + 1}/{args.repeats}: bare export {bare_times[-1]:.2f} s, "
+                  f"convert export stage {stage_times['export ONNX'][-1]:.2f} s, "
+                  f"convert total {stage_times['total'][-1]:.2f} s", file=sys.stderr)
+
+    bare_median = statistics.median(bare_times)
+    export_median = statistics.median(stage_times["export ONNX"])
+    ratio = export_median / bare_median
+    print(f"## convert (LaneATT {args.backbone}, 2784 anchors)\n")
+    print(f"Machine: {platform.machine()}, {platform.processor() or 'cpu'}, torch {torch.__version__}; "
+          f"median of {args.repeats} alternating runs.\n")
+    print("| stage | median s |")
+    print("|---|---|")
+    print(f"| bare torch.onnx.export (same model, settings, example) | {bare_median:.2f} |")
+    for stage, values in stage_times.items():
+        print(f"| convert: {stage} | {statistics.median(values):.2f} |")
+    verdict = "within" if ratio <= args.target_ratio else "ABOVE"
+    print(f"\nexport stage / bare export = {ratio:.2f}x ({verdict} the {args.target_ratio:g}x target)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

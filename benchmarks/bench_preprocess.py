@@ -1,0 +1,104 @@
+"""Benchmark 2: Preprocessor (LUT path) vs resize + astype, 1640x590 BGR -> 1x3x360x640.
+
+All methods run interleaved in one process on the same synthetic road frame (medians
+of many repeats; the machine is shared). The outputs are checked first: FP32 is
+bit-identical to the naive path, FP16 within 1 ulp of it. "resize only" is the bicubic
+cv2.resize every method starts with, i.e. the floor.
+
+    python3 benchmarks/bench_preprocess.py [--repeats 300]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+
+import cv2
+import numpy as np
+
+from edge_deploy.lanedet.preprocess import Preprocessor
+from edge_deploy.lanedet.synthetic import road_scene
+
+W, H = 640, 360
+
+
+def resize(frame: np.ndarray) -> np.ndarray:
+    return cv2.resize(frame, (W, H), interpolation=cv2.INTER_CUBIC)
+
+
+def naive_fp32(frame: np.ndarray) -> np.ndarray:
+    """LaneATT's own formulation: img / 255. (float64), to float32, HWC -> NCHW."""
+    return np.ascontiguousarray((resize(frame) / 255.0).astype(np.float32).transpose(2, 0, 1)[None])
+
+
+def naive_fp16(frame: np.ndarray) -> np.ndarray:
+    """The same with an FP16 model input: img / 255., astype(float16), HWC -> NCHW."""
+    return np.ascontiguousarray((resize(frame) / 255.0).astype(np.float16).transpose(2, 0, 1)[None])
+
+
+def naive_fp16_cast_first(frame: np.ndarray) -> np.ndarray:
+    """astype(float16) first, then scale in float16."""
+    x = np.ascontiguousarray(resize(frame).transpose(2, 0, 1)[None]).astype(np.float16)
+    x *= np.float16(1 / 255)
+    return x
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=300)
+    args = parser.parse_args()
+
+    frame, _ = road_scene(1640, 590, seed=0)
+    pre32, pre16 = Preprocessor(dtype=np.float32), Preprocessor(dtype=np.float16)
+    buf = np.empty((H, W, 3), np.uint8)
+    methods = {
+        "resize only (floor)": lambda: cv2.resize(frame, (W, H), dst=buf, interpolation=cv2.INTER_CUBIC),
+        "Preprocessor FP32": lambda: pre32(frame),
+        "Preprocessor FP16": lambda: pre16(frame),
+        "naive FP32 (/255., astype)": lambda: naive_fp32(frame),
+        "naive FP16 (/255., astype)": lambda: naive_fp16(frame),
+        "naive FP16 (astype, *1/255)": lambda: naive_fp16_cast_first(frame),
+    }
+
+    ref32 = naive_fp32(frame)
+    np.testing.assert_array_equal(pre32(frame), ref32)
+    got16 = pre16(frame).astype(np.float32)
+    ref16 = naive_fp16(frame)
+    ulp = (np.nextafter(ref16, np.float16(np.inf)) - ref16).astype(np.float32)
+    assert np.all(np.abs(got16 - ref16.astype(np.float32)) <= ulp), "FP16 differs by more than 1 ulp"
+    print(f"outputs checked: FP32 bit-identical, FP16 within 1 ulp "
+          f"({int((got16 != ref16.astype(np.float32)).sum())} of {ref16.size} values differ by 1 ulp)")
+
+    times: dict[str, list[float]] = {name: [] for name in methods}
+    names = list(methods)
+    for fn in methods.values():  # warm-up
+        fn()
+    for i in range(args.repeats):
+        for name in names[i % len(names) :] + names[: i % len(names)]:  # rotate the order
+            t0 = time.perf_counter()
+            methods[name]()
+            times[name].append(time.perf_counter() - t0)
+    med = {name: float(np.median(t)) * 1e3 for name, t in times.items()}
+
+    print(f"python {platform.python_version()}, numpy {np.__version__}, opencv {cv2.__version__}, "
+          f"{platform.machine()}, {os.cpu_count()} cpus, cv2 threads {cv2.getNumThreads()}, "
+          f"load average {os.getloadavg()[0]:.1f}, {args.repeats} repeats")
+    print(f"{'method':<30} {'median ms':>10} {'after resize ms':>16}")
+    floor = med["resize only (floor)"]
+    for name in names:
+        print(f"{name:<30} {med[name]:>10.3f} {max(med[name] - floor, 0):>16.3f}")
+    for mine, naive in (
+        ("Preprocessor FP16", "naive FP16 (/255., astype)"),
+        ("Preprocessor FP16", "naive FP16 (astype, *1/255)"),
+        ("Preprocessor FP32", "naive FP32 (/255., astype)"),
+    ):
+        total = med[naive] / med[mine]
+        after = (med[naive] - floor) / max(med[mine] - floor, 1e-9)
+        print(f"{mine} vs {naive}: {total:.1f}x end to end, {after:.1f}x after the shared resize")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""Talking to a running tritonserver that serves a model repository.
+
+`edge-deploy serve` saves a `ServerRecord` (where the server listens, which
+repository it serves, the header and key file of the key-restricted
+model-repository protocol). `install` and `rollback` look the record up by the
+repository path and, when the server answers, ask it to load the models they
+changed (explicit model control), then report which versions are served.
+
+Records live in ``<state_dir>/servers/<sha1 of the resolved repository path>.json``;
+state_dir is $EDGE_DEPLOY_STATE_DIR, else /etc/edge-deploy (scope "system") or
+~/.config/edge-deploy (scope "user").
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import RepositoryError
+from .manifest import write_json_atomic
+
+SYSTEM_STATE_DIR = Path("/etc/edge-deploy")
+LOAD_TIMEOUT_S = 300.0
+
+
+@dataclass
+class ServerRecord:
+    """A server launched by `edge-deploy serve` for one repository.
+
+    key_header is the key name given to ``--grpc-restricted-protocol=model-repository:<key_header>=<key>``;
+    Triton expects it as gRPC metadata ``triton-grpc-protocol-<key_header>`` (see `key_headers`).
+    """
+
+    url: str
+    repository: Path
+    key_header: str
+    key_file: Path
+    scope: str  # "system" | "user"
+    unit: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["repository"] = str(self.repository)
+        data["key_file"] = str(self.key_file)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ServerRecord":
+        return cls(
+            url=str(data["url"]),
+            repository=Path(data["repository"]),
+            key_header=str(data["key_header"]),
+            key_file=Path(data["key_file"]),
+            scope=str(data.get("scope", "user")),
+            unit=data.get("unit"),
+        )
+
+
+def state_dir(scope: str) -> Path:
+    """Where records live: $EDGE_DEPLOY_STATE_DIR, else /etc/edge-deploy (system) or ~/.config/edge-deploy (user)."""
+    override = os.environ.get("EDGE_DEPLOY_STATE_DIR")
+    if override:
+        return Path(override)
+    if scope == "system":
+        return SYSTEM_STATE_DIR
+    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config_home) / "edge-deploy"
+
+
+def _record_name(repository: Path) -> str:
+    return hashlib.sha1(str(Path(repository).resolve()).encode()).hexdigest() + ".json"
+
+
+def record_path(scope: str, repository: Path) -> Path:
+    """The record file for a repository in a scope's state dir."""
+    return state_dir(scope) / "servers" / _record_name(repository)
+
+
+def save_record(record: ServerRecord) -> Path:
+    """Write the record atomically; returns its path."""
+    record = ServerRecord(**{**record.__dict__, "repository": Path(record.repository).resolve()})
+    path = record_path(record.scope, record.repository)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, record.to_dict())
+    return path
+
+
+def find_record(repository: Path) -> ServerRecord | None:
+    """The record of a server serving `repository` (user state dir first, then system), or None."""
+    resolved = Path(repository).resolve()
+    seen: set[Path] = set()
+    for scope in ("user", "system"):
+        path = record_path(scope, resolved)
+        if path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        try:
+            record = ServerRecord.from_dict(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if Path(record.repository).resolve() == resolved:
+            return record
+    return None
+
+
+def remove_record(record: ServerRecord) -> None:
+    """Delete a record (no error when it is already gone)."""
+    record_path(record.scope, record.repository).unlink(missing_ok=True)
+
+
+def read_key(record: ServerRecord) -> str:
+    """The model-repository key, or a one-line RepositoryError saying who can read it."""
+    try:
+        key = Path(record.key_file).read_text().strip()
+    except OSError as exc:
+        raise RepositoryError(
+            f"cannot read the server key {record.key_file} ({exc.strerror or exc}): "
+            "run as root or a member of group edge-deploy."
+        ) from exc
+    if not key:
+        raise RepositoryError(f"the server key {record.key_file} is empty; re-run `edge-deploy serve`.")
+    return key
+
+
+GRPC_PROTOCOL_PREFIX = "triton-grpc-protocol-"
+
+
+def key_headers(record: ServerRecord, key: str) -> dict[str, str]:
+    """The gRPC headers that unlock the server's restricted model-repository protocol."""
+    header = record.key_header
+    if not header.lower().startswith(GRPC_PROTOCOL_PREFIX):
+        header = GRPC_PROTOCOL_PREFIX + header
+    return {header: key}
+
+
+def _client(url: str):
+    import tritonclient.grpc as grpcclient
+
+    return grpcclient.InferenceServerClient(url)
+
+
+def server_live(url: str, timeout: float = 3.0) -> bool:
+    """True when a tritonserver at `url` answers its liveness check."""
+    try:
+        client = _client(url)
+    except Exception:  # noqa: BLE001 - a bad URL is "not live"
+        return False
+    try:
+        return bool(client.is_server_live(client_timeout=timeout))
+    except Exception:  # noqa: BLE001
+        return False
+    finally:
+        client.close()
+
+
+def served_versions(url: str, name: str) -> list[int]:
+    """Versions of `name` the server has loaded and ready ([] when none or not loaded)."""
+    client = _client(url)
+    try:
+        meta = client.get_model_metadata(name, client_timeout=10.0)
+        versions = sorted(int(v) for v in meta.versions)
+        return [v for v in versions if client.is_model_ready(name, str(v), client_timeout=10.0)]
+    except Exception:  # noqa: BLE001 - not loaded / unknown model
+        return []
+    finally:
+        client.close()
+
+
+def _reason(exc: Exception) -> str:
+    message = getattr(exc, "message", None)
+    text = message() if callable(message) else str(exc)
+    return " ".join(str(text).split())[:400]
+
+
+def load_models(record: ServerRecord, names: list[str], *, key: str | None = None) -> None:
+    """Ask the server to (re)load `names` in order with the key header; RepositoryError with its reason."""
+    headers = key_headers(record, key if key is not None else read_key(record))
+    client = _client(record.url)
+    try:
+        for name in names:
+            try:
+                client.load_model(name, headers=headers, client_timeout=LOAD_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001 - InferenceServerException or gRPC errors
+                raise RepositoryError(f"the server at {record.url} did not load {name}: {_reason(exc)}") from exc
+    finally:
+        client.close()
+
+
+def live_server(repository: Path) -> ServerRecord | None:
+    """The record of the server serving `repository` when it answers, else None."""
+    record = find_record(repository)
+    if record is not None and server_live(record.url):
+        return record
+    return None

@@ -1,0 +1,263 @@
+"""`edge-deploy doctor`: what this machine has for each stage, and whether the stages are ready.
+
+Each check is a `Check` (name, status, detail, the stages it blocks). A stage
+is ready when none of the checks it needs has status "fail"; "warn" is worth
+reading but not blocking, "info" just describes the machine. Checks never
+raise: a check that crashes reports itself as failed, so doctor never shows a
+traceback.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from . import device as device_mod
+
+STAGES = ("convert", "serve")
+OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
+LOW_MEMORY = 2 << 30
+LOW_DISK = 2 << 30
+
+
+@dataclass
+class Check:
+    """One row of the doctor table."""
+
+    name: str
+    status: str  # ok | warn | fail | info
+    detail: str
+    needed_for: tuple[str, ...] = ()
+
+
+def stages_for(choice: str) -> tuple[str, ...]:
+    """'convert' | 'serve' | 'all' -> the stages to judge."""
+    if choice == "all":
+        return STAGES
+    if choice not in STAGES:
+        from .errors import EdgeDeployError
+
+        raise EdgeDeployError(f"--for must be convert, serve or all (got {choice!r}).")
+    return (choice,)
+
+
+def ready(checks: Iterable[Check], stages: Iterable[str]) -> bool:
+    """True when no check needed by `stages` failed."""
+    wanted = set(stages)
+    return not any(c.status == FAIL and wanted & set(c.needed_for) for c in checks)
+
+
+_DISTRIBUTIONS = {"onnxruntime": ("onnxruntime", "onnxruntime-gpu"), "pycuda": ("pycuda",)}
+
+
+def _module_version(name: str) -> str | None:
+    """Installed version of a top-level package, without importing it (torch takes seconds to import)."""
+    import importlib.metadata
+    import importlib.util
+    import sys
+
+    if name in sys.modules and sys.modules[name] is None:
+        return None  # import of it is blocked
+    try:
+        if importlib.util.find_spec(name) is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    for dist in _DISTRIBUTIONS.get(name, (name,)):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "installed"
+
+
+def _gib(n: int | None) -> str:
+    return "?" if n is None else f"{n / (1 << 30):.1f} GiB"
+
+
+def _machine_checks(facts: device_mod.DeviceFacts) -> list[Check]:
+    checks = []
+    if facts.is_jetson:
+        checks.append(Check("Jetson", OK, f"{facts.model or 'unknown board'} ({facts.soc or 'unknown SoC'})"))
+        release = f"R{facts.l4t}" if facts.l4t else "unknown L4T"
+        checks.append(Check("L4T / JetPack", OK if facts.jetpack else WARN,
+                            f"{release} / JetPack {facts.jetpack or 'unknown'}"))
+    else:
+        checks.append(Check("Jetson", INFO, f"not a Jetson ({platform.machine()} {platform.system()})"))
+    checks.append(Check("CUDA", OK if facts.cuda else INFO, facts.cuda or "not found (/usr/local/cuda)"))
+    if facts.gpu:
+        checks.append(Check("GPU", OK, f"{facts.gpu}, compute capability {facts.compute_capability}, "
+                                       f"{facts.dla_cores or 0} DLA core(s)"))
+    return checks
+
+
+def _tensorrt_checks(facts: device_mod.DeviceFacts) -> list[Check]:
+    from . import engine, tensorrt_api
+
+    checks = []
+    module = tensorrt_api.module_version()
+    checks.append(Check("TensorRT (Python)", OK if module else INFO,
+                        module or "the tensorrt module does not import in this Python"))
+    trtexec = engine.find_trtexec()
+    if trtexec:
+        version = engine.trtexec_version(trtexec)
+        checks.append(Check("trtexec", OK, f"{trtexec} (TensorRT {version or 'unknown version'})"))
+    else:
+        checks.append(Check("trtexec", INFO, "not found (/usr/src/tensorrt/bin, PATH, $TRTEXEC)"))
+    if facts.tensorrt and facts.tensorrt_source == "libnvinfer" and not module:
+        checks.append(Check("TensorRT (library)", INFO, f"libnvinfer {facts.tensorrt}"))
+    builder = engine.available_builder("auto")
+    if builder:
+        checks.append(Check("plan builder", OK, f"{builder}", ("convert",)))
+    else:
+        checks.append(Check("plan builder", FAIL, engine.tensorrt_missing_message(), ("convert",)))
+    pycuda = _module_version("pycuda")
+    checks.append(Check("pycuda", OK if pycuda else WARN,
+                        pycuda or "missing: plans are built but not run for verification "
+                                  "(pip install 'edge-deploy[jetson]')", ("convert",)))
+    return checks
+
+
+def _python_checks() -> list[Check]:
+    checks = []
+    for name, why in (("torch", "exporting from PyTorch"), ("onnx", "checking ONNX models"),
+                      ("onnxruntime", "parity checks and the CPU fallback")):
+        version = _module_version(name)
+        checks.append(Check(name, OK if version else FAIL,
+                            version or f"missing: needed for {why} (pip install {name})", ("convert",)))
+    return checks
+
+
+def _server_checks(root: Path) -> list[Check]:
+    checks = []
+    try:
+        server = importlib.import_module("edge_deploy.server")
+    except ImportError as exc:
+        return [Check("tritonserver", FAIL, f"edge_deploy.server is not available ({exc})", ("serve",))]
+    try:
+        install = server.find_tritonserver()
+    except Exception as exc:  # noqa: BLE001 - ServerError, or anything a broken install raises
+        checks.append(Check("tritonserver", FAIL, " ".join(str(exc).split()), ("serve",)))
+    else:
+        version = install.version() if hasattr(install, "version") else None
+        checks.append(Check("tritonserver", OK, f"{install.binary} ({install.source}; {version or 'version unknown'})",
+                            ("serve",)))
+        backends = install.backends() if hasattr(install, "backends") else []
+        detail = ", ".join(backends) or "none found"
+        status = OK if backends else WARN
+        if backends and "tensorrt" not in backends:
+            detail += " (no tensorrt backend: plans cannot be served, ONNX models run on the CPU)"
+        checks.append(Check("Triton backends", status, detail))
+    systemd = (root / "run" / "systemd" / "system").is_dir() and shutil.which("systemctl") is not None
+    checks.append(Check("systemd", OK if systemd else WARN,
+                        "running (serve installs a unit)" if systemd
+                        else "not running here: use `edge-deploy serve --foreground`"))
+    return checks
+
+
+def _resource_checks(facts: device_mod.DeviceFacts, disk_path: Path) -> list[Check]:
+    checks = []
+    avail = facts.mem_available
+    status = WARN if avail is not None and avail < LOW_MEMORY else OK if avail is not None else INFO
+    swap = "none" if facts.swap_total == 0 else _gib(facts.swap_total)
+    checks.append(Check("memory", status, f"{_gib(avail)} available of {_gib(facts.mem_total)}, swap {swap}"))
+    for proc in facts.tritonservers:
+        checks.append(Check("memory", WARN, f"tritonserver pid {proc.pid} holds {proc.rss_bytes / 2**20:.0f} MiB"))
+    try:
+        usage = shutil.disk_usage(disk_path)
+        checks.append(Check("disk", WARN if usage.free < LOW_DISK else OK,
+                            f"{_gib(usage.free)} free at {disk_path}"))
+    except OSError as exc:
+        checks.append(Check("disk", INFO, f"cannot read {disk_path}: {exc.strerror}"))
+    if facts.is_jetson:
+        mode = facts.power_mode
+        if mode is None:
+            checks.append(Check("power mode", INFO, "nvpmodel not found"))
+        else:
+            checks.append(Check("power mode", OK if mode.is_max else WARN if mode.is_max is False else INFO,
+                                mode.describe()
+                                + (f"; `sudo nvpmodel -m {mode.max_id}` for maximum" if mode.is_max is False
+                                   and mode.max_id is not None else "")))
+        clocks = facts.jetson_clocks
+        checks.append(Check("jetson_clocks", OK if clocks else WARN if clocks is False else INFO,
+                            {True: "on", False: "off (`sudo jetson_clocks`)", None: "unknown"}[clocks]))
+    return checks
+
+
+def _find_manifest(version_dir: Path) -> dict[str, Any] | None:
+    import json
+
+    for candidate in (version_dir / "manifest.json", version_dir.parent / "manifest.json"):
+        if candidate.is_file():
+            try:
+                return json.loads(candidate.read_text())
+            except (OSError, ValueError):
+                return None
+    return None
+
+
+def repository_checks(repository: Path, facts: device_mod.DeviceFacts) -> list[Check]:
+    """For each model version holding a model.plan: does its fingerprint still match this machine?"""
+    from .engine import plan_mismatch
+
+    repository = Path(repository)
+    if not repository.is_dir():
+        return [Check("repository", FAIL, f"{repository} is not a directory", ("serve",))]
+    checks = []
+    for model_dir in sorted(p for p in repository.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        versions = sorted((p for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()),
+                          key=lambda p: int(p.name))
+        for version_dir in versions:
+            label = f"model {model_dir.name}/{version_dir.name}"
+            if not (version_dir / "model.plan").is_file():
+                kinds = sorted(p.name for p in version_dir.iterdir() if p.is_file())
+                checks.append(Check(label, INFO, f"no plan ({', '.join(kinds[:3]) or 'empty'})"))
+                continue
+            manifest = _find_manifest(version_dir)
+            if manifest is None:
+                checks.append(Check(label, WARN, "model.plan without manifest.json: cannot tell where it was built"))
+                continue
+            differences = plan_mismatch(manifest.get("plan"), facts)
+            if differences:
+                checks.append(Check(label, FAIL, "plan does not match this machine: " + "; ".join(differences),
+                                    ("serve",)))
+            else:
+                plan = manifest["plan"]
+                detail = f"plan matches (TensorRT {plan.get('tensorrt')}, {plan.get('precision')})"
+                checks.append(Check(label, OK, detail, ("serve",)))
+    if not checks:
+        checks.append(Check("repository", INFO, f"{repository} holds no models yet"))
+    return checks
+
+
+def _guarded(name: str, stages: tuple[str, ...], make: Callable[[], list[Check]]) -> list[Check]:
+    try:
+        return make()
+    except Exception as exc:  # noqa: BLE001 - doctor reports, it never crashes
+        return [Check(name, FAIL, f"the check itself failed: {' '.join(str(exc).split()) or type(exc).__name__}",
+                      stages)]
+
+
+def run_checks(root: Path | None = None, repository: Path | None = None) -> list[Check]:
+    """All checks, machine first, then convert's, serve's and the repository's."""
+    root = Path(root) if root is not None else device_mod.default_root()
+    facts_holder: list[device_mod.DeviceFacts] = []
+
+    def machine() -> list[Check]:
+        facts_holder.append(device_mod.device_facts(root))
+        return _machine_checks(facts_holder[0])
+
+    checks = _guarded("device", STAGES, machine)
+    facts = facts_holder[0] if facts_holder else device_mod.DeviceFacts(root=str(root), is_jetson=False)
+    checks += _guarded("TensorRT", ("convert",), lambda: _tensorrt_checks(facts))
+    checks += _guarded("Python packages", ("convert",), _python_checks)
+    checks += _guarded("tritonserver", ("serve",), lambda: _server_checks(root))
+    disk = Path(repository) if repository is not None and Path(repository).exists() else Path(os.getcwd())
+    checks += _guarded("resources", (), lambda: _resource_checks(facts, disk))
+    if repository is not None:
+        checks += _guarded("repository", ("serve",), lambda: repository_checks(Path(repository), facts))
+    return checks

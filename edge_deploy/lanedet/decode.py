@@ -1,0 +1,340 @@
+"""LaneATT raw output (N x 77 per image) -> lanes in image pixels.
+
+The one decoder of the project: LaneDetClient, the server-side postprocess
+model and the TensorRT parity check all call `decode_lanes`. The rules are the
+ones in shared/design.md ("Decoding"); everything is vectorised with NumPy.
+
+This module is self-contained on purpose (numpy and the standard library only,
+no imports from edge_deploy) because Triton Python-backend models copy it into
+their model directory. Errors are `DecodeError` (a ValueError) with one-line
+messages; edge_deploy wraps them in its own error family.
+
+Row layout: [logit_neg, logit_pos, start_y, start_x, length, x_0 .. x_71], x_k
+in model-input pixels (640 wide) at y_k = linspace(1, 0, 72)[k] (k = 0 is the
+image bottom).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+N_OFFSETS = 72
+N_STRIPS = N_OFFSETS - 1
+ROW_WIDTH = 5 + N_OFFSETS
+MODEL_WIDTH = 640
+ANCHOR_YS = np.linspace(1.0, 0.0, N_OFFSETS)
+# Tolerance of "each row sums to 1" when telling probabilities from logits
+# (FP16 outputs are off by a few 1e-4).
+PROB_SUM_TOL = 1e-3
+_MAX_BLOCK = 512  # NMS block rows: small temporaries stay in cache
+_INDEX_LIMIT = 1 << 20  # clamp for start/end indices so absurd values cannot overflow int64
+
+__all__ = [
+    "ANCHOR_YS",
+    "MODEL_WIDTH",
+    "ROW_WIDTH",
+    "DecodeError",
+    "Lane",
+    "decode_batch",
+    "decode_lanes",
+    "lane_scores",
+    "nms_keep",
+    "rows_to_points",
+    "select_rows",
+    "validate_raw",
+]
+
+
+class DecodeError(ValueError):
+    """The raw output or a decode parameter is not usable (one-line message)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Lane:
+    """One detected lane.
+
+    points: (N, 2) float32 (x, y) in original-image pixels, top to bottom
+    (y increasing), N >= 2. score: the lane's confidence in [0, 1].
+    """
+
+    points: np.ndarray
+    score: float
+
+    def __post_init__(self) -> None:
+        pts = np.array(self.points, dtype=np.float32).reshape(-1, 2)
+        pts.setflags(write=False)
+        object.__setattr__(self, "points", pts)
+        object.__setattr__(self, "score", float(self.score))
+
+    def x_at(self, y: float | np.ndarray) -> float | np.ndarray:
+        """x of the lane at image row(s) y, linearly interpolated; NaN outside the lane's y-range."""
+        ys = self.points[:, 1].astype(np.float64)
+        xs = self.points[:, 0].astype(np.float64)
+        out = np.interp(np.asarray(y, dtype=np.float64), ys, xs, left=np.nan, right=np.nan)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: {"score": float, "points": [[x, y], ...]}."""
+        return {"score": self.score, "points": self.points.tolist()}
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Lane):
+            return NotImplemented
+        return self.score == other.score and np.array_equal(self.points, other.points)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking content: not hashable
+
+    def __repr__(self) -> str:
+        if len(self.points):
+            (x0, y0), (x1, y1) = self.points[0], self.points[-1]
+            span = f" ({x0:.1f}, {y0:.1f})..({x1:.1f}, {y1:.1f})"
+        else:
+            span = ""
+        return f"Lane(score={self.score:.3f}, {len(self.points)} points{span})"
+
+
+# --- validation ------------------------------------------------------------------------
+
+
+def validate_raw(raw: Any, *, batched: bool = False) -> np.ndarray:
+    """Return `raw` as a real-valued ndarray of shape (N, 77) ((B, N, 77) if batched) or raise DecodeError."""
+    arr = np.asarray(raw)
+    want = "(B, N, 77)" if batched else "(N, 77)"
+    ndim = 3 if batched else 2
+    if arr.dtype.kind not in "fiu":
+        raise DecodeError(f"raw lane output has dtype {arr.dtype}; expected a float array of shape {want}")
+    if arr.ndim != ndim or arr.shape[-1] != ROW_WIDTH:
+        raise DecodeError(
+            f"raw lane output has shape {tuple(arr.shape)}; expected {want} with 77 = 2 logits + "
+            "start_y, start_x, length + 72 x offsets (a LaneATT output)"
+        )
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise DecodeError("raw lane output contains NaN or infinite values; check the model (FP16 overflow?)")
+    return arr
+
+
+def _check_params(conf_threshold: float, nms_threshold: float, top_k: int) -> tuple[float, float, int]:
+    try:
+        conf = float(conf_threshold)
+        nms = float(nms_threshold)
+    except (TypeError, ValueError):
+        raise DecodeError(
+            f"conf_threshold and nms_threshold must be numbers, got {conf_threshold!r} and {nms_threshold!r}"
+        ) from None
+    if not math.isfinite(conf):
+        raise DecodeError(f"conf_threshold must be a finite number, got {conf_threshold!r}")
+    if not math.isfinite(nms) or nms < 0:
+        raise DecodeError(f"nms_threshold must be a finite number >= 0 (pixels), got {nms_threshold!r}")
+    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
+        raise DecodeError(f"top_k must be an integer >= 1, got {top_k!r}")
+    return conf, nms, int(top_k)
+
+
+def _check_size(image_size: Any) -> tuple[float, float] | None:
+    if image_size is None:
+        return None
+    try:
+        h, w = (float(v) for v in image_size)
+    except (TypeError, ValueError):
+        raise DecodeError(f"image_size must be (height, width), got {image_size!r}") from None
+    if not (h > 0 and w > 0 and math.isfinite(h) and math.isfinite(w)):
+        raise DecodeError(f"image_size must be two positive numbers (height, width), got {image_size!r}")
+    return h, w
+
+
+# --- the three steps -------------------------------------------------------------------
+
+
+def lane_scores(raw: np.ndarray) -> np.ndarray:
+    """Per-row confidence (float64): softmax(col0, col1)[1], or col1 if the rows already hold probabilities."""
+    c0 = raw[:, 0].astype(np.float64)
+    c1 = raw[:, 1].astype(np.float64)
+    is_prob = (c0 >= 0) & (c0 <= 1) & (c1 >= 0) & (c1 <= 1) & (np.abs(c0 + c1 - 1.0) <= PROB_SUM_TOL)
+    if is_prob.all():
+        return c1
+    with np.errstate(over="ignore", under="ignore"):
+        return 1.0 / (1.0 + np.exp(c0 - c1))
+
+
+def _nms_ranges(c2: np.ndarray, c4: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """NMS index range [lo, hi] per row: s = round-half-up(col2*71), e = the CUDA kernel's end, clipped to 0..71."""
+    c2 = c2.astype(np.float64)
+    c4 = c4.astype(np.float64)
+    s = np.floor(c2 * N_STRIPS + 0.5)
+    e = np.trunc(s + c4 - 1.0 + 0.5 - (c4 < 1.0))
+    s = np.clip(s, -_INDEX_LIMIT, _INDEX_LIMIT).astype(np.int64)
+    e = np.clip(e, -_INDEX_LIMIT, _INDEX_LIMIT).astype(np.int64)
+    # x_k exists only for k in 0..71: a start below 0 (col2 < 0, not a LaneATT output) begins at 0.
+    return np.maximum(s, 0), np.minimum(e, N_STRIPS)
+
+
+def _suppressed(
+    a_x: np.ndarray, a_lo: int, a_hi: int, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, nms_threshold: float
+) -> np.ndarray:
+    """Which rows (x: float64 M x 72, ranges lo/hi) the kept row (a_x, [a_lo, a_hi]) suppresses."""
+    if a_hi < a_lo or len(x) == 0:
+        return np.zeros(len(x), dtype=bool)
+    start = np.maximum(lo, a_lo)
+    end = np.minimum(hi, a_hi)
+    width = end - start + 1
+    # Only a's own range can contribute; mask each pair's [start, end] inside it.
+    d = x[:, a_lo : a_hi + 1] - a_x[a_lo : a_hi + 1]
+    np.abs(d, out=d)
+    if not ((start == a_lo) & (end == a_hi)).all():  # some pairs overlap on part of a's range only
+        k = np.arange(a_lo, a_hi + 1)
+        d *= (k >= start[:, None]) & (k <= end[:, None])
+    return (width > 0) & (d.sum(axis=1) < nms_threshold * width)
+
+
+def nms_keep(
+    rows: np.ndarray, *, order: np.ndarray | None = None, nms_threshold: float = 50.0, top_k: int = 4
+) -> np.ndarray:
+    """Greedy lane NMS over `rows` (M x 77); indices into `rows` of the kept rows, in priority order.
+
+    order: the row indices to consider, highest priority first (default: all rows as given).
+
+    Row b is suppressed by a kept row a when, over their common range [start, end],
+    sum |x_k(a) - x_k(b)| < nms_threshold * (end - start + 1); rows without a common range
+    never suppress each other. Stops after `top_k` rows are kept.
+
+    Rows are scanned in blocks of growing size, each row compared once with each kept
+    row, so the cost is O(top_k * rows scanned * 72) and scanning stops as soon as
+    `top_k` rows are kept.
+    """
+    idx = np.arange(len(rows)) if order is None else np.asarray(order, dtype=np.int64)
+    m = len(idx)
+    kept: list[int] = []
+    if m == 0:
+        return np.zeros(0, dtype=np.int64)
+    lo, hi = _nms_ranges(rows[idx, 2], rows[idx, 4])
+    kept_x: list[np.ndarray] = []
+    pos, size = 0, 32
+    while pos < m and len(kept) < top_k:
+        stop = min(m, pos + size)
+        x = rows[idx[pos:stop], 5:].astype(np.float64)  # gathered per block: scanning may stop early
+        b_lo, b_hi = lo[pos:stop], hi[pos:stop]
+        alive = np.ones(stop - pos, dtype=bool)
+        for a, a_x in zip(kept, kept_x):
+            alive &= ~_suppressed(a_x, lo[a], hi[a], x, b_lo, b_hi, nms_threshold)
+        q = 0
+        while len(kept) < top_k:
+            q += int(np.argmax(alive[q:]))
+            if not alive[q]:
+                break
+            kept.append(pos + q)
+            kept_x.append(x[q])
+            q += 1
+            if q >= len(alive) or len(kept) >= top_k:
+                break
+            a = pos + q - 1
+            alive[q:] &= ~_suppressed(x[q - 1], lo[a], hi[a], x[q:], b_lo[q:], b_hi[q:], nms_threshold)
+        pos, size = stop, min(size * 2, _MAX_BLOCK)
+    return idx[np.asarray(kept, dtype=np.int64)]
+
+
+def select_rows(
+    raw: Any, *, conf_threshold: float = 0.5, nms_threshold: float = 50.0, top_k: int = 4
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of `raw` (N x 77) that survive threshold + NMS: (row indices in output order, their scores)."""
+    conf, nms, k = _check_params(conf_threshold, nms_threshold, top_k)
+    return _select(validate_raw(raw), conf, nms, k)
+
+
+def _select(arr: np.ndarray, conf: float, nms: float, top_k: int) -> tuple[np.ndarray, np.ndarray]:
+    scores = lane_scores(arr)
+    cand = np.flatnonzero(scores > conf)
+    order = cand[np.argsort(-scores[cand], kind="stable")]
+    kept = nms_keep(arr, order=order, nms_threshold=nms, top_k=top_k)
+    return kept, scores[kept]
+
+
+def rows_to_points(
+    rows: np.ndarray, image_size: tuple[float, float] | None = (360, 640), *, model_width: float = MODEL_WIDTH
+) -> list[np.ndarray]:
+    """Points (float32 (n, 2), top to bottom) of each row in `rows` (K x 77); n may be < 2.
+
+    image_size=(H, W) scales to original-image pixels; None keeps normalised [0, 1] coordinates.
+    """
+    size = _check_size(image_size)
+    if len(rows) == 0:
+        return []
+    xs = rows[:, 5:].astype(np.float64) / float(model_width)
+    # np.rint rounds half to even, like Python's round().
+    start = np.clip(np.rint(rows[:, 2].astype(np.float64) * N_STRIPS), -_INDEX_LIMIT, _INDEX_LIMIT).astype(np.int64)
+    length = np.clip(np.rint(rows[:, 4].astype(np.float64)), -_INDEX_LIMIT, _INDEX_LIMIT).astype(np.int64)
+    end = np.minimum(start + length - 1, N_STRIPS)
+    k = np.arange(N_OFFSETS)
+    below = k < start[:, None]
+    # Below start only the unbroken in-image run from start-1 downwards survives: find the
+    # highest out-of-image point below start; everything under it is dropped.
+    bad = below & ~((xs >= 0) & (xs <= 1))
+    last_bad = np.where(bad.any(axis=1), N_STRIPS - np.argmax(bad[:, ::-1], axis=1), -1)
+    keep = (~below | (k > last_bad[:, None])) & (k <= end[:, None]) & (xs >= 0)
+    h, w = size if size is not None else (1.0, 1.0)
+    ys = ANCHOR_YS[::-1] * h
+    out = []
+    for row_keep, row_xs in zip(keep[:, ::-1], xs[:, ::-1]):  # reversed: top (k = 71) first
+        pts = np.empty((int(row_keep.sum()), 2), dtype=np.float32)
+        pts[:, 0] = row_xs[row_keep] * w
+        pts[:, 1] = ys[row_keep]
+        out.append(pts)
+    return out
+
+
+def decode_lanes(
+    raw: Any,
+    *,
+    conf_threshold: float = 0.5,
+    nms_threshold: float = 50.0,
+    top_k: int = 4,
+    image_size: tuple[float, float] | None = (360, 640),
+    model_width: float = MODEL_WIDTH,
+) -> list[Lane]:
+    """Decode one image's raw LaneATT output (N x 77) into at most `top_k` lanes, best first.
+
+    image_size=(H, W) of the original image (points are scaled to it); None gives
+    normalised [0, 1] coordinates. Raises DecodeError (a ValueError) on bad input.
+    """
+    conf, nms, k = _check_params(conf_threshold, nms_threshold, top_k)
+    size = _check_size(image_size)
+    arr = validate_raw(raw)
+    kept, scores = _select(arr, conf, nms, k)
+    points = rows_to_points(arr[kept], size, model_width=model_width)
+    return [Lane(pts, score) for pts, score in zip(points, scores.tolist()) if len(pts) >= 2]
+
+
+def decode_batch(
+    raw: Any,
+    *,
+    conf_threshold: float = 0.5,
+    nms_threshold: float = 50.0,
+    top_k: int = 4,
+    image_size: tuple[float, float] | Sequence[tuple[float, float]] | None = (360, 640),
+    model_width: float = MODEL_WIDTH,
+) -> list[list[Lane]]:
+    """`decode_lanes` for each image of a (B, N, 77) output; image_size is one (H, W) or one per image."""
+    arr = validate_raw(raw, batched=True)
+    sizes: list[Any]
+    if image_size is None or (len(image_size) == 2 and np.ndim(image_size[0]) == 0):
+        sizes = [image_size] * len(arr)
+    else:
+        sizes = list(image_size)
+        if len(sizes) != len(arr):
+            raise DecodeError(f"decode_batch got {len(sizes)} image sizes for a batch of {len(arr)} outputs")
+    return [
+        decode_lanes(
+            one,
+            conf_threshold=conf_threshold,
+            nms_threshold=nms_threshold,
+            top_k=top_k,
+            image_size=size,
+            model_width=model_width,
+        )
+        for one, size in zip(arr, sizes)
+    ]

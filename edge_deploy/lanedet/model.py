@@ -1,0 +1,252 @@
+"""LaneATT in PyTorch, with a static forward that exports to ONNX (see shared/design.md).
+
+Official LaneATT checkpoints load with strict=True: the module and parameter names
+(`feature_extractor.*`, `conv1`, `cls_layer`, `reg_layer`, `attention_layer`) and shapes
+are the official ones. Anchors and pooling indices are non-persistent buffers (the
+official state_dict has none); they are rebuilt from `anchors.py`.
+
+The forward has no data-dependent control flow: anchor pooling is one gather with
+precomputed indices and a constant 0/1 mask, and the attention weights are placed into
+the N x N matrix (zero diagonal) by a fixed reshape/concat layout instead of nonzero().
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ..errors import CheckpointError, ConvertError
+from . import anchors as A
+from .resnet import BLOCKS_PER_STAGE, OUT_CHANNELS, resnet_features
+
+BACKBONES = tuple(BLOCKS_PER_STAGE)
+ANCHOR_FEAT_CHANNELS = 64
+ANCHOR_FEAT_LEN = ANCHOR_FEAT_CHANNELS * A.FMAP_H  # 704
+BACKBONE_CELLS = -(-A.IMG_H // A.STRIDE) * A.FMAP_W  # the backbone's 12 x 20 feature map
+
+
+class LaneATT(nn.Module):
+    """LaneATT: [B, 3, 360, 640] BGR in [0, 1] -> [B, N, 77] proposals (NMS not included).
+
+    Output row: [logit_neg, logit_pos, start_y, start_x, length, x_0..x_71] with x in
+    640-px units (design.md, "Output per anchor"). `anchor_indices` selects (and orders)
+    rows of the 2784-anchor table, e.g. `anchors.topk_indices(freq, 1000)`.
+    """
+
+    def __init__(self, backbone: str = "resnet34", anchor_indices: np.ndarray | None = None) -> None:
+        super().__init__()
+        if backbone not in BACKBONES:
+            raise ConvertError(f"unknown LaneATT backbone {backbone!r}; choose one of {', '.join(BACKBONES)}")
+        table = A.generate_anchors()
+        columns, valid = A.pooling_columns()
+        if anchor_indices is not None:
+            anchor_indices = np.asarray(anchor_indices, dtype=np.int64)
+            table, columns, valid = table[anchor_indices], columns[anchor_indices], valid[anchor_indices]
+        n = table.shape[0]
+        if n < 2:
+            raise ConvertError(f"LaneATT needs at least 2 anchors, got {n}; raise --topk-anchors")
+        self.backbone = backbone
+        self.num_anchors = n
+        self.trained = False
+
+        # registration order = official state_dict key order
+        self.feature_extractor = resnet_features(backbone)
+        self.conv1 = nn.Conv2d(OUT_CHANNELS, ANCHOR_FEAT_CHANNELS, kernel_size=1)
+        self.cls_layer = nn.Linear(2 * ANCHOR_FEAT_LEN, 2)
+        self.reg_layer = nn.Linear(2 * ANCHOR_FEAT_LEN, A.N_OFFSETS + 1)
+        self.attention_layer = nn.Linear(ANCHOR_FEAT_LEN, n - 1)
+        for layer in (self.attention_layer, self.cls_layer, self.reg_layer):
+            nn.init.normal_(layer.weight, 0.0, 0.001)  # the official head initialisation
+            nn.init.zeros_(layer.bias)
+
+        table[:, :2] = 0.0  # logits come from cls_layer; the anchor adds nothing there
+        self.register_buffer("anchors", torch.from_numpy(table), persistent=False)
+        # index into the flattened [12 * 20] feature map: row h (from the top), column columns[n, h]
+        rows = np.arange(A.FMAP_H, dtype=np.int64)[None, :]
+        flat_index = (rows * A.FMAP_W + columns).reshape(-1)
+        self.register_buffer("pool_index", torch.from_numpy(flat_index), persistent=False)
+        mask = torch.from_numpy(valid.astype(np.float32)).reshape(n, 1, A.FMAP_H)
+        self.register_buffer("pool_mask", mask, persistent=False)
+
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records about the model."""
+        return {"backbone": self.backbone, "num_anchors": self.num_anchors, "trained": self.trained}
+
+    def pool_anchor_features(self, features: Tensor) -> Tensor:
+        """[B, 64, 12, 20] -> [B, N, 704]: per anchor, 64 channels x 11 rows (channel-major).
+
+        One gather over the flattened map with precomputed indices, then a constant 0/1
+        mask zeroes the rows whose column fell outside the map.
+        """
+        n = self.num_anchors
+        pooled = features.reshape(-1, ANCHOR_FEAT_CHANNELS, BACKBONE_CELLS).index_select(2, self.pool_index)
+        pooled = pooled.reshape(-1, ANCHOR_FEAT_CHANNELS, n, A.FMAP_H).transpose(1, 2)
+        return (pooled * self.pool_mask).reshape(-1, n, ANCHOR_FEAT_LEN)
+
+    def attention_matrix(self, weights: Tensor) -> Tensor:
+        """[B, N, N-1] weights (row i skips anchor i) -> [B, N, N] with a zero diagonal.
+
+        Row-major, the off-diagonal entries of an N x N matrix are exactly the N(N-1)
+        weights in order, and the diagonal entries sit every N+1 places starting at 0.
+        So: view the weights as [N-1, N], append a zero column (the diagonal entries
+        1..N-1), flatten, prepend one zero (diagonal entry 0), view as [N, N].
+        """
+        n = self.num_anchors
+        rows = weights.reshape(-1, n - 1, n)
+        rows = torch.cat((rows, _zeros_like_slice(rows)), dim=-1).reshape(-1, (n - 1) * (n + 1))
+        return torch.cat((_zeros_like_slice(rows), rows), dim=-1).reshape(-1, n, n)
+
+    def forward(self, x: Tensor) -> Tensor:
+        features = self.conv1(self.feature_extractor(x))
+        anchor_features = self.pool_anchor_features(features)
+        weights = torch.softmax(self.attention_layer(anchor_features), dim=-1)
+        attended = torch.matmul(self.attention_matrix(weights), anchor_features)
+        both = torch.cat((attended, anchor_features), dim=-1)
+        reg = self.reg_layer(both)
+        # [logits, 0, 0, length, x offsets] + [0, 0, start_y, start_x, 0, anchor xs]
+        head = torch.cat((self.cls_layer(both), _zeros_like_slice(reg, 2), reg), dim=-1)
+        return head + self.anchors
+
+
+def _zeros_like_slice(t: Tensor, width: int = 1) -> Tensor:
+    """Zeros shaped like t[..., :width]. Exports as Slice + Mul: no shape arithmetic for a
+    dynamic batch, unlike F.pad / zeros(batch, ...) (t is finite here: softmax / linear outputs)."""
+    return t[..., :width] * 0.0
+
+
+def _first(names: list[str], count: int = 3) -> str:
+    shown = ", ".join(names[:count])
+    return shown + (", ..." if len(names) > count else "")
+
+
+def _guess_shape(state: dict[str, Tensor]) -> str:
+    """What the checkpoint looks like, to tell the user which options fit it."""
+    hints = []
+    if "feature_extractor.6.5.conv1.weight" in state:
+        hints.append("--backbone resnet34")
+    elif "feature_extractor.6.1.conv1.weight" in state:
+        hints.append("--backbone resnet18")
+    attention = state.get("attention_layer.weight")
+    if isinstance(attention, Tensor) and attention.ndim == 2:
+        n = attention.shape[0] + 1
+        anchors = "all anchors (no --topk-anchors)" if n == A.N_ANCHORS else f"--topk-anchors {n} (and its --anchors-freq)"
+        hints.append(anchors)
+    return " and ".join(hints)
+
+
+def _state_dict_from(obj: Any) -> dict[str, Tensor] | None:
+    if isinstance(obj, dict) and isinstance(obj.get("model"), dict):
+        obj = obj["model"]
+    if isinstance(obj, dict) and obj and all(isinstance(k, str) and isinstance(v, Tensor) for k, v in obj.items()):
+        return obj
+    return None
+
+
+def _torch_load(path: Path, what: str, resave: str, error: type[ConvertError] = CheckpointError) -> Any:
+    """torch.load with weights_only=True: a checkpoint is data, and a pickle we are handed must
+    not run code. Failures become one-line errors."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises pickle, zip (RuntimeError), EOF and other errors for bad files
+        text = str(exc)
+        unsafe = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+        if unsafe:
+            raise error(
+                f"{what} {path} holds Python objects ({unsafe.group(1)}) that are not unpickled for safety; "
+                f"if you trust the file, re-save just the tensors: {resave}"
+            ) from exc
+        detail = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
+        reason = detail.group(1) if detail else (text.strip().split(". ")[0].splitlines() or [""])[0]
+        reason = reason[:120] or type(exc).__name__
+        raise error(
+            f"cannot read {what} {path}: not a readable torch file, corrupt or truncated ({reason}); "
+            "re-download it or re-save it with torch.save"
+        ) from exc
+
+
+def load_checkpoint(model: LaneATT, path: Path | str) -> LaneATT:
+    """Load an official LaneATT checkpoint (`{'model': state_dict, ...}` or a bare state_dict), strict.
+
+    Raises CheckpointError (one line) when the file is missing, unreadable, or does not fit.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} not found; pass the path of a LaneATT .pt file with --checkpoint")
+    obj = _torch_load(path, "checkpoint", "torch.save(torch.load(path, weights_only=False)['model'], 'weights.pt')")
+    state = _state_dict_from(obj)
+    if state is None:
+        raise CheckpointError(
+            f"checkpoint {path} holds no state_dict (expected {{'model': state_dict}} or a bare state_dict of tensors)"
+        )
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    misshaped = [
+        f"{k} {list(state[k].shape)} vs {list(v.shape)}"
+        for k, v in expected.items()
+        if k in state and state[k].shape != v.shape
+    ]
+    if missing or unexpected or misshaped:
+        problems = []
+        if missing:
+            problems.append(f"{len(missing)} missing ({_first(missing)})")
+        if unexpected:
+            problems.append(f"{len(unexpected)} unexpected ({_first(unexpected)})")
+        if misshaped:
+            problems.append(f"{len(misshaped)} mis-shaped (checkpoint vs model: {_first(misshaped, 2)})")
+        guess = _guess_shape(state)
+        advice = (
+            f"it looks trained with {guess}: pass those options"
+            if guess
+            else "check --backbone, --topk-anchors and --anchors-freq"
+        )
+        raise CheckpointError(
+            f"checkpoint {path} does not fit LaneATT-{model.backbone} with {model.num_anchors} anchors: "
+            f"{'; '.join(problems)}; {advice}"
+        )
+    model.load_state_dict(state, strict=True)
+    model.trained = True
+    return model
+
+
+def load_anchor_frequency(path: Path | str) -> np.ndarray:
+    """An anchor-frequency file (torch .pt, a 1-D tensor with one count per anchor) as a NumPy array."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConvertError(f"anchor-frequency file {path} not found; pass e.g. culane_anchors_freq.pt with --anchors-freq")
+    obj = _torch_load(path, "anchor-frequency file", "torch.save(torch.as_tensor(freq), 'anchors_freq.pt')", ConvertError)
+    if not isinstance(obj, Tensor) or obj.ndim != 1 or obj.shape[0] != A.N_ANCHORS:
+        shape = list(obj.shape) if isinstance(obj, Tensor) else type(obj).__name__
+        raise ConvertError(
+            f"anchor-frequency file {path} holds {shape}, expected a 1-D tensor of {A.N_ANCHORS} counts; "
+            "pass the file LaneATT was trained with"
+        )
+    return obj.detach().numpy().copy()
+
+
+def build_laneatt(
+    backbone: str = "resnet34",
+    *,
+    checkpoint: Path | str | None = None,
+    anchors_freq: Path | str | None = None,
+    topk_anchors: int | None = None,
+    seed: int = 0,
+) -> LaneATT:
+    """A LaneATT model in eval mode: weights from `checkpoint`, else from torch.manual_seed(seed)."""
+    if (topk_anchors is None) != (anchors_freq is None):
+        raise ConvertError("--topk-anchors and --anchors-freq go together: pass both (or neither for all 2784 anchors)")
+    indices = None
+    if topk_anchors is not None:
+        if not 2 <= topk_anchors <= A.N_ANCHORS:
+            raise ConvertError(f"--topk-anchors must be between 2 and {A.N_ANCHORS}, got {topk_anchors}")
+        indices = A.topk_indices(load_anchor_frequency(anchors_freq), topk_anchors)  # type: ignore[arg-type]
+    with torch.random.fork_rng(devices=[]):  # seeded weights without touching the caller's RNG
+        torch.manual_seed(seed)
+        model = LaneATT(backbone, indices)
+    if checkpoint is not None:
+        load_checkpoint(model, checkpoint)
+    return model.eval()

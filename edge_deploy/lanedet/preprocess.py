@@ -1,0 +1,279 @@
+"""Camera frame (HxWx3 uint8) -> model input (NCHW float32/float16), into a preallocated buffer.
+
+Steps: optional crop (a view), cv2.resize into a preallocated HxWx3 uint8 buffer,
+cv2.split into three uint8 planes (the HWC -> CHW transpose, and the colour swap
+when the frame's order differs from the model's), then one 256-entry look-up
+table per channel applied with cv2.LUT straight into the output planes. The
+table holds ((v * scale - mean) / std) for every byte v, computed in float64 and
+rounded once to float32; for FP16 those float32 values rounded to float16 (as
+raw uint16 bit patterns), so FP16 output == FP32 output.astype(float16) exactly,
+without numpy's slow whole-frame float16 cast.
+
+Self-contained on purpose (numpy, cv2 and the standard library only): Triton
+Python-backend models copy this file. Errors are ValueError subclasses with
+one-line messages; edge_deploy wraps them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import cv2
+import numpy as np
+
+__all__ = [
+    "INTERPOLATIONS",
+    "InvalidFrameError",
+    "PreprocessSpec",
+    "PreprocessSpecError",
+    "Preprocessor",
+    "preprocess",
+]
+
+INTERPOLATIONS = {
+    "bicubic": cv2.INTER_CUBIC,
+    "bilinear": cv2.INTER_LINEAR,
+    "nearest": cv2.INTER_NEAREST,
+    "area": cv2.INTER_AREA,
+}
+COLORS = ("bgr", "rgb")
+_CROP_SIDES = ("top", "bottom", "left", "right")
+
+
+class PreprocessSpecError(ValueError):
+    """A preprocessing spec (or Preprocessor option) is invalid."""
+
+
+class InvalidFrameError(ValueError):
+    """A frame is not an HxWx3 uint8 image (wrong type, shape, dtype, or empty)."""
+
+
+def _triple(name: str, value: Any) -> tuple[float, float, float]:
+    try:
+        vals = tuple(float(v) for v in (value if isinstance(value, (list, tuple, np.ndarray)) else [value] * 3))
+    except (TypeError, ValueError):
+        raise PreprocessSpecError(f"preprocess {name} must be 3 numbers, got {value!r}") from None
+    if len(vals) != 3 or not all(math.isfinite(v) for v in vals):
+        raise PreprocessSpecError(f"preprocess {name} must be 3 finite numbers, got {value!r}")
+    return vals  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class PreprocessSpec:
+    """How frames become model input (the manifest's "preprocess" entry).
+
+    crop: None, or pixels removed from each side of the original frame before
+    resizing, {"top", "bottom", "left", "right"} (missing sides are 0). With a
+    crop, decoded lanes are in the cropped frame: decode with image_size =
+    `crop_box(...)` height/width and add its top/left.
+    """
+
+    height: int = 360
+    width: int = 640
+    color: str = "bgr"
+    scale: float = 1.0 / 255.0
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    interpolation: str = "bicubic"
+    crop: Mapping[str, int] | None = field(default=None, hash=False)
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        for name in ("height", "width"):
+            value = getattr(self, name)
+            try:
+                as_int = int(value)
+            except (TypeError, ValueError):
+                as_int = 0
+            if isinstance(value, bool) or as_int != value or not 1 <= as_int <= 16384:
+                raise PreprocessSpecError(f"preprocess {name} must be a positive integer, got {value!r}")
+            set_(self, name, as_int)
+        color = str(self.color).lower()
+        if color not in COLORS:
+            raise PreprocessSpecError(f"preprocess color must be 'bgr' or 'rgb', got {self.color!r}")
+        set_(self, "color", color)
+        try:
+            scale = float(self.scale)
+        except (TypeError, ValueError):
+            scale = math.nan
+        if not math.isfinite(scale):
+            raise PreprocessSpecError(f"preprocess scale must be a finite number, got {self.scale!r}")
+        set_(self, "scale", scale)
+        set_(self, "mean", _triple("mean", self.mean))
+        std = _triple("std", self.std)
+        if 0.0 in std:
+            raise PreprocessSpecError(f"preprocess std must be non-zero, got {self.std!r}")
+        set_(self, "std", std)
+        interpolation = str(self.interpolation).lower()
+        if interpolation not in INTERPOLATIONS:
+            raise PreprocessSpecError(
+                f"preprocess interpolation {self.interpolation!r} is not supported; use one of "
+                + ", ".join(INTERPOLATIONS)
+            )
+        set_(self, "interpolation", interpolation)
+        if self.layout != "NCHW":
+            raise PreprocessSpecError(f"preprocess layout {self.layout!r} is not supported; only NCHW")
+        if self.crop is not None:
+            if not isinstance(self.crop, Mapping) or set(self.crop) - set(_CROP_SIDES):
+                raise PreprocessSpecError(
+                    f"preprocess crop must be null or a mapping of {', '.join(_CROP_SIDES)} to pixels, "
+                    f"got {self.crop!r}"
+                )
+            crop = {side: self.crop.get(side, 0) for side in _CROP_SIDES}
+            if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in crop.values()):
+                raise PreprocessSpecError(f"preprocess crop values must be integers >= 0, got {self.crop!r}")
+            set_(self, "crop", {k: int(v) for k, v in crop.items()})
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "PreprocessSpec":
+        """Build from a manifest / config "preprocess" mapping (unknown keys are an error)."""
+        if not isinstance(data, Mapping):
+            raise PreprocessSpecError(f"preprocess spec must be a mapping, got {type(data).__name__}")
+        unknown = set(data) - {f for f in cls.__dataclass_fields__}
+        if unknown:
+            raise PreprocessSpecError(f"preprocess spec has unknown keys: {', '.join(sorted(unknown))}")
+        return cls(**dict(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest form (same keys and shapes as edge_deploy.manifest.LANEATT_PREPROCESS)."""
+        return {
+            "height": self.height,
+            "width": self.width,
+            "color": self.color,
+            "scale": self.scale,
+            "mean": list(self.mean),
+            "std": list(self.std),
+            "interpolation": self.interpolation,
+            "crop": None if self.crop is None else dict(self.crop),
+            "layout": self.layout,
+        }
+
+    def crop_box(self, frame_height: int, frame_width: int) -> tuple[int, int, int, int]:
+        """(top, left, height, width) of the part of a frame that is resized; raises if nothing is left."""
+        c = self.crop or {}
+        top, left = c.get("top", 0), c.get("left", 0)
+        height = frame_height - top - c.get("bottom", 0)
+        width = frame_width - left - c.get("right", 0)
+        if height < 1 or width < 1:
+            raise InvalidFrameError(
+                f"frame of {frame_height}x{frame_width} pixels is too small for the crop {self.crop}; "
+                "send full-size camera frames"
+            )
+        return top, left, height, width
+
+
+def check_frame(frame: Any) -> np.ndarray:
+    """Return `frame` if it is a non-empty HxWx3 uint8 ndarray, else raise InvalidFrameError."""
+    if not isinstance(frame, np.ndarray):
+        raise InvalidFrameError(f"frame must be a numpy array (HxWx3 uint8 BGR), got {type(frame).__name__}")
+    if frame.ndim != 3 or frame.shape[2] != 3:
+        raise InvalidFrameError(
+            f"frame has shape {tuple(frame.shape)}; expected HxWx3 (3 colour channels); "
+            "convert grey or BGRA images with cv2.cvtColor first"
+        )
+    if frame.shape[0] == 0 or frame.shape[1] == 0:
+        raise InvalidFrameError(f"frame is empty (shape {tuple(frame.shape)})")
+    if frame.dtype != np.uint8:
+        raise InvalidFrameError(f"frame has dtype {frame.dtype}; expected uint8 (8-bit image as read by OpenCV)")
+    return frame
+
+
+class Preprocessor:
+    """Writes frames into a preallocated (batch, 3, H, W) float32/float16 buffer.
+
+    `pre(frame)` returns a (1, 3, H, W) view of slot `index` of `pre.output`; the
+    buffer is reused by the next call, so consume (or copy) it first. `out` lets
+    the buffer be memory you own (e.g. a shared-memory region). Not thread-safe:
+    use one Preprocessor per thread.
+    """
+
+    def __init__(
+        self,
+        spec: PreprocessSpec | None = None,
+        dtype: Any = np.float32,
+        batch: int = 1,
+        *,
+        out: np.ndarray | None = None,
+    ) -> None:
+        self.spec = spec if spec is not None else PreprocessSpec()
+        dt = np.dtype(dtype)
+        if dt not in (np.dtype(np.float32), np.dtype(np.float16)):
+            raise PreprocessSpecError(f"model input dtype must be float32 or float16, got {dt}")
+        if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+            raise PreprocessSpecError(f"batch must be an integer >= 1, got {batch!r}")
+        self.dtype = dt
+        shape = (int(batch), 3, self.spec.height, self.spec.width)
+        if out is None:
+            out = np.empty(shape, dtype=dt)
+        elif out.shape != shape or out.dtype != dt or not out.flags.c_contiguous or not out.flags.writeable:
+            raise PreprocessSpecError(
+                f"out must be a writable C-contiguous {dt} array of shape {shape}, "
+                f"got {out.dtype} {tuple(out.shape)}"
+            )
+        self.output = out
+        self._target = out.view(np.uint16) if dt == np.float16 else out
+        self._resized = np.empty((self.spec.height, self.spec.width, 3), dtype=np.uint8)
+        self._planes = [np.empty((self.spec.height, self.spec.width), dtype=np.uint8) for _ in range(3)]
+        self._interp = INTERPOLATIONS[self.spec.interpolation]
+        self._luts = self._make_luts()
+
+    @property
+    def batch_size(self) -> int:
+        return self.output.shape[0]
+
+    def _make_luts(self) -> list[np.ndarray]:
+        v = np.arange(256, dtype=np.float64)
+        luts = []
+        for mean, std in zip(self.spec.mean, self.spec.std):
+            lut = ((v * self.spec.scale - mean) / std).astype(np.float32)
+            if self.dtype == np.float16:
+                with np.errstate(over="ignore"):
+                    half = lut.astype(np.float16)
+                if not np.isfinite(half).all():
+                    raise PreprocessSpecError(
+                        "preprocess scale/mean/std give values outside the float16 range; use an FP32 model input"
+                    )
+                lut = half.view(np.uint16)
+            luts.append(lut)
+        return luts
+
+    def __call__(self, frame: np.ndarray, index: int = 0, color: str = "bgr") -> np.ndarray:
+        """Preprocess one HxWx3 uint8 frame (any size) into slot `index`; returns that (1, 3, H, W) view."""
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < len(self.output):
+            raise PreprocessSpecError(f"index must be in [0, {len(self.output) - 1}], got {index!r}")
+        color = str(color).lower()
+        if color not in COLORS:
+            raise InvalidFrameError(f"color must be 'bgr' or 'rgb', got {color!r}")
+        frame = check_frame(frame)
+        if self.spec.crop is not None:
+            top, left, h, w = self.spec.crop_box(frame.shape[0], frame.shape[1])
+            frame = frame[top : top + h, left : left + w]
+        if frame.shape[:2] == (self.spec.height, self.spec.width):
+            resized = frame  # bicubic resize to the same size is a copy
+        else:
+            resized = cv2.resize(
+                frame, (self.spec.width, self.spec.height), dst=self._resized, interpolation=self._interp
+            )
+        cv2.split(resized, self._planes)
+        swap = color != self.spec.color
+        for c in range(3):
+            src = self._planes[2 - c] if swap else self._planes[c]
+            cv2.LUT(src, self._luts[c], dst=self._target[index, c])
+        return self.output[index : index + 1]
+
+    def batch(self, frames: Sequence[np.ndarray], color: str = "bgr") -> np.ndarray:
+        """Preprocess up to `batch_size` frames into slots 0..n-1; returns the (n, 3, H, W) view."""
+        if not 1 <= len(frames) <= len(self.output):
+            raise InvalidFrameError(f"got {len(frames)} frames; this Preprocessor takes 1 to {len(self.output)}")
+        for i, frame in enumerate(frames):
+            self(frame, i, color)
+        return self.output[: len(frames)]
+
+
+def preprocess(
+    frame: np.ndarray, spec: PreprocessSpec | None = None, dtype: Any = np.float32, color: str = "bgr"
+) -> np.ndarray:
+    """One-off convenience: a new (1, 3, H, W) array for `frame` (use Preprocessor in loops)."""
+    return Preprocessor(spec, dtype)(frame, 0, color)
