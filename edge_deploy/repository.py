@@ -55,7 +55,7 @@ from .manifest import MANIFEST_NAME, read_manifest, sha256_file, verify_files
 from .progress import Reporter
 
 DEFAULT_REPOSITORY = Path("model_repository")
-DEFAULT_NAME = "laneatt"
+DEFAULT_NAME = "lanedet"  # the name LaneDetClient and `convert --install` default to
 INSTALL_RECORD = "install.json"
 CONFIG = "config.pbtxt"
 LOCK_NAME = ".edge-deploy.lock"
@@ -137,6 +137,7 @@ class VersionInfo:
     manifest_sha256: str | None
     plan: dict[str, Any] | None
     installed: str | None
+    plan_mismatch: list[str] | None = None  # why the plan would not run here ([] = fits; None = not checked)
 
 
 @dataclass
@@ -214,7 +215,7 @@ def check_name(name: str) -> str:
     """Validate a model name (letters, digits, _ and - only)."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name) or len(name) > 200:
         raise RepositoryError(
-            f"illegal model name {name!r}: use letters, digits, _ and - only (for example --name laneatt)."
+            f"illegal model name {name!r}: use letters, digits, _ and - only (for example --name lanedet)."
         )
     return name
 
@@ -252,13 +253,22 @@ def version_info(repository: Path, name: str, version: int) -> VersionInfo:
     record = _read_json(vdir / INSTALL_RECORD) or {}
     manifest_path = vdir / MANIFEST_NAME
     manifest = _read_json(manifest_path) or {}
-    return VersionInfo(
+    info = VersionInfo(
         version=version,
         runtime=record.get("runtime"),
         manifest_sha256=sha256_file(manifest_path) if manifest_path.is_file() else None,
-        plan=manifest.get("plan") if record.get("runtime") == "tensorrt" else None,
+        plan=manifest.get("plan") if (vdir / "model.plan").is_file() else None,
         installed=record.get("installed"),
     )
+    if (vdir / "model.plan").is_file():
+        try:
+            from .engine import plan_mismatch
+        except ImportError:
+            pass
+        else:
+            with contextlib.suppress(EdgeDeployError):
+                info.plan_mismatch = list(plan_mismatch(info.plan))
+    return info
 
 
 def _model_names(repository: Path) -> list[str]:
@@ -283,14 +293,20 @@ def list_models(repository: Path = DEFAULT_REPOSITORY, name: str | None = None) 
     record = control.live_server(repository)
     infos = []
     for model in names:
-        config = read_config(repository, model)
         avail = versions(repository, model)
-        role = config.parameters[mc.PARAM_ROLE].string_value if mc.PARAM_ROLE in config.parameters else ""
+        try:
+            config = read_config(repository, model)
+        except RepositoryError:
+            role, policy = "unreadable config.pbtxt", []
+        else:
+            role = config.parameters[mc.PARAM_ROLE].string_value if mc.PARAM_ROLE in config.parameters else ""
+            role = role or ("pipeline" if config.platform == "ensemble" else "model")
+            policy = mc.policy_versions(config, avail)
         infos.append(ModelInfo(
             name=model,
-            role=role or ("pipeline" if config.platform == "ensemble" else "model"),
+            role=role,
             versions=[version_info(repository, model, v) for v in avail],
-            policy=mc.policy_versions(config, avail),
+            policy=policy,
             served=control.served_versions(record.url, model) if record else None,
         ))
     return infos
@@ -614,12 +630,23 @@ def install(
             result.server_url = record.url
             with reporter.stage(f"load on {record.url}"):
                 try:
-                    control.load_models(record, result.models)
+                    control.load_models(record, _load_order(result.models))
                 except RepositoryError:
                     _pin(repository, previous)
                     raise
             result.served = {m: control.served_versions(record.url, m) for m in result.models}
     return result
+
+
+def _load_order(models: list[str]) -> list[str]:
+    """What to ask the server to load: just the ensemble when there is one.
+
+    Loading an ensemble in explicit mode reloads its changed composing models with it, as
+    one step; loading the lane model alone first would make Triton re-check the ensemble
+    against the old pre/postprocess configs (and fail) whenever the I/O dims change.
+    """
+    ensembles = [m for m in models if m.endswith("_pipeline")]
+    return ensembles or models
 
 
 def _server_for(repository: Path, reporter: Reporter) -> Any:
@@ -738,23 +765,31 @@ def rollback(
     models = [name] + [name + s for s in PIPELINE_SUFFIXES if (repository / (name + s) / str(to)).is_dir()
                        and (repository / (name + s) / CONFIG).is_file()]
     result = RollbackResult(name=name, version=to, previous=current, models=models, repository=repository)
+    _check_repository(repository)
     with repository_lock(repository):
         saved = {m: (repository / m / CONFIG).read_bytes() for m in models}
+
+        def restore() -> None:
+            for model, text in saved.items():
+                with contextlib.suppress(OSError):
+                    _replace_file(repository / model / CONFIG, text)
+
         try:
             for model in models:
                 _write_config_for(repository, model, to)
         except OSError as exc:
+            restore()
             raise _oserror(f"write the config of {name}", exc) from exc
+        except RepositoryError:
+            restore()
+            raise
         if record is not None:
             result.server_url = record.url
             with reporter.stage(f"load {name} version {to} on {record.url}"):
                 try:
-                    control.load_models(record, models)
+                    control.load_models(record, _load_order(models))
                 except RepositoryError:
-                    # The server keeps serving what it served: make the configs say so again.
-                    for model, text in saved.items():
-                        with contextlib.suppress(OSError):
-                            _replace_file(repository / model / CONFIG, text)
+                    restore()  # the server keeps serving what it served: make the configs say so again
                     raise
             result.served = {m: control.served_versions(record.url, m) for m in models}
     return result

@@ -87,11 +87,12 @@ def environment_file_text(env: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def gpu_device_nodes(dev: Path = Path("/dev")) -> list[Path]:
-    """The GPU device nodes present on this machine (DeviceAllow= lines for them)."""
+def gpu_device_nodes(root: Path = Path("/")) -> list[Path]:
+    """The GPU device nodes present under `root`/dev, as /dev/... paths (DeviceAllow= lines)."""
+    dev = root / "dev"
     found: set[Path] = set()
     for pattern in GPU_DEVICE_GLOBS:
-        found.update(p for p in dev.glob(pattern) if not p.is_dir())
+        found.update(Path("/dev") / p.relative_to(dev) for p in dev.glob(pattern) if not p.is_dir())
     return sorted(found)
 
 
@@ -102,7 +103,9 @@ def journald_available() -> bool:
 
 def default_log_file(scope: str, state: Path) -> Path | None:
     """None when journald collects the output; else the file the unit appends it to."""
-    return None if journald_available() else state / "triton.log"
+    if journald_available():
+        return None
+    return Path("/var/log/edge-deploy/triton.log") if scope == "system" else state / "triton.log"
 
 
 @dataclass

@@ -86,6 +86,33 @@ def tiny_artifact(tmp_path_factory, laneatt_data):
     return make_artifact(tmp_path_factory.mktemp("tiny") / "artifact", laneatt_data / "anchors_2784x77.npy")
 
 
+@pytest.fixture(scope="module")
+def tiny16_artifact(tmp_path_factory, tiny_artifact):
+    """The tiny model with an FP16 input (a Cast to float32 in front), as a model converted for FP16 input."""
+    import shutil
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    from edge_deploy.manifest import file_entry, read_manifest, write_manifest
+
+    out = tmp_path_factory.mktemp("tiny16") / "artifact"
+    shutil.copytree(tiny_artifact, out)
+    model = onnx.load(str(out / "model.onnx"))
+    graph = model.graph
+    for node in graph.node:
+        node.input[:] = ["input_fp32" if name == "input" else name for name in node.input]
+    graph.node.insert(0, helper.make_node("Cast", ["input"], ["input_fp32"], to=TensorProto.FLOAT))
+    graph.input[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    onnx.checker.check_model(model)
+    onnx.save(model, str(out / "model.onnx"))
+    manifest = read_manifest(out)
+    manifest["io"]["inputs"][0]["datatype"] = "FP16"
+    manifest["files"]["model.onnx"] = file_entry(out / "model.onnx")
+    write_manifest(out, manifest)
+    return out
+
+
 def _serve(repo: Path, log: Path):
     from edge_deploy.server import ServerOptions, TritonProcess, find_tritonserver
 
@@ -101,14 +128,15 @@ def _serve(repo: Path, log: Path):
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, laneatt, tiny_artifact):
-    """One tritonserver for the module: lanedet(+_pipeline) and tiny(+_pipeline)."""
+def server(tmp_path_factory, laneatt, tiny_artifact, tiny16_artifact):
+    """One tritonserver for the module: lanedet(+_pipeline), tiny(+_pipeline) and tiny16."""
     from edge_deploy.repository import install
 
     work = tmp_path_factory.mktemp("served")
     repo = work / "repo"
     install(laneatt[0], repo, "lanedet", runtime="python", pipeline=True)
     install(tiny_artifact, repo, "tiny", runtime="python", pipeline=True)
+    install(tiny16_artifact, repo, "tiny16", runtime="python")
     proc = _serve(repo, work / "triton.log")
     yield proc
     proc.stop(timeout=15)
@@ -152,6 +180,20 @@ def test_pipeline_and_both_transports_give_the_same_lanes(server, name):
             assert same_lanes(want, lanes), key  # server-side pipeline scores are float32
 
 
+def test_pipeline_frame_region_grows_for_bigger_frames(server):
+    small, big = road_scene(640, 360, seed=60)[0], road_scene(1920, 1080, seed=61)[0]
+    with LaneDetClient(server.url, "tiny_pipeline", transport="grpc") as plain:
+        want = [plain.detect(small), plain.detect(big)]
+    with LaneDetClient(server.url, "tiny_pipeline") as client:
+        assert same_lanes(client.detect(small), want[0])
+        (first,) = client.shm_regions
+        assert same_lanes(client.detect(big), want[1])
+        (second,) = client.shm_regions
+        assert second != first and our_shm() == [second]  # the old region was unregistered and unlinked
+        assert same_lanes(client.detect(small), want[0])  # and the bigger one is reused for small frames
+        assert client.shm_regions == [second]
+
+
 def test_batches_colour_order_and_overrides(server):
     test_frames = frames(5, 6, 7, 8, 9, 10)  # tiny takes batches of 4: two requests
     with LaneDetClient(server.url, "tiny") as client:
@@ -170,6 +212,19 @@ def test_batches_colour_order_and_overrides(server):
         cut = float(np.median([lane.score for lanes in single for lane in lanes]))
         for frame, lanes in zip(test_frames, single):
             assert same_lanes(pipe.detect(frame, conf_threshold=cut), [x for x in lanes if x.score > cut])
+
+
+def test_fp16_input_model(server):
+    test_frames = frames(50, 51)
+    with LaneDetClient(server.url, "tiny") as fp32, LaneDetClient(server.url, "tiny16") as fp16:
+        assert fp16.model.input_datatype == "FP16"
+        for frame in test_frames:
+            want, got = fp32.detect(frame), fp16.detect(frame)
+            assert len(want) > 0
+            # the same model fed float16-rounded pixels: the same lanes, up to that rounding
+            assert same_lanes(got, want, atol=0.5, score_tol=1e-3)
+        (inp,) = [name for name in fp16.shm_regions if name.endswith("_in")]
+        assert os.path.getsize(f"/dev/shm/{inp}") == 4 * 3 * 360 * 640 * 2  # batch 4 of float16 images
 
 
 def test_async_client_with_frames_in_flight(server):

@@ -268,6 +268,22 @@ def test_simplification_that_changes_results_is_not_kept(models_dir: Path, tmp_p
     assert report["applied"] is False and "cannot fold" in report["reason"]
 
 
+def test_check_onnx_rejects_an_inconsistent_graph(tmp_path: Path) -> None:
+    from onnx import TensorProto, helper
+
+    from edge_deploy.export import check_onnx
+
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [1, 4])],  # Add of floats is not INT64
+    )
+    path = tmp_path / "bad.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    with pytest.raises(ConvertError, match="does not pass onnx.checker"):
+        check_onnx(path)
+
+
 def test_compare_outputs_tolerance_and_shapes() -> None:
     ref = [[np.array([1.0, 100.0], np.float32)]]
     report = compare_outputs(["y"], ref, [[np.array([1.0005, 100.05], np.float32)]], atol=1e-3, rtol=1e-3)
@@ -351,6 +367,12 @@ def test_factory_needs_input_shape(models_dir: Path, tmp_path: Path) -> None:
     assert_user_error(run_cli("cv_models:tiny", "-o", str(out), cwd=models_dir), out, "--input-shape")
 
 
+def test_input_shape_the_model_cannot_take(models_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConvertError, match=r"fails on an input of shape \[1, 5, 8, 8\].*--input-shape"):
+        convert(tiny_source(shape=(1, 5, 8, 8)), tmp_path / "art", target="onnx")  # conv wants 3 channels
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_file_that_is_not_torchscript(tmp_path: Path) -> None:
     path = tmp_path / "weights.pt"
     torch.save({"w": torch.zeros(2)}, path)
@@ -431,7 +453,7 @@ def test_laneatt_bad_checkpoints(laneatt_data: Path, r18_top1000, tmp_path: Path
 @pytest.mark.slow
 def test_laneatt_r34_all_anchors_untrained(tmp_path: Path) -> None:
     out = tmp_path / "art"
-    result = run_cli("laneatt", "-o", str(out), "--target", "onnx", cwd=tmp_path)
+    result = run_cli("laneatt", "-o", str(out), "--target", "onnx", "--max-batch", "2", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "lanes from untrained weights mean nothing" in " ".join(result.stdout.split())
     manifest = read_manifest(out)

@@ -11,6 +11,7 @@ from edge_deploy import control
 from edge_deploy.repository import install
 
 from small_artifact import make_artifact
+from triton_helpers import failed_loads
 
 pytestmark = pytest.mark.triton
 KEY_NAME = "edge-deploy-key"
@@ -86,6 +87,7 @@ def test_pipeline_lanes_equal_client_side_decoding(tmp_path, laneatt_data, start
     assert result.served == {m: [2] for m in result.models}
     seen = compare_pipeline_with_client_decoding(server.url, json.loads((second / "manifest.json").read_text()))
     assert seen > 0
+    assert failed_loads(server.log_path) == []
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from edge_deploy.manifest import file_entry
 from edge_deploy.repository import install
 
 from small_artifact import make_artifact
+from triton_helpers import failed_loads
 
 pytestmark = pytest.mark.triton
 
@@ -163,19 +164,6 @@ def test_explicit_mode_with_key_install_rollback_and_refused_load(tmp_path, lane
     (info_json,) = json.loads(models.stdout)
     assert info_json["served"] == [4] and [v["version"] for v in info_json["versions"]] == [3, 4]
     client.close()
-
-
-# Errors a GPU-less machine always logs (no CUDA driver): at startup, and when an ensemble loads.
-CPU_ONLY_NOISE = ("CudaDriverHelper has not been initialized", "CUDA driver version is insufficient")
-
-
-def failed_loads(log: Path) -> list[str]:
-    """Failed loads and errors in a tritonserver log, minus the CUDA noise of this CPU machine."""
-    lines = log.read_text(errors="replace").splitlines()
-    return [
-        ln for ln in lines
-        if "failed to load" in ln or (ln.startswith("E") and not any(noise in ln for noise in CPU_ONLY_NOISE))
-    ]
 
 
 class Inferrer:

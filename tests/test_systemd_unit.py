@@ -81,7 +81,8 @@ def test_template_in_systemd_dir_is_the_packaged_one() -> None:
 @needs_analyze
 @pytest.mark.parametrize("scope", ["system", "user"])
 def test_rendered_unit_passes_systemd_analyze_verify(scope, install, tmp_path) -> None:
-    unit = write_unit(su.render_unit(config_for(scope, install, tmp_path)), tmp_path)
+    nodes = su.gpu_device_nodes(fake_jetson_root(tmp_path / "root")) if scope == "system" else []
+    unit = write_unit(su.render_unit(config_for(scope, install, tmp_path, device_nodes=nodes)), tmp_path)
     result = analyze("verify", str(unit), cwd=tmp_path, user=scope == "user")
     assert result.returncode == 0, result.stderr
     assert "edge-deploy-triton" not in result.stderr, result.stderr
@@ -96,8 +97,8 @@ def exposure(unit: Path, *, user: bool) -> float:
 
 @needs_analyze
 def test_system_unit_exposure_is_at_most_3(install, tmp_path) -> None:
-    nodes = fake_jetson_dev(tmp_path / "dev")
-    unit = write_unit(su.render_unit(config_for("system", install, tmp_path, device_nodes=su.gpu_device_nodes(nodes))), tmp_path)
+    nodes = su.gpu_device_nodes(fake_jetson_root(tmp_path / "root"))
+    unit = write_unit(su.render_unit(config_for("system", install, tmp_path, device_nodes=nodes)), tmp_path)
     score = exposure(unit, user=False)
     print(f"systemd-analyze security --offline=true: system unit exposure {score}")
     assert score <= MAX_EXPOSURE
@@ -113,12 +114,12 @@ def test_user_unit_keeps_what_a_user_manager_applies(install, tmp_path) -> None:
     assert system < user  # the system unit is the hardened one
 
 
-def fake_jetson_dev(dev: Path) -> Path:
-    """Files named like an Orin's GPU device nodes (this machine has none)."""
+def fake_jetson_root(root: Path) -> Path:
+    """A fake root whose dev/ holds files named like an Orin's GPU device nodes (this machine has none)."""
     for name in ("nvmap", "nvhost-ctrl-gpu", "nvhost-gpu", "nvgpu/igpu0/ctrl", "nvgpu/igpu0/as", "null", "sda"):
-        (dev / name).parent.mkdir(parents=True, exist_ok=True)
-        (dev / name).touch()
-    return dev
+        (root / "dev" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "dev" / name).touch()
+    return root
 
 
 def directives(text: str) -> dict[str, list[str]]:
@@ -131,8 +132,8 @@ def directives(text: str) -> dict[str, list[str]]:
 
 
 def test_system_unit_is_hardened_and_keeps_what_triton_needs(install, tmp_path) -> None:
-    dev = fake_jetson_dev(tmp_path / "dev")
-    config = config_for("system", install, tmp_path, device_nodes=su.gpu_device_nodes(dev), health_wait=123)
+    root = fake_jetson_root(tmp_path / "root")
+    config = config_for("system", install, tmp_path, device_nodes=su.gpu_device_nodes(root), health_wait=123)
     d = directives(su.render_unit(config))
     assert d["User"] == ["edge-deploy"] and d["SupplementaryGroups"] == ["video"]
     assert d["NoNewPrivileges"] == ["yes"] and d["CapabilityBoundingSet"] == [""]
@@ -141,7 +142,7 @@ def test_system_unit_is_hardened_and_keeps_what_triton_needs(install, tmp_path) 
     assert "@system-service" in d["SystemCallFilter"]
     assert d["DevicePolicy"] == ["closed"]
     allowed = {v.split()[0] for v in d["DeviceAllow"]}
-    assert allowed == {str(dev / n) for n in ("nvmap", "nvhost-ctrl-gpu", "nvhost-gpu", "nvgpu/igpu0/ctrl", "nvgpu/igpu0/as")}
+    assert allowed == {f"/dev/{n}" for n in ("nvmap", "nvhost-ctrl-gpu", "nvhost-gpu", "nvgpu/igpu0/ctrl", "nvgpu/igpu0/as")}
     # /dev/shm stays shared with clients, and CUDA's JIT needs W+X memory.
     for absent in ("PrivateIPC", "PrivateDevices", "MemoryDenyWriteExecute", "PrivateUsers"):
         assert absent not in d

@@ -55,7 +55,8 @@ def convert(
     topk_anchors: Annotated[Optional[int], typer.Option(
         help="Keep the top-k most frequent anchors (1000 for the CULane checkpoints).", rich_help_panel=_LANEATT)] = None,
     input_shape: Annotated[Optional[str], typer.Option(
-        help="Input of one forward call for TorchScript/factory models, e.g. 1,3,360,640.")] = None,
+        help="Input shape for TorchScript/factory models, e.g. 1,3,360,640 (the batch dimension comes from "
+             "--batch or --min/--max-batch).")] = None,
     opset: Annotated[int, typer.Option(help="ONNX opset.")] = 17,
     batch: Annotated[Optional[int], typer.Option(
         help="Fixed batch size (a static batch dimension).", rich_help_panel=_BATCH)] = None,

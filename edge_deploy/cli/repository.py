@@ -16,7 +16,7 @@ RepositoryOpt = Annotated[Path, typer.Option("--repository", "-r", help="Triton 
 def install(
     artifact: Annotated[Path, typer.Argument(help="Artifact directory written by `edge-deploy convert`.")],
     repository: RepositoryOpt = Path("model_repository"),
-    name: Annotated[str, typer.Option(help="Model name in the repository (letters, digits, _ and -).")] = "laneatt",
+    name: Annotated[str, typer.Option(help="Model name in the repository (letters, digits, _ and -).")] = "lanedet",
     runtime: Annotated[
         Optional[str], typer.Option(help="tensorrt | onnxruntime | python (default: follows the artifact and the server).")
     ] = None,
@@ -76,15 +76,22 @@ def models(
     for info in infos:
         for v in info.versions:
             plan = ""
-            if v.plan:
+            if v.plan is not None:
                 plan = " ".join(str(v.plan.get(k)) for k in ("gpu", "compute_capability", "tensorrt") if v.plan.get(k))
+                if v.plan_mismatch:
+                    plan += " (does not fit this machine)"
+                elif v.plan_mismatch == []:
+                    plan += " (fits)"
             if info.served is not None:
                 served = "yes" if v.version in info.served else ""
             else:
                 served = "by config" if v.version in info.policy else ""
             table.add_row(info.name, info.role, str(v.version), v.runtime or "?",
                           (v.manifest_sha256 or "?")[:16], plan, served)
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)  # piped: do not wrap hashes and fingerprints into narrow columns
+    console.print(table)
     if all(i.served is None for i in infos):
         typer.echo(f"(no running edge-deploy server for {repository}: 'by config' = what a server would load)")
 

@@ -56,13 +56,7 @@ def serve(
     """Serve the model repository with tritonserver under systemd; returns when every model is ready."""
     from .. import systemd_unit as su
     from ..progress import ConsoleReporter
-    from ..server import (
-        RESTRICTED_KEY_NAME,
-        ServerOptions,
-        check_repository,
-        find_tritonserver,
-        generate_key,
-    )
+    from ..server import ServerOptions, check_repository, find_tritonserver, generate_key
 
     scope = _scope(user)
     env_file, key_file = _key_paths(scope)
