@@ -75,7 +75,7 @@ def classify_model(model: str) -> str:
         )
     if path.is_file():
         return "torchscript"
-    if ":" in model and not os.sep in model.split(":", 1)[0]:
+    if ":" in model and os.sep not in model.split(":", 1)[0]:
         return "factory"
     raise ConvertError(
         f"MODEL {model!r} is not laneatt, an existing TorchScript file, package.module:factory "
@@ -88,6 +88,8 @@ def load_source(spec: SourceSpec) -> LoadedModel:
     kind = classify_model(spec.model)
     if kind == "laneatt":
         return _load_laneatt(spec)
+    if kind == "artifact":
+        raise ConvertError(f"{spec.model} is already converted (an artifact directory), not a torch model.")
     torch = require("torch", "converting a PyTorch model")
     if spec.input_shape is None:
         raise ConvertError(

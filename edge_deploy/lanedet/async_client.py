@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -357,7 +357,7 @@ class AsyncLaneDetClient:
                 self.recoveries += retried
                 if model.kind == "raw":
                     return _read_raw(model, slot, request, result, params)
-                return [_read_pipeline(result, params)]
+                return [_read_pipeline(model, result, params)]
             except InferenceServerException as exc:
                 retry = _is_retryable(exc, self._was_ready)
                 error: ClientError = _to_client_error(exc, self.url, self.model_name, self.client_timeout)

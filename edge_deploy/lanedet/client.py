@@ -37,6 +37,7 @@ import numpy as np
 
 from ..errors import ClientError, FrameError, ModelMismatchError, ModelNotReadyError, ServerUnavailableError
 from ..manifest import LANEATT_DECODE, LANEATT_PREPROCESS
+from ..model_config import LANES, NUM_LANES, NUM_POINTS, PARAM_DECODE, PARAM_PREPROCESS, SCORES
 from .decode import ROW_WIDTH, DecodeError, Lane, decode_lanes
 from .shm import ShmRegion
 
@@ -47,16 +48,8 @@ DEFAULT_MODEL = "lanedet"
 TRANSPORTS = ("auto", "shm", "grpc")
 COLORS = ("bgr", "rgb")
 
-# config.pbtxt parameters written by `edge-deploy install` (edge_deploy.model_config).
-PARAM_PREPROCESS = "edge_deploy.preprocess"
-PARAM_DECODE = "edge_deploy.decode"
-# The NAME_pipeline ensemble's tensors (edge_deploy.model_config).
-PIPE_FRAME = "FRAME"
-PIPE_LANES = "LANES"
-PIPE_SCORES = "SCORES"
-PIPE_NUM_POINTS = "NUM_POINTS"
-PIPE_NUM_LANES = "NUM_LANES"
-PIPE_OUTPUTS = (PIPE_LANES, PIPE_SCORES, PIPE_NUM_POINTS, PIPE_NUM_LANES)
+# NAME_pipeline's outputs, as `edge-deploy install --pipeline` generates them (edge_deploy.model_config).
+PIPE_OUTPUTS = (LANES, SCORES, NUM_POINTS, NUM_LANES)
 
 _NUMPY_DTYPES = {"FP32": np.float32, "FP16": np.float16, "UINT8": np.uint8}
 # Same defaults as tritonclient, plus a short reconnect backoff so a restarted
@@ -453,13 +446,16 @@ def _read_raw(model: LaneModel, slot: _Slot, request: _Request, result: Any, par
         raise ClientError(f"cannot decode the output of {model.name}: {exc}") from None
 
 
-def _read_pipeline(result: Any, params: DecodeParams) -> list[Lane]:
-    points = result.as_numpy(PIPE_LANES).reshape(-1, result.as_numpy(PIPE_LANES).shape[-2], 2)
-    scores = result.as_numpy(PIPE_SCORES).reshape(-1)
-    counts = result.as_numpy(PIPE_NUM_POINTS).reshape(-1)
-    n = int(result.as_numpy(PIPE_NUM_LANES).reshape(-1)[0])
-    lanes = [Lane(points[i, : int(counts[i])], float(scores[i])) for i in range(min(n, len(scores)))]
-    lanes = [lane for lane in lanes if lane.score > params.conf_threshold]
+def _read_pipeline(model: LaneModel, result: Any, params: DecodeParams) -> list[Lane]:
+    """Lanes from NAME_pipeline's padded outputs, with a stricter per-call threshold / top_k applied."""
+    lanes_out = result.as_numpy(LANES)
+    points = lanes_out.reshape(-1, lanes_out.shape[-2], 2)
+    scores = result.as_numpy(SCORES).reshape(-1)
+    counts = result.as_numpy(NUM_POINTS).reshape(-1)
+    n = min(int(result.as_numpy(NUM_LANES).reshape(-1)[0]), len(scores))
+    lanes = [Lane(points[i, : int(counts[i])], float(scores[i])) for i in range(n)]
+    if params.conf_threshold > float(model.decode["conf_threshold"]):
+        lanes = [lane for lane in lanes if lane.score > params.conf_threshold]
     return lanes[: params.top_k]
 
 
@@ -669,8 +665,8 @@ class LaneDetClient:
             raise FrameError(f"unknown color order {color!r}; use 'bgr' (OpenCV) or 'rgb'.")
         with self._lock:
             self._check_open()
-            if self.model is None:
-                self._connect_checked()
+            if self.model is None:  # connect=False: the server may still be starting
+                self._with_retry(self._connect)
             assert self.model is not None and self._defaults is not None
             params = _decode_params(self.model, conf_threshold, nms_threshold, top_k, self._defaults)
             cap = self.model.batch_capacity
@@ -777,7 +773,7 @@ class LaneDetClient:
                                   outputs=request.outputs, client_timeout=self.client_timeout)
         if model.kind == "raw":
             return _read_raw(model, slot, request, result, params)
-        return [_read_pipeline(result, params)]
+        return [_read_pipeline(model, result, params)]
 
     def _with_retry(self, attempt: Callable[[], T]) -> T:
         from tritonclient.utils import InferenceServerException
