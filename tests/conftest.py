@@ -54,3 +54,27 @@ def start_triton(tmp_path):
     yield start
     for proc in started:
         proc.stop(timeout=15)
+
+
+@pytest.fixture(scope="session")
+def laneatt_artifact(tmp_path_factory, laneatt_data) -> Path:
+    """A real `edge-deploy convert` artifact: LaneATT resnet18, CULane top-1000 anchors, batch 1..4.
+
+    Untrained weights (seed 0): tests that compare lanes use a low conf_threshold.
+    """
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("artifact") / "lanedet"
+    cmd = [
+        sys.executable, "-m", "edge_deploy", "convert", "laneatt",
+        "--backbone", "resnet18",
+        "--anchors-freq", str(laneatt_data / "culane_anchors_freq.pt"),
+        "--topk-anchors", "1000",
+        "--min-batch", "1", "--opt-batch", "1", "--max-batch", "4",
+        "--target", "onnx",
+        "--output", str(out),
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"convert failed: {result.stderr[-2000:]}"
+    return out
