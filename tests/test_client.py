@@ -308,3 +308,26 @@ def test_unreachable_server_retries_until_the_deadline():
     assert leftover_regions(os.getpid()) == []
     with pytest.raises(ClientError, match="closed"):
         client.detect(np.zeros((20, 20, 3), np.uint8))
+
+
+def test_async_client_unreachable_server_and_bad_arguments():
+    import asyncio
+
+    from edge_deploy.lanedet.async_client import AsyncLaneDetClient
+
+    async def run():
+        client = AsyncLaneDetClient(f"127.0.0.1:{free_port()}", client_timeout=1.0, retry_deadline=0.3)
+        with pytest.raises(ServerUnavailableError) as info:
+            await client.connect()
+        with pytest.raises(ServerUnavailableError, match="not reachable within"):
+            await client.wait_until_ready(0.3)
+        with pytest.raises(FrameError):
+            await client.detect(np.zeros((5, 5), np.uint8))
+        await client.close()
+        return str(info.value)
+
+    message = asyncio.run(run())
+    assert "unreachable" in message and "\n" not in message
+    with pytest.raises(ClientError, match="max_in_flight"):
+        AsyncLaneDetClient(max_in_flight=0)
+    assert leftover_regions(os.getpid()) == []
