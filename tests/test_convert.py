@@ -145,7 +145,10 @@ def test_factory_convert_writes_verified_artifact(models_dir: Path, tmp_path: Pa
     manifest = read_manifest(out)
     verify_files(out, manifest)
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model.onnx"]
-    assert oct(out.stat().st_mode & 0o777) != oct(0o700) and (out / "manifest.json").stat().st_mode & 0o044
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~umask  # not mkdtemp's 0700: the server's user reads it
+    assert (out / "manifest.json").stat().st_mode & 0o777 == 0o666 & ~umask
     assert manifest["source"]["kind"] == "factory" and manifest["source"]["spec"] == "cv_models:tiny"
     assert manifest["io"]["inputs"] == [{"name": "input", "datatype": "FP32", "shape": [-1, 3, 16, 24]}]
     assert manifest["io"]["outputs"] == [{"name": "predict_lanes", "datatype": "FP32", "shape": [-1, 5]}]
@@ -359,7 +362,29 @@ def test_unwritable_output(models_dir: Path, tmp_path: Path) -> None:
     out = blocker / "art"
     result = run_cli("cv_models:tiny", "--input-shape", "1,3,8,8", "-o", str(out), cwd=models_dir)
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "is a file" in result.stderr
+    assert "Traceback" not in result.stderr
     assert blocker.read_text() == "" and leftovers(tmp_path, "a_file") == []
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux procfs")
+def test_output_where_nobody_can_create_a_directory(models_dir: Path) -> None:
+    # procfs refuses mkdir, for root too.
+    out = Path("/proc/self/edge-deploy-art")
+    result = run_cli("cv_models:tiny", "--input-shape", "1,3,8,8", "-o", str(out), cwd=models_dir)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("error: cannot write the output") and "Traceback" not in result.stderr
+
+
+def test_artifact_dir_on_a_machine_without_tensorrt(models_dir: Path, tmp_path: Path) -> None:
+    engine = _engine_module()
+    if engine is not None and engine.available_builder("auto") is not None:
+        pytest.skip("a TensorRT builder is available here")
+    out = tmp_path / "art"
+    convert(tiny_source(), out, target="onnx")
+    before = {p.name: sha256_file(p) for p in out.iterdir()}
+    result = run_cli(str(out), cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "TensorRT" in result.stderr
+    assert {p.name: sha256_file(p) for p in out.iterdir()} == before
 
 
 def test_factory_needs_input_shape(models_dir: Path, tmp_path: Path) -> None:
