@@ -11,9 +11,10 @@ from .errors import EdgeDeployError
 
 __version__ = "0.1.0"
 
-__all__ = ["EdgeDeployError", "LaneDetClient", "Lane", "decode_lanes", "__version__"]
+__all__ = ["EdgeDeployError", "LaneDetClient", "AsyncLaneDetClient", "Lane", "decode_lanes", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .lanedet.async_client import AsyncLaneDetClient
     from .lanedet.client import LaneDetClient
     from .lanedet.decode import Lane, decode_lanes
 
@@ -24,6 +25,10 @@ def __getattr__(name: str) -> Any:
         from .lanedet.client import LaneDetClient
 
         return LaneDetClient
+    if name == "AsyncLaneDetClient":
+        from .lanedet.async_client import AsyncLaneDetClient
+
+        return AsyncLaneDetClient
     if name in ("Lane", "decode_lanes"):
         from .lanedet import decode
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RepositoryError
-from .manifest import write_json_atomic
+from .fsutil import write_json_atomic
 
 SYSTEM_STATE_DIR = Path("/etc/edge-deploy")
 LOAD_TIMEOUT_S = 300.0

@@ -96,16 +96,16 @@ def _machine_checks(facts: device_mod.DeviceFacts) -> list[Check]:
 
 
 def _tensorrt_checks(facts: device_mod.DeviceFacts) -> list[Check]:
-    from . import engine, tensorrt_api
+    from . import engine, tensorrt_api, trtexec
 
     checks = []
     module = tensorrt_api.module_version()
     checks.append(Check("TensorRT (Python)", OK if module else INFO,
                         module or "the tensorrt module does not import in this Python"))
-    trtexec = engine.find_trtexec()
-    if trtexec:
-        version = engine.trtexec_version(trtexec)
-        checks.append(Check("trtexec", OK, f"{trtexec} (TensorRT {version or 'unknown version'})"))
+    tool = trtexec.find_trtexec()
+    if tool:
+        version = trtexec.trtexec_version(tool)
+        checks.append(Check("trtexec", OK, f"{tool} (TensorRT {version or 'unknown version'})"))
     else:
         checks.append(Check("trtexec", INFO, "not found (/usr/src/tensorrt/bin, PATH, $TRTEXEC)"))
     if facts.tensorrt and facts.tensorrt_source == "libnvinfer" and not module:
@@ -202,7 +202,7 @@ def _find_manifest(version_dir: Path) -> dict[str, Any] | None:
 
 def repository_checks(repository: Path, facts: device_mod.DeviceFacts) -> list[Check]:
     """For each model version holding a model.plan: does its fingerprint still match this machine?"""
-    from .engine import plan_mismatch
+    from .fingerprint import plan_mismatch
 
     repository = Path(repository)
     if not repository.is_dir():

@@ -35,12 +35,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from .errors import EdgeDeployError
+from .fsutil import write_json_atomic  # (manifest.write_json_atomic stays importable)
 
 MANIFEST_NAME = "manifest.json"
 FORMAT = 1
@@ -91,25 +90,6 @@ def read_manifest(artifact_dir: Path) -> dict[str, Any]:
             f"{path} is not a format-{FORMAT} edge-deploy manifest; re-run `edge-deploy convert`."
         )
     return data
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to `path` via a temporary file in the same directory and os.replace."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; readers (tritonserver's user) need the usual mode
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=2, sort_keys=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_manifest(artifact_dir: Path, data: dict[str, Any]) -> Path:

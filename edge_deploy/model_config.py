@@ -179,39 +179,46 @@ def _model_io(manifest: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]
     return io["inputs"][0], io["outputs"][0]
 
 
+def _add_one_frame(dest: Any, tensor: dict[str, Any], manifest: dict[str, Any]) -> None:
+    """The lane model's tensor as one frame of it: [1, ...] when the model has a batch axis."""
+    _, has_batch = batching(manifest)
+    dims = _tensor_dims(tensor["shape"], has_batch)
+    dest.add(name=tensor["name"], data_type=data_type(tensor["datatype"]), dims=[1, *dims] if has_batch else dims)
+
+
 def preprocess_config(manifest: dict[str, Any], *, name: str, version_policy: int | None = None) -> Any:
     """NAME_preprocess: UINT8 [H, W, 3] frame -> the model input [1, ...] and the frame size."""
     pb = _pb()
     model_in, _ = _model_io(manifest)
-    max_batch, has_batch = batching(manifest)
     config = pb.ModelConfig(name=name, backend="python", max_batch_size=0)
     _policy(config, version_policy)
     config.input.add(name=FRAME, data_type=pb.TYPE_UINT8, dims=[-1, -1, 3])
-    dims = _tensor_dims(model_in["shape"], has_batch)
-    config.output.add(name=model_in["name"], data_type=data_type(model_in["datatype"]),
-                      dims=[1, *dims] if has_batch else dims)
+    _add_one_frame(config.output, model_in, manifest)
     config.output.add(name=ORIGINAL_SIZE, data_type=pb.TYPE_INT32, dims=[2])
     config.instance_group.add(count=1, kind=pb.ModelInstanceGroup.KIND_CPU)
     _set_params(config, {PARAM_ROLE: "preprocess", PARAM_PREPROCESS: manifest.get("preprocess") or {}})
     return config
 
 
-def postprocess_config(manifest: dict[str, Any], *, name: str, version_policy: int | None = None) -> Any:
-    """NAME_postprocess: raw model output [1, N, 77] + frame size -> padded lanes and scores."""
+def _add_lane_outputs(config: Any, manifest: dict[str, Any]) -> None:
+    """LANES, SCORES, NUM_POINTS, NUM_LANES, padded to the decode's top_k lanes."""
     pb = _pb()
-    _, model_out = _model_io(manifest)
-    _, has_batch = batching(manifest)
     top_k = int((manifest.get("decode") or {}).get("top_k", 4))
-    config = pb.ModelConfig(name=name, backend="python", max_batch_size=0)
-    _policy(config, version_policy)
-    dims = _tensor_dims(model_out["shape"], has_batch)
-    config.input.add(name=model_out["name"], data_type=data_type(model_out["datatype"]),
-                     dims=[1, *dims] if has_batch else dims)
-    config.input.add(name=ORIGINAL_SIZE, data_type=pb.TYPE_INT32, dims=[2])
     config.output.add(name=LANES, data_type=pb.TYPE_FP32, dims=[top_k, MAX_POINTS, 2])
     config.output.add(name=SCORES, data_type=pb.TYPE_FP32, dims=[top_k])
     config.output.add(name=NUM_POINTS, data_type=pb.TYPE_INT32, dims=[top_k])
     config.output.add(name=NUM_LANES, data_type=pb.TYPE_INT32, dims=[1])
+
+
+def postprocess_config(manifest: dict[str, Any], *, name: str, version_policy: int | None = None) -> Any:
+    """NAME_postprocess: raw model output [1, N, 77] + frame size -> padded lanes and scores."""
+    pb = _pb()
+    _, model_out = _model_io(manifest)
+    config = pb.ModelConfig(name=name, backend="python", max_batch_size=0)
+    _policy(config, version_policy)
+    _add_one_frame(config.input, model_out, manifest)
+    config.input.add(name=ORIGINAL_SIZE, data_type=pb.TYPE_INT32, dims=[2])
+    _add_lane_outputs(config, manifest)
     config.instance_group.add(count=1, kind=pb.ModelInstanceGroup.KIND_CPU)
     _set_params(config, {PARAM_ROLE: "postprocess", PARAM_DECODE: manifest.get("decode") or {}})
     return config
@@ -224,14 +231,10 @@ def pipeline_config(
     """NAME_pipeline: the ensemble preprocess -> model -> postprocess (latest loaded version of each)."""
     pb = _pb()
     model_in, model_out = _model_io(manifest)
-    top_k = int((manifest.get("decode") or {}).get("top_k", 4))
     config = pb.ModelConfig(name=name, platform="ensemble", max_batch_size=0)
     _policy(config, version_policy)
     config.input.add(name=FRAME, data_type=pb.TYPE_UINT8, dims=[-1, -1, 3])
-    config.output.add(name=LANES, data_type=pb.TYPE_FP32, dims=[top_k, MAX_POINTS, 2])
-    config.output.add(name=SCORES, data_type=pb.TYPE_FP32, dims=[top_k])
-    config.output.add(name=NUM_POINTS, data_type=pb.TYPE_INT32, dims=[top_k])
-    config.output.add(name=NUM_LANES, data_type=pb.TYPE_INT32, dims=[1])
+    _add_lane_outputs(config, manifest)
     steps = config.ensemble_scheduling.step
     pre = steps.add(model_name=preprocess, model_version=-1)
     pre.input_map[FRAME] = FRAME

@@ -8,23 +8,8 @@ Layout written by `install`::
     <repo>/<name>/<V>/model.plan | model.onnx [+ model.py for the Python-backend ONNX Runtime runner]
     <repo>/<name>_preprocess/<V>/  <repo>/<name>_postprocess/<V>/  <repo>/<name>_pipeline/<V>/   (--pipeline)
 
-Atomicity (a polling Triton never sees a partial version or config):
-
-- A new version of an existing model is written into ``<repo>/<name>/.edge-deploy-tmp-*``.
-  Triton ignores non-numeric subdirectories of a model directory ("ignore version
-  directory ... which fails to convert to integral number", verified with the bundled
-  2.51 server), so the staging directory is invisible; it is renamed to ``<V>`` when complete.
-- A new model is staged as a whole (config + first version) and renamed into the
-  repository. Every top-level directory of a repository is a model to Triton, even a
-  dot-prefixed one (verified: it tries and fails to load it), so this staging area sits
-  beside the repository (``<parent>/.<repo name>.edge-deploy-staging``); when a rename from
-  there is impossible (the repository is a mount point, or its parent is not writable) it
-  falls back to ``<repo>/.edge-deploy-staging`` (a polling server may then log a transient
-  failed load for that directory).
-- config.pbtxt is replaced last with os.replace (a temporary *file* in the model
-  directory is ignored by Triton).
-- Installs and rollbacks of one repository are serialised by an flock on
-  ``<repo>/.edge-deploy.lock``; leftovers of a killed install are removed under that lock.
+Writing is atomic as seen by a polling Triton and serialised per repository
+(edge_deploy.repository_files).
 
 Versions and rollback: a new version is the highest + 1 and the config's
 version_policy is ``latest { num_versions: 1 }``, so the newest version is served.
@@ -35,32 +20,35 @@ install options) with ``specific { versions: [V] }``; the next install goes back
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import hashlib
 import json
-import os
 import re
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from . import __version__
 from . import model_config as mc
 from .errors import EdgeDeployError, RepositoryError
+from .fsutil import write_bytes_atomic
 from .manifest import MANIFEST_NAME, read_manifest, sha256_file, verify_files
 from .progress import Reporter
+from .repository_files import (
+    CONFIG,
+    NewVersion,
+    check_writable,
+    clean_leftovers,
+    publish,
+    remove_tree,
+    repository_error,
+    repository_lock,
+)
+from .server import repository_models
 
 DEFAULT_REPOSITORY = Path("model_repository")
 DEFAULT_NAME = "lanedet"  # the name LaneDetClient and `convert --install` default to
 INSTALL_RECORD = "install.json"
-CONFIG = "config.pbtxt"
-LOCK_NAME = ".edge-deploy.lock"
-TMP_PREFIX = ".edge-deploy-tmp-"
-STAGING_DIR = ".edge-deploy-staging"
 NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
 PIPELINE_SUFFIXES = ("_preprocess", "_postprocess", "_pipeline")
 
@@ -77,7 +65,6 @@ class InstallResult:
     pruned: dict[str, list[int]] = field(default_factory=dict)
     served: dict[str, list[int]] | None = None  # None: no running server for this repository
     server_url: str | None = None
-    notes: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """What a person wants to read after an install (a few lines)."""
@@ -86,10 +73,7 @@ class InstallResult:
         lines.append(served_line(self.served, self.server_url, self.repository))
         return "\n".join(lines)
 
-    __str__ = summary
-
-    def __rich__(self) -> str:
-        return self.summary()
+    __str__ = __rich__ = summary  # rich prints the summary too
 
 
 @dataclass
@@ -111,10 +95,7 @@ class RollbackResult:
             + served_line(self.served, self.server_url, self.repository)
         )
 
-    __str__ = summary
-
-    def __rich__(self) -> str:
-        return self.summary()
+    __str__ = __rich__ = summary  # rich prints the summary too
 
 
 def served_line(served: dict[str, list[int]] | None, url: str | None, repository: Path) -> str:
@@ -149,63 +130,6 @@ class ModelInfo:
     versions: list[VersionInfo]
     policy: list[int]  # versions the config's version_policy selects
     served: list[int] | None  # from the running server; None without one
-
-
-# ---------------------------------------------------------------- small file helpers
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _copy_file(src: Path, dst: Path) -> None:
-    with open(src, "rb") as fin, open(dst, "wb") as fout:
-        shutil.copyfileobj(fin, fout, 1 << 20)
-        fout.flush()
-        os.fsync(fout.fileno())
-
-
-def _replace_file(path: Path, data: bytes) -> None:
-    """Atomically replace `path` (temporary file in the same directory, fsync, os.replace)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove a directory so no reader sees it half-deleted: rename to a hidden name first."""
-    if not path.exists():
-        return
-    hidden = path.parent / f"{TMP_PREFIX}rm-{path.name}-{os.getpid()}-{time.monotonic_ns()}"
-    os.rename(path, hidden)
-    shutil.rmtree(hidden, ignore_errors=True)
-
-
-def _oserror(action: str, exc: OSError) -> RepositoryError:
-    where = f" {exc.filename}" if exc.filename else ""
-    return RepositoryError(
-        f"cannot {action}:{where}: {exc.strerror or exc}; check the repository path and its permissions."
-    )
 
 
 # ---------------------------------------------------------------- reading a repository
@@ -271,19 +195,12 @@ def version_info(repository: Path, name: str, version: int) -> VersionInfo:
     return info
 
 
-def _model_names(repository: Path) -> list[str]:
-    repo = Path(repository)
-    if not repo.is_dir():
-        return []
-    return sorted(p.name for p in repo.iterdir() if p.is_dir() and (p / CONFIG).is_file())
-
-
 def list_models(repository: Path = DEFAULT_REPOSITORY, name: str | None = None) -> list[ModelInfo]:
     """Models (or one model and its pipeline companions) with versions and served versions."""
     from . import control
 
     repository = Path(repository)
-    names = _model_names(repository)
+    names = repository_models(repository)
     if name is not None:
         check_name(name)
         family = [name, *(name + s for s in PIPELINE_SUFFIXES)]
@@ -370,119 +287,6 @@ def check_plan_fingerprint(manifest: dict[str, Any], force: bool, reporter: Repo
         reporter.warn(f"installing a plan that does not fit this machine because of --force: {'; '.join(differences)}")
 
 
-def _check_repository(repository: Path) -> None:
-    if repository.exists() and not repository.is_dir():
-        raise RepositoryError(f"repository {repository} is not a directory; pass --repository DIR.")
-    probe = repository
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise RepositoryError(f"repository {repository} is not writable ({probe}); run as its owner or pick another --repository.")
-
-
-# ---------------------------------------------------------------- locking and staging
-
-
-@contextlib.contextmanager
-def repository_lock(repository: Path) -> Iterator[None]:
-    """Serialise writers of one repository (flock on <repo>/.edge-deploy.lock)."""
-    try:
-        repository.mkdir(parents=True, exist_ok=True)
-        fd = os.open(repository / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise _oserror(f"write to repository {repository}", exc) from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def _staging_roots(repository: Path) -> list[Path]:
-    """Where a new model may be staged, best first: beside the repository, then inside it."""
-    repo = repository.resolve()
-    return [repo.parent / f".{repo.name}.edge-deploy-staging", repo / STAGING_DIR]
-
-
-def clean_leftovers(repository: Path) -> list[Path]:
-    """Remove what a killed install left behind (call under the repository lock); returns what was removed."""
-    removed: list[Path] = []
-    candidates = list(_staging_roots(repository))
-    for model_dir in (p for p in repository.iterdir() if p.is_dir()):
-        candidates += [p for p in model_dir.iterdir() if p.name.startswith(TMP_PREFIX) and p.is_dir()]
-        candidates += list(model_dir.glob(f".{CONFIG}.*.tmp"))
-    for path in candidates:
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        elif path.is_file():
-            path.unlink(missing_ok=True)
-        else:
-            continue
-        removed.append(path)
-    return removed
-
-
-@dataclass
-class _Version:
-    """One model's new version to write: files to copy or bytes to write, and its config."""
-
-    model: str
-    files: dict[str, Path | bytes]
-    config: Any
-
-
-def _fill(vdir: Path, files: dict[str, Path | bytes]) -> None:
-    vdir.mkdir()
-    for fname, content in files.items():
-        if isinstance(content, bytes):
-            _write_bytes(vdir / fname, content)
-        else:
-            _copy_file(content, vdir / fname)
-    _fsync_dir(vdir)
-
-
-def _publish(repository: Path, version: int, item: _Version) -> None:
-    """Write one version, then its config, atomically as seen by a polling server."""
-    model_dir = repository / item.model
-    text = mc.config_text(item.config).encode()
-    if model_dir.is_dir() and (model_dir / CONFIG).is_file():
-        stage = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=model_dir))
-        try:
-            _fill(stage / "v", item.files)
-            os.rename(stage / "v", model_dir / str(version))
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
-        _fsync_dir(model_dir)
-        _replace_file(model_dir / CONFIG, text)
-        return
-    for root in _staging_roots(repository):
-        try:
-            _publish_new_model(root, repository, version, item, text)
-            return
-        except OSError as exc:
-            # EXDEV: the repository is its own mount (or bind mount); EACCES/EROFS: its parent is not ours.
-            if exc.errno not in (errno.EXDEV, errno.EACCES, errno.EPERM, errno.EROFS) or root.parent == repository.resolve():
-                raise
-
-
-def _publish_new_model(root: Path, repository: Path, version: int, item: _Version, text: bytes) -> None:
-    """Stage a whole new model directory (first version + config) under `root`, then rename it into place."""
-    root.mkdir(exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f"{item.model}-", dir=root))
-    try:
-        new_model = stage / item.model
-        new_model.mkdir()
-        _fill(new_model / str(version), item.files)
-        _write_bytes(new_model / CONFIG, text)
-        _fsync_dir(new_model)
-        os.rename(new_model, repository / item.model)  # fails rather than replace a directory that appeared
-        _fsync_dir(repository)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            root.rmdir()
-
-
 # ---------------------------------------------------------------- install
 
 
@@ -505,7 +309,7 @@ def _install_record(runtime: str, role: str, options: mc.ConfigOptions, artifact
 
 def _plan_versions(
     artifact: Path, manifest: dict[str, Any], name: str, runtime: str, options: mc.ConfigOptions, pipeline: bool,
-) -> list[_Version]:
+) -> list[NewVersion]:
     from .triton_models import source
 
     manifest_bytes = (artifact / MANIFEST_NAME).read_bytes()
@@ -518,25 +322,25 @@ def _plan_versions(
     if runtime == "python":
         files["model.py"] = source("onnx_runner.py")
     files[INSTALL_RECORD] = _install_record(runtime, "model", options, artifact)
-    items = [_Version(name, files, mc.model_config(manifest, name=name, runtime=runtime, options=options,
-                                                  manifest_sha256=manifest_sha))]
+    items = [NewVersion(name, files, mc.model_config(manifest, name=name, runtime=runtime, options=options,
+                                                    manifest_sha256=manifest_sha))]
     if pipeline:
         plain = mc.ConfigOptions()
         pre, post, ens = (name + s for s in PIPELINE_SUFFIXES)
         items += [
-            _Version(pre, {
+            NewVersion(pre, {
                 MANIFEST_NAME: manifest_bytes,
                 "model.py": source("preprocess_model.py"),
                 "preprocess.py": _copy_lanedet_module("preprocess.py"),
                 INSTALL_RECORD: _install_record("python", "preprocess", plain, artifact),
             }, mc.preprocess_config(manifest, name=pre)),
-            _Version(post, {
+            NewVersion(post, {
                 MANIFEST_NAME: manifest_bytes,
                 "model.py": source("postprocess_model.py"),
                 "decode.py": _copy_lanedet_module("decode.py"),
                 INSTALL_RECORD: _install_record("python", "postprocess", plain, artifact),
             }, mc.postprocess_config(manifest, name=post)),
-            _Version(ens, {
+            NewVersion(ens, {
                 MANIFEST_NAME: manifest_bytes,
                 INSTALL_RECORD: _install_record("ensemble", "pipeline", plain, artifact),
             }, mc.pipeline_config(manifest, name=ens, model=name, preprocess=pre, postprocess=post)),
@@ -597,7 +401,7 @@ def install(
         if pipeline is None:
             pipeline = (repository / f"{name}_pipeline" / CONFIG).is_file()
         items = _plan_versions(artifact, manifest, name, chosen, options, pipeline)
-        _check_repository(repository)
+        check_writable(repository)
         for item in items:
             model_dir = repository / item.model
             if model_dir.exists() and not (model_dir / CONFIG).is_file():
@@ -608,7 +412,7 @@ def install(
         record = _server_for(repository, reporter)
     reporter.info(f"runtime: {chosen} ({why})")
     result = InstallResult(name=name, version=0, runtime=chosen, repository=repository,
-                           models=[i.model for i in items], notes=[f"runtime: {chosen} ({why})"])
+                           models=[i.model for i in items])
     with repository_lock(repository):
         try:
             clean_leftovers(repository)
@@ -618,14 +422,14 @@ def install(
             result.version = version
             with reporter.stage(f"write {name} version {version}"):
                 for item in items:
-                    _publish(repository, version, item)
+                    publish(repository, version, item)
             if keep is not None:
                 for item in items:
                     pruned = _prune(repository, item.model, keep)
                     if pruned:
                         result.pruned[item.model] = pruned
         except OSError as exc:
-            raise _oserror(f"install into {repository}", exc) from exc
+            raise repository_error(f"install into {repository}", exc) from exc
         if record is not None:
             result.server_url = record.url
             with reporter.stage(f"load on {record.url}"):
@@ -689,7 +493,7 @@ def _prune(repository: Path, model: str, keep: int) -> list[int]:
     selected = set(_policy_now(repository, model))
     doomed = [v for v in avail[:-keep] if v not in selected] if len(avail) > keep else []
     for v in doomed:
-        _remove_tree(repository / model / str(v))
+        remove_tree(repository / model / str(v))
     return doomed
 
 
@@ -729,7 +533,7 @@ def _write_config_for(repository: Path, model: str, version: int) -> None:
         config = mc.model_config(manifest, name=model, runtime=record["runtime"],
                                  options=mc.ConfigOptions.from_dict(record.get("options") or {}),
                                  version_policy=version, manifest_sha256=sha256_file(vdir / MANIFEST_NAME))
-    _replace_file(repository / model / CONFIG, mc.config_text(config).encode())
+    write_bytes_atomic(repository / model / CONFIG, mc.config_text(config).encode())
 
 
 def rollback(
@@ -765,21 +569,21 @@ def rollback(
     models = [name] + [name + s for s in PIPELINE_SUFFIXES if (repository / (name + s) / str(to)).is_dir()
                        and (repository / (name + s) / CONFIG).is_file()]
     result = RollbackResult(name=name, version=to, previous=current, models=models, repository=repository)
-    _check_repository(repository)
+    check_writable(repository)
     with repository_lock(repository):
         saved = {m: (repository / m / CONFIG).read_bytes() for m in models}
 
         def restore() -> None:
             for model, text in saved.items():
                 with contextlib.suppress(OSError):
-                    _replace_file(repository / model / CONFIG, text)
+                    write_bytes_atomic(repository / model / CONFIG, text)
 
         try:
             for model in models:
                 _write_config_for(repository, model, to)
         except OSError as exc:
             restore()
-            raise _oserror(f"write the config of {name}", exc) from exc
+            raise repository_error(f"write the config of {name}", exc) from exc
         except RepositoryError:
             restore()
             raise

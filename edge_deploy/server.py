@@ -313,6 +313,11 @@ class Health:
     def all_ready(self) -> bool:
         return self.live and self.ready and all(m.ready for m in self.models)
 
+    def not_ready(self) -> str:
+        """What is not ready, for a message: "models a, b" or "the server"."""
+        waiting = [m.name for m in self.models if not m.ready]
+        return f"models {', '.join(waiting)}" if self.live and waiting else "the server"
+
 
 def check_health(url: str, models: list[str] | tuple[str, ...] = (), timeout: float = 2.0) -> Health:
     """Ask the server at `url` whether it and each model in `models` are ready (never raises)."""
@@ -363,9 +368,7 @@ def wait_healthy(
         if time.monotonic() >= deadline:
             break
         time.sleep(0.25)
-    waiting = [m.name for m in health.models if not m.ready]
-    what = f"models {', '.join(waiting)}" if health.live and waiting else "the server"
-    raise ServerError(f"{what} at {url} not ready after {timeout:.0f} s ({health.error or 'not ready'}).")
+    raise ServerError(f"{health.not_ready()} at {url} not ready after {timeout:.0f} s ({health.error or 'not ready'}).")
 
 
 def _short(exc: BaseException) -> str:

@@ -23,6 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import ServerError
+from .fsutil import write_text_atomic
 from .server import KEY_ENV, RESTRICTED_KEY_NAME, ServerOptions, TritonInstall, tritonserver_argv
 
 UNIT_NAME = "edge-deploy-triton.service"
@@ -306,39 +307,14 @@ def check_service_can_read(paths: list[Path]) -> None:
 
 def write_private(path: Path, text: str, *, group: str | None = None) -> None:
     """Write `text` atomically, mode 0600 (0640 with `group` as owner group): secrets."""
-    import grp
-    import tempfile
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o640 if group else 0o600)
-        if group:
-            os.fchown(fd, 0, grp.getgrnam(group).gr_gid)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, text, 0o640 if group else 0o600, group=group)
 
 
 def write_public(path: Path, text: str) -> None:
     """Write a non-secret file (the unit) atomically, mode 0644."""
-    import tempfile
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, text, 0o644)
 
 
 @dataclass

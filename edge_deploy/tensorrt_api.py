@@ -109,6 +109,11 @@ def module_version() -> str | None:
     return getattr(trt, "__version__", None) if trt is not None else None
 
 
+def has_pycuda() -> bool:
+    """True when pycuda.driver imports (needed to run a plan, not to build one)."""
+    return _import("pycuda.driver") is not None
+
+
 _FACADES: dict[int, "TensorRT"] = {}
 
 

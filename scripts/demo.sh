@@ -17,11 +17,12 @@ ckpt=()
 
 # No systemd manager is assumed here: serve in the foreground (use `edge-deploy serve`
 # or `serve --user` on a machine with systemd). Stopped when this script exits.
-"$ED" serve --foreground --repository "$OUT/model_repository" --grpc-port "$PORT" &
+"$ED" serve --foreground --repository "$OUT/model_repository" --grpc-port "$PORT" >"$OUT/tritonserver.log" 2>&1 &
 server=$!
 trap 'kill -TERM "$server" 2>/dev/null; wait "$server" 2>/dev/null || true' EXIT
 "$ED" health --wait 180 --url "127.0.0.1:$PORT" --model lanedet --model lanedet_pipeline
 
 "$ED" sample --out "$OUT/samples" --count 1
 "$ED" infer "$OUT"/samples/*.png --url "127.0.0.1:$PORT" --model lanedet --out "$OUT/lanes" --json
-echo "demo: lanes drawn in $OUT/lanes/ (untrained weights find no real lanes: set CHECKPOINT=...)"
+echo "demo: lanes drawn in $OUT/lanes/; server log in $OUT/tritonserver.log"
+[ -n "${CHECKPOINT:-}" ] || echo "demo: the built-in LaneATT has untrained weights and finds no real lanes; set CHECKPOINT=... for a trained one"

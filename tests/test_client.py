@@ -6,7 +6,9 @@ so the client is checked against the real parameter keys and tensor names.
 """
 from __future__ import annotations
 
+import grp
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -15,16 +17,10 @@ import numpy as np
 import pytest
 
 from edge_deploy.errors import ClientError, FrameError, ModelMismatchError, ServerUnavailableError
-from edge_deploy.lanedet.client import (
-    DecodeParams,
-    LaneDetClient,
-    _decode_params,
-    check_frame,
-    describe_model,
-    is_local_url,
-    resolve_transport,
-)
-from edge_deploy.lanedet.shm import ShmRegion, leftover_regions
+from edge_deploy.lanedet.client import LaneDetClient
+from edge_deploy.lanedet.client_base import is_local_url, resolve_transport
+from edge_deploy.lanedet.model_io import DecodeParams, check_frame, decode_params, describe_model
+from edge_deploy.lanedet.shm import GROUP_ENV, ShmRegion, leftover_regions
 from edge_deploy.manifest import LANEATT_DECODE, LANEATT_PREPROCESS
 
 from conftest import free_port
@@ -161,19 +157,19 @@ def test_seed_style_model_with_two_outputs_picks_the_lane_tensor():
 def test_per_call_overrides_and_pipeline_limits():
     raw = _describe(_lane_config())
     defaults = DecodeParams(0.5, 50.0, 4)
-    assert _decode_params(raw, 0.2, None, 10, defaults) == DecodeParams(0.2, 50.0, 10)
+    assert decode_params(raw, 0.2, None, 10, defaults) == DecodeParams(0.2, 50.0, 10)
     with pytest.raises(ClientError, match="top_k"):
-        _decode_params(raw, None, None, 0, defaults)
+        decode_params(raw, None, None, 0, defaults)
     with pytest.raises(ClientError, match="nms_threshold"):
-        _decode_params(raw, None, -1.0, None, defaults)
+        decode_params(raw, None, -1.0, None, defaults)
 
     from edge_deploy import model_config as mc
 
     pipe = _describe(mc.pipeline_config(_manifest(), name="p", model="m", preprocess="a", postprocess="b"))
-    assert _decode_params(pipe, 0.7, None, 2, defaults) == DecodeParams(0.7, 50.0, 2)  # stricter: filtered here
+    assert decode_params(pipe, 0.7, None, 2, defaults) == DecodeParams(0.7, 50.0, 2)  # stricter: filtered here
     for looser in ({"conf": 0.3}, {"top_k": 8}, {"nms": 20.0}):
         with pytest.raises(ClientError, match="decodes on the server"):
-            _decode_params(pipe, looser.get("conf"), looser.get("nms"), looser.get("top_k"), defaults)
+            decode_params(pipe, looser.get("conf"), looser.get("nms"), looser.get("top_k"), defaults)
 
 
 # --- frames -------------------------------------------------------------------------------------
@@ -263,6 +259,57 @@ def test_two_regions_never_share_a_name():
     finally:
         a.close()
         b.close()
+
+
+def _gid_and_mode(name: str) -> tuple[int, int]:
+    st = os.stat(f"/dev/shm/{name}")
+    return st.st_gid, stat.S_IMODE(st.st_mode)
+
+
+def _group_not_ours() -> grp.struct_group:
+    ours = {os.getegid(), *os.getgroups()}
+    return next(g for g in grp.getgrall() if g.gr_gid not in ours)
+
+
+def test_region_is_group_read_write_and_keeps_its_group_by_default(monkeypatch):
+    # A group that does not exist, and a real group this process is not in: mode 0660, group untouched.
+    for group in ("edge_deploy_no_such_group", _group_not_ours().gr_name):
+        monkeypatch.setenv(GROUP_ENV, group)
+        region = ShmRegion(64, "perm")
+        try:
+            assert _gid_and_mode(region.name) == (os.getegid(), 0o660), group
+        finally:
+            region.close()
+
+
+def test_region_takes_the_shm_group_when_the_process_is_in_it(monkeypatch):
+    monkeypatch.setenv(GROUP_ENV, grp.getgrgid(os.getegid()).gr_name)  # our primary group
+    region = ShmRegion(64, "perm")
+    try:
+        assert _gid_and_mode(region.name) == (os.getegid(), 0o660)
+    finally:
+        region.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="joining a supplementary group (setgroups) needs root")
+def test_region_takes_a_supplementary_shm_group():
+    # As the app on a Jetson: primary group its own, supplementary group video. A child process
+    # joins a real group of this machine it is not in yet, so the chown is visible.
+    group = _group_not_ours()
+    script = textwrap.dedent(
+        f"""
+        import os
+        os.setgroups([{group.gr_gid}])
+        from edge_deploy.lanedet.shm import ShmRegion
+        region = ShmRegion(64, "perm")
+        st = os.stat("/dev/shm/" + region.name)
+        print(st.st_gid, oct(st.st_mode & 0o777))
+        region.close()
+        """
+    )
+    env = dict(os.environ, **{GROUP_ENV: group.gr_name})
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True, env=env)
+    assert out.stdout.split() == [str(group.gr_gid), "0o660"]
 
 
 def test_regions_are_unlinked_at_interpreter_exit_not_in_forked_children():

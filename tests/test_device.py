@@ -8,30 +8,13 @@ device-tree strings, /proc/meminfo, /etc/nvpmodel.conf, cpufreq) and a stand-in
 from __future__ import annotations
 
 import os
-import shutil
-import stat
 from pathlib import Path
 
 import pytest
 
 from edge_deploy import device
 
-FIXTURES = Path(__file__).parent / "fixtures" / "jetson_root"
-
-
-@pytest.fixture
-def board(tmp_path: Path):
-    """Copy a fixture board to tmp_path (tests may change it) with the nvpmodel stand-in executable."""
-
-    def make(name: str) -> Path:
-        root = tmp_path / name
-        shutil.copytree(FIXTURES / name, root)
-        tool = root / "usr" / "sbin" / "nvpmodel"
-        if tool.exists():
-            tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
-        return root
-
-    return make
+pytest_plugins = ["jetson_fixtures"]  # board: a copy of a fixture board that tests may change
 
 
 @pytest.mark.parametrize(
@@ -111,8 +94,8 @@ def test_power_mode_follows_the_nvpmodel_tool(board) -> None:
         ("garbage\n", None),
     ],
 )
-def test_parse_nvpmodel_query(output: str, expected) -> None:
-    conf = (FIXTURES / "agx_orin_jp60" / "etc" / "nvpmodel.conf").read_text()
+def test_parse_nvpmodel_query(board, output: str, expected) -> None:
+    conf = (board("agx_orin_jp60") / "etc" / "nvpmodel.conf").read_text()
     modes = device.parse_nvpmodel_conf(conf) if "MODE_30W" in output else {}
     mode = device.parse_nvpmodel_query(output, modes)
     if expected is None:

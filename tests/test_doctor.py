@@ -2,15 +2,13 @@
 
 The Python packages, tritonserver (the nvidia-pytriton bundle) and systemd are
 this machine's real ones. TensorRT cannot be installed here, so where a test
-needs a plan builder it puts a stand-in `trtexec` script on $TRTEXEC (it only
-prints trtexec's banner: doctor runs `trtexec --help` to learn the version).
+needs a plan builder it puts the stand-in `trtexec` script of tests/jetson_fixtures.py
+on $TRTEXEC (doctor runs `trtexec --help` to learn the version from its banner).
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -22,48 +20,16 @@ from edge_deploy import doctor
 from edge_deploy.cli.app import app
 from edge_deploy.device import device_facts
 
-FIXTURES = Path(__file__).parent / "fixtures" / "jetson_root"
+pytest_plugins = ["jetson_fixtures"]  # board, no_tensorrt, fake_trtexec (shared fixtures)
 runner = CliRunner()
 
 
 @pytest.fixture(autouse=True)
-def isolated(tmp_path: Path, monkeypatch):
+def isolated(tmp_path: Path, monkeypatch, no_tensorrt):
     """No real TensorRT/pycuda/trtexec (whatever this machine has); a private cache dir for tritonserver discovery."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("COLUMNS", "250")
-    monkeypatch.delenv("TRTEXEC", raising=False)
     monkeypatch.delenv("TRITONSERVER", raising=False)
-    monkeypatch.setitem(sys.modules, "tensorrt", None)
-    monkeypatch.setitem(sys.modules, "pycuda", None)
-    from edge_deploy import engine
-
-    monkeypatch.setattr(engine, "TRTEXEC_DEFAULT", Path("/nonexistent/trtexec"))
-    real_which = shutil.which
-    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "trtexec" else real_which(name, *a, **k))
-
-
-@pytest.fixture
-def board(tmp_path: Path):
-    def make(name: str) -> Path:
-        root = tmp_path / "roots" / name
-        if not root.exists():
-            shutil.copytree(FIXTURES / name, root)
-            tool = root / "usr" / "sbin" / "nvpmodel"
-            if tool.exists():
-                tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
-        return root
-
-    return make
-
-
-@pytest.fixture
-def trtexec(tmp_path: Path, monkeypatch) -> Path:
-    tool = tmp_path / "bin" / "trtexec"
-    tool.parent.mkdir()
-    tool.write_text(f"#!{sys.executable}\nprint('&&&& RUNNING TensorRT.trtexec [TensorRT v8602] # trtexec --help')\n")
-    tool.chmod(0o755)
-    monkeypatch.setenv("TRTEXEC", str(tool))
-    return tool
 
 
 def invoke(*args: str):
@@ -72,7 +38,7 @@ def invoke(*args: str):
     return result
 
 
-def test_ready_jetson_with_trtexec(board, trtexec) -> None:
+def test_ready_jetson_with_trtexec(board, fake_trtexec) -> None:
     result = invoke("--for", "convert", "--root", str(board("agx_orin_jp60")))
     out = result.output
     assert result.exit_code == 0, out

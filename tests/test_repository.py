@@ -15,16 +15,8 @@ from edge_deploy import control
 from edge_deploy import model_config as mc
 from edge_deploy.errors import RepositoryError
 from edge_deploy.manifest import file_entry, read_manifest, write_manifest
-from edge_deploy.repository import (
-    TMP_PREFIX,
-    clean_leftovers,
-    install,
-    list_models,
-    prune,
-    read_config,
-    rollback,
-    versions,
-)
+from edge_deploy.repository import install, list_models, prune, read_config, rollback, versions
+from edge_deploy.repository_files import TMP_PREFIX, clean_leftovers
 
 from small_artifact import make_artifact
 

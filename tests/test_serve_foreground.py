@@ -24,7 +24,7 @@ from edge_deploy import systemd_unit as su
 from edge_deploy.server import port_in_use
 
 from conftest import free_port
-from test_server import BROKEN, write_model
+from triton_helpers import BROKEN, write_model
 
 EXIT_TIMEOUT = 5
 

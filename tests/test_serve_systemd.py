@@ -24,7 +24,7 @@ import pytest
 
 from conftest import free_port
 from edge_deploy.server import port_in_use
-from test_server import BROKEN, write_model
+from triton_helpers import BROKEN, write_model
 
 pytestmark = [pytest.mark.systemd, pytest.mark.triton]
 

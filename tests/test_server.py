@@ -16,42 +16,7 @@ import pytest
 from edge_deploy import server as srv
 from edge_deploy.errors import ServerError
 
-ADD_ONE_CONFIG = """
-name: "{name}"
-backend: "python"
-max_batch_size: 0
-input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 4 ] }} ]
-output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 4 ] }} ]
-instance_group [ {{ kind: KIND_CPU count: 1 }} ]
-"""
-ADD_ONE = """
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def execute(self, requests):
-        return [
-            pb_utils.InferenceResponse(
-                [pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy() + 1)]
-            )
-            for r in requests
-        ]
-"""
-BROKEN = """
-class TritonPythonModel:
-    def initialize(self, args):
-        raise RuntimeError("weights file is corrupt")
-"""
-
-
-def write_model(repo: Path, name: str, code: str = ADD_ONE, versions: tuple[int, ...] = (1,)) -> Path:
-    """A minimal Python-backend model directory (tests of `serve` do not depend on `install`)."""
-    model = repo / name
-    for version in versions:
-        (model / str(version)).mkdir(parents=True, exist_ok=True)
-        (model / str(version) / "model.py").write_text(code)
-    (model / "config.pbtxt").write_text(ADD_ONE_CONFIG.format(name=name))
-    return model
+from triton_helpers import BROKEN, write_model
 
 
 def fake_binary(path: Path) -> Path:

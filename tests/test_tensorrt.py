@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from edge_deploy import engine, tensorrt_api
+from edge_deploy import engine, plan_verify, tensorrt_api
 from edge_deploy.errors import EngineError
 from edge_deploy.manifest import file_entry
-from edge_deploy.progress import Reporter
 
 from lane_onnx import lane_manifest, write_lane_onnx
+from trt_double import Recording
 
 pytestmark = [
     pytest.mark.tensorrt,
@@ -24,22 +24,9 @@ pytestmark = [
 ROWS = 2784
 # Only where TensorRT is installed can pycuda be the reason to skip.
 needs_pycuda = pytest.mark.skipif(
-    tensorrt_api.module_version() is not None and tensorrt_api._import("pycuda.driver") is None,
+    tensorrt_api.module_version() is not None and not tensorrt_api.has_pycuda(),
     reason="pycuda is not installed",
 )
-
-
-class Recording(Reporter):
-    def __init__(self) -> None:
-        super().__init__()
-        self.infos: list[str] = []
-        self.warnings: list[str] = []
-
-    def info(self, message: str) -> None:
-        self.infos.append(message)
-
-    def warn(self, message: str) -> None:
-        self.warnings.append(message)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +59,7 @@ def test_deserialize_and_check_io(built) -> None:
     assert tensors["input"].is_input and tensors["input"].datatype == "FP32"
     assert tensors["input"].profile is not None and tensors["input"].profile[2][0] == 4
     assert tensors["predict_lanes"].shape == [-1, ROWS, 77]
-    engine.check_io(list(tensors.values()), manifest["io"])
+    plan_verify.check_io(list(tensors.values()), manifest["io"])
     engine.check_existing_plan(directory, manifest)
 
 
@@ -84,11 +71,11 @@ def test_run_and_compare_with_onnxruntime(built) -> None:
     assert section["verify"]["run"]["status"] == "passed"
     trt = tensorrt_api.load()
     plan = trt.deserialize((directory / "model.plan").read_bytes())
-    feeds = engine.parity_inputs(manifest)
+    feeds = plan_verify.parity_inputs(manifest)
     session = ort_session(directory / "model.onnx")
     reference = [{"predict_lanes": session.run(None, feed)[0]} for feed in feeds]
     actual = [trt.run(plan, feed) for feed in feeds]
-    report = engine.compare_outputs(reference, actual, manifest["decode"], "predict_lanes")
+    report = plan_verify.compare_outputs(reference, actual, manifest["decode"], "predict_lanes")
     assert report["passed"], report["problems"]
     assert report["lanes"]["lanes_onnxruntime"] > 0
     assert report["outputs"]["predict_lanes"]["max_rel"] < 1e-2

@@ -8,13 +8,20 @@ builder_optimization_level; 10.x: explicit batch only), records every call
 that configures a build, and lets a test choose the outcome (a plan, a failed
 build, a corrupt or mismatched timing cache, a plan from another version).
 It does not imitate what TensorRT computes: real builds are in
-tests/test_tensorrt.py, which runs on a Jetson.
+tests/test_tensorrt.py, which runs on a Jetson. `FakePycuda` does the same for
+`pycuda.driver` (device memory is host bytes). The fixtures that install these
+doubles are in tests/jetson_fixtures.py.
 """
 from __future__ import annotations
 
+import sys
 import types
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from edge_deploy import tensorrt_api
+from edge_deploy.progress import Reporter
 
 
 class _Enum:
@@ -376,3 +383,56 @@ class FakePycuda:
         for name in ("init", "mem_alloc", "memcpy_htod", "memcpy_dtoh", "Device", "Stream"):
             setattr(module, name, getattr(self, name))
         return module
+
+
+def install_pycuda(monkeypatch) -> FakePycuda:
+    """Put a FakePycuda in sys.modules as `pycuda.driver` (undone by `monkeypatch`); returns it."""
+    gpu = FakePycuda()
+    package = types.ModuleType("pycuda")
+    package.driver = gpu.module()
+    monkeypatch.setitem(sys.modules, "pycuda", package)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", package.driver)
+    return gpu
+
+
+# --------------------------------------------------------------------------- helpers of the engine-stage tests
+
+ROWS = 64
+# The I/O of the plan of tests/lane_onnx.py's model (batch 1..4), as the double's engine reports it.
+ENGINE_IO = FakeEngineSpec([
+    ("input", True, "FLOAT", (-1, 3, 360, 640), ((1, 3, 360, 640), (1, 3, 360, 640), (4, 3, 360, 640))),
+    ("predict_lanes", False, "FLOAT", (-1, ROWS, 77), None),
+])
+
+
+class Recording(Reporter):
+    """A reporter that keeps what it was told, for assertions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.infos: list[str] = []
+        self.warnings: list[str] = []
+
+    def info(self, message: str) -> None:
+        self.infos.append(message)
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+
+def file_names(directory: Path) -> set[str]:
+    return {p.name for p in directory.iterdir()}
+
+
+def settings(**overrides) -> tensorrt_api.BuildSettings:
+    """BuildSettings of an FP16 build with a batch 1..4 profile and one pinned node, changed by `overrides`."""
+    base = dict(
+        precision="fp16",
+        workspace_bytes=1 << 30,
+        profile={"input": ([1, 3, 360, 640], [2, 3, 360, 640], [4, 3, 360, 640])},
+        fp32_pins=[("head", "rows")],
+        optimization_level=None,
+        timing_cache=None,
+    )
+    base.update(overrides)
+    return tensorrt_api.BuildSettings(**base)

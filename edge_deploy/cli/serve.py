@@ -120,8 +120,7 @@ def _serve_foreground(install, options, scope: str, wait: int, reporter) -> None
     from ..systemd_unit import write_private
 
     key = generate_key()
-    state = control.state_dir(scope)
-    key_file = state / "model-repository.key"
+    _, key_file = _key_paths(scope)
     options.restricted_key = (RESTRICTED_KEY_NAME, key)
     record = control.ServerRecord(
         url=options.url,
@@ -142,7 +141,7 @@ def _serve_foreground(install, options, scope: str, wait: int, reporter) -> None
         _print_models(health.models)
         sys.stdout.flush()
 
-    log_path = state / "triton-foreground.log"
+    log_path = control.state_dir(scope) / "triton-foreground.log"
     try:
         code = run_foreground(install, options, log_path, ready_timeout=wait, on_ready=ready)
     finally:
@@ -246,8 +245,6 @@ def health(
     else:
         result = check_health(target, models)
         if not result.all_ready:
-            waiting = [m.name for m in result.models if not m.ready]
-            what = f"models {', '.join(waiting)}" if result.live and waiting else "the server"
-            raise ServerError(f"{what} at {target} not ready ({result.error or 'not ready'}).")
+            raise ServerError(f"{result.not_ready()} at {target} not ready ({result.error or 'not ready'}).")
     typer.echo(f"ready: {target}")
     _print_models(result.models)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Lane", "decode_lanes", "LaneDetClient"]
+__all__ = ["Lane", "decode_lanes", "LaneDetClient", "AsyncLaneDetClient"]
 
 
 def __getattr__(name: str) -> Any:
@@ -18,4 +18,8 @@ def __getattr__(name: str) -> Any:
         from .client import LaneDetClient
 
         return LaneDetClient
+    if name == "AsyncLaneDetClient":
+        from .async_client import AsyncLaneDetClient
+
+        return AsyncLaneDetClient
     raise AttributeError(f"module 'edge_deploy.lanedet' has no attribute {name!r}")

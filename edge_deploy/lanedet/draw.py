@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
 import cv2
 import numpy as np
+
+from ..fsutil import write_bytes_atomic
 
 __all__ = ["PALETTE", "draw_lanes", "save_png"]
 
@@ -75,13 +76,4 @@ def save_png(path: str | os.PathLike[str], image: np.ndarray) -> Path:
     if not ok:
         raise ValueError(f"could not encode an image of shape {image.shape} as PNG")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data.tobytes())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a picture is for sharing
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_bytes_atomic(path, data.tobytes(), 0o644)  # a picture is for sharing, whatever the umask

@@ -6,9 +6,15 @@ the same name. Names carry the pid and a random suffix, so two clients (in one
 process or in several) never collide. `close()` unlinks the object; a
 `weakref.finalize` does the same at interpreter exit or when the region is
 garbage-collected, and never in a forked child (the parent owns the name).
+
+tritonclient creates the object with mode 0600, which a tritonserver running as
+another user cannot open. The system unit of `edge-deploy serve` runs as user
+edge-deploy with group video, so regions get mode 0660 and, when this process
+is in the group named by $EDGE_DEPLOY_SHM_GROUP (default video), that group.
 """
 from __future__ import annotations
 
+import grp
 import os
 import uuid
 import weakref
@@ -17,11 +23,22 @@ from typing import Any
 import numpy as np
 
 NAME_PREFIX = "edge_deploy_"
+GROUP_ENV = "EDGE_DEPLOY_SHM_GROUP"
+DEFAULT_GROUP = "video"  # the group of the Jetson GPU device nodes, which the system unit's server has
 
 
 def region_name(role: str) -> str:
     """A name no other client uses: prefix, pid, random suffix, role."""
     return f"{NAME_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}_{role}"
+
+
+def shared_group() -> int | None:
+    """The gid of group $EDGE_DEPLOY_SHM_GROUP (default video) if this process is in it, else None."""
+    try:
+        gid = grp.getgrnam(os.environ.get(GROUP_ENV, DEFAULT_GROUP)).gr_gid
+    except KeyError:  # no such group here
+        return None
+    return gid if gid == os.getegid() or gid in os.getgroups() else None
 
 
 def _release(handle: Any, key: str, owner_pid: int) -> None:
@@ -65,6 +82,11 @@ class ShmRegion:
         self.byte_size = int(byte_size)
         self._handle = tshm.create_shared_memory_region(self.name, self.key, self.byte_size, create_only=True)
         self._finalizer = weakref.finalize(self, _release, self._handle, self.key, os.getpid())
+        fd = self._handle._mpsm_handle._fd  # the multiprocessing.SharedMemory's descriptor of /dev/shm/<name>
+        os.fchmod(fd, 0o660)
+        gid = shared_group()
+        if gid is not None:
+            os.fchown(fd, -1, gid)
 
     @property
     def closed(self) -> bool:
