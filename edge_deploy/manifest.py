@@ -9,22 +9,30 @@ when a TensorRT engine was built, and manifest.json with this shape::
       "created": "2026-11-22T07:00:00Z",
       "source": {"kind": "laneatt" | "torchscript" | "factory", "spec": str,
                  "backbone": str | null, "checkpoint": {"path", "sha256"} | null,
-                 "num_anchors": int | null, "trained": bool},
+                 "anchors_freq": {"path", "sha256"} | null, "topk_anchors": int | null,
+                 "num_anchors": int | null, "trained": bool, "seed": int | null,
+                 "file": {"path", "sha256"} (TorchScript)},
       "files": {"model.onnx": {"sha256": str, "bytes": int}, "model.plan": {...}},
       "io": {
         "inputs":  [{"name": "input", "datatype": "FP32", "shape": [-1, 3, 360, 640]}],
         "outputs": [{"name": "predict_lanes", "datatype": "FP32", "shape": [-1, 2784, 77]}],
-        "batch": {"min": 1, "opt": 1, "max": 8, "dynamic": true}
+        "batch": {"min": 1, "opt": 1, "max": 4, "dynamic": true}
       },
+      "export": {"exporter", "onnx", "opset", "trace_batch",
+                 "simplify": {"tool", "applied", "nodes_before", "nodes_after", "max_abs_change"}},
       "preprocess": {"height": 360, "width": 640, "color": "bgr", "scale": 1/255,
                      "mean": [0,0,0], "std": [1,1,1], "interpolation": "bicubic",
                      "crop": null, "layout": "NCHW"},
       "decode": {"conf_threshold": 0.5, "nms_threshold": 50.0, "top_k": 4},
-      "parity": {"tolerance": {...}, "batches": [...], "outputs": {name: {"max_abs", "max_rel"}}},
-      "fp16": {"nodes": [{"node", "op", "output", "max_abs", "reason"}], ...},
+      "parity": {"reference", "tolerance": {"atol", "rtol"}, "batches": [...], "seed",
+                 "outputs": {name: {"max_abs", "max_rel"}}},
+      "fp16": {"rule", "tensors_checked", "samples", "max_abs", "fp32_nodes": [...],
+               "nodes": [{"node", "op", "output", "max_abs", "reason", ...}]},
       "plan": null | {"tensorrt", "cuda", "gpu", "compute_capability", "l4t",
                       "jetpack", "nvpmodel", "precision", "dla_core", "profile",
-                      "workspace_bytes", "onnx_sha256", "build_time", ...}
+                      "workspace_bytes", "onnx_sha256", "build_time", "fp32_layers",
+                      "verify", ...},
+      "timings": {stage: seconds}
     }
 
 Datatypes are Triton's names (FP32, FP16, INT64, ...). In "shape" a -1 on

@@ -134,13 +134,10 @@ def _load_laneatt(spec: SourceSpec) -> LoadedModel:
         "anchors_freq": None if spec.anchors_freq is None else {
             "path": str(Path(spec.anchors_freq).resolve()), "sha256": sha256_file(Path(spec.anchors_freq))},
         "topk_anchors": spec.topk_anchors,
-        "num_anchors": int(getattr(module, "num_anchors", 0)) or None,
+        "num_anchors": module.num_anchors,
         "trained": trained,
         "seed": None if trained else spec.seed,
     }
-    describe = getattr(module, "describe", None)
-    if callable(describe):
-        source["model"] = describe()
     return LoadedModel(module, LANEATT_INPUT_SHAPE[1:], source, trained)
 
 

@@ -31,6 +31,7 @@ from typing import Any
 from . import __version__
 from . import model_config as mc
 from .errors import EdgeDeployError, RepositoryError
+from .fingerprint import plan_mismatch
 from .fsutil import write_bytes_atomic
 from .manifest import MANIFEST_NAME, read_manifest, sha256_file, verify_files
 from .progress import Reporter
@@ -185,13 +186,8 @@ def version_info(repository: Path, name: str, version: int) -> VersionInfo:
         installed=record.get("installed"),
     )
     if (vdir / "model.plan").is_file():
-        try:
-            from .engine import plan_mismatch
-        except ImportError:
-            pass
-        else:
-            with contextlib.suppress(EdgeDeployError):
-                info.plan_mismatch = list(plan_mismatch(info.plan))
+        with contextlib.suppress(EdgeDeployError):
+            info.plan_mismatch = list(plan_mismatch(info.plan))
     return info
 
 
@@ -268,12 +264,7 @@ def choose_runtime(artifact: Path, requested: str | None, tritonserver: Path | s
 
 
 def check_plan_fingerprint(manifest: dict[str, Any], force: bool, reporter: Reporter) -> None:
-    """Refuse a plan built for another device/TensorRT unless `force` (skipped, with a warning, when it cannot be checked)."""
-    try:
-        from .engine import plan_mismatch  # the TensorRT stage owns the fingerprint
-    except ImportError as exc:
-        reporter.warn(f"cannot check the plan fingerprint ({exc}); installing model.plan unchecked.")
-        return
+    """Refuse a plan built for another device/TensorRT unless `force`."""
     try:
         differences = list(plan_mismatch(manifest.get("plan")))
     except EdgeDeployError as exc:

@@ -79,8 +79,9 @@ def convert(
     simplify: Annotated[bool, typer.Option(help="Simplify the graph with onnxslim (kept only if results hold).")] = True,
     builder: Annotated[Builder, typer.Option(help="TensorRT builder.", rich_help_panel=_TRT)] = Builder.auto,
     precision: Annotated[Precision, typer.Option(help="TensorRT precision.", rich_help_panel=_TRT)] = Precision.fp16,
-    workspace: Annotated[Optional[int], typer.Option(
-        help="TensorRT workspace limit in MiB.", rich_help_panel=_TRT)] = None,
+    workspace: Annotated[Optional[str], typer.Option(
+        help="TensorRT workspace limit, e.g. 2G or 512M (default: derived from MemAvailable).",
+        rich_help_panel=_TRT)] = None,
     dla_core: Annotated[Optional[int], typer.Option(help="Run on this DLA core (Orin: 0 or 1).",
                                                     rich_help_panel=_TRT)] = None,
     timing_cache: Annotated[Optional[Path], typer.Option(help="TensorRT timing cache file (read and updated).",
@@ -99,6 +100,7 @@ def convert(
     from rich.console import Console
 
     from ..convert import convert as run_convert
+    from ..engine import parse_size
     from ..export import ExportSettings, SourceSpec, batch_range, parse_input_shape
     from ..progress import ConsoleReporter
 
@@ -116,7 +118,7 @@ def convert(
     )
     engine_settings: dict[str, Any] = {
         "builder": builder.value, "precision": precision.value,
-        "workspace": None if workspace is None else workspace << 20, "dla_core": dla_core,
+        "workspace": None if workspace is None else parse_size(workspace), "dla_core": dla_core,
         "timing_cache": timing_cache, "calibration_images": calibration_images,
         "optimization_level": builder_optimization_level, "verify": verify, "force": force,
     }
