@@ -82,6 +82,8 @@ def test_draw_lanes_draws_on_a_copy():
     x, y = truth[0][len(truth[0]) // 2]
     assert plain[int(round(y)), int(round(x))].tolist() == [0, 0, 255]
     assert (draw_lanes(frame, []) == frame).all()
+    captioned = draw_lanes(frame, [], caption="lanedet: 0 lanes")
+    assert (captioned[80:] == frame[80:]).all() and (captioned[:20, :100] != frame[:20, :100]).any()
     with pytest.raises(ValueError):
         draw_lanes(frame[:, :, 0], lanes)
 

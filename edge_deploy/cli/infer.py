@@ -82,7 +82,8 @@ def run_infer(
         lanes = client.detect(frame, conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k)
         record = lanes_record(name, frame, lanes, client.model_name)
         if write_png:
-            record["png"] = str(save_png(out / f"{stem}.lanes.png", draw_lanes(frame, lanes)))
+            caption = f"{client.model_name}: {len(lanes)} lane{'s' if len(lanes) != 1 else ''}"
+            record["png"] = str(save_png(out / f"{stem}.lanes.png", draw_lanes(frame, lanes, caption=caption)))
         if write_json:
             path = out / f"{stem}.lanes.json"
             _write_json(path, record)

@@ -108,7 +108,7 @@ class LaneDetClient(ClientBase):
         self._grpc = grpcclient.InferenceServerClient(url, channel_args=CHANNEL_ARGS)
         self._lock = threading.RLock()
         self._finalizer = weakref.finalize(self, _release_all, self._grpc, self._slots, self._registered,
-                                          self.client_timeout)
+                                          1.0)
         if connect:
             try:
                 self._connect()

@@ -39,12 +39,14 @@ def draw_lanes(
     color: tuple[int, int, int] | None = None,
     thickness: int = 3,
     labels: bool = True,
+    caption: str | None = None,
 ) -> np.ndarray:
     """A copy of `frame` (HxWx3 uint8 BGR) with each lane drawn as a polyline.
 
     `lanes` holds Lane objects (points + score; the score is written at the lane's
     top end when labels=True) or plain (N, 2) point arrays such as ground truth.
-    color=None gives each lane its own colour from PALETTE.
+    color=None gives each lane its own colour from PALETTE. `caption` is written in
+    the top-left corner on a dark band (e.g. the model and the number of lanes).
     """
     if not isinstance(frame, np.ndarray) or frame.ndim != 3 or frame.shape[2] != 3 or frame.dtype != np.uint8:
         raise ValueError("draw_lanes needs an HxWx3 uint8 BGR frame")
@@ -64,6 +66,11 @@ def draw_lanes(
             font_scale = max(0.4, 0.6 * scale)
             cv2.putText(out, f"{score:.2f}", org, cv2.FONT_HERSHEY_SIMPLEX, font_scale, (0, 0, 0), 3, cv2.LINE_AA)
             cv2.putText(out, f"{score:.2f}", org, cv2.FONT_HERSHEY_SIMPLEX, font_scale, bgr, 1, cv2.LINE_AA)
+    if caption:
+        font_scale = max(0.5, 0.8 * scale)
+        (w, h), base = cv2.getTextSize(caption, cv2.FONT_HERSHEY_SIMPLEX, font_scale, 2)
+        out[: h + base + 12, : w + 16] //= 3
+        cv2.putText(out, caption, (8, h + 6), cv2.FONT_HERSHEY_SIMPLEX, font_scale, (255, 255, 255), 2, cv2.LINE_AA)
     return out
 
 
