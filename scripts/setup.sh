@@ -18,6 +18,5 @@ fi
 PIP=".venv/bin/python -m pip"
 # torch first and pinned: a CPU build is available locally; an unpinned torch pulls CUDA wheels.
 $PIP install -q torch==2.13.0
+# The dev extra includes nvidia-pytriton, whose bundled tritonserver the tests start.
 $PIP install -q -e '.[dev]'
-# The Triton server binary only (its Python dependencies are not needed).
-$PIP install -q --no-deps nvidia-pytriton==0.7.0

@@ -291,25 +291,43 @@ def test_region_takes_the_shm_group_when_the_process_is_in_it(monkeypatch):
         region.close()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="joining a supplementary group (setgroups) needs root")
-def test_region_takes_a_supplementary_shm_group():
-    # As the app on a Jetson: primary group its own, supplementary group video. A child process
-    # joins a real group of this machine it is not in yet, so the chown is visible.
+@pytest.mark.skipif(os.geteuid() != 0, reason="joining groups and switching users (setgroups/setuid) needs root")
+def test_another_user_of_the_shm_group_can_open_the_region():
+    # As on a Jetson: the app has the supplementary group video, the server runs as another user
+    # (edge-deploy) in that group. A child process joins a real group of this machine it is not in
+    # yet and makes a region; grandchildren switch to another uid and open it read-write, as
+    # tritonserver does when the region is registered: one in the group, one not.
     group = _group_not_ours()
     script = textwrap.dedent(
         f"""
         import os
-        os.setgroups([{group.gr_gid}])
         from edge_deploy.lanedet.shm import ShmRegion
+
+        os.setgroups([{group.gr_gid}])
         region = ShmRegion(64, "perm")
-        st = os.stat("/dev/shm/" + region.name)
-        print(st.st_gid, oct(st.st_mode & 0o777))
+        path = "/dev/shm/" + region.name
+
+        def opens_as_other_user(groups):
+            pid = os.fork()
+            if pid == 0:
+                os.setgroups(groups)
+                os.setgid(65534)
+                os.setuid(65534)
+                try:
+                    os.close(os.open(path, os.O_RDWR))
+                except PermissionError:
+                    os._exit(1)
+                os._exit(0)
+            return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+        st = os.stat(path)
+        print(st.st_gid, oct(st.st_mode & 0o777), opens_as_other_user([{group.gr_gid}]), opens_as_other_user([]))
         region.close()
         """
     )
     env = dict(os.environ, **{GROUP_ENV: group.gr_name})
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True, env=env)
-    assert out.stdout.split() == [str(group.gr_gid), "0o660"]
+    assert out.stdout.split() == [str(group.gr_gid), "0o660", "True", "False"]
 
 
 def test_regions_are_unlinked_at_interpreter_exit_not_in_forked_children():

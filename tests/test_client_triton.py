@@ -287,6 +287,8 @@ def test_nothing_left_in_dev_shm_or_on_the_server_after_close(server):
         client.detect(frame)
         names += client.shm_regions
         assert client.shm_regions and all(os.path.exists(f"/dev/shm/{n}") for n in client.shm_regions)
+        # group read-write, so a server running as another user of the group can map them (shm.py)
+        assert all(os.stat(f"/dev/shm/{n}").st_mode & 0o777 == 0o660 for n in client.shm_regions)
         client.close()
     assert len(names) == 2 + 1 + 2
     after = sorted(n for n in os.listdir("/dev/shm") if n.startswith(NAME_PREFIX))

@@ -44,6 +44,8 @@ from .decode import Lane
 from .model_io import LaneModel, Slot, check_frame, check_frames, describe_model, read_lanes
 from .shm import ShmRegion
 
+# LaneModel, describe_model, check_frame and is_local_url live in model_io / client_base; this module
+# keeps exporting them, as it did before they moved.
 __all__ = ["DEFAULT_URL", "DEFAULT_MODEL", "LaneDetClient", "LaneModel", "describe_model", "check_frame", "is_local_url"]
 
 T = TypeVar("T")
@@ -51,10 +53,8 @@ T = TypeVar("T")
 
 def _unregister(grpc_client: Any, names: list[str], timeout: float | None) -> None:
     for name in names:
-        try:
+        with contextlib.suppress(Exception):  # the server may be gone (restarted): its mapping went with it
             grpc_client.unregister_system_shared_memory(name, client_timeout=timeout)
-        except Exception as e:  # DEBUG
-            import sys; print("UNREGISTER FAILED", name, repr(e), file=sys.stderr)
 
 
 def _release_all(grpc_client: Any, slots: list[Slot], registered: set[str], timeout: float) -> None:
@@ -108,7 +108,7 @@ class LaneDetClient(ClientBase):
         self._grpc = grpcclient.InferenceServerClient(url, channel_args=CHANNEL_ARGS)
         self._lock = threading.RLock()
         self._finalizer = weakref.finalize(self, _release_all, self._grpc, self._slots, self._registered,
-                                          1.0)
+                                          self.client_timeout)
         if connect:
             try:
                 self._connect()
@@ -124,7 +124,7 @@ class LaneDetClient(ClientBase):
         self.close()
 
     def close(self) -> None:
-        """Unregister and unlink the shared memory regions and close the channel (idempotent)."""
+        """Unlink the shared memory regions, unregister them from the server and close the channel (idempotent)."""
         with self._lock:
             self._closed = True
             self._finalizer()

@@ -157,10 +157,10 @@ def forget_regions(regions: Sequence[ShmRegion], registered: set[str]) -> list[s
 
 
 def release_slots(slots: list[Slot], registered: set[str]) -> list[str]:
-    """Close every slot and its regions and empty `slots`; returns the names to unregister."""
-    regions = [r for slot in slots for r in slot.regions]
+    """Close the regions of every slot and empty `slots`; returns the names to unregister."""
     for slot in slots:
-        slot.close()  # the views go before the regions close
+        slot.drop_views()
+    regions = [r for slot in slots for r in slot.regions]
     slots.clear()
     return forget_regions(regions, registered)
 

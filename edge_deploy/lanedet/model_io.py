@@ -290,11 +290,9 @@ class Slot:
             self.regions.append(ShmRegion(max(nbytes, _MIN_FRAME_BYTES), "frame"))
         return self.regions[0].array(np.uint8, shape), old
 
-    def close(self) -> None:
-        """Drop the numpy views, then close (unlink) the regions."""
+    def drop_views(self) -> None:
+        """Forget every numpy view of the regions (they must go before a region closes)."""
         self.input = self.output = self.pre = None
-        for region in self.regions:
-            region.close()
 
 
 def _make_preprocessor(spec: dict[str, Any], dtype: Any, batch: int, out: np.ndarray | None) -> Any:
