@@ -6,7 +6,6 @@ vectorised decoder.
 """
 from __future__ import annotations
 
-import ast
 import importlib.util
 import math
 import shutil
@@ -19,6 +18,7 @@ import pytest
 from edge_deploy.lanedet import decode as dec
 from edge_deploy.lanedet.decode import DecodeError, Lane, decode_batch, decode_lanes, select_rows
 from edge_deploy.lanedet.synthetic import raw_output
+from module_imports import imported_packages
 
 N_STRIPS = 71
 PROB_SUM_TOL = 1e-3
@@ -373,14 +373,7 @@ def test_bad_parameters_raise(kwargs):
 
 def test_decode_module_is_self_contained(tmp_path):
     source = Path(dec.__file__)
-    tree = ast.parse(source.read_text())
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "relative import"
-            imported.add(node.module.split(".")[0])
+    imported = imported_packages(source)
     assert imported <= {"numpy", "__future__"} | set(sys.stdlib_module_names)
     copy = tmp_path / "decode.py"
     shutil.copy(source, copy)

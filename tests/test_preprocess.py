@@ -1,7 +1,6 @@
 """Preprocessor against the straightforward formulation (resize, astype, transpose, scale)."""
 from __future__ import annotations
 
-import ast
 import importlib.util
 import shutil
 import sys
@@ -21,6 +20,7 @@ from edge_deploy.lanedet.preprocess import (
 )
 from edge_deploy.lanedet.synthetic import road_scene
 from edge_deploy.manifest import LANEATT_PREPROCESS
+from module_imports import imported_packages
 
 
 def reference(frame, spec=PreprocessSpec(), color="bgr"):
@@ -182,14 +182,7 @@ def test_bad_options_raise():
 
 
 def test_preprocess_module_is_self_contained(tmp_path, frames):
-    tree = ast.parse(Path(pre.__file__).read_text())
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "relative import"
-            imported.add(node.module.split(".")[0])
+    imported = imported_packages(Path(pre.__file__))
     assert imported <= {"numpy", "cv2", "__future__"} | set(sys.stdlib_module_names)
     # a Triton Python-backend model imports a copy of the file from its version directory
     copy = tmp_path / "preprocess.py"

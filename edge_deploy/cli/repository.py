@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..errors import RepositoryError
 from .app import app
 
 RepositoryOpt = Annotated[Path, typer.Option("--repository", "-r", help="Triton model repository directory.")]
@@ -62,6 +63,8 @@ def models(
 
     from ..repository import list_models
 
+    if not repository.is_dir():
+        raise RepositoryError(f"model repository {repository} does not exist; pass --repository or install a model first.")
     infos = list_models(repository, name)
     if as_json:
         typer.echo(json.dumps([asdict(i) for i in infos], indent=2))

@@ -245,6 +245,12 @@ def health(
     else:
         result = check_health(target, models)
         if not result.all_ready:
-            raise ServerError(f"{result.not_ready()} at {target} not ready ({result.error or 'not ready'}).")
+            what = result.not_ready()
+            verb = "are" if what.startswith("models") else "is"
+            reason = f" ({result.error})" if result.error else ""
+            raise ServerError(
+                f"{what} at {target} {verb} not ready{reason}; start it with `edge-deploy serve` "
+                "or wait with --wait SECONDS."
+            )
     typer.echo(f"ready: {target}")
     _print_models(result.models)

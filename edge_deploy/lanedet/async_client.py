@@ -16,14 +16,23 @@ the calls to the server (tritonclient.grpc.aio here) is shared with it
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import weakref
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..errors import ClientError
-from .client_base import CHANNEL_ARGS, DEFAULT_MODEL, DEFAULT_URL, Backoff, ClientBase, release_slots, server_errors
+from .client_base import (
+    CHANNEL_ARGS,
+    DEFAULT_MODEL,
+    DEFAULT_URL,
+    UNREGISTER_GRACE,
+    Backoff,
+    ClientBase,
+    release_slots,
+    server_errors,
+    unregister_is_final,
+)
 from .decode import Lane
 from .model_io import LaneModel, Slot, check_frames, read_lanes
 from .shm import ShmRegion
@@ -174,8 +183,16 @@ class AsyncLaneDetClient(ClientBase):
 
     async def _unregister(self, names: list[str]) -> None:
         for name in names:
-            with contextlib.suppress(Exception):  # the server may be gone (restarted): its mapping went with it
-                await self._grpc.unregister_system_shared_memory(name, client_timeout=self.client_timeout)
+            backoff = Backoff(UNREGISTER_GRACE, cap=0.2)
+            while True:
+                try:
+                    await self._grpc.unregister_system_shared_memory(name, client_timeout=self.client_timeout)
+                    break
+                except Exception as exc:  # noqa: BLE001 - best effort, see unregister_is_final
+                    delay = None if unregister_is_final(exc) else backoff.next()
+                    if delay is None:
+                        break
+                    await asyncio.sleep(delay)
 
     async def _register(self, regions: list[ShmRegion]) -> None:
         for region in regions:

@@ -34,11 +34,13 @@ from .client_base import (
     CHANNEL_ARGS,
     DEFAULT_MODEL,
     DEFAULT_URL,
+    UNREGISTER_GRACE,
     Backoff,
     ClientBase,
     is_local_url,
     release_slots,
     server_errors,
+    unregister_is_final,
 )
 from .decode import Lane
 from .model_io import LaneModel, Slot, check_frame, check_frames, describe_model, read_lanes
@@ -53,8 +55,16 @@ T = TypeVar("T")
 
 def _unregister(grpc_client: Any, names: list[str], timeout: float | None) -> None:
     for name in names:
-        with contextlib.suppress(Exception):  # the server may be gone (restarted): its mapping went with it
-            grpc_client.unregister_system_shared_memory(name, client_timeout=timeout)
+        backoff = Backoff(UNREGISTER_GRACE, cap=0.2)
+        while True:
+            try:
+                grpc_client.unregister_system_shared_memory(name, client_timeout=timeout)
+                break
+            except Exception as exc:  # noqa: BLE001 - best effort, see unregister_is_final
+                delay = None if unregister_is_final(exc) else backoff.next()
+                if delay is None:
+                    break
+                time.sleep(delay)
 
 
 def _release_all(grpc_client: Any, slots: list[Slot], registered: set[str], timeout: float) -> None:

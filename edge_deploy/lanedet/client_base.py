@@ -146,6 +146,19 @@ class Backoff:
 
 # --- shared memory bookkeeping -------------------------------------------------------------
 
+UNREGISTER_GRACE = 2.0  # seconds to keep asking the server to drop a region it still holds
+
+
+def unregister_is_final(exc: Exception) -> bool:
+    """Whether a failed unregister is not worth repeating.
+
+    A server that is gone (restarted) took its mapping with it. Otherwise Triton
+    can still hold a region for a request it has just answered (seen with the
+    ensemble's frame region), so the call is repeated briefly.
+    """
+    return status_of(exc) in ("UNAVAILABLE", "NOT_FOUND")
+
+
 
 def forget_regions(regions: Sequence[ShmRegion], registered: set[str]) -> list[str]:
     """Close (unlink) `regions`; returns the names among them the server has, for the caller to unregister."""

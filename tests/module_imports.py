@@ -1,0 +1,17 @@
+"""What a Python source file imports at top level (for the self-contained-module tests)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+
+def imported_packages(source: Path) -> set[str]:
+    """Top-level package names a module imports; fails on relative imports."""
+    imported: set[str] = set()
+    for node in ast.walk(ast.parse(Path(source).read_text())):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"relative import in {source}"
+            imported.add(node.module.split(".")[0])
+    return imported
