@@ -6,7 +6,9 @@ model-repository protocol). `install` and `rollback` look the record up by the
 repository path and, when the server answers, ask it to load the models they
 changed (explicit model control), then report which versions are served.
 
-Records live in ``<state_dir>/servers/<sha1 of the resolved repository path>.json``;
+Records live in ``<state_dir>/servers/<sha1 of the resolved repository path>.json``
+(a `serve --foreground` server keeps its key beside it, in ``<sha1>.key``; the unit's key
+is ``<state_dir>/model-repository.key``);
 state_dir is $EDGE_DEPLOY_STATE_DIR, else /etc/edge-deploy (scope "system") or
 ~/.config/edge-deploy (scope "user").
 """
@@ -30,8 +32,9 @@ LOAD_TIMEOUT_S = 300.0
 class ServerRecord:
     """A server launched by `edge-deploy serve` for one repository.
 
-    key_header is the key name given to ``--grpc-restricted-protocol=model-repository:<key_header>=<key>``;
-    Triton expects it as gRPC metadata ``triton-grpc-protocol-<key_header>`` (see `key_headers`).
+    key_header is the gRPC metadata name that carries the key: ``triton-grpc-protocol-<name>`` for
+    ``--grpc-restricted-protocol=model-repository:<name>=<key>`` (a bare <name> is accepted, see
+    `key_headers`). key_file holds the key (mode 0600, or 0640 group edge-deploy for the system unit).
     """
 
     url: str

@@ -14,13 +14,15 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from .errors import ConvertError, EngineError
-from .export import ONNX_NAME, ExportSettings, SourceSpec, classify_model, export_artifact
+from .export import ExportSettings, export_artifact
 from .manifest import MANIFEST_NAME, file_entry, read_manifest, verify_files, write_manifest
+from .model_source import ONNX_NAME, SourceSpec, classify_model
 from .progress import Reporter
 
 PLAN_NAME = "model.plan"
@@ -33,7 +35,6 @@ class ConvertResult:
     artifact_dir: Path
     manifest: dict[str, Any]
     timings: dict[str, float]
-    notes: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- staging directory
@@ -42,7 +43,7 @@ class ConvertResult:
 class StagingDir:
     """A hidden directory beside `target` that replaces it only on `commit()`.
 
-    An existing target is refused unless `force`; with `force` it must be an
+    As a context manager it is discarded when the block raises. An existing target is refused unless `force`; with `force` it must be an
     edge-deploy artifact (or empty) so a typo cannot wipe an unrelated directory.
     """
 
@@ -92,7 +93,16 @@ class StagingDir:
             shutil.rmtree(backup, ignore_errors=True)
 
     def discard(self) -> None:
+        """Remove the staged directory (a no-op after `commit()`)."""
         shutil.rmtree(self.path, ignore_errors=True)
+
+    def __enter__(self) -> StagingDir:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is not None:
+            self.discard()
 
 
 # --------------------------------------------------------------------------- the command
@@ -121,30 +131,31 @@ def convert(
     if target not in ("auto", "onnx", "tensorrt"):
         raise ConvertError(f"--target must be auto, onnx or tensorrt (got {target!r}).")
     started = time.perf_counter()
-    notes: list[str] = []
+    engine_settings = engine_settings or {}
     if classify_model(source.model) == "artifact":
-        return _convert_artifact(Path(source.model), output, target, engine_settings or {}, force, reporter,
-                                 notes, started)
+        result_dir, manifest = _convert_artifact(Path(source.model), output, target, engine_settings, force,
+                                                 reporter)
+        return _result(result_dir, manifest, reporter, started)
     if output is None:
         raise ConvertError("--output DIR is required: where to write model.onnx and manifest.json.")
     if target == "tensorrt":
-        _require_builder(engine_settings or {})  # fail before the export work, not after it
-    staging = StagingDir(Path(output), force)
-    try:
-        manifest = export_artifact(source, settings, staging.path, reporter, notes)
-        manifest["plan"] = _plan_stage(staging.path, manifest, target, engine_settings or {}, reporter, notes)
+        _require_builder(engine_settings)  # fail before the export work, not after it
+    with StagingDir(Path(output), force) as staging:
+        manifest = export_artifact(source, settings, staging.path, reporter)
+        manifest["plan"] = _plan_stage(staging.path, manifest, target, engine_settings, reporter)
         if manifest["plan"] is not None:
             manifest["files"][PLAN_NAME] = file_entry(staging.path / PLAN_NAME)
         with reporter.stage("write artifact"):
             manifest["timings"] = {k: round(v, 3) for k, v in reporter.timings.items()}
             write_manifest(staging.path, manifest)
             staging.commit()
-    except BaseException:
-        staging.discard()
-        raise
+    return _result(staging.target, manifest, reporter, started)
+
+
+def _result(artifact_dir: Path, manifest: dict[str, Any], reporter: Reporter, started: float) -> ConvertResult:
     timings = dict(reporter.timings)
     timings["total"] = time.perf_counter() - started
-    return ConvertResult(staging.target, manifest, timings, notes)
+    return ConvertResult(artifact_dir, manifest, timings)
 
 
 # --------------------------------------------------------------------------- TensorRT stage
@@ -174,7 +185,7 @@ def _missing_tensorrt(engine: Any | None) -> str:
 
 
 def _plan_stage(artifact_dir: Path, manifest: dict[str, Any], target: str, engine_settings: dict[str, Any],
-                reporter: Reporter, notes: list[str]) -> dict[str, Any] | None:
+                reporter: Reporter) -> dict[str, Any] | None:
     """Build model.plan in `artifact_dir` when the target asks for it; returns the manifest's plan section."""
     if target == "onnx":
         return None
@@ -185,42 +196,34 @@ def _plan_stage(artifact_dir: Path, manifest: dict[str, Any], target: str, engin
     if builder is None:
         if target == "tensorrt":
             raise EngineError(_missing_tensorrt(engine))
-        note = ("no TensorRT here: stopped after ONNX; the plan is built on the device "
-                "(copy the directory to the Jetson and run `edge-deploy convert DIR` there).")
-        reporter.info(note)
-        notes.append(note)
+        reporter.info("no TensorRT here: stopped after ONNX; the plan is built on the device "
+                      "(copy the directory to the Jetson and run `edge-deploy convert DIR` there).")
         return None
     options = engine.EngineOptions(**engine_settings)
     return engine.build_plan(artifact_dir, manifest, options, reporter)  # reports its own stages
 
 
 def _convert_artifact(artifact: Path, output: Path | None, target: str, engine_settings: dict[str, Any],
-                      force: bool, reporter: Reporter, notes: list[str], started: float) -> ConvertResult:
-    """MODEL is an artifact directory: build its plan in place, or in a copy at `output`."""
+                      force: bool, reporter: Reporter) -> tuple[Path, dict[str, Any]]:
+    """MODEL is an artifact directory: build its plan in place, or in a copy at `output`.
+
+    Returns the directory that holds the plan and its manifest.
+    """
     if target == "onnx":
         raise ConvertError(f"{artifact} already holds {ONNX_NAME}; --target onnx has nothing to do.")
     # Building a plan is the only thing to do here, so auto means tensorrt.
     manifest = read_manifest(artifact)
     # A model.onnx damaged on its way to the device must not become a plan (model.plan is the engine's business).
     verify_files(artifact, {"files": {ONNX_NAME: manifest.get("files", {}).get(ONNX_NAME, {})}})
-    in_place = output is None or Path(os.path.abspath(output)) == Path(os.path.abspath(artifact))
-    if in_place:
-        manifest["plan"] = _plan_stage(artifact, manifest, "tensorrt", engine_settings, reporter, notes)
+    if output is None or Path(os.path.abspath(output)) == Path(os.path.abspath(artifact)):  # in place
+        manifest["plan"] = _plan_stage(artifact, manifest, "tensorrt", engine_settings, reporter)
         manifest["files"][PLAN_NAME] = file_entry(artifact / PLAN_NAME)
         write_manifest(artifact, manifest)
-        result_dir = Path(os.path.abspath(artifact))
-    else:
-        staging = StagingDir(Path(output), force)
-        try:
-            shutil.copytree(artifact, staging.path, dirs_exist_ok=True)
-            manifest["plan"] = _plan_stage(staging.path, manifest, "tensorrt", engine_settings, reporter, notes)
-            manifest["files"][PLAN_NAME] = file_entry(staging.path / PLAN_NAME)
-            write_manifest(staging.path, manifest)
-            staging.commit()
-        except BaseException:
-            staging.discard()
-            raise
-        result_dir = staging.target
-    timings = dict(reporter.timings)
-    timings["total"] = time.perf_counter() - started
-    return ConvertResult(result_dir, manifest, timings, notes)
+        return Path(os.path.abspath(artifact)), manifest
+    with StagingDir(Path(output), force) as staging:
+        shutil.copytree(artifact, staging.path, dirs_exist_ok=True)
+        manifest["plan"] = _plan_stage(staging.path, manifest, "tensorrt", engine_settings, reporter)
+        manifest["files"][PLAN_NAME] = file_entry(staging.path / PLAN_NAME)
+        write_manifest(staging.path, manifest)
+        staging.commit()
+    return staging.target, manifest

@@ -15,9 +15,8 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 ROOT_ENV = "EDGE_DEPLOY_ROOT"
 
@@ -101,9 +100,6 @@ class DeviceFacts:
     power_mode: PowerMode | None = None
     jetson_clocks: bool | None = None
     tritonservers: list[TritonProc] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def default_root() -> Path:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from . import device as device_mod
+from .errors import EdgeDeployError, EngineError
 
 STAGES = ("convert", "serve")
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
@@ -39,8 +40,6 @@ def stages_for(choice: str) -> tuple[str, ...]:
     if choice == "all":
         return STAGES
     if choice not in STAGES:
-        from .errors import EdgeDeployError
-
         raise EdgeDeployError(f"--for must be convert, serve or all (got {choice!r}).")
     return (choice,)
 
@@ -103,16 +102,21 @@ def _tensorrt_checks(facts: device_mod.DeviceFacts) -> list[Check]:
     checks.append(Check("TensorRT (Python)", OK if module else INFO,
                         module or "the tensorrt module does not import in this Python"))
     tool = trtexec.find_trtexec()
+    tool_version = None
     if tool:
-        version = trtexec.trtexec_version(tool)
-        checks.append(Check("trtexec", OK, f"{tool} (TensorRT {version or 'unknown version'})"))
+        tool_version = trtexec.trtexec_version(tool)
+        checks.append(Check("trtexec", OK, f"{tool} (TensorRT {tool_version or 'unknown version'})"))
     else:
         checks.append(Check("trtexec", INFO, "not found (/usr/src/tensorrt/bin, PATH, $TRTEXEC)"))
     if facts.tensorrt and facts.tensorrt_source == "libnvinfer" and not module:
         checks.append(Check("TensorRT (library)", INFO, f"libnvinfer {facts.tensorrt}"))
     builder = engine.available_builder("auto")
     if builder:
-        checks.append(Check("plan builder", OK, f"{builder}", ("convert",)))
+        try:
+            tensorrt_api.check_supported(module if builder == "python" else tool_version)
+            checks.append(Check("plan builder", OK, f"{builder}", ("convert",)))
+        except EngineError as exc:
+            checks.append(Check("plan builder", FAIL, str(exc), ("convert",)))
     else:
         checks.append(Check("plan builder", FAIL, engine.tensorrt_missing_message(), ("convert",)))
     pycuda = _module_version("pycuda")

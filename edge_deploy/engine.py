@@ -239,6 +239,7 @@ def _resolve(manifest: dict[str, Any], options: EngineOptions, facts: device_mod
         if tool is None:  # gone since available_builder looked
             raise EngineError(tensorrt_missing_message())
         version = trtexec.trtexec_version(tool) or facts.tensorrt
+    tensorrt_api.check_supported(version)
     check_dla(options.dla_core, facts)
     settings = build_settings(manifest, options, 0)  # workspace sized once a build is certain
     digest = None
@@ -282,14 +283,15 @@ def _build_python(onnx: Path, plan_out: Path, settings: tensorrt_api.BuildSettin
         write_bytes_atomic(timing_cache, result.timing_cache)
 
 
-def _verify(plan: Path, onnx: Path, manifest: dict[str, Any], reporter: Reporter) -> dict[str, Any]:
+def _verify(plan: Path, onnx: Path, manifest: dict[str, Any], dla_core: int | None,
+            reporter: Reporter) -> dict[str, Any]:
     """The plan's "verify" section: verify_plan's, or why it was skipped (needs the tensorrt module)."""
     if tensorrt_api.module_version() is None:
         reason = "the tensorrt Python module is not importable (a venv without --system-site-packages?)"
         reporter.warn(f"the plan was built but not verified: {reason}")
         return {"status": "skipped", "reason": reason}
     with reporter.stage("verify plan"):
-        return verify_plan(plan, onnx, manifest, tensorrt_api.load(), reporter)
+        return verify_plan(plan, onnx, manifest, tensorrt_api.load(), reporter, dla_core=dla_core)
 
 
 def build_plan(
@@ -348,7 +350,7 @@ def build_plan(
         build_seconds = time.perf_counter() - started
         verification: dict[str, Any] = {"status": "skipped", "reason": "--no-verify"}
         if options.verify:
-            verification = _verify(plan_tmp, onnx, manifest, reporter)
+            verification = _verify(plan_tmp, onnx, manifest, build.settings.dla_core, reporter)
         os.replace(plan_tmp, plan_path)
     except EdgeDeployError:
         raise
@@ -401,5 +403,6 @@ def check_existing_plan(
         )
     if deserialize and tensorrt_api.module_version() is not None:
         trt = tensorrt_api.load()
-        engine = trt.deserialize(plan.read_bytes(), where=str(plan))
+        dla_core = (manifest.get("plan") or {}).get("dla_core")
+        engine = trt.deserialize(plan.read_bytes(), where=str(plan), dla_core=dla_core)
         check_io(trt.io_tensors(engine), manifest.get("io") or {}, where=str(plan))

@@ -7,6 +7,7 @@ torch, onnx and onnxruntime are imported inside the functions that use them.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import sys
 import tempfile
@@ -25,13 +26,7 @@ from .manifest import (
     LANEATT_PREPROCESS,
     file_entry,
 )
-from .model_source import (  # noqa: F401  (re-exported: the convert API in one place)
-    ONNX_NAME,
-    SourceSpec,
-    classify_model,
-    load_source,
-    parse_input_shape,
-)
+from .model_source import ONNX_NAME, SourceSpec, load_source
 from .progress import Reporter
 
 DEFAULT_ATOL = 1e-3
@@ -100,7 +95,7 @@ class ExportSettings:
     """How to export and verify."""
 
     opset: int = 17
-    batch: BatchRange = field(default_factory=lambda: batch_range())
+    batch: BatchRange = field(default_factory=batch_range)
     input_name: str = "input"
     output_names: tuple[str, ...] = ("predict_lanes",)
     atol: float = DEFAULT_ATOL
@@ -113,14 +108,13 @@ class ExportSettings:
 
 
 @contextlib.contextmanager
-def _captured_fds() -> Iterator[list[str]]:
-    """Redirect fd 1 and 2 (C++ prints included) into a buffer for the duration.
+def _captured_fds() -> Iterator[None]:
+    """Redirect fd 1 and 2 (C++ prints included) into a temporary file for the duration.
 
     The TorchScript exporter prints the whole IR graph to stdout when an op
     fails, and several libraries print warnings from C++; none of that is for
-    the user. The captured text is kept for EDGE_DEPLOY_DEBUG=1.
+    the user. With EDGE_DEPLOY_DEBUG=1 the captured text is written to stderr afterwards.
     """
-    captured: list[str] = []
     sys.stdout.flush()
     sys.stderr.flush()
     saved = [os.dup(1), os.dup(2)]
@@ -128,7 +122,7 @@ def _captured_fds() -> Iterator[list[str]]:
         os.dup2(sink.fileno(), 1)
         os.dup2(sink.fileno(), 2)
         try:
-            yield captured
+            yield
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -136,16 +130,13 @@ def _captured_fds() -> Iterator[list[str]]:
             os.dup2(saved[1], 2)
             os.close(saved[0])
             os.close(saved[1])
-            sink.seek(0)
-            captured.append(sink.read().decode(errors="replace"))
-            if os.environ.get("EDGE_DEPLOY_DEBUG") == "1" and captured[-1].strip():
-                sys.stderr.write(captured[-1])
+            if os.environ.get("EDGE_DEPLOY_DEBUG") == "1":
+                sink.seek(0)
+                sys.stderr.write(sink.read().decode(errors="replace"))
 
 
 def export_kwargs(settings: ExportSettings, output_names: Sequence[str]) -> dict[str, Any]:
     """The torch.onnx.export keyword arguments `convert` uses (the benchmark reuses them)."""
-    import inspect
-
     torch = require("torch", "exporting to ONNX")
     kwargs: dict[str, Any] = {
         "opset_version": settings.opset,
@@ -354,8 +345,7 @@ def io_signature(model: Any, batch: BatchRange) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the export stages
 
 
-def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path, reporter: Reporter,
-                    notes: list[str]) -> dict[str, Any]:
+def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path, reporter: Reporter) -> dict[str, Any]:
     """Load MODEL, write `workdir`/model.onnx (checked, simplified, parity-verified) and return its manifest.
 
     The manifest's "plan" is None and model.plan is not listed; the caller
@@ -363,9 +353,8 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
     """
     with reporter.stage("load model"):
         loaded = load_source(source)
-        if not loaded.trained:
+        if not loaded.source["trained"]:
             reporter.warn(UNTRAINED_NOTICE)
-            notes.append(UNTRAINED_NOTICE)
 
     with reporter.stage("torch reference"):
         inputs = _model_inputs(loaded.sample_shape, settings.batch.ends(), settings.seed)

@@ -127,7 +127,7 @@ def fp16_report(model: Any, input_name: str, inputs: Sequence[Any], dynamic_batc
     return {
         "rule": RULE,
         "tensors_checked": len(names),
-        "samples": len(feeds) if dynamic_batch else int(sum(a.shape[0] for a in inputs)),
+        "samples": int(sum(a.shape[0] for a in inputs)),
         "max_abs": max(peak.values(), default=0.0),
         "nodes": nodes,
         "fp32_nodes": sorted({n["node"] for n in nodes if n["op"] != "initializer"}),

@@ -140,6 +140,11 @@ def model_config(
         for tensor in spec:
             dest.add(name=tensor["name"], data_type=data_type(tensor["datatype"]),
                      dims=_tensor_dims(tensor["shape"], has_batch))
+    if options.max_queue_delay_us is not None and not has_batch:
+        raise RepositoryError(
+            "--max-queue-delay-us needs a model with a dynamic batch axis, but this one has a fixed batch "
+            "(max_batch_size 0); install without it, or convert with --min-batch/--max-batch."
+        )
     if has_batch:
         config.dynamic_batching.SetInParent()
         if options.max_queue_delay_us:

@@ -41,8 +41,7 @@ class LoadedModel:
 
     module: Any  # torch.nn.Module
     sample_shape: tuple[int, ...]  # per-sample input shape (without batch)
-    source: dict[str, Any]
-    trained: bool
+    source: dict[str, Any]  # the manifest's "source" section; source["trained"] is False for seeded weights
 
 
 def parse_input_shape(text: str) -> tuple[int, ...]:
@@ -104,7 +103,7 @@ def load_source(spec: SourceSpec) -> LoadedModel:
         source = {"kind": "factory", "spec": spec.model}
     module.eval()
     source.update({"backbone": None, "checkpoint": None, "num_anchors": None, "trained": True})
-    return LoadedModel(module, tuple(spec.input_shape[1:]), source, trained=True)
+    return LoadedModel(module, tuple(spec.input_shape[1:]), source)
 
 
 def _load_laneatt(spec: SourceSpec) -> LoadedModel:
@@ -138,7 +137,7 @@ def _load_laneatt(spec: SourceSpec) -> LoadedModel:
         "trained": trained,
         "seed": None if trained else spec.seed,
     }
-    return LoadedModel(module, LANEATT_INPUT_SHAPE[1:], source, trained)
+    return LoadedModel(module, LANEATT_INPUT_SHAPE[1:], source)
 
 
 def _load_torchscript(torch: Any, path: Path) -> Any:

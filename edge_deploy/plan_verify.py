@@ -211,13 +211,14 @@ def _lane_output(manifest: dict[str, Any]) -> str | None:
 
 
 def verify_plan(plan_path: Path, onnx_path: Path, manifest: dict[str, Any], trt: tensorrt_api.TensorRT,
-                reporter: Reporter | None = None) -> dict[str, Any]:
+                reporter: Reporter | None = None, dla_core: int | None = None) -> dict[str, Any]:
     """Deserialize the plan, check its I/O against the manifest, run it and compare with ONNX Runtime.
 
     Returns the manifest's plan "verify" section; without pycuda only the I/O is checked.
+    dla_core: the DLA core the plan was built for (None: GPU).
     """
     reporter = reporter or Reporter()
-    engine = trt.deserialize(Path(plan_path).read_bytes(), where=str(plan_path))
+    engine = trt.deserialize(Path(plan_path).read_bytes(), where=str(plan_path), dla_core=dla_core)
     check_io(trt.io_tensors(engine), manifest.get("io") or {}, where=str(plan_path))
     result: dict[str, Any] = {"status": "passed", "io": "ok"}
     if not tensorrt_api.has_pycuda():

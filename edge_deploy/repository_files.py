@@ -115,6 +115,7 @@ class NewVersion:
     config: Any  # a ModelConfig (edge_deploy.model_config)
 
     def config_text(self) -> bytes:
+        """The config.pbtxt bytes for this version's config."""
         return mc.config_text(self.config).encode()
 
 

@@ -311,6 +311,7 @@ class Health:
 
     @property
     def all_ready(self) -> bool:
+        """Live, ready, and every asked-for model ready."""
         return self.live and self.ready and all(m.ready for m in self.models)
 
     def not_ready(self) -> str:
@@ -398,19 +399,24 @@ class TritonProcess:
         self.die_with_parent = die_with_parent
         self.proc: subprocess.Popen[bytes] | None = None
         self._tee: threading.Thread | None = None
+        self._log_start = 0  # where this run's output begins in an appended-to log
 
     @property
     def url(self) -> str:
+        """The gRPC address (host:port)."""
         return self.options.url
 
     @property
     def argv(self) -> list[str]:
+        """The command line (`tritonserver_argv`)."""
         return tritonserver_argv(self.install, self.options)
 
     def start(self) -> "TritonProcess":
+        """Launch tritonserver in its own session, output appended to the log; returns self."""
         env = {**os.environ, **self.install.env}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
+        self._log_start = log.seek(0, os.SEEK_END)
         try:
             self.proc = subprocess.Popen(
                 self.argv,
@@ -445,7 +451,7 @@ class TritonProcess:
             return None
         if self._tee is not None:
             self._tee.join(timeout=2)
-        return f"tritonserver exited with code {self.proc.returncode}: {last_error_line(self.log_path)}"
+        return f"tritonserver exited with code {self.proc.returncode}: {self.reason()}"
 
     def wait_ready(self, timeout: float = 60.0, models: list[str] | tuple[str, ...] = ()) -> Health:
         """Block until the server (and `models`) report ready, or raise ServerError with the log's reason."""
@@ -454,7 +460,11 @@ class TritonProcess:
         except ServerError as exc:
             if self.exited():
                 raise
-            raise ServerError(f"{exc} Last log line: {last_error_line(self.log_path)}") from None
+            raise ServerError(f"{exc} Last log line: {self.reason()}") from None
+
+    def reason(self) -> str:
+        """The most informative line this run wrote to the log (earlier runs' lines are ignored)."""
+        return last_error_line(self.log_path, self._log_start)
 
     def wait(self) -> int:
         """Wait for the process to end; its exit code."""
@@ -547,14 +557,17 @@ def _finish(server: TritonProcess, options: ServerOptions) -> int:
 _LOG_NOISE = ("CudaDriverHelper has not been initialized", "Unable to allocate pinned system memory")
 
 
-def last_error_line(log_path: Path) -> str:
+def last_error_line(log_path: Path, offset: int = 0) -> str:
     """The most informative line of a tritonserver log.
 
     A model's own error (failed to load / poll failed) beats the generic
     "failed to load all models" line that follows it; then any error; then the last line.
+    Only what follows byte `offset` is read.
     """
     try:
-        text = Path(log_path).read_text(errors="replace")
+        with open(log_path, "rb") as fh:
+            fh.seek(offset)
+            text = fh.read().decode(errors="replace")
     except OSError:
         return "no server log"
     return reason_from_log(text)

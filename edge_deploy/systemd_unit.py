@@ -21,10 +21,14 @@ import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import ServerError
 from .fsutil import write_text_atomic
-from .server import KEY_ENV, RESTRICTED_KEY_NAME, ServerOptions, TritonInstall, tritonserver_argv
+from .server import KEY_ENV, RESTRICTED_KEY_NAME, ModelHealth, ServerOptions, TritonInstall, tritonserver_argv
+
+if TYPE_CHECKING:
+    from .progress import Reporter
 
 UNIT_NAME = "edge-deploy-triton.service"
 SERVICE_USER = "edge-deploy"
@@ -67,6 +71,7 @@ def unit_dir(scope: str) -> Path:
 
 
 def unit_path(scope: str) -> Path:
+    """The unit file of `scope` (system or user)."""
     return unit_dir(scope) / UNIT_NAME
 
 
@@ -127,6 +132,7 @@ class UnitConfig:
     device_nodes: list[Path] = field(default_factory=list)
 
     def server_options(self) -> ServerOptions:
+        """The options with the key replaced by the environment-file reference (what ExecStart= shows)."""
         from dataclasses import replace
 
         return replace(self.options, restricted_key=(RESTRICTED_KEY_NAME, "${" + KEY_ENV + "}"))
@@ -354,15 +360,10 @@ def read_installed_unit(scope: str) -> InstalledUnit | None:
 
 def failure_reason(scope: str, log_file: Path | None, log_offset: int = 0, since: float | None = None) -> str:
     """Why the server did not come up: the most telling line of its output."""
-    from .server import reason_from_log
+    from .server import last_error_line, reason_from_log
 
     if log_file is not None:
-        try:
-            with open(log_file, "rb") as fh:
-                fh.seek(log_offset)
-                return reason_from_log(fh.read().decode(errors="replace"))
-        except OSError:
-            return f"no server log at {log_file}"
+        return last_error_line(log_file, log_offset) if log_file.is_file() else f"no server log at {log_file}"
     argv = ["journalctl", "--user-unit" if scope == "user" else "--unit", UNIT_NAME, "-o", "cat", "-n", "300", "--no-pager"]
     if since is not None:
         argv += ["--since", f"@{int(since)}"]
@@ -379,9 +380,8 @@ class ServeResult:
 
     unit_file: Path
     url: str
-    models: list  # list[server.ModelHealth]
+    models: list[ModelHealth]
     already_running: bool = False
-    record_file: Path | None = None
 
 
 def install_and_start(
@@ -389,7 +389,7 @@ def install_and_start(
     *,
     key: str,
     key_file: Path,
-    reporter=None,  # noqa: ANN001 - progress.Reporter
+    reporter: Reporter | None = None,
 ) -> ServeResult:
     """Install the unit of `config`, enable and start it; return once the server and models are ready.
 
@@ -455,8 +455,8 @@ def install_and_start(
         scope=scope,
         unit=UNIT_NAME,
     )
-    record_file = control.save_record(record)
-    return ServeResult(path, options.url, health.models, record_file=record_file)
+    control.save_record(record)
+    return ServeResult(path, options.url, health.models)
 
 
 def _restore(scope: str, saved: dict[Path, bytes | None], was_enabled: bool) -> None:

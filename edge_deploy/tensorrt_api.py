@@ -1,18 +1,18 @@
 """The one module that imports `tensorrt` and `pycuda`.
 
-Every TensorRT version difference lives here (8.5/8.6 of JetPack 5.1/6.0 and
-10.x of JetPack 6.1+/7):
+Every TensorRT Python API version difference lives here (8.5/8.6 of JetPack
+5.1/6.0 and 10.x of JetPack 6.1+/7; trtexec's flag differences are in trtexec.py):
 
 - network creation: 8.x needs the EXPLICIT_BATCH creation flag for ONNX; in 10.x
   explicit batch is the only mode and the flag is deprecated (pass 0);
-- workspace: `set_memory_pool_limit(MemoryPoolType.WORKSPACE, n)` (8.4+) instead
-  of the removed `max_workspace_size`;
-- pinned layers: OBEY_PRECISION_CONSTRAINTS (8.2+) instead of STRICT_TYPES;
 - `builder_optimization_level` exists from 8.6 only;
-- engine I/O: the named I/O tensor API (`num_io_tensors`, `get_tensor_*`,
-  `set_input_shape`, `set_tensor_address`, `execute_async_v3`, 8.5+ and the
-  only one in 10.x) or the binding API (`get_binding_*`, `execute_async_v2`) of
-  older 8.x.
+- TensorRT 11 dropped weakly typed builds (the FP16/INT8 builder flags, layer
+  precisions, INT8 calibrators): `check_supported` refuses to build with it.
+
+Both supported lines share the rest: `set_memory_pool_limit(WORKSPACE, n)`,
+OBEY_PRECISION_CONSTRAINTS, the timing cache calls, and the named I/O tensor
+API (`num_io_tensors`, `get_tensor_*`, `set_input_shape`, `set_tensor_address`,
+`execute_async_v3`, 8.5+ and the only one in 10.x).
 
 The rest of edge-deploy speaks in `BuildSettings`, `TensorInfo` and NumPy
 arrays; `engine.py` decides what to build, this module only talks to TensorRT.
@@ -154,12 +154,13 @@ def dla_core_count() -> int | None:
     if trt is None:
         return None
     try:
-        return int(TensorRT(trt).builder().num_DLA_cores)
+        return int(load().builder().num_DLA_cores)
     except Exception:  # noqa: BLE001
         return None
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
+    """(10, 3, 0) from '10.3.0.26' (leading numeric parts only; () when there are none)."""
     parts = []
     for piece in version.split("."):
         digits = "".join(ch for ch in piece if ch.isdigit())
@@ -167,6 +168,26 @@ def version_tuple(version: str) -> tuple[int, ...]:
             break
         parts.append(int(digits))
     return tuple(parts)
+
+
+SUPPORTED = ((8, 5), (11, 0))  # [lowest, first unsupported): JetPack 5.1 to 7
+
+
+def check_supported(version: str | None) -> None:
+    """One-line EngineError when edge-deploy cannot build with TensorRT `version` (None: unknown, allowed)."""
+    if not version:
+        return
+    found = version_tuple(version)[:2]
+    if SUPPORTED[0] <= found < SUPPORTED[1]:
+        return
+    if found >= SUPPORTED[1]:
+        why = "it builds strongly typed networks only (no FP16/INT8 builder flags or layer precisions)"
+    else:
+        why = "it lacks the named I/O tensor API edge-deploy uses"
+    raise EngineError(
+        f"TensorRT {version} is not supported for building plans: {why}; "
+        "use TensorRT 8.5 to 10.x (JetPack 5.1 to 7), e.g. trtexec of that version via $TRTEXEC."
+    )
 
 
 class TensorRT:
@@ -212,16 +233,6 @@ class TensorRT:
         if self.major >= 10:
             return 0  # explicit batch is the only mode; the flag is deprecated
         return 1 << int(self.trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
-
-    def _set_workspace(self, config: Any, size: int) -> None:
-        if hasattr(config, "set_memory_pool_limit"):
-            config.set_memory_pool_limit(self.trt.MemoryPoolType.WORKSPACE, int(size))
-        else:  # TensorRT < 8.4
-            config.max_workspace_size = int(size)
-
-    def _precision_constraint_flag(self) -> Any:
-        flags = self.trt.BuilderFlag
-        return flags.OBEY_PRECISION_CONSTRAINTS if hasattr(flags, "OBEY_PRECISION_CONSTRAINTS") else flags.STRICT_TYPES
 
     def _pin_fp32(self, network: Any, pins: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
         # The ONNX parser names a layer after its node (extra layers of one node get suffixes), so a
@@ -271,6 +282,7 @@ class TensorRT:
 
     def build(self, onnx_path: Path, settings: BuildSettings) -> BuildResult:
         """Parse the ONNX file and build a serialized engine according to `settings`."""
+        check_supported(self.version)
         trt = self.trt
         start = len(self.messages)
         warnings: list[str] = []
@@ -284,7 +296,7 @@ class TensorRT:
                 "re-export the model (`edge-deploy convert --target onnx`) or update TensorRT."
             )
         config = builder.create_builder_config()
-        self._set_workspace(config, settings.workspace_bytes)
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(settings.workspace_bytes))
 
         if settings.precision in ("fp16", "int8"):
             config.set_flag(trt.BuilderFlag.FP16)
@@ -295,7 +307,7 @@ class TensorRT:
         if settings.fp32_pins:
             pinned, unmatched = self._pin_fp32(network, settings.fp32_pins)
             if pinned:
-                config.set_flag(self._precision_constraint_flag())
+                config.set_flag(trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
 
         if settings.dla_core is not None:
             config.default_device_type = trt.DeviceType.DLA
@@ -321,7 +333,7 @@ class TensorRT:
         if settings.precision == "int8" and settings.calibration is not None:
             calibrator = make_calibrator(trt, settings.calibration)
             config.int8_calibrator = calibrator
-            if profile is not None and hasattr(config, "set_calibration_profile"):
+            if profile is not None:
                 config.set_calibration_profile(profile)
 
         cache = None
@@ -334,8 +346,7 @@ class TensorRT:
             raise EngineError(f"TensorRT {self.version} could not build the engine: {reason}")
         cache_bytes = None
         if cache is not None:
-            current = config.get_timing_cache() if hasattr(config, "get_timing_cache") else cache
-            cache_bytes = bytes(memoryview(current.serialize()))
+            cache_bytes = bytes(memoryview(config.get_timing_cache().serialize()))
         return BuildResult(
             plan=bytes(memoryview(serialized)),
             timing_cache=cache_bytes,
@@ -345,10 +356,15 @@ class TensorRT:
         )
 
     # -- deserialize & inspect ---------------------------------------------
-    def deserialize(self, plan: bytes, where: str = "the plan") -> Any:
-        """An ICudaEngine, or a one-line EngineError telling a corrupt plan from one of another version."""
+    def deserialize(self, plan: bytes, where: str = "the plan", dla_core: int | None = None) -> Any:
+        """An ICudaEngine, or a one-line EngineError telling a corrupt plan from one of another version.
+
+        dla_core: the DLA core a DLA plan was built for (IRuntime's default is -1; trtexec sets it too).
+        """
         start = len(self.messages)
         runtime = self.trt.Runtime(self.logger)
+        if dla_core is not None:
+            runtime.DLA_core = int(dla_core)
         try:
             engine = runtime.deserialize_cuda_engine(plan)
         except Exception as exc:  # noqa: BLE001 - some versions raise instead of returning None
@@ -376,32 +392,23 @@ class TensorRT:
 
     def io_tensors(self, engine: Any) -> list[TensorInfo]:
         """The engine's inputs and outputs (names, Triton dtypes, shapes, profile-0 ranges)."""
-        trt = self.trt
         infos: list[TensorInfo] = []
-        if hasattr(engine, "num_io_tensors"):
-            for i in range(engine.num_io_tensors):
-                name = engine.get_tensor_name(i)
-                is_input = engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
-                shape = [int(d) for d in engine.get_tensor_shape(name)]
-                profile = None
-                if is_input and -1 in shape:
-                    if hasattr(engine, "get_tensor_profile_shape"):
-                        ranges = engine.get_tensor_profile_shape(name, 0)
-                    else:
-                        ranges = engine.get_profile_shape(0, name)
-                    profile = tuple([int(d) for d in dims] for dims in ranges)
-                dtype = self._dtype_name(engine.get_tensor_dtype(name))
-                infos.append(TensorInfo(name, is_input, dtype, shape, profile))
-            return infos
-        for i in range(engine.num_bindings):  # TensorRT < 8.5
-            name = engine.get_binding_name(i)
-            is_input = bool(engine.binding_is_input(i))
-            shape = [int(d) for d in engine.get_binding_shape(i)]
+        for name in self._tensor_names(engine):
+            is_input = self._is_input(engine, name)
+            shape = [int(d) for d in engine.get_tensor_shape(name)]
             profile = None
             if is_input and -1 in shape:
-                profile = tuple([int(d) for d in dims] for dims in engine.get_profile_shape(0, i))
-            infos.append(TensorInfo(name, is_input, self._dtype_name(engine.get_binding_dtype(i)), shape, profile))
+                profile = tuple([int(d) for d in dims] for dims in engine.get_tensor_profile_shape(name, 0))
+            dtype = self._dtype_name(engine.get_tensor_dtype(name))
+            infos.append(TensorInfo(name, is_input, dtype, shape, profile))
         return infos
+
+    @staticmethod
+    def _tensor_names(engine: Any) -> list[str]:
+        return [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+
+    def _is_input(self, engine: Any, name: str) -> bool:
+        return engine.get_tensor_mode(name) == self.trt.TensorIOMode.INPUT
 
     # -- run (pycuda) ----------------------------------------------------------
     def run(self, engine: Any, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -416,50 +423,26 @@ class TensorRT:
         ctx.push()
         buffers: list[Any] = []
 
-        def to_device(host: Any) -> Any:
+        def bind(context: Any, name: str, host: Any) -> Any:
             buffer = cuda.mem_alloc(max(host.nbytes, 1))
             buffers.append(buffer)
+            context.set_tensor_address(name, int(buffer))
             return buffer
 
         try:
             context = engine.create_execution_context()
             stream = cuda.Stream()
+            names = self._tensor_names(engine)
             outputs: list[tuple[str, Any, Any]] = []
-            if hasattr(engine, "num_io_tensors"):  # TensorRT 8.5+ and 10.x: named I/O tensors
-                names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
-                is_input = {n: engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT for n in names}
-                for name in (n for n in names if is_input[n]):
-                    host = np.ascontiguousarray(inputs[name], dtype=trt.nptype(engine.get_tensor_dtype(name)))
-                    context.set_input_shape(name, host.shape)
-                    buffer = to_device(host)
-                    cuda.memcpy_htod(buffer, host)
-                    context.set_tensor_address(name, int(buffer))
-                for name in (n for n in names if not is_input[n]):
-                    shape = tuple(int(d) for d in context.get_tensor_shape(name))
-                    host = np.empty(shape, dtype=trt.nptype(engine.get_tensor_dtype(name)))
-                    buffer = to_device(host)
-                    context.set_tensor_address(name, int(buffer))
-                    outputs.append((name, host, buffer))
-                ok = context.execute_async_v3(stream.handle)
-            else:  # older 8.x: bindings
-                bindings = [0] * engine.num_bindings
-                for i in range(engine.num_bindings):
-                    if engine.binding_is_input(i):
-                        host = np.ascontiguousarray(inputs[engine.get_binding_name(i)],
-                                                    dtype=trt.nptype(engine.get_binding_dtype(i)))
-                        context.set_binding_shape(i, host.shape)
-                        buffer = to_device(host)
-                        cuda.memcpy_htod(buffer, host)
-                        bindings[i] = int(buffer)
-                for i in range(engine.num_bindings):
-                    if not engine.binding_is_input(i):
-                        shape = tuple(int(d) for d in context.get_binding_shape(i))
-                        host = np.empty(shape, dtype=trt.nptype(engine.get_binding_dtype(i)))
-                        buffer = to_device(host)
-                        bindings[i] = int(buffer)
-                        outputs.append((engine.get_binding_name(i), host, buffer))
-                ok = context.execute_async_v2(bindings, stream.handle)
-            if not ok:
+            for name in (n for n in names if self._is_input(engine, n)):
+                host = np.ascontiguousarray(inputs[name], dtype=trt.nptype(engine.get_tensor_dtype(name)))
+                context.set_input_shape(name, host.shape)
+                cuda.memcpy_htod(bind(context, name, host), host)
+            for name in (n for n in names if not self._is_input(engine, n)):
+                shape = tuple(int(d) for d in context.get_tensor_shape(name))  # known once inputs are shaped
+                host = np.empty(shape, dtype=trt.nptype(engine.get_tensor_dtype(name)))
+                outputs.append((name, host, bind(context, name, host)))
+            if not context.execute_async_v3(stream.handle):
                 raise EngineError(
                     f"TensorRT {self.version} failed to run the plan: {self._first_error() or 'no message'}"
                 )

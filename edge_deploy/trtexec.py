@@ -76,9 +76,13 @@ def trtexec_argv(
     """The trtexec command line equivalent to `settings` (flags of TensorRT 8.5+ and 10.x).
 
     layer_outputs: number of outputs per pinned ONNX node (for --layerOutputTypes);
-    tensorrt_version decides whether --builderOptimizationLevel (8.6+) is passed.
+    tensorrt_version picks --buildOnly (8.5) or --skipInference (8.6+, and when unknown) and
+    whether --builderOptimizationLevel (8.6+) is passed.
     """
-    argv = [str(trtexec), f"--onnx={onnx}", f"--saveEngine={plan_out}", "--skipInference"]
+    version = tensorrt_api.version_tuple(tensorrt_version or "0")
+    # 8.5's trtexec only knows --buildOnly (an unknown option fails the run); 8.6 renamed it, 10.x dropped it.
+    build_only = "--buildOnly" if (8,) <= version < (8, 6) else "--skipInference"
+    argv = [str(trtexec), f"--onnx={onnx}", f"--saveEngine={plan_out}", build_only]
     # --memPoolSize takes MiB without a suffix in every version from 8.4 to 10.x.
     argv.append(f"--memPoolSize=workspace:{max(1, settings.workspace_bytes // MiB)}")
     if settings.precision in ("fp16", "int8"):
@@ -110,7 +114,7 @@ def trtexec_argv(
     if settings.dla_core is not None:
         argv += [f"--useDLACore={int(settings.dla_core)}", "--allowGPUFallback"]
     if settings.optimization_level is not None:
-        if tensorrt_api.version_tuple(tensorrt_version or "0") >= (8, 6):
+        if version >= (8, 6):
             argv.append(f"--builderOptimizationLevel={int(settings.optimization_level)}")
     if timing_cache is not None:
         argv.append(f"--timingCacheFile={timing_cache}")

@@ -82,11 +82,27 @@ FAKE_TRTEXEC = r'''#!{python}
 # Stand-in for NVIDIA's trtexec (TensorRT cannot be installed here): it checks nothing about the
 # model; it only behaves like trtexec at the process boundary (banner, [E] lines, exit codes,
 # --saveEngine and --timingCacheFile files) so the subprocess plumbing can be tested.
+# Like trtexec it fails on an option its version does not parse (samples/common/sampleOptions.cpp of
+# NVIDIA/TensorRT release/8.5, 8.6, 10.x: --buildOnly until 8.6, --skipInference and
+# --builderOptimizationLevel from 8.6); only the options edge-deploy may pass are listed.
 import json, os, sys
+banner = int(os.environ.get("FAKE_TRTEXEC_BANNER", "{banner}"))
+version = (banner // 10000, banner // 100 % 100) if banner >= 100000 else (banner // 1000, banner // 100 % 10)
 args = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "") for a in sys.argv[1:])
-print("&&&& RUNNING TensorRT.trtexec [TensorRT v{banner}] # trtexec " + " ".join(sys.argv[1:]))
+print("&&&& RUNNING TensorRT.trtexec [TensorRT v%d] # trtexec " % banner + " ".join(sys.argv[1:]))
 if "help" in args:
     sys.exit(0)
+known = {{"onnx", "saveEngine", "memPoolSize", "fp16", "int8", "calib", "minShapes", "optShapes", "maxShapes",
+         "precisionConstraints", "layerPrecisions", "layerOutputTypes", "useDLACore", "allowGPUFallback",
+         "timingCacheFile"}}
+known |= {{"buildOnly"}} if version < (10, 0) else set()
+known |= {{"skipInference", "builderOptimizationLevel"}} if version >= (8, 6) else set()
+unknown = [name for name in args if name not in known]
+if unknown:
+    for name in unknown:
+        print("[11/22/2026-07:00:00] [E] Unknown option: --%s %s" % (name, args[name]))
+    print("&&&& FAILED TensorRT.trtexec")
+    sys.exit(1)
 with open(os.environ["FAKE_TRTEXEC_LOG"], "a") as log:
     log.write(json.dumps(sys.argv[1:]) + "\n")
 cache = args.get("timingCacheFile")
@@ -116,7 +132,8 @@ print("&&&& PASSED TensorRT.trtexec")
 def fake_trtexec(tmp_path: Path, monkeypatch, no_tensorrt):
     """The stand-in trtexec (TensorRT 8.6.2) on $TRTEXEC; returns a function listing the argv of its builds.
 
-    FAKE_TRTEXEC_MODE=fail|crash|noengine makes it fail like trtexec does.
+    FAKE_TRTEXEC_MODE=fail|crash|noengine makes it fail like trtexec does; FAKE_TRTEXEC_BANNER=8502
+    (NV_TENSORRT_VERSION, here 8.5.2) makes it another TensorRT version.
     """
     tool = tmp_path / "bin" / "trtexec"
     tool.parent.mkdir()

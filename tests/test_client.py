@@ -151,6 +151,37 @@ def test_seed_style_model_with_two_outputs_picks_the_lane_tensor():
     assert model.output_name == "predict_lanes" and model.num_rows == 2784 and model.output_datatype == "FP16"
 
 
+def _lanes_of_one_vertical_lane(model, x: float, frame_size=(590, 1640)):
+    """read_lanes on a real InferResult holding one confident full-height lane at model-input x."""
+    from tritonclient.grpc import InferResult, service_pb2
+
+    from edge_deploy.lanedet.model_io import Request, Slot, read_lanes
+
+    raw = np.zeros((1, model.num_rows, 77), np.float32)
+    raw[0, 0, 1], raw[0, 0, 4], raw[0, 0, 5:] = 3.0, 72.0, x
+    response = service_pb2.ModelInferResponse(model_name=model.name, raw_output_contents=[raw.tobytes()])
+    response.outputs.add(name=model.output_name, datatype="FP32", shape=list(raw.shape))
+    [lanes] = read_lanes(Slot(model, use_shm=False), Request([], [], [frame_size]), InferResult(response),
+                         DecodeParams.of(model))
+    assert len(lanes) == 1 and len(lanes[0].points) == 72
+    return lanes[0].points
+
+
+def test_raw_output_is_scaled_by_the_served_model_width():
+    """x offsets are in model-input pixels: a lane at x = 400 of an 800-wide model is mid-frame."""
+    points = _lanes_of_one_vertical_lane(_describe(_lane_config(hw=(288, 800))), 400.0)
+    assert np.allclose(points[:, 0], 820.0)
+
+
+def test_raw_output_of_a_cropping_model_is_in_frame_pixels():
+    """With a crop in the preprocessing spec, lanes are decoded in the crop box and shifted back."""
+    crop = {"top": 100, "bottom": 0, "left": 40, "right": 0}
+    model = _describe(_lane_config(preprocess=dict(LANEATT_PREPROCESS, crop=crop)))
+    points = _lanes_of_one_vertical_lane(model, 320.0)
+    assert np.allclose(points[:, 0], 40 + 1600 / 2)
+    assert points[0, 1] == pytest.approx(100.0) and points[-1, 1] == pytest.approx(590.0)
+
+
 # --- decode parameters ------------------------------------------------------------------------
 
 

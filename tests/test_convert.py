@@ -3,7 +3,7 @@
 CLI behaviour is checked by running `python3 -m edge_deploy` in a subprocess:
 typer's CliRunner catches exceptions itself, so it would not exercise main()'s
 error handling (one line on stderr, exit code 2, no traceback). Manifest and
-graph details are checked in-process through `edge_deploy.export.convert`,
+graph details are checked in-process through `edge_deploy.convert.convert`,
 which the command calls, to keep the suite fast.
 """
 from __future__ import annotations
@@ -20,8 +20,9 @@ import pytest
 
 from edge_deploy.convert import _engine_module, convert
 from edge_deploy.errors import ConvertError, EngineError
-from edge_deploy.export import ExportSettings, SourceSpec, batch_range, compare_outputs, load_source
+from edge_deploy.export import ExportSettings, batch_range, compare_outputs
 from edge_deploy.manifest import read_manifest, sha256_file, verify_files
+from edge_deploy.model_source import SourceSpec, load_source
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
@@ -123,10 +124,6 @@ def assert_user_error(result: subprocess.CompletedProcess[str], out: Path, fragm
     assert leftovers(out.parent, out.name) == []
 
 
-def tiny_settings(**kw) -> ExportSettings:
-    return ExportSettings(**kw)
-
-
 def tiny_source(factory: str = "cv_models:tiny", shape=(1, 3, 16, 24)) -> SourceSpec:
     return SourceSpec(model=factory, input_shape=shape)
 
@@ -182,7 +179,7 @@ def test_target_onnx_is_silent_and_names_are_configurable(models_dir: Path, tmp_
 
 
 def test_static_batch_exports_a_fixed_dimension(models_dir: Path, tmp_path: Path) -> None:
-    result = convert(tiny_source(), tmp_path / "art", tiny_settings(batch=batch_range(batch=3)), target="onnx")
+    result = convert(tiny_source(), tmp_path / "art", ExportSettings(batch=batch_range(batch=3)), target="onnx")
     manifest = result.manifest
     assert manifest["io"]["batch"] == {"min": 3, "opt": 3, "max": 3, "dynamic": False}
     assert manifest["io"]["inputs"][0]["shape"] == [3, 3, 16, 24]
@@ -192,7 +189,7 @@ def test_static_batch_exports_a_fixed_dimension(models_dir: Path, tmp_path: Path
 
 
 def test_dynamic_batch_range_is_checked_at_both_ends(models_dir: Path, tmp_path: Path) -> None:
-    settings = tiny_settings(batch=batch_range(min_batch=2, opt_batch=3, max_batch=6))
+    settings = ExportSettings(batch=batch_range(min_batch=2, opt_batch=3, max_batch=6))
     manifest = convert(tiny_source(), tmp_path / "art", settings, target="onnx").manifest
     assert manifest["io"]["batch"] == {"min": 2, "opt": 3, "max": 6, "dynamic": True}
     assert manifest["parity"]["batches"] == [2, 6]
@@ -217,6 +214,17 @@ def test_torchscript_file(models_dir: Path, tmp_path: Path) -> None:
     assert manifest["source"]["kind"] == "torchscript"
     assert manifest["source"]["file"]["sha256"] == sha256_file(path)
     assert manifest["parity"]["outputs"]["predict_lanes"]["max_abs"] < 1e-4
+
+
+@pytest.mark.parametrize("min_batch, max_batch", [(1, 2), (2, 4)])
+def test_parity_covers_both_ends_of_the_batch_range(models_dir: Path, tmp_path: Path,
+                                                   min_batch: int, max_batch: int) -> None:
+    # Traced at batch 2 (the only batch where the trap model is right), so only the other
+    # end of the range - the min for (1, 2), the max for (2, 4) - can catch the baked-in branch.
+    settings = ExportSettings(batch=batch_range(min_batch=min_batch, opt_batch=2, max_batch=max_batch))
+    with pytest.raises(ConvertError, match="parity check failed: output 'predict_lanes'"):
+        convert(tiny_source("cv_models:batch_specialised", (1, 3, 4, 4)), tmp_path / "art", settings, target="onnx")
+    assert not (tmp_path / "art").exists() and leftovers(tmp_path, "art") == []
 
 
 def test_parity_failure_names_the_output(models_dir: Path, tmp_path: Path) -> None:
@@ -314,7 +322,7 @@ def test_existing_dir_is_refused_without_force_and_replaced_with_it(models_dir: 
         convert(tiny_source("cv_models:no_symbolic"), out, force=True, target="onnx")
     assert sha256_file(out / "manifest.json") == before and leftovers(tmp_path, "art") == []
     # ... and a successful one replaces it.
-    convert(tiny_source(), out, tiny_settings(batch=batch_range(batch=2)), force=True, target="onnx")
+    convert(tiny_source(), out, ExportSettings(batch=batch_range(batch=2)), force=True, target="onnx")
     assert read_manifest(out)["io"]["batch"]["dynamic"] is False
     assert leftovers(tmp_path, "art") == []
 

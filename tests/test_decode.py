@@ -176,7 +176,7 @@ def test_matches_reference_on_synthetic_outputs(candidates):
     raw = raw_output(candidates=candidates, seed=candidates)
     kept, lanes = assert_same(raw, size=(590, 1640))
     assert len(kept) == min(4, candidates)
-    assert assert_same(raw_output(candidates=candidates, seed=3, probabilities=True))
+    assert_same(raw_output(candidates=candidates, seed=3, probabilities=True))
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -233,6 +233,18 @@ def test_nms_threshold_is_strict_and_ranges_matter():
     high = lane_row(x_bottom=300, slope=0.0, start_y=30 / 71, length=20.0, logit=2.0)
     assert select_rows(np.stack([short, high]))[0].tolist() == [0, 1]
     assert_same(np.stack([short, high]))
+
+
+def test_nms_start_rounds_half_up():
+    """col2 * 71 is an exact half only at col2 = k + 0.5; at -0.5, half up (-35) and half to even (-36)
+    give different ends e, hence different common ranges."""
+    a = lane_row(x_bottom=300, slope=0.0, start_y=-0.5, length=40.0, logit=3.0)
+    b = lane_row(x_bottom=300, slope=0.0, start_y=-0.5, length=40.0, logit=2.0)
+    b[5 + 4] = 600.0  # differs from a only at k = 4
+    # half up: s = -35, e = trunc(4.5) = 4, range 0..4: 300 px >= 50 * 5, b kept
+    # (half to even would give e = 3, range 0..3, distance 0: b suppressed)
+    assert select_rows(np.stack([a, b]))[0].tolist() == [0, 1]
+    assert_same(np.stack([a, b]))
 
 
 def test_lanes_leaving_the_image():

@@ -48,6 +48,13 @@ def test_ready_jetson_with_trtexec(board, fake_trtexec) -> None:
     assert "pycuda" in out and "edge-deploy[jetson]" in out  # a warning, not a blocker
 
 
+def test_not_ready_with_an_unsupported_tensorrt(board, fake_trtexec, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_TRTEXEC_BANNER", "110000")  # TensorRT 11: strongly typed builds only
+    result = invoke("--for", "convert", "--root", str(board("agx_orin_jp60")))
+    assert result.exit_code == 1
+    assert "convert: not ready (plan builder)" in result.output and "11.0.0 is not supported" in result.output
+
+
 def test_not_ready_without_a_builder(board) -> None:
     result = invoke("--for", "convert", "--root", str(board("agx_orin_jp60")))
     assert result.exit_code == 1

@@ -114,6 +114,22 @@ def test_build_plan_writes_verifies_and_records(fake_trt, board, artifact) -> No
     json.dumps(section)  # the manifest must be able to store it
 
 
+def test_dla_plan_is_verified_and_checked_on_its_dla_core(fake_trt, board, artifact) -> None:
+    # IRuntime's DLA core defaults to -1: a DLA plan must be deserialized with the core it was built for.
+    directory, manifest = artifact
+    trt = fake_trt("8.6.2")  # the board's libnvinfer
+    manifest["plan"] = engine.build_plan(directory, manifest, engine.EngineOptions(dla_core=1),
+                                         root=board("agx_orin_jp60"))
+    manifest["files"]["model.plan"] = file_entry(directory / "model.plan")
+    assert ("config.DLA_core", 1) in trt.calls and ("runtime.DLA_core", 1) in trt.calls
+    trt.calls.clear()
+    engine.check_existing_plan(directory, manifest, device_facts(board("agx_orin_jp60")))
+    assert trt.calls == [("runtime.DLA_core", 1)]
+    trt.calls.clear()
+    engine.build_plan(directory, manifest, engine.EngineOptions(force=True), root=board("agx_orin_jp60"))
+    assert not any(c[0] == "runtime.DLA_core" for c in trt.calls)
+
+
 def test_same_fingerprint_skips_force_and_changes_rebuild(fake_trt, board, artifact) -> None:
     directory, manifest = artifact
     orin = board("agx_orin_jp60")

@@ -58,6 +58,12 @@ def test_fixed_batch_writes_max_batch_size_zero_and_full_dims() -> None:
     assert parsed.instance_group[0].kind == mc._pb().ModelInstanceGroup.KIND_GPU
 
 
+def test_queue_delay_on_a_fixed_batch_model_is_an_error_not_ignored() -> None:
+    with pytest.raises(RepositoryError, match="--max-queue-delay-us"):
+        mc.model_config(manifest(dynamic=False), name="lane", runtime="tensorrt",
+                        options=mc.ConfigOptions(max_queue_delay_us=100))
+
+
 def test_onnxruntime_runtime_and_fp16_dtypes() -> None:
     parsed = mc.parse_config(mc.config_text(mc.model_config(manifest(dtype="FP16"), name="m", runtime="onnxruntime")))
     assert parsed.platform == "onnxruntime_onnx" and parsed.default_model_filename == "model.onnx"

@@ -91,11 +91,8 @@ def test_pipeline_lanes_equal_client_side_decoding(tmp_path, laneatt_data, start
 
 
 @pytest.mark.slow
-def test_pipeline_with_converted_laneatt(tmp_path, request, start_triton) -> None:
-    try:
-        artifact: Path = request.getfixturevalue("laneatt_artifact")
-    except pytest.FixtureLookupError:
-        pytest.skip("no laneatt_artifact fixture (a converted LaneATT artifact) in this checkout")
+def test_pipeline_with_converted_laneatt(tmp_path, laneatt_artifact, start_triton) -> None:
+    artifact: Path = laneatt_artifact
     repo = tmp_path / "repo"
     install(artifact, repo, "laneatt", runtime="python", pipeline=True)
     server = start_triton(repo)

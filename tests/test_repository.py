@@ -113,7 +113,6 @@ def test_versions_keep_and_rollback(tmp_path, artifacts) -> None:
 
 
 def test_pipeline_models_share_the_version_and_follow_rollback(tmp_path, artifacts) -> None:
-    pytest.importorskip("edge_deploy.lanedet.preprocess")
     repo = tmp_path / "repo"
     install(artifacts["a"], repo, "lane", runtime="python", pipeline=True)
     install(artifacts["b"], repo, "lane", runtime="python", pipeline=False)
@@ -175,7 +174,6 @@ def plan_artifact(root: Path, source: Path, *, gpu: str) -> Path:
 
 
 def test_plan_with_foreign_fingerprint_needs_force(tmp_path, artifacts) -> None:
-    pytest.importorskip("edge_deploy.engine")
     art = plan_artifact(tmp_path, artifacts["a"], gpu="Orin")
     repo = tmp_path / "repo"
     install(artifacts["a"], repo, "lane", runtime="python")

@@ -8,6 +8,7 @@ systemd is not init: "not root" (the `effective_uid` seam) and "no systemd"
 """
 from __future__ import annotations
 
+import json
 import os
 import queue
 import signal
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edge_deploy import control
 from edge_deploy import systemd_unit as su
 from edge_deploy.server import port_in_use
 
@@ -59,6 +61,9 @@ def test_foreground_serves_and_stops_cleanly_on_sigterm(tmp_path) -> None:
     import tritonclient.grpc as grpcclient
 
     write_model(tmp_path / "repo", "add_one")
+    unit_key = tmp_path / "state" / "model-repository.key"  # an installed unit's key: not the foreground's
+    unit_key.parent.mkdir(parents=True)
+    unit_key.write_text("the-unit-key\n")
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "edge_deploy", "serve", "--foreground", "--user", "--repository", str(tmp_path / "repo"),
@@ -77,6 +82,10 @@ def test_foreground_serves_and_stops_cleanly_on_sigterm(tmp_path) -> None:
         client.close()
         records = list((tmp_path / "state" / "servers").glob("*.json"))
         assert len(records) == 1  # `install` can find this server and hot-load versions
+        record = control.ServerRecord.from_dict(json.loads(records[0].read_text()))
+        assert record.key_file != unit_key and record.key_file.stat().st_mode & 0o077 == 0
+        control.load_models(record, ["add_one"])  # the recorded key unlocks the model-repository protocol
+        assert unit_key.read_text() == "the-unit-key\n"
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=EXIT_TIMEOUT + 10)
     finally:
@@ -87,6 +96,8 @@ def test_foreground_serves_and_stops_cleanly_on_sigterm(tmp_path) -> None:
     assert "tritonserver stopped" in out.rest()
     assert not port_in_use("127.0.0.1", port)
     assert not list((tmp_path / "state" / "servers").glob("*.json"))
+    assert not record.key_file.exists()
+    assert unit_key.read_text() == "the-unit-key\n"
 
 
 class LineReader:

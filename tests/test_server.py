@@ -183,3 +183,15 @@ def test_a_model_that_fails_to_load_is_reported_with_the_servers_reason(tmp_path
     assert "weights file is corrupt" in str(err.value) and "broken" in str(err.value)
     assert "\n" not in str(err.value)
     assert "weights file is corrupt" in srv.last_error_line(server.log_path)
+
+
+@pytest.mark.triton
+def test_the_reason_comes_from_this_run_not_from_an_earlier_one_in_the_same_log(tmp_path, start_triton) -> None:
+    stale = 'E1122 06:00:00.000000 1 model_lifecycle.cc:654] "failed to load \'old\': stale reason from an earlier run"\n'
+    (tmp_path / "triton0.log").write_text(stale)  # start_triton's first log file, appended to
+    server = start_triton(tmp_path / "no-such-repo", wait=False)
+    with pytest.raises(ServerError) as err:
+        server.wait_ready(60)
+    assert "stale reason" not in str(err.value)
+    assert "no-such-repo" in str(err.value)
+    assert "stale reason" not in server.reason()

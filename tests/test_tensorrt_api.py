@@ -79,8 +79,9 @@ def test_fp32_sets_no_reduced_precision_and_pins_nothing(tmp_path: Path, artifac
     assert ("config.set_memory_pool_limit", "WORKSPACE", 256 * MiB) in trt.calls
 
 
-def test_int8_sets_int8_fp16_calibrator_and_calibration_profile(tmp_path: Path) -> None:
-    trt = make_tensorrt("8.6.1", layers=LAYERS)
+@pytest.mark.parametrize("version", ["8.5.2", "8.6.1", "10.3.0"])
+def test_int8_sets_int8_fp16_calibrator_and_calibration_profile(tmp_path: Path, version: str) -> None:
+    trt = make_tensorrt(version, layers=LAYERS)
     cache = tmp_path / "calib.cache"
     cache.write_bytes(b"TRT-8601-EntropyCalibration2\ninput: 3c010a14\n")
     calibration = tensorrt_api.Calibration("input", 2, lambda: iter(()), cache)
@@ -134,3 +135,34 @@ def test_deserialize_tells_corrupt_from_other_version() -> None:
     assert [(t.name, t.is_input, t.datatype, t.shape) for t in tensors] == [
         ("input", True, "FP32", [-1, 3, 360, 640]), ("predict_lanes", False, "FP32", [-1, ROWS, 77])]
     assert tensors[0].profile == ([1, 3, 360, 640], [1, 3, 360, 640], [4, 3, 360, 640])
+
+
+@pytest.mark.parametrize("version", ["8.5.2", "10.0.1", "10.13.3"])
+def test_every_supported_version_builds_with_only_its_own_api(tmp_path: Path, version: str) -> None:
+    # The double raises on names the version lacks (e.g. STRICT_TYPES and max_workspace_size are gone in 10.0).
+    trt = make_tensorrt(version, layers=LAYERS)
+    result = tensorrt_api.TensorRT(trt).build(tmp_path / "m.onnx", settings(dla_core=0, timing_cache=b""))
+    assert ("config.set_flag", "OBEY_PRECISION_CONSTRAINTS") in trt.calls
+    assert result.plan == f"PLAN{version}".encode()
+
+
+def test_the_double_lacks_what_each_version_lacks() -> None:
+    old, new, eleven = make_tensorrt("8.6.1"), make_tensorrt("10.0.1"), make_tensorrt("11.0.0")
+    old.Builder(None).create_builder_config().max_workspace_size = 1
+    with pytest.raises(AttributeError):
+        new.Builder(None).create_builder_config().max_workspace_size = 1
+    assert hasattr(old.BuilderFlag, "STRICT_TYPES") and not hasattr(new.BuilderFlag, "STRICT_TYPES")
+    assert not hasattr(make_tensorrt("8.5.2").Builder(None).create_builder_config(), "builder_optimization_level")
+    assert not hasattr(eleven.BuilderFlag, "FP16") and not hasattr(eleven, "IInt8EntropyCalibrator2")
+
+
+def test_unsupported_tensorrt_versions_are_refused_in_one_line(tmp_path: Path) -> None:
+    trt = make_tensorrt("11.0.0", layers=LAYERS)
+    with pytest.raises(EngineError, match="TensorRT 11.0.0 is not supported") as info:
+        tensorrt_api.TensorRT(trt).build(tmp_path / "m.onnx", settings())
+    assert "\n" not in str(info.value) and "strongly typed" in str(info.value)
+    assert trt.calls == []
+    with pytest.raises(EngineError, match="8.4.3 is not supported"):
+        tensorrt_api.check_supported("8.4.3")
+    for version in ("8.5.2.2", "8.6.2", "10.13.3.9", None):
+        tensorrt_api.check_supported(version)

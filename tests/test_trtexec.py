@@ -63,6 +63,13 @@ def test_trtexec_argv_version_and_precision_rules() -> None:
         trtexec.trtexec_argv(tool, onnx, out, settings(fp32_pins=[("Conv:0,1", "x")]))
 
 
+@pytest.mark.parametrize(("version", "build_only"), [("8.5.2", "--buildOnly"), ("8.6.2", "--skipInference"),
+                                                      ("10.3.0", "--skipInference"), (None, "--skipInference")])
+def test_trtexec_argv_build_only_flag_per_version(version: str | None, build_only: str) -> None:
+    argv = trtexec.trtexec_argv(Path("trtexec"), Path("m.onnx"), Path("p"), settings(), tensorrt_version=version)
+    assert argv[3] == build_only and {"--buildOnly", "--skipInference"} & set(argv) == {build_only}
+
+
 def test_trtexec_version_banner_and_error_line() -> None:
     assert trtexec.parse_trtexec_version("&&&& RUNNING TensorRT.trtexec [TensorRT v8602] # trtexec") == "8.6.2"
     assert trtexec.parse_trtexec_version("&&&& RUNNING TensorRT.trtexec [TensorRT v100300] [b26] # x") == "10.3.0"
@@ -146,3 +153,23 @@ def test_trtexec_int8_needs_a_calibration_cache(fake_trtexec, board, artifact, t
                                                                     calibration_images=frames),
                           root=board("agx_orin_jp60"))
     assert not (directory / "model.plan").exists()
+
+
+def test_trtexec_85_gets_only_options_it_knows(fake_trtexec, board, artifact, monkeypatch) -> None:
+    # TensorRT 8.5's trtexec (JetPack 5.1) fails on --skipInference and --builderOptimizationLevel.
+    directory, manifest = artifact
+    monkeypatch.setenv("FAKE_TRTEXEC_BANNER", "8502")
+    section = engine.build_plan(directory, manifest, engine.EngineOptions(builder="trtexec", optimization_level=3),
+                                Recording(), root=board("agx_orin_jp60"))
+    assert section["tensorrt"] == "8.5.2" and (directory / "model.plan").read_bytes() == b"PLAN-from-trtexec"
+    (argv,) = fake_trtexec()
+    assert "--buildOnly" in argv and not any(a.startswith("--builderOptimizationLevel") for a in argv)
+
+
+def test_trtexec_of_tensorrt11_is_refused_before_running(fake_trtexec, board, artifact, monkeypatch) -> None:
+    directory, manifest = artifact
+    monkeypatch.setenv("FAKE_TRTEXEC_BANNER", "110000")
+    with pytest.raises(EngineError, match="TensorRT 11.0.0 is not supported") as info:
+        engine.build_plan(directory, manifest, engine.EngineOptions(builder="trtexec"), root=board("agx_orin_jp60"))
+    assert "\n" not in str(info.value)
+    assert fake_trtexec() == [] and file_names(directory) == {"model.onnx"}

@@ -3,8 +3,11 @@
 TensorRT cannot be installed here (no NVIDIA GPU; the PyPI packages are stubs
 that download from an unreachable host), so the engine stage is tested against
 this double at the one module boundary, edge_deploy.tensorrt_api. It has only
-the names the documented Python API of the given version has (8.5: no
-builder_optimization_level; 10.x: explicit batch only), records every call
+the names the Python bindings of the given version have (NVIDIA/TensorRT
+python/src/infer/pyCore.cpp per release branch: 8.5 has no
+builder_optimization_level; 10.0 dropped STRICT_TYPES and max_workspace_size;
+11 dropped the FP16/INT8 flags and INT8 calibrators); setting a builder-config
+property the version lacks raises AttributeError as pybind11 does. It records every call
 that configures a build, and lets a test choose the outcome (a plan, a failed
 build, a corrupt or mismatched timing cache, a plan from another version).
 It does not imitate what TensorRT computes: real builds are in
@@ -45,7 +48,6 @@ def _enum(kind: str, *names: str) -> types.SimpleNamespace:
 class Tensor:
     name: str
     dtype: Any
-    shape: tuple = ()
 
 
 @dataclass
@@ -90,7 +92,6 @@ def make_tensorrt(
     version: str = "8.6.1",
     *,
     layers: list[tuple[str, list[tuple[str, str]]]] | None = None,
-    inputs: list[tuple[str, tuple]] | None = None,
     dla_cores: int = 2,
     build_fails: bool = False,
     engine: FakeEngineSpec | None = None,
@@ -107,12 +108,23 @@ def make_tensorrt(
     trt.float32, trt.float16, trt.int8, trt.int32, trt.bool = (
         dtypes.FLOAT, dtypes.HALF, dtypes.INT8, dtypes.INT32, dtypes.BOOL)
     trt.nptype = lambda dt: {"FLOAT": "float32", "HALF": "float16", "INT32": "int32"}[dt.name]
-    trt.BuilderFlag = _enum("BuilderFlag", "FP16", "INT8", "DEBUG", "GPU_FALLBACK", "STRICT_TYPES", "REFIT",
-                            "OBEY_PRECISION_CONSTRAINTS", "PREFER_PRECISION_CONSTRAINTS")
+    # Member lists as python/src/infer/pyCore.cpp of NVIDIA/TensorRT binds them (release/8.5, 8.6, 10.x, 11.x):
+    # 10.0 removed STRICT_TYPES and EXPLICIT_PRECISION; 11 removed the weak-typing flags and EXPLICIT_BATCH.
+    weakly_typed = major_minor < (11, 0)
+    builder_flags = ["DEBUG", "GPU_FALLBACK", "REFIT"]
+    if weakly_typed:
+        builder_flags += ["FP16", "INT8", "OBEY_PRECISION_CONSTRAINTS", "PREFER_PRECISION_CONSTRAINTS"]
+    if major_minor < (10, 0):
+        builder_flags.append("STRICT_TYPES")
+    trt.BuilderFlag = _enum("BuilderFlag", *builder_flags)
     trt.MemoryPoolType = _enum("MemoryPoolType", "WORKSPACE", "DLA_MANAGED_SRAM", "DLA_LOCAL_DRAM", "DLA_GLOBAL_DRAM")
     trt.DeviceType = _enum("DeviceType", "GPU", "DLA")
     trt.TensorIOMode = _enum("TensorIOMode", "NONE", "INPUT", "OUTPUT")
-    trt.NetworkDefinitionCreationFlag = _enum("NetworkDefinitionCreationFlag", "EXPLICIT_BATCH", "EXPLICIT_PRECISION")
+    if major_minor < (10, 0):
+        creation_flags = ["EXPLICIT_BATCH", "EXPLICIT_PRECISION"]
+    else:
+        creation_flags = ["EXPLICIT_BATCH", "STRONGLY_TYPED"] if weakly_typed else ["STRONGLY_TYPED"]
+    trt.NetworkDefinitionCreationFlag = _enum("NetworkDefinitionCreationFlag", *creation_flags)
 
     class ILogger:
         Severity = _enum("Severity", "INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
@@ -122,13 +134,11 @@ def make_tensorrt(
 
     trt.ILogger = ILogger
     layer_specs = layers if layers is not None else [("conv1", [("conv1_out", "FLOAT")])]
-    input_specs = inputs if inputs is not None else [("input", (-1, 3, 360, 640))]
 
     class Network:
         def __init__(self) -> None:
             self.layers = [Layer(name, [Tensor(t, getattr(dtypes, d)) for t, d in outs], calls)
                            for name, outs in layer_specs]
-            self.inputs = [Tensor(n, dtypes.FLOAT, s) for n, s in input_specs]
 
         @property
         def num_layers(self) -> int:
@@ -137,13 +147,6 @@ def make_tensorrt(
         def get_layer(self, i: int) -> Layer:
             return self.layers[i]
 
-        @property
-        def num_inputs(self) -> int:
-            return len(self.inputs)
-
-        def get_input(self, i: int) -> Tensor:
-            return self.inputs[i]
-
     class TimingCache:
         def __init__(self, data: bytes) -> None:
             self.data = bytes(data)
@@ -151,11 +154,23 @@ def make_tensorrt(
         def serialize(self) -> bytes:
             return b"TIMING-CACHE:" + version.encode()
 
+    # IBuilderConfig's settable properties that edge-deploy may touch; any other name fails like pybind11's
+    # AttributeError (e.g. max_workspace_size, gone in 10.0; int8_calibrator, gone in 11).
+    config_properties = {"default_device_type", "DLA_core"}
+    if major_minor < (10, 0):
+        config_properties.add("max_workspace_size")
+    if major_minor >= (8, 6):
+        config_properties.add("builder_optimization_level")
+    if weakly_typed:
+        config_properties.add("int8_calibrator")
+
     class Config:
         def __init__(self) -> None:
             object.__setattr__(self, "_cache", None)
 
         def __setattr__(self, name: str, value: Any) -> None:
+            if name not in config_properties:
+                raise AttributeError(f"'tensorrt.IBuilderConfig' object has no attribute '{name}' (TensorRT {version})")
             calls.append(("config." + name, getattr(value, "name", value)))
             object.__setattr__(self, name, value)
 
@@ -170,6 +185,8 @@ def make_tensorrt(
             return 0
 
         def set_calibration_profile(self, profile: Any) -> bool:
+            if not weakly_typed:
+                raise AttributeError("'tensorrt.IBuilderConfig' object has no attribute 'set_calibration_profile'")
             calls.append(("config.set_calibration_profile",))
             return True
 
@@ -189,8 +206,8 @@ def make_tensorrt(
         def get_timing_cache(self) -> TimingCache:
             return self._cache
 
-    if major_minor >= (8, 6):
-        Config.builder_optimization_level = 3  # class attribute: hasattr() is true from 8.6 on
+    for name in config_properties:
+        setattr(Config, name, None)  # class attributes: hasattr() is true exactly where TensorRT has them
 
     class Profile:
         def set_shape(self, name: str, low: tuple, opt: tuple, high: tuple) -> None:
@@ -202,6 +219,8 @@ def make_tensorrt(
             self.num_DLA_cores = dla_cores
 
         def create_network(self, flags: int = 0) -> Network:
+            if flags >> len(creation_flags):
+                raise TypeError(f"create_network(): flag bits {flags:#x} name no NetworkDefinitionCreationFlag")
             calls.append(("builder.create_network", flags))
             return Network()
 
@@ -291,8 +310,16 @@ def make_tensorrt(
             return True
 
     class Runtime:
+        DLA_core = -1  # IRuntime's default: no DLA core chosen
+
         def __init__(self, logger: Any) -> None:
-            self.logger = logger
+            object.__setattr__(self, "logger", logger)
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            if name != "DLA_core":
+                raise AttributeError(f"'tensorrt.Runtime' object has no attribute '{name}'")
+            calls.append(("runtime.DLA_core", value))
+            object.__setattr__(self, name, value)
 
         def deserialize_cuda_engine(self, data: bytes) -> Engine | None:
             data = bytes(data)
@@ -314,7 +341,8 @@ def make_tensorrt(
             pass
 
     trt.Builder, trt.OnnxParser, trt.Runtime = Builder, OnnxParser, Runtime
-    trt.IInt8EntropyCalibrator2 = IInt8EntropyCalibrator2
+    if weakly_typed:  # deprecated in 10.1, removed in 11
+        trt.IInt8EntropyCalibrator2 = IInt8EntropyCalibrator2
     return trt
 
 

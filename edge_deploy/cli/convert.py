@@ -101,7 +101,8 @@ def convert(
 
     from ..convert import convert as run_convert
     from ..engine import parse_size
-    from ..export import ExportSettings, SourceSpec, batch_range, parse_input_shape
+    from ..export import ExportSettings, batch_range
+    from ..model_source import SourceSpec, parse_input_shape
     from ..progress import ConsoleReporter
 
     # Progress and results go to stdout; stderr carries only the error line.
@@ -170,9 +171,9 @@ def _print_summary(console: Any, result: Any) -> None:
     console.print(f"time: {stages}; total {result.timings['total']:.1f} s")
 
 
-def _size(count: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
+def _size(count: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if count < 1024:
             return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
         count /= 1024
-    return f"{count} B"
+    return f"{count:.1f} GiB"

@@ -120,7 +120,8 @@ def _serve_foreground(install, options, scope: str, wait: int, reporter) -> None
     from ..systemd_unit import write_private
 
     key = generate_key()
-    _, key_file = _key_paths(scope)
+    # Its own key file beside its record: the unit's key file of this scope must keep the unit's key.
+    key_file = control.record_path(scope, options.model_repository).with_suffix(".key")
     options.restricted_key = (RESTRICTED_KEY_NAME, key)
     record = control.ServerRecord(
         url=options.url,
@@ -147,6 +148,7 @@ def _serve_foreground(install, options, scope: str, wait: int, reporter) -> None
     finally:
         if saved:
             control.remove_record(record)
+            key_file.unlink(missing_ok=True)
     if code != 0:
         raise ServerError(f"tritonserver exited with code {code}; see {log_path}.")
     typer.echo("tritonserver stopped")

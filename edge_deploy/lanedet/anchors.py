@@ -11,7 +11,6 @@ import numpy as np
 IMG_H = 360
 IMG_W = 640
 N_OFFSETS = 72
-N_STRIPS = N_OFFSETS - 1
 STRIDE = 32
 FMAP_H = IMG_H // STRIDE  # 11 rows are pooled; the backbone yields 12 (the last is never read)
 FMAP_W = IMG_W // STRIDE  # 20

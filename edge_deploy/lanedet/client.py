@@ -37,18 +37,15 @@ from .client_base import (
     UNREGISTER_GRACE,
     Backoff,
     ClientBase,
-    is_local_url,
     release_slots,
     server_errors,
     unregister_is_final,
 )
 from .decode import Lane
-from .model_io import LaneModel, Slot, check_frame, check_frames, describe_model, read_lanes
+from .model_io import Slot, check_frames, read_lanes
 from .shm import ShmRegion
 
-# LaneModel, describe_model, check_frame and is_local_url live in model_io / client_base; this module
-# keeps exporting them, as it did before they moved.
-__all__ = ["DEFAULT_URL", "DEFAULT_MODEL", "LaneDetClient", "LaneModel", "describe_model", "check_frame", "is_local_url"]
+__all__ = ["DEFAULT_URL", "DEFAULT_MODEL", "LaneDetClient"]
 
 T = TypeVar("T")
 

@@ -51,7 +51,6 @@ class LaneATT(nn.Module):
             raise ConvertError(f"LaneATT needs at least 2 anchors, got {n}; raise --topk-anchors")
         self.backbone = backbone
         self.num_anchors = n
-        self.trained = False
 
         # registration order = official state_dict key order
         self.feature_extractor = resnet_features(backbone)
@@ -71,10 +70,6 @@ class LaneATT(nn.Module):
         self.register_buffer("pool_index", torch.from_numpy(flat_index), persistent=False)
         mask = torch.from_numpy(valid.astype(np.float32)).reshape(n, 1, A.FMAP_H)
         self.register_buffer("pool_mask", mask, persistent=False)
-
-    def describe(self) -> dict[str, Any]:
-        """What the manifest records about the model."""
-        return {"backbone": self.backbone, "num_anchors": self.num_anchors, "trained": self.trained}
 
     def pool_anchor_features(self, features: Tensor) -> Tensor:
         """[B, 64, 12, 20] -> [B, N, 704]: per anchor, 64 channels x 11 rows (channel-major).
@@ -209,7 +204,6 @@ def load_checkpoint(model: LaneATT, path: Path | str) -> LaneATT:
             f"{'; '.join(problems)}; {advice}"
         )
     model.load_state_dict(state, strict=True)
-    model.trained = True
     return model
 
 

@@ -372,14 +372,20 @@ def read_lanes(slot: Slot, request: Request, result: Any, params: DecodeParams) 
         raw = slot.output
     else:
         raw = result.as_numpy(model.output_name).reshape(-1, model.num_rows, ROW_WIDTH)
-    try:
-        return [
-            decode_lanes(raw[i], conf_threshold=params.conf_threshold, nms_threshold=params.nms_threshold,
-                         top_k=params.top_k, image_size=size)
-            for i, size in enumerate(request.sizes)
-        ]
-    except DecodeError as exc:
-        raise ClientError(f"cannot decode the output of {model.name}: {exc}") from None
+    out = []
+    for i, (height, width) in enumerate(request.sizes):
+        # The model saw only the crop box of the frame: decode in it, then shift (as NAME_postprocess does).
+        top, left, box_h, box_w = slot.pre.spec.crop_box(height, width)
+        try:
+            # x offsets are in model-input pixels: divide by the served model's width, not always 640.
+            lanes = decode_lanes(raw[i], conf_threshold=params.conf_threshold, nms_threshold=params.nms_threshold,
+                                 top_k=params.top_k, image_size=(box_h, box_w), model_width=model.input_size[1])
+        except DecodeError as exc:
+            raise ClientError(f"cannot decode the output of {model.name}: {exc}") from None
+        if top or left:
+            lanes = [Lane(lane.points + np.float32([left, top]), lane.score) for lane in lanes]
+        out.append(lanes)
+    return out
 
 
 def _pipeline_lanes(model: LaneModel, result: Any, params: DecodeParams) -> list[Lane]:
