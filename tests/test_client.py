@@ -152,17 +152,18 @@ def test_seed_style_model_with_two_outputs_picks_the_lane_tensor():
 
 
 def _lanes_of_one_vertical_lane(model, x: float, frame_size=(590, 1640)):
-    """read_lanes on a real InferResult holding one confident full-height lane at model-input x."""
+    """build_request + read_lanes on a real InferResult holding one confident full-height lane at model-input x."""
     from tritonclient.grpc import InferResult, service_pb2
 
-    from edge_deploy.lanedet.model_io import Request, Slot, read_lanes
+    from edge_deploy.lanedet.model_io import Slot, build_request, read_lanes
 
+    slot = Slot(model, use_shm=False)
+    request, _ = build_request(slot, [np.zeros((*frame_size, 3), np.uint8)], "bgr")
     raw = np.zeros((1, model.num_rows, 77), np.float32)
     raw[0, 0, 1], raw[0, 0, 4], raw[0, 0, 5:] = 3.0, 72.0, x
     response = service_pb2.ModelInferResponse(model_name=model.name, raw_output_contents=[raw.tobytes()])
     response.outputs.add(name=model.output_name, datatype="FP32", shape=list(raw.shape))
-    [lanes] = read_lanes(Slot(model, use_shm=False), Request([], [], [frame_size]), InferResult(response),
-                         DecodeParams.of(model))
+    [lanes] = read_lanes(slot, request, InferResult(response), DecodeParams.of(model))
     assert len(lanes) == 1 and len(lanes[0].points) == 72
     return lanes[0].points
 

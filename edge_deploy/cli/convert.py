@@ -106,7 +106,7 @@ def convert(
     from ..progress import ConsoleReporter
 
     # Progress and results go to stdout; stderr carries only the error line.
-    console = Console()
+    console = Console(soft_wrap=True)  # long lines stay whole in logs and pipes; the terminal wraps them
     reporter = ConsoleReporter(console)
     source = SourceSpec(
         model=model, backbone=backbone.value, checkpoint=checkpoint, anchors_freq=anchors_freq,

@@ -316,7 +316,7 @@ class Request:
 
     inputs: list[Any]
     outputs: list[Any]
-    sizes: list[tuple[int, int]]  # (H, W) of each frame, to scale its lanes
+    boxes: list[tuple[int, int, int, int]]  # (top, left, H, W) of the part of each frame the model sees
 
 
 def build_request(slot: Slot, frames: Sequence[np.ndarray], color: str) -> tuple[Request, ShmRegion | None]:
@@ -328,7 +328,6 @@ def build_request(slot: Slot, frames: Sequence[np.ndarray], color: str) -> tuple
     import tritonclient.grpc as grpcclient  # its InferInput/InferRequestedOutput serve the aio client too
 
     model = slot.model
-    sizes = [f.shape[:2] for f in frames]
     if model.kind == "pipeline":
         frame = frames[0] if color == "bgr" else frames[0][:, :, ::-1]
         shape = list(frame.shape) if model.max_batch_size == 0 else [1, *frame.shape]
@@ -340,7 +339,8 @@ def build_request(slot: Slot, frames: Sequence[np.ndarray], color: str) -> tuple
             inp.set_shared_memory(slot.regions[0].name, view.nbytes)
         else:
             inp.set_data_from_numpy(np.ascontiguousarray(frame).reshape(shape))
-        return Request([inp], [grpcclient.InferRequestedOutput(name) for name in PIPE_OUTPUTS], sizes), old
+        outputs = [grpcclient.InferRequestedOutput(name) for name in PIPE_OUTPUTS]
+        return Request([inp], outputs, [(0, 0, *frame.shape[:2])]), old
 
     from .preprocess import InvalidFrameError
 
@@ -349,6 +349,7 @@ def build_request(slot: Slot, frames: Sequence[np.ndarray], color: str) -> tuple
             slot.pre(frame, index=i, color=color)
         except InvalidFrameError as exc:
             raise FrameError(f"frame {i}: {exc}.") from None
+    boxes = [slot.pre.spec.crop_box(*frame.shape[:2]) for frame in frames]
     fixed = model.max_batch_size == 0
     shape = list(model.input_shape) if fixed else [len(frames), *model.input_shape[1:]]
     # A fixed-batch model always gets its whole batch.
@@ -360,7 +361,7 @@ def build_request(slot: Slot, frames: Sequence[np.ndarray], color: str) -> tuple
         out.set_shared_memory(slot.regions[1].name, slot.output[0].nbytes * sent)
     else:
         inp.set_data_from_numpy(slot.input[:sent].reshape(shape))
-    return Request([inp], [out], sizes), None
+    return Request([inp], [out], boxes), None
 
 
 def read_lanes(slot: Slot, request: Request, result: Any, params: DecodeParams) -> list[list[Lane]]:
@@ -373,9 +374,8 @@ def read_lanes(slot: Slot, request: Request, result: Any, params: DecodeParams) 
     else:
         raw = result.as_numpy(model.output_name).reshape(-1, model.num_rows, ROW_WIDTH)
     out = []
-    for i, (height, width) in enumerate(request.sizes):
-        # The model saw only the crop box of the frame: decode in it, then shift (as NAME_postprocess does).
-        top, left, box_h, box_w = slot.pre.spec.crop_box(height, width)
+    for i, (top, left, box_h, box_w) in enumerate(request.boxes):
+        # With a crop the model saw only that box of the frame: decode in it, then shift (as NAME_postprocess does).
         try:
             # x offsets are in model-input pixels: divide by the served model's width, not always 640.
             lanes = decode_lanes(raw[i], conf_threshold=params.conf_threshold, nms_threshold=params.nms_threshold,
