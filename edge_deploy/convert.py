@@ -43,8 +43,9 @@ class ConvertResult:
 class StagingDir:
     """A hidden directory beside `target` that replaces it only on `commit()`.
 
-    As a context manager it is discarded when the block raises. An existing target is refused unless `force`; with `force` it must be an
-    edge-deploy artifact (or empty) so a typo cannot wipe an unrelated directory.
+    As a context manager it is discarded when the block raises. An existing target
+    is refused unless `force`; with `force` it must be an edge-deploy artifact (or
+    empty) so a typo cannot wipe an unrelated directory.
     """
 
     def __init__(self, target: Path, force: bool) -> None:

@@ -26,7 +26,7 @@ from .manifest import (
     LANEATT_PREPROCESS,
     file_entry,
 )
-from .model_source import ONNX_NAME, SourceSpec, load_source
+from .model_source import ONNX_NAME, SourceSpec, load_source, one_line
 from .progress import Reporter
 
 DEFAULT_ATOL = 1e-3
@@ -174,12 +174,12 @@ def export_onnx(module: Any, example: Any, path: Path, settings: ExportSettings,
             with torch.no_grad():
                 torch.onnx.export(module, (example,), str(path), **kwargs)
         except Exception as exc:
-            message = " ".join(str(exc).split()) or type(exc).__name__
+            message = one_line(exc, 300)
             if "is not supported" in message or "UnsupportedOperator" in type(exc).__name__:
                 hint = "replace the op in the model, register a custom symbolic, or try another --opset"
             else:
                 hint = "see EDGE_DEPLOY_DEBUG=1 for the exporter's output"
-            raise ConvertError(f"torch.onnx.export failed: {message[:300]}; {hint}.") from exc
+            raise ConvertError(f"torch.onnx.export failed: {message}; {hint}.") from exc
     if not path.is_file():
         raise ConvertError("torch.onnx.export wrote no file; re-run with EDGE_DEPLOY_DEBUG=1.")
 
@@ -190,8 +190,7 @@ def check_onnx(path: Path) -> None:
     try:
         onnx.checker.check_model(str(path), full_check=True)
     except Exception as exc:
-        message = " ".join(str(exc).split())
-        raise ConvertError(f"the exported ONNX model does not pass onnx.checker: {message[:300]}.") from exc
+        raise ConvertError(f"the exported ONNX model does not pass onnx.checker: {one_line(exc, 300)}.") from exc
 
 
 def ort_session(model: Any) -> Any:
@@ -210,9 +209,8 @@ def run_ort(session: Any, input_name: str, batches: Sequence[Any]) -> list[list[
         try:
             results.append(session.run(None, {input_name: array}))
         except Exception as exc:
-            message = " ".join(str(exc).split())
             raise ConvertError(
-                f"ONNX Runtime cannot run the exported model at batch {array.shape[0]}: {message[:300]}."
+                f"ONNX Runtime cannot run the exported model at batch {array.shape[0]}: {one_line(exc, 300)}."
             ) from exc
     return results
 
@@ -271,9 +269,8 @@ def _torch_outputs(module: Any, array: Any) -> list[Any]:
         with torch.no_grad():
             out = module(torch.from_numpy(array))
     except Exception as exc:
-        message = " ".join(str(exc).split()) or type(exc).__name__
         raise ConvertError(
-            f"the model fails on an input of shape {list(array.shape)}: {message[:200]}; check --input-shape "
+            f"the model fails on an input of shape {list(array.shape)}: {one_line(exc)}; check --input-shape "
             "(and that the batch range suits the model)."
         ) from exc
     if isinstance(out, torch.Tensor):
@@ -310,7 +307,7 @@ def simplify_onnx(path: Path, input_name: str, inputs: Sequence[Any], baseline: 
         onnx.checker.check_model(slim)
         outputs = run_ort(ort_session(slim), input_name, inputs)
     except Exception as exc:  # any failure of the optional step keeps the exported graph
-        report.update(applied=False, reason=f"simplification failed: {' '.join(str(exc).split())[:200]}")
+        report.update(applied=False, reason=f"simplification failed: {one_line(exc)}")
         return report, [list(o) for o in baseline]
     same = compare_outputs(names, baseline, outputs, atol, rtol)
     if not all(entry["ok"] for entry in same.values()):

@@ -44,6 +44,11 @@ class LoadedModel:
     source: dict[str, Any]  # the manifest's "source" section; source["trained"] is False for seeded weights
 
 
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception's message with whitespace (newlines included) collapsed, cut to `limit`; else its type name."""
+    return " ".join(str(exc).split())[:limit] or type(exc).__name__
+
+
 def parse_input_shape(text: str) -> tuple[int, ...]:
     """'1,3,360,640' -> (1, 3, 360, 640), with a one-line error for anything else."""
     try:
@@ -166,7 +171,7 @@ def _load_factory(torch: Any, spec: str) -> Any:
             module = importlib.import_module(module_name)
         except Exception as exc:
             raise ConvertError(
-                f"cannot import {module_name!r} for factory {spec!r} ({type(exc).__name__}: {exc}); "
+                f"cannot import {module_name!r} for factory {spec!r} ({type(exc).__name__}: {one_line(exc)}); "
                 "run from the directory that holds it or install the package."
             ) from exc
     finally:
@@ -184,7 +189,7 @@ def _load_factory(torch: Any, spec: str) -> Any:
     except EdgeDeployError:
         raise
     except Exception as exc:
-        raise ConvertError(f"factory {spec} raised {type(exc).__name__}: {exc}; fix the factory.") from exc
+        raise ConvertError(f"factory {spec} raised {type(exc).__name__}: {one_line(exc)}; fix the factory.") from exc
     if not isinstance(built, torch.nn.Module):
         raise ConvertError(
             f"factory {spec} returned {type(built).__name__}, not a torch.nn.Module; return the model itself."

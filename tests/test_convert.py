@@ -74,6 +74,10 @@ def raises():
     raise RuntimeError("factory exploded")
 
 
+def raises_multiline():
+    raise ValueError("first problem\\n  second detail")
+
+
 def no_symbolic():
     class Hist(torch.nn.Module):
         def forward(self, x):
@@ -350,6 +354,7 @@ def test_factory_that_does_not_import(models_dir: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("factory, fragment", [
     ("cv_models:not_a_module", "returned dict, not a torch.nn.Module"),
     ("cv_models:raises", "factory exploded"),
+    ("cv_models:raises_multiline", "ValueError: first problem second detail"),
     ("cv_models:missing", "has no attribute 'missing'"),
 ])
 def test_factory_that_does_not_give_a_module(models_dir: Path, tmp_path: Path, factory: str, fragment: str) -> None:

@@ -71,8 +71,9 @@ def convert(
     target: Annotated[Target, typer.Option(
         help="onnx: stop after ONNX; tensorrt: also build the plan (needs TensorRT); auto: the plan when "
              "TensorRT is here.")] = Target.auto,
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing output artifact (only after success); for an artifact MODEL, rebuild the plan "
-                 "even if it is current.")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Replace an existing output artifact (only after success); for an artifact MODEL, "
+                        "rebuild the plan even if it is current.")] = False,
     seed: Annotated[int, typer.Option(help="Seed for untrained LaneATT weights and the parity inputs.")] = 0,
     atol: Annotated[float, typer.Option(help="Parity tolerance, absolute.")] = 1e-3,
     rtol: Annotated[float, typer.Option(help="Parity tolerance, relative.")] = 1e-3,

@@ -56,7 +56,7 @@ def serve(
     """Serve the model repository with tritonserver under systemd; returns when every model is ready."""
     from .. import systemd_unit as su
     from ..progress import ConsoleReporter
-    from ..server import ServerOptions, check_repository, find_tritonserver, generate_key
+    from ..server import ServerOptions, find_tritonserver, generate_key
 
     scope = _scope(user)
     env_file, key_file = _key_paths(scope)
@@ -105,7 +105,6 @@ def serve(
     if print_unit:
         typer.echo(su.render_unit(config), nl=False)
         return
-    check_repository(options.model_repository)
     result = su.install_and_start(config, key=generate_key(), key_file=key_file, reporter=reporter)
     verb = "already serving" if result.already_running else "serving"
     typer.echo(f"{su.UNIT_NAME} ({scope}) {verb} {options.model_repository} at {result.url}")
