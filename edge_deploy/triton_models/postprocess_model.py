@@ -30,6 +30,7 @@ class TritonPythonModel:
         self.nms = float(decode.get("nms_threshold", 50.0))
         self.top_k = int(decode.get("top_k", 4))
         self.raw_name = manifest["io"]["outputs"][0]["name"]
+        self.model_width = int(manifest["preprocess"]["width"])  # the x columns are in model-input pixels
         # With a crop, the model saw only part of the frame: decode in that box, then shift.
         crop = (manifest.get("preprocess") or {}).get("crop") or {}
         self.crop = {side: int(crop.get(side, 0)) for side in ("top", "bottom", "left", "right")}
@@ -42,7 +43,7 @@ class TritonPythonModel:
         height = int(size[0]) - c["top"] - c["bottom"]
         width = int(size[1]) - c["left"] - c["right"]
         lanes = decode_lanes(raw, conf_threshold=self.conf, nms_threshold=self.nms,
-                             top_k=self.top_k, image_size=(height, width))
+                             top_k=self.top_k, image_size=(height, width), model_width=self.model_width)
         points = np.full((self.top_k, MAX_POINTS, 2), np.nan, np.float32)
         scores = np.zeros(self.top_k, np.float32)
         counts = np.zeros(self.top_k, np.int32)
