@@ -47,6 +47,7 @@ USER_SCOPE_DROPS = frozenset(
         "ProtectSystem", "ProtectHome", "BindReadOnlyPaths", "PrivateTmp", "ProtectKernelTunables",
         "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups", "ProtectClock",
         "ProtectHostname", "ProtectProc", "DevicePolicy", "DeviceAllow", "IPAddressDeny", "IPAddressAllow",
+        "RemoveIPC",
     }
 )
 # Home-like trees that ProtectHome= hides from the system service.

@@ -89,6 +89,7 @@ def user_manager(tmp_path_factory):
     home.mkdir()
     runtime.mkdir(mode=0o700)
     existed = {path: path.exists() for path in SIDE_EFFECTS}
+    shm_before = set(Path("/dev/shm").glob("triton_python_backend_shm_region_*"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "DBUS_", "EDGE_DEPLOY_")) and k != "TRITONSERVER"}
     env.update(HOME=str(home), XDG_RUNTIME_DIR=str(runtime))
     proc = None
@@ -117,6 +118,10 @@ def user_manager(tmp_path_factory):
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+        # The SIGKILLed server cannot remove its Python-backend regions (the system unit's
+        # RemoveIPC= does that for the service user; a user unit runs as us, so we do it here).
+        for region in set(Path("/dev/shm").glob("triton_python_backend_shm_region_*")) - shm_before:
+            region.unlink(missing_ok=True)
         for path, was_there in existed.items():
             if not was_there and path.exists():
                 path.rmdir() if path.is_dir() else path.unlink()
