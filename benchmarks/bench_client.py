@@ -36,8 +36,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # small_artifact.py: the negligible-compute lane model
 
-from edge_deploy.lanedet.async_client import AsyncLaneDetClient  # noqa: E402
-from edge_deploy.lanedet.client import LaneDetClient  # noqa: E402
+from edge_deploy.client.async_client import AsyncLaneDetClient  # noqa: E402
+from edge_deploy.client.sync_client import LaneDetClient  # noqa: E402
 from edge_deploy.lanedet.preprocess import Preprocessor  # noqa: E402
 from edge_deploy.lanedet.synthetic import road_scene  # noqa: E402
 
@@ -55,8 +55,12 @@ def free_port() -> int:
 def start_server(work: Path):
     from small_artifact import make_artifact
 
-    from edge_deploy.repository import install
-    from edge_deploy.server import ServerOptions, TritonProcess, find_tritonserver
+    from edge_deploy.repository.install import install
+    from edge_deploy.serve.tritonserver import (
+        ServerOptions,
+        TritonProcess,
+        find_tritonserver,
+    )
 
     artifact = make_artifact(work / "artifact", SHARED / "laneatt" / "anchors_2784x77.npy")
     install(artifact, work / "repo", "lanedet", runtime="python", pipeline=True)

@@ -3,7 +3,7 @@
 The loop is the reference implementation in tests/test_decode.py. Both run side by
 side (interleaved) on the same LaneATT-shaped outputs: synthetic (2784 rows, 50 / 500 /
 2784 of them above conf_threshold), the official anchor table plus noise with every row
-above threshold (when ../shared/laneatt is present), and a worst case for the
+above threshold (the anchor table the package generates), and a worst case for the
 vectorised NMS (one tight cluster, the other kept lanes last in score order). Kept rows
 and lane points are checked to be identical before anything is timed. Reports medians;
 writes benchmarks/decode.png.
@@ -48,11 +48,10 @@ def worst_case(rows: int = 2784) -> np.ndarray:
 
 
 def official_anchors() -> np.ndarray | None:
-    """The official 2784-anchor table with model-like noise, all rows above threshold (if shared/ is present)."""
-    path = Path(os.environ.get("EDGE_DEPLOY_SHARED", ROOT.parent / "shared")) / "laneatt" / "anchors_2784x77.npy"
-    if not path.is_file():
-        return None
-    raw = np.load(path).astype(np.float32)
+    """The 2784-anchor table (equal to the official one, see tests/lanedet) with model-like noise, all rows above threshold."""
+    from edge_deploy.lanedet.anchors import generate_anchors
+
+    raw = generate_anchors().astype(np.float32)
     rng = np.random.default_rng(0)
     raw[:, 0], raw[:, 1] = 0.0, rng.uniform(0.5, 6, len(raw))
     raw[:, 4] = np.clip(rng.normal(40, 25, len(raw)), -2, 90)

@@ -14,19 +14,19 @@ __version__ = "0.1.0"
 __all__ = ["EdgeDeployError", "LaneDetClient", "AsyncLaneDetClient", "Lane", "decode_lanes", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .lanedet.async_client import AsyncLaneDetClient
-    from .lanedet.client import LaneDetClient
+    from .client.async_client import AsyncLaneDetClient
+    from .client.sync_client import LaneDetClient
     from .lanedet.decode import Lane, decode_lanes
 
 
 def __getattr__(name: str) -> Any:
     # Lazy so that `import edge_deploy` does not pay for grpc/tritonclient.
     if name == "LaneDetClient":
-        from .lanedet.client import LaneDetClient
+        from .client.sync_client import LaneDetClient
 
         return LaneDetClient
     if name == "AsyncLaneDetClient":
-        from .lanedet.async_client import AsyncLaneDetClient
+        from .client.async_client import AsyncLaneDetClient
 
         return AsyncLaneDetClient
     if name in ("Lane", "decode_lanes"):

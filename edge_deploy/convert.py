@@ -3,7 +3,7 @@
 Everything is built in a hidden staging directory beside the requested output
 and renamed into place only when every stage succeeded, so a failure never
 leaves a partial artifact and never damages an existing one. The torch ->
-ONNX stages are edge_deploy.export; the TensorRT plan is edge_deploy.engine
+ONNX stages are edge_deploy.export; the TensorRT plan is edge_deploy.build.plan
 (imported only when a plan is wanted, and optional: without it, or without
 TensorRT, the plan is built later on the device).
 """
@@ -19,13 +19,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from .artifact import (
+    MANIFEST_NAME,
+    ONNX_NAME,
+    PLAN_NAME,
+    file_entry,
+    read_manifest,
+    verify_files,
+    write_manifest,
+)
 from .errors import ConvertError, EngineError
-from .export import ExportSettings, export_artifact
-from .manifest import MANIFEST_NAME, file_entry, read_manifest, verify_files, write_manifest
-from .model_source import ONNX_NAME, SourceSpec, classify_model
+from .export.pipeline import ExportSettings, export_artifact
+from .export.source import SourceSpec, classify_model
 from .progress import Reporter
-
-PLAN_NAME = "model.plan"
 
 
 @dataclass
@@ -123,7 +129,7 @@ def convert(
 
     `target`: "onnx" stops after ONNX; "auto" also builds the TensorRT plan when a
     builder is available here; "tensorrt" requires it. `engine_settings` are the
-    keyword arguments of edge_deploy.engine.EngineOptions. When MODEL is an
+    keyword arguments of edge_deploy.build.plan.EngineOptions. When MODEL is an
     existing artifact directory, the export is skipped and only the plan is built
     (in place, or in a copy at `output`).
     """
@@ -163,11 +169,11 @@ def _result(artifact_dir: Path, manifest: dict[str, Any], reporter: Reporter, st
 
 
 def _engine_module() -> Any | None:
-    """edge_deploy.engine, or None when that stage is not part of this installation."""
+    """edge_deploy.build.plan, or None when that stage is not part of this installation."""
     try:
-        return importlib.import_module("edge_deploy.engine")
+        return importlib.import_module("edge_deploy.build.plan")
     except ModuleNotFoundError as exc:
-        if exc.name in ("edge_deploy.engine", "tensorrt", "pycuda"):
+        if exc.name in ("edge_deploy.build.plan", "tensorrt", "pycuda"):
             return None
         raise
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from . import device as device_mod
-from .errors import EdgeDeployError, EngineError
+from .artifact import Manifest
+from .build import device as device_mod
+from .errors import EdgeDeployError, EngineError, one_line
 
 STAGES = ("convert", "serve")
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
@@ -95,7 +96,8 @@ def _machine_checks(facts: device_mod.DeviceFacts) -> list[Check]:
 
 
 def _tensorrt_checks(facts: device_mod.DeviceFacts) -> list[Check]:
-    from . import engine, tensorrt_api, trtexec
+    from .build import plan as engine
+    from .build import tensorrt_api, trtexec
 
     checks = []
     module = tensorrt_api.module_version()
@@ -139,13 +141,13 @@ def _python_checks() -> list[Check]:
 def _server_checks(root: Path) -> list[Check]:
     checks = []
     try:
-        server = importlib.import_module("edge_deploy.server")
+        server = importlib.import_module("edge_deploy.serve.tritonserver")
     except ImportError as exc:
-        return [Check("tritonserver", FAIL, f"edge_deploy.server is not available ({exc})", ("serve",))]
+        return [Check("tritonserver", FAIL, f"edge_deploy.serve.tritonserver is not available ({exc})", ("serve",))]
     try:
         install = server.find_tritonserver()
     except Exception as exc:  # noqa: BLE001 - ServerError, or anything a broken install raises
-        checks.append(Check("tritonserver", FAIL, " ".join(str(exc).split()), ("serve",)))
+        checks.append(Check("tritonserver", FAIL, one_line(exc, 400), ("serve",)))
     else:
         version = install.version() if hasattr(install, "version") else None
         checks.append(Check("tritonserver", OK, f"{install.binary} ({install.source}; {version or 'version unknown'})",
@@ -206,7 +208,7 @@ def _find_manifest(version_dir: Path) -> dict[str, Any] | None:
 
 def repository_checks(repository: Path, facts: device_mod.DeviceFacts) -> list[Check]:
     """For each model version holding a model.plan: does its fingerprint still match this machine?"""
-    from .fingerprint import plan_mismatch
+    from .build.fingerprint import plan_mismatch
 
     repository = Path(repository)
     if not repository.is_dir():
@@ -225,7 +227,7 @@ def repository_checks(repository: Path, facts: device_mod.DeviceFacts) -> list[C
             if manifest is None:
                 checks.append(Check(label, WARN, "model.plan without manifest.json: cannot tell where it was built"))
                 continue
-            differences = plan_mismatch(manifest.get("plan"), facts)
+            differences = plan_mismatch(Manifest(manifest).plan, facts)
             if differences:
                 checks.append(Check(label, FAIL, "plan does not match this machine: " + "; ".join(differences),
                                     ("serve",)))

@@ -55,3 +55,16 @@ class ModelNotReadyError(ClientError):
 
 class ModelMismatchError(ClientError):
     """The served model's inputs/outputs do not fit a lane model."""
+
+
+def one_line(exc: BaseException, limit: int = 200, *, first_line: bool = False) -> str:
+    """An exception's message on one line (whitespace collapsed, cut to `limit`); its type name when empty.
+
+    tritonclient's exceptions keep their text in `message()`. `first_line` keeps
+    only the first line, for libraries that append pages of C++ context.
+    """
+    message = getattr(exc, "message", None)
+    text = str(message() if callable(message) else exc).strip()
+    if first_line and text:
+        text = text.splitlines()[0]
+    return " ".join(text.split())[:limit] or type(exc).__name__

@@ -1,26 +1,18 @@
 """Shared test fixtures."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def shared_dir() -> Path:
-    """../shared beside the checkout (CI clones main with shared/ beside it)."""
-    return Path(os.environ.get("EDGE_DEPLOY_SHARED", REPO_ROOT.parent / "shared"))
+DATA_DIR = REPO_ROOT / "tests" / "data"
 
 
 @pytest.fixture(scope="session")
 def laneatt_data() -> Path:
-    """The LaneATT reference data: anchors table, key list, anchor-frequency files."""
-    path = shared_dir() / "laneatt"
-    if not (path / "anchors_2784x77.npy").is_file():
-        pytest.fail(f"LaneATT reference data not found at {path}; set EDGE_DEPLOY_SHARED")
-    return path
+    """The LaneATT reference data copied into tests/data/laneatt (origins in tests/data/README.md)."""
+    return DATA_DIR / "laneatt"
 
 
 def free_port() -> int:
@@ -37,9 +29,13 @@ def start_triton(tmp_path):
     """Factory: start the real bundled tritonserver on a model repository; stopped at teardown.
 
     Usage: ``server = start_triton(repo, model_control="explicit", ...)``; returns a
-    ready `edge_deploy.server.TritonProcess` (``server.url``, ``server.log_path``).
+    ready `edge_deploy.serve.tritonserver.TritonProcess` (``server.url``, ``server.log_path``).
     """
-    from edge_deploy.server import ServerOptions, TritonProcess, find_tritonserver
+    from edge_deploy.serve.tritonserver import (
+        ServerOptions,
+        TritonProcess,
+        find_tritonserver,
+    )
 
     started: list[TritonProcess] = []
 

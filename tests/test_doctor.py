@@ -1,8 +1,8 @@
-"""`edge-deploy doctor` on fake Jetson roots (tests/fixtures/jetson_root: real-looking /etc, /proc, /sys).
+"""`edge-deploy doctor` on fake Jetson roots (tests/data/jetson_root: real-looking /etc, /proc, /sys).
 
 The Python packages, tritonserver (the nvidia-pytriton bundle) and systemd are
 this machine's real ones. TensorRT cannot be installed here, so where a test
-needs a plan builder it puts the stand-in `trtexec` script of tests/jetson_fixtures.py
+needs a plan builder it puts the stand-in `trtexec` script of tests/support/jetson_fixtures.py
 on $TRTEXEC (doctor runs `trtexec --help` to learn the version from its banner).
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from edge_deploy import doctor
+from edge_deploy.build.device import device_facts
 from edge_deploy.cli.app import app
-from edge_deploy.device import device_facts
 
 pytest_plugins = ["jetson_fixtures"]  # board, no_tensorrt, fake_trtexec (shared fixtures)
 runner = CliRunner()

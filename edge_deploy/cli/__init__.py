@@ -9,10 +9,10 @@ import os
 import sys
 
 from ..errors import EdgeDeployError
-from .app import app
 
 # Registering commands: each module adds its commands to `app` on import.
 from . import convert, doctor, infer, repository, serve  # noqa: E402,F401
+from .app import app
 
 
 def main() -> None:

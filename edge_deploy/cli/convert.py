@@ -100,10 +100,10 @@ def convert(
     """Convert a PyTorch lane model to a verified ONNX model (and a TensorRT plan on the device)."""
     from rich.console import Console
 
+    from ..build.plan import parse_size
     from ..convert import convert as run_convert
-    from ..engine import parse_size
-    from ..export import ExportSettings, batch_range
-    from ..model_source import SourceSpec, parse_input_shape
+    from ..export.settings import ExportSettings, batch_range
+    from ..export.source import SourceSpec, parse_input_shape
     from ..progress import ConsoleReporter
 
     # Progress and results go to stdout; stderr carries only the error line.
@@ -128,7 +128,7 @@ def convert(
                          force=force, reporter=reporter)
     _print_summary(console, result)
     if install:
-        from ..repository import install as install_artifact
+        from ..repository.install import install as install_artifact
 
         summary = install_artifact(result.artifact_dir, repository, name, reporter=reporter)
         console.print(summary)

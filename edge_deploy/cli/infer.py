@@ -119,8 +119,8 @@ def infer(
     from rich.console import Console
     from rich.table import Table
 
+    from ..client.sync_client import LaneDetClient
     from ..errors import ClientError
-    from ..lanedet.client import LaneDetClient
 
     paths = list(images or [])
     if not paths and synthetic <= 0:

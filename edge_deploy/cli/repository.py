@@ -42,7 +42,7 @@ def install(
 ) -> None:
     """Install an artifact as the next version of a model; a running server loads it."""
     from ..progress import ConsoleReporter
-    from ..repository import install as do_install
+    from ..repository.install import install as do_install
 
     result = do_install(
         artifact, repository, name, runtime=runtime, pipeline=pipeline, max_queue_delay_us=max_queue_delay_us,
@@ -61,7 +61,7 @@ def models(
     """List models, their versions and fingerprints, and which version is served."""
     from dataclasses import asdict
 
-    from ..repository import list_models
+    from ..repository.versions import list_models
 
     if not repository.is_dir():
         raise RepositoryError(f"model repository {repository} does not exist; pass --repository or install a model first.")
@@ -107,7 +107,7 @@ def rollback(
 ) -> None:
     """Serve an older version again (newer versions stay on disk)."""
     from ..progress import ConsoleReporter
-    from ..repository import rollback as do_rollback
+    from ..repository.install import rollback as do_rollback
 
     result = do_rollback(repository, name, to, reporter=ConsoleReporter())
     typer.echo(result.summary())

@@ -22,7 +22,7 @@ def _scope(user: bool) -> str:
 
 def _key_paths(scope: str) -> tuple[Path, Path]:
     """(environment file, key file) in the scope's state dir."""
-    from ..control import state_dir
+    from ..serve.record import state_dir
 
     state = state_dir(scope)
     return state / "triton.env", state / "model-repository.key"
@@ -54,9 +54,9 @@ def serve(
     log_verbose: Annotated[int, typer.Option(help="tritonserver verbose log level (0 = off).")] = 0,
 ) -> None:
     """Serve the model repository with tritonserver under systemd; returns when every model is ready."""
-    from .. import systemd_unit as su
     from ..progress import ConsoleReporter
-    from ..server import ServerOptions, find_tritonserver, generate_key
+    from ..serve import systemd as su
+    from ..serve.tritonserver import ServerOptions, find_tritonserver, generate_key
 
     scope = _scope(user)
     env_file, key_file = _key_paths(scope)
@@ -91,7 +91,7 @@ def serve(
         _serve_foreground(install, options, "user" if user or su.effective_uid() != 0 else "system", wait, reporter)
         return
 
-    from ..control import state_dir
+    from ..serve.record import state_dir
 
     config = su.UnitConfig(
         scope=scope,
@@ -114,40 +114,14 @@ def serve(
 
 
 def _serve_foreground(install, options, scope: str, wait: int, reporter) -> None:  # noqa: ANN001
-    from .. import control
-    from ..server import GRPC_KEY_HEADER, RESTRICTED_KEY_NAME, generate_key, run_foreground
-    from ..systemd_unit import write_private
-
-    key = generate_key()
-    # Its own key file beside its record: the unit's key file of this scope must keep the unit's key.
-    key_file = control.record_path(scope, options.model_repository).with_suffix(".key")
-    options.restricted_key = (RESTRICTED_KEY_NAME, key)
-    record = control.ServerRecord(
-        url=options.url,
-        repository=options.model_repository,
-        key_header=GRPC_KEY_HEADER,
-        key_file=key_file,
-        scope=scope,
-        unit=None,
-    )
-    saved = False
+    from ..serve.foreground import serve_foreground
 
     def ready(health) -> None:  # noqa: ANN001
-        nonlocal saved
-        write_private(key_file, key + "\n")
-        control.save_record(record)
-        saved = True
         typer.echo(f"tritonserver serving {options.model_repository} at {options.url} (Ctrl-C to stop)")
         _print_models(health.models)
         sys.stdout.flush()
 
-    log_path = control.state_dir(scope) / "triton-foreground.log"
-    try:
-        code = run_foreground(install, options, log_path, ready_timeout=wait, on_ready=ready)
-    finally:
-        if saved:
-            control.remove_record(record)
-            key_file.unlink(missing_ok=True)
+    code, log_path = serve_foreground(install, options, scope, ready_timeout=wait, on_ready=ready)
     if code != 0:
         raise ServerError(f"tritonserver exited with code {code}; see {log_path}.")
     typer.echo("tritonserver stopped")
@@ -156,7 +130,7 @@ def _serve_foreground(install, options, scope: str, wait: int, reporter) -> None
 @app.command()
 def stop(user: UserOpt = False) -> None:
     """Stop the tritonserver unit (it stays installed and enabled)."""
-    from .. import systemd_unit as su
+    from ..serve import systemd as su
 
     scope = _scope(user)
     su.require_root(scope)
@@ -169,8 +143,9 @@ def stop(user: UserOpt = False) -> None:
 @app.command()
 def status(user: UserOpt = False) -> None:
     """Unit state, server and model readiness, and the versions served (exit 3 when not serving)."""
-    from .. import systemd_unit as su
-    from ..server import check_health, repository_models
+    from ..serve import systemd as su
+    from ..serve.admin import check_health
+    from ..serve.tritonserver import repository_models
 
     scope = _scope(user)
     su.require_systemd(scope)
@@ -198,7 +173,7 @@ def logs(
     lines: Annotated[int, typer.Option("--lines", "-n", help="How many recent lines to show.")] = 200,
 ) -> None:
     """The tritonserver unit's log (journalctl; the log file where journald is not running)."""
-    from .. import systemd_unit as su
+    from ..serve import systemd as su
 
     scope = _scope(user)
     if su.journald_available():
@@ -227,8 +202,9 @@ def health(
     repository: Annotated[Optional[Path], typer.Option(help="Repository whose models must be ready (default: the unit's).")] = None,
 ) -> None:
     """Exit 0 when the server (and every model) is ready; otherwise say what is not."""
-    from .. import systemd_unit as su
-    from ..server import check_health, repository_models, wait_healthy
+    from ..serve import systemd as su
+    from ..serve.admin import check_health, wait_healthy
+    from ..serve.tritonserver import repository_models
 
     installed = su.read_installed_unit(_scope(user)) if url is None or (repository is None and not model) else None
     target = url or (installed.url if installed else "127.0.0.1:8001")

@@ -1,4 +1,5 @@
-"""LaneATT: the model (torch, imported lazily), anchors, pre/post-processing and the client.
+"""LaneATT itself: the model (torch, imported lazily), anchors, preprocessing, decoding, drawing, synthetic scenes,
+and the install<->client contract. The gRPC client lives in `edge_deploy.client`.
 
 Only light modules are imported here; `edge_deploy.lanedet.model` needs torch.
 """
@@ -6,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Lane", "decode_lanes", "LaneDetClient", "AsyncLaneDetClient"]
+__all__ = ["Lane", "decode_lanes"]
 
 
 def __getattr__(name: str) -> Any:
@@ -14,12 +15,4 @@ def __getattr__(name: str) -> Any:
         from . import decode
 
         return getattr(decode, name)
-    if name == "LaneDetClient":
-        from .client import LaneDetClient
-
-        return LaneDetClient
-    if name == "AsyncLaneDetClient":
-        from .async_client import AsyncLaneDetClient
-
-        return AsyncLaneDetClient
     raise AttributeError(f"module 'edge_deploy.lanedet' has no attribute {name!r}")

@@ -2,7 +2,7 @@
 
 The one decoder of the project: LaneDetClient, the server-side postprocess
 model and the TensorRT parity check all call `decode_lanes`. The rules are the
-ones in shared/design.md ("Decoding"); everything is vectorised with NumPy.
+ones in docs/design.md ("Decoding"); everything is vectorised with NumPy.
 
 This module is self-contained on purpose (numpy and the standard library only,
 no imports from edge_deploy) because Triton Python-backend models copy it into

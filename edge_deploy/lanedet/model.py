@@ -1,4 +1,4 @@
-"""LaneATT in PyTorch, with a static forward that exports to ONNX (see shared/design.md).
+"""LaneATT in PyTorch, with a static forward that exports to ONNX (see docs/design.md).
 
 Official LaneATT checkpoints load with strict=True: the module and parameter names
 (`feature_extractor.*`, `conv1`, `cls_layer`, `reg_layer`, `attention_layer`) and shapes
@@ -33,7 +33,7 @@ class LaneATT(nn.Module):
     """LaneATT: [B, 3, 360, 640] BGR in [0, 1] -> [B, N, 77] proposals (NMS not included).
 
     Output row: [logit_neg, logit_pos, start_y, start_x, length, x_0..x_71] with x in
-    640-px units (design.md, "Output per anchor"). `anchor_indices` selects (and orders)
+    640-px units (docs/design.md, "The LaneATT model"). `anchor_indices` selects (and orders)
     rows of the 2784-anchor table, e.g. `anchors.topk_indices(freq, 1000)`.
     """
 

@@ -1,0 +1,1 @@
+"""ONNX -> TensorRT plan, on the device: options and orchestration (plan), the TensorRT API (the only tensorrt/pycuda importer), trtexec, INT8 calibration, the rebuild fingerprint, plan verification, and the Jetson facts (device)."""

@@ -1,0 +1,163 @@
+"""What a TensorRT plan depends on, and whether a recorded plan still fits.
+
+A plan only runs where it was built: the manifest's "plan" section records the
+machine (TensorRT, CUDA, GPU, compute capability, L4T) and the build inputs
+(ONNX sha256 and build options). `fingerprint_diff` says what differs in one
+readable line per key; `plan_is_current` is the rebuild decision of
+`edge_deploy.build.plan.build_plan`; `plan_mismatch` is what the repository and
+doctor ask ("does this plan run here?").
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..artifact import Manifest, sha256_file
+from . import device as device_mod
+from . import tensorrt_api
+
+# Keys describing the machine: None here while the plan recorded one means this machine lacks it.
+MACHINE_KEYS = ("tensorrt", "cuda", "gpu", "compute_capability", "l4t")
+_LABELS = {
+    "tensorrt": "TensorRT",
+    "cuda": "CUDA",
+    "gpu": "GPU",
+    "compute_capability": "compute capability",
+    "l4t": "L4T release",
+    "onnx_sha256": "ONNX model (sha256)",
+    "precision": "precision",
+    "dla_core": "DLA core",
+    "profile": "optimisation profile",
+    "optimization_level": "builder optimisation level",
+    "fp32_layers": "FP32-pinned nodes",
+    "calibration": "INT8 calibration images",
+}
+
+
+def machine_fingerprint(
+    facts: device_mod.DeviceFacts | None = None, tensorrt_version: str | None = None
+) -> dict[str, Any]:
+    """The machine part of a plan fingerprint: TensorRT, CUDA, GPU, compute capability, L4T."""
+    facts = facts or device_mod.device_facts()
+    return {
+        "tensorrt": tensorrt_version or facts.tensorrt,
+        "cuda": facts.cuda,
+        "gpu": facts.gpu,
+        "compute_capability": facts.compute_capability,
+        "l4t": facts.l4t,
+    }
+
+
+def plan_fingerprint(
+    facts: device_mod.DeviceFacts,
+    tensorrt_version: str | None,
+    onnx_sha256: str,
+    settings: tensorrt_api.BuildSettings,
+    calibration: str | None = None,
+) -> dict[str, Any]:
+    """What a plan depends on: this machine plus the ONNX model and the build options."""
+    fingerprint = machine_fingerprint(facts, tensorrt_version)
+    fingerprint.update(
+        {
+            "onnx_sha256": onnx_sha256,
+            "precision": settings.precision,
+            "dla_core": settings.dla_core,
+            "profile": {k: {"min": v[0], "opt": v[1], "max": v[2]} for k, v in settings.profile.items()},
+            "optimization_level": settings.optimization_level,
+            "fp32_layers": sorted({node for node, _ in settings.fp32_pins}),
+            "calibration": calibration,
+        }
+    )
+    return fingerprint
+
+
+def _major_minor(version: str | None) -> tuple[int, ...] | None:
+    return tensorrt_api.version_tuple(version)[:2] if version else None
+
+
+def _normalise(value: Any) -> Any:
+    """Tuples as lists, recursively: a profile read back from JSON compares equal to a fresh one."""
+    if isinstance(value, dict):
+        return {k: _normalise(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalise(v) for v in value]
+    return value
+
+
+def _same(key: str, old: Any, new: Any) -> bool:
+    if key == "cuda":
+        return _major_minor(old) == _major_minor(new)
+    if key == "tensorrt":
+        # The plan format changes with every TensorRT release but not with the build number.
+        return tensorrt_api.version_tuple(str(old))[:3] == tensorrt_api.version_tuple(str(new))[:3]
+    if key == "gpu":
+        return str(old).strip().lower() == str(new).strip().lower()
+    if key == "profile":
+        return _normalise(old) == _normalise(new)
+    return old == new
+
+
+def _dims(shape: Any) -> str:
+    return "x".join(str(int(d)) for d in shape)
+
+
+def _show(key: str, value: Any) -> str:
+    if value is None:
+        return "none"
+    if key in ("onnx_sha256", "calibration"):
+        return f"{str(value)[:12]}…"
+    if key == "profile":
+        ranges = [f"{n}: {_dims(r['min'])}..{_dims(r['max'])} opt {_dims(r['opt'])}" for n, r in value.items()]
+        return "; ".join(ranges) or "fixed"
+    if key == "fp32_layers":
+        return f"{len(value)} node(s)"
+    return str(value)
+
+
+def fingerprint_diff(recorded: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
+    """What differs between a recorded plan fingerprint and `current`, one readable line per key.
+
+    Only the keys present in `current` are compared, so a machine-only
+    fingerprint (`machine_fingerprint`) asks "does this plan run here?" and a
+    full one (`plan_fingerprint`) asks "is this plan still what would be built?".
+    A key unknown on this machine (None) while the plan recorded it counts as a difference.
+    """
+    recorded = recorded or {}
+    changes = []
+    for key, new in current.items():
+        old = recorded.get(key)
+        if old is None and new is None:
+            continue
+        if old is None or new is None or not _same(key, old, new):
+            label = _LABELS.get(key, key)
+            if new is None and key in MACHINE_KEYS:
+                changes.append(f"{label}: the plan was built with {_show(key, old)}, this machine has none")
+            else:
+                changes.append(f"{label}: {_show(key, old)} -> {_show(key, new)}")
+    return changes
+
+
+def plan_mismatch(plan_section: dict[str, Any] | None, facts: device_mod.DeviceFacts | None = None) -> list[str]:
+    """Why a recorded plan would not run on this machine (empty: it matches). For repository and doctor."""
+    if not plan_section:
+        return ["no plan fingerprint recorded (built by something other than edge-deploy)"]
+    return fingerprint_diff(plan_section, machine_fingerprint(facts))
+
+
+def plan_file_matches(plan: Path, manifest: dict[str, Any]) -> bool | None:
+    """Whether `plan` still has the sha256 of its manifest entry; None when the manifest lists no such file."""
+    entry = Manifest(manifest).files.get(Path(plan).name)
+    if not entry:
+        return None
+    return entry.get("sha256") == sha256_file(plan)
+
+
+def plan_is_current(plan: Path, manifest: dict[str, Any], fingerprint: dict[str, Any]) -> tuple[bool, list[str]]:
+    """The rebuild decision: (True, []) when `plan` is intact and was built with `fingerprint`; else what differs."""
+    recorded = Manifest(manifest).plan
+    if not Path(plan).is_file() or not recorded:
+        return False, []
+    if not plan_file_matches(plan, manifest):
+        return False, [f"the existing {Path(plan).name} does not match its manifest entry (changed or corrupt)"]
+    changes = fingerprint_diff(recorded, fingerprint)
+    return not changes, changes

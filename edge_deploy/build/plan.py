@@ -1,0 +1,410 @@
+"""ONNX -> TensorRT plan on the device: the user's options, the builder, the build.
+
+`build_plan` turns artifact_dir/model.onnx into artifact_dir/model.plan (the raw
+serialized engine, as Triton's tensorrt_plan backend loads it). This module maps
+`EngineOptions` to the version-neutral `tensorrt_api.BuildSettings`, picks the
+builder and runs the stage; the steps live in their own modules:
+
+- edge_deploy.build.tensorrt_api: the "python" builder (the one module importing tensorrt/pycuda);
+- edge_deploy.build.trtexec: the "trtexec" builder (NVIDIA's command-line tool);
+- edge_deploy.build.calibration: the INT8 calibration feed;
+- edge_deploy.build.verify: deserialize, check the I/O, run and compare with ONNX Runtime;
+- edge_deploy.build.fingerprint: what a plan depends on, and whether it must be rebuilt.
+
+The plan is written to a temporary file and renamed into place only after it
+was built and verified, so an existing plan is never damaged by a failed build.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..artifact import ONNX_NAME, PLAN_NAME, Manifest, sha256_file
+from ..errors import EdgeDeployError, EngineError, one_line
+from ..fsutil import write_bytes_atomic
+from ..progress import Reporter
+from . import device as device_mod
+from . import tensorrt_api, trtexec
+from .calibration import calibration_digest, calibration_images, make_calibration
+from .fingerprint import (
+    plan_file_matches,
+    plan_fingerprint,
+    plan_is_current,
+    plan_mismatch,
+)
+from .verify import check_io, verify_plan
+
+PRECISIONS = ("fp16", "fp32", "int8")
+BUILDERS = ("auto", "python", "trtexec")
+
+MiB = 1 << 20
+GiB = 1 << 30
+MIN_WORKSPACE = 64 * MiB  # below this TensorRT finds no tactic for LaneATT's larger layers
+DEFAULT_WORKSPACE_CAP = 4 * GiB  # more rarely helps and starves the rest of a shared-RAM Jetson
+BUILD_RESERVE = 1 * GiB  # RAM left to the OS, the parser's weight copies and the builder itself
+
+
+@dataclass
+class EngineOptions:
+    """What the user asked of the TensorRT build (CLI options of `convert`)."""
+
+    builder: str = "auto"  # auto | python | trtexec
+    precision: str = "fp16"  # fp16 | fp32 | int8
+    workspace: int | None = None  # bytes; None: derived from free memory
+    dla_core: int | None = None
+    timing_cache: Path | None = None
+    calibration_images: Path | None = None
+    optimization_level: int | None = None
+    verify: bool = True
+    force: bool = False
+
+
+# --------------------------------------------------------------------------- builder selection
+
+
+def available_builder(preference: str = "auto") -> str | None:
+    """The builder to use: "python" (tensorrt module), "trtexec", or None when the asked one is absent."""
+    if preference not in BUILDERS:
+        raise EngineError(f"--builder must be one of {', '.join(BUILDERS)} (got {preference!r}).")
+    if preference in ("auto", "python") and tensorrt_api.module_version() is not None:
+        return "python"
+    if preference in ("auto", "trtexec") and trtexec.find_trtexec() is not None:
+        return "trtexec"
+    return None
+
+
+def tensorrt_missing_message() -> str:
+    """One line: no TensorRT here, and how to get it on a Jetson."""
+    return (
+        "building a TensorRT plan needs TensorRT, and neither its Python module nor trtexec is available here; "
+        "on a Jetson it comes with JetPack (`sudo apt install nvidia-jetpack`, or just `python3-libnvinfer` "
+        "and `libnvinfer-bin` for trtexec); in a venv, create it with `python3 -m venv --system-site-packages` "
+        "so the system TensorRT is visible; elsewhere run `edge-deploy convert --target onnx` and build on the device."
+    )
+
+
+# --------------------------------------------------------------------------- options -> BuildSettings
+
+
+def parse_size(text: str) -> int:
+    """'4G', '512M', '1.5GiB', '65536' (bytes) -> bytes; one-line EngineError when unreadable."""
+    match = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)(i?B)?\s*", str(text), re.IGNORECASE)
+    if not match:
+        raise EngineError(f"cannot read the size {text!r}; write it like 2G, 512M or a number of bytes.")
+    value = float(match.group(1))
+    factor = {"": 1, "K": 1 << 10, "M": MiB, "G": GiB, "T": 1 << 40}[match.group(2).upper()]
+    return int(value * factor)
+
+
+def workspace_size(requested: int | None, facts: device_mod.DeviceFacts, onnx_bytes: int) -> int:
+    """The workspace limit in bytes: an explicit one validated, else derived from MemAvailable.
+
+    A Jetson's GPU uses the same RAM as the CPU, so the default leaves
+    BUILD_RESERVE plus three copies of the weights (ONNX parser, builder,
+    serialized plan) free and takes half of the rest, at most DEFAULT_WORKSPACE_CAP.
+    """
+    total = facts.mem_total
+    if requested is not None:
+        if requested < MIN_WORKSPACE:
+            raise EngineError(
+                f"--workspace {requested / MiB:.0f} MiB is too small: TensorRT needs at least "
+                f"{MIN_WORKSPACE // MiB} MiB to find kernels for this model; pass a larger --workspace or omit it."
+            )
+        if total is not None and requested > total:
+            raise EngineError(
+                f"--workspace {requested / MiB:.0f} MiB is more than this device's memory ({total / MiB:.0f} MiB); "
+                "pass a smaller --workspace or omit it to size it from free memory."
+            )
+        return int(requested)
+    available = facts.mem_available
+    if available is None:
+        return 1 * GiB
+    spare = available - BUILD_RESERVE - 3 * onnx_bytes
+    size = min(DEFAULT_WORKSPACE_CAP, spare // 2)
+    if size < MIN_WORKSPACE:
+        raise EngineError(
+            f"only {available / MiB:.0f} MiB of memory is available, too little to build a plan "
+            f"(the workspace alone needs {MIN_WORKSPACE // MiB} MiB beyond a {BUILD_RESERVE // MiB} MiB reserve); "
+            "stop tritonserver and other GPU users, add swap, or pass --workspace."
+        )
+    return int(size // MiB * MiB)
+
+
+def optimisation_profile(manifest: dict[str, Any]) -> dict[str, tuple[list[int], list[int], list[int]]]:
+    """One profile from the manifest's batch range: {input: (min, opt, max)}; empty for a fixed batch."""
+    view = Manifest(manifest)
+    io, batch = view.io, view.batch
+    profile = {}
+    for tensor in io.get("inputs", []):
+        shape = [int(d) for d in tensor["shape"]]
+        if any(d < 0 for d in shape[1:]):
+            raise EngineError(
+                f"input {tensor['name']!r} has dynamic axes other than the batch ({shape}); "
+                "re-export with a fixed image size (edge-deploy convert --input-shape)."
+            )
+        if shape and shape[0] < 0:
+            lo, opt, hi = int(batch.get("min", 1)), int(batch.get("opt", 1)), int(batch.get("max", 1))
+            profile[tensor["name"]] = ([lo, *shape[1:]], [opt, *shape[1:]], [hi, *shape[1:]])
+    return profile
+
+
+def fp32_pins(manifest: dict[str, Any]) -> list[tuple[str, str]]:
+    """(node, output tensor) pairs the FP16 report says must stay FP32 (initializers are not layers)."""
+    pins: list[tuple[str, str]] = []
+    for entry in Manifest(manifest).fp16.get("nodes", []):
+        if entry.get("op") == "initializer" or not entry.get("node"):
+            continue
+        pair = (str(entry["node"]), str(entry.get("output") or ""))
+        if pair not in pins:
+            pins.append(pair)
+    return pins
+
+
+def check_dla(dla_core: int | None, facts: device_mod.DeviceFacts) -> None:
+    """DLA asked on a device without DLA, or a core it does not have: one-line EngineError."""
+    if dla_core is None:
+        return
+    cores = facts.dla_cores or 0
+    board = facts.model or "this machine"
+    if cores == 0:
+        raise EngineError(
+            f"--dla-core {dla_core} asked, but {board} has no DLA (only Jetson AGX Orin, Orin NX and Xavier do); "
+            "omit --dla-core to build for the GPU."
+        )
+    if not 0 <= dla_core < cores:
+        raise EngineError(f"--dla-core {dla_core} does not exist: {board} has DLA cores 0..{cores - 1}.")
+
+
+def check_choices(options: EngineOptions) -> None:
+    """--precision and --builder-optimization-level must be values TensorRT knows: one-line EngineError."""
+    if options.precision not in PRECISIONS:
+        raise EngineError(f"--precision must be one of {', '.join(PRECISIONS)} (got {options.precision!r}).")
+    if options.optimization_level is not None and not 0 <= options.optimization_level <= 5:
+        raise EngineError(f"--builder-optimization-level must be 0..5 (got {options.optimization_level}).")
+
+
+def build_settings(
+    manifest: dict[str, Any], options: EngineOptions, workspace_bytes: int
+) -> tensorrt_api.BuildSettings:
+    """EngineOptions + manifest -> the version-neutral BuildSettings the builders consume."""
+    check_choices(options)
+    return tensorrt_api.BuildSettings(
+        precision=options.precision,
+        workspace_bytes=workspace_bytes,
+        profile=optimisation_profile(manifest),
+        fp32_pins=fp32_pins(manifest) if options.precision in ("fp16", "int8") else [],
+        dla_core=options.dla_core,
+        optimization_level=options.optimization_level,
+    )
+
+
+# --------------------------------------------------------------------------- build
+
+
+@dataclass
+class _Build:
+    """One build, resolved before anything is written."""
+
+    tool: Path | None  # the trtexec binary; None: the tensorrt Python module builds
+    settings: tensorrt_api.BuildSettings
+    fingerprint: dict[str, Any]
+
+    @property
+    def builder(self) -> str:
+        return "python" if self.tool is None else "trtexec"
+
+    @property
+    def tensorrt_version(self) -> str | None:
+        return self.fingerprint["tensorrt"]
+
+
+def _resolve(manifest: dict[str, Any], options: EngineOptions, facts: device_mod.DeviceFacts,
+             artifact_dir: Path, onnx_sha: str) -> _Build:
+    """Builder, settings and fingerprint of the build `options` ask for; one-line EngineError when impossible."""
+    builder = available_builder(options.builder)
+    if builder is None:
+        if options.builder == "auto" or available_builder("auto") is None:
+            raise EngineError(tensorrt_missing_message())
+        what = "the tensorrt Python module" if options.builder == "python" else "trtexec"
+        raise EngineError(
+            f"--builder {options.builder} needs {what}, which is not available here; "
+            "use --builder auto to build with what is installed."
+        )
+    tool = None
+    if builder == "python":
+        version = tensorrt_api.module_version()
+    else:
+        tool = trtexec.find_trtexec()
+        if tool is None:  # gone since available_builder looked
+            raise EngineError(tensorrt_missing_message())
+        version = trtexec.trtexec_version(tool) or facts.tensorrt
+    tensorrt_api.check_supported(version)
+    check_dla(options.dla_core, facts)
+    settings = build_settings(manifest, options, 0)  # workspace sized once a build is certain
+    digest = None
+    if options.precision == "int8":
+        images = calibration_images(options.calibration_images)
+        digest = calibration_digest(onnx_sha, images, Manifest(manifest).preprocess)
+        settings.calibration = make_calibration(artifact_dir, manifest, images, digest, settings.profile)
+    return _Build(tool, settings, plan_fingerprint(facts, version, onnx_sha, settings, digest))
+
+
+def _read_timing_cache(path: Path | None, reporter: Reporter) -> bytes | None:
+    if path is None:
+        return None
+    if not path.exists():
+        reporter.info(f"timing cache {path} does not exist yet: it will be created")
+        return b""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        reporter.warn(f"cannot read the timing cache {path} ({exc.strerror}); starting a new one")
+        return b""
+
+
+def _build_python(onnx: Path, plan_out: Path, settings: tensorrt_api.BuildSettings, timing_cache: Path | None,
+                  reporter: Reporter) -> None:
+    """Build `plan_out` with the tensorrt module; the updated timing cache replaces `timing_cache`."""
+    settings.timing_cache = _read_timing_cache(timing_cache, reporter)
+    result = tensorrt_api.load().build(onnx, settings)
+    for warning in result.warnings:
+        reporter.warn(warning if "timing cache" not in warning else f"{warning} ({timing_cache})")
+    if result.unmatched_nodes:
+        reporter.warn(
+            f"{len(result.unmatched_nodes)} FP16-report node(s) have no TensorRT layer of that name and were not "
+            f"pinned: {', '.join(result.unmatched_nodes[:5])}"
+        )
+    if result.pinned_layers:
+        reporter.info(f"kept {len(result.pinned_layers)} layer(s) in FP32: {', '.join(result.pinned_layers[:8])}")
+    plan_out.write_bytes(result.plan)
+    if timing_cache is not None and result.timing_cache:
+        timing_cache.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(timing_cache, result.timing_cache)
+
+
+def _verify(plan: Path, onnx: Path, manifest: dict[str, Any], dla_core: int | None,
+            reporter: Reporter) -> dict[str, Any]:
+    """The plan's "verify" section: verify_plan's, or why it was skipped (needs the tensorrt module)."""
+    if tensorrt_api.module_version() is None:
+        reason = "the tensorrt Python module is not importable (a venv without --system-site-packages?)"
+        reporter.warn(f"the plan was built but not verified: {reason}")
+        return {"status": "skipped", "reason": reason}
+    with reporter.stage("verify plan"):
+        return verify_plan(plan, onnx, manifest, tensorrt_api.load(), reporter, dla_core=dla_core)
+
+
+def build_plan(
+    artifact_dir: Path,
+    manifest: dict[str, Any],
+    options: EngineOptions,
+    reporter: Reporter | None = None,
+    *,
+    root: Path | None = None,
+) -> dict[str, Any]:
+    """Build (or keep) artifact_dir/model.plan and return the manifest's "plan" section.
+
+    Skips the build when model.plan exists with the same fingerprint (unless
+    options.force); otherwise says what changed and rebuilds. The plan is built
+    into a temporary file, verified (unless options.verify is False) and only
+    then renamed over model.plan. `root` is where device facts are read (tests).
+    The caller stores the returned section and the plan's file entry in the manifest.
+    """
+    reporter = reporter or Reporter()
+    artifact_dir = Path(artifact_dir)
+    onnx = artifact_dir / ONNX_NAME
+    if not onnx.is_file():
+        raise EngineError(f"{artifact_dir} has no {ONNX_NAME}; run `edge-deploy convert` to export it first.")
+    check_choices(options)
+    facts = device_mod.device_facts(root)
+    onnx_sha = sha256_file(onnx)
+    build = _resolve(manifest, options, facts, artifact_dir, onnx_sha)
+    plan_path = artifact_dir / PLAN_NAME
+
+    current, changes = plan_is_current(plan_path, manifest, build.fingerprint)
+    if current and not options.force:
+        reporter.info(
+            f"{PLAN_NAME} is up to date (same TensorRT {build.tensorrt_version}, device, ONNX model and options): "
+            "skipped the build; --force rebuilds it"
+        )
+        return dict(manifest["plan"])
+    if changes:
+        reporter.info(f"rebuilding {PLAN_NAME}: " + "; ".join(changes))
+    elif current:
+        reporter.info(f"rebuilding {PLAN_NAME} (--force)")
+
+    build.settings.workspace_bytes = workspace_size(options.workspace, facts, onnx.stat().st_size)
+    for warning in device_mod.small_device_warnings(facts):
+        reporter.warn(warning)
+
+    timing_cache = Path(options.timing_cache) if options.timing_cache is not None else None
+    plan_tmp = artifact_dir / f".{PLAN_NAME}.tmp-{os.getpid()}"
+    started = time.perf_counter()
+    try:
+        with reporter.stage(f"build {PLAN_NAME} ({build.builder}, {options.precision})"):
+            if build.tool is None:
+                _build_python(onnx, plan_tmp, build.settings, timing_cache, reporter)
+            else:
+                trtexec.build_with_trtexec(build.tool, onnx, plan_tmp, build.settings, build.tensorrt_version,
+                                           timing_cache, reporter)
+        build_seconds = time.perf_counter() - started
+        verification: dict[str, Any] = {"status": "skipped", "reason": "--no-verify"}
+        if options.verify:
+            verification = _verify(plan_tmp, onnx, manifest, build.settings.dla_core, reporter)
+        os.replace(plan_tmp, plan_path)
+    except EdgeDeployError:
+        raise
+    except Exception as exc:  # TensorRT/pycuda raise plain exceptions: one line, nothing replaced
+        raise EngineError(f"building {PLAN_NAME} failed: {one_line(exc, 300)}; nothing was replaced.") from exc
+    finally:
+        plan_tmp.unlink(missing_ok=True)
+
+    mode = facts.power_mode
+    return {
+        **build.fingerprint,
+        "jetpack": facts.jetpack,
+        "device": facts.model,
+        "nvpmodel": mode.name if mode else None,
+        "workspace_bytes": build.settings.workspace_bytes,
+        "builder": build.builder,
+        "build_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "build_seconds": round(build_seconds, 1),
+        "timing_cache": str(timing_cache) if timing_cache is not None else None,
+        "verify": verification,
+    }
+
+
+def check_existing_plan(
+    artifact_dir: Path,
+    manifest: dict[str, Any],
+    facts: device_mod.DeviceFacts | None = None,
+    *,
+    deserialize: bool = True,
+) -> None:
+    """An existing model.plan must match its manifest entry, this machine and (when TensorRT is here) load.
+
+    One-line EngineError for a missing or corrupt plan, or a plan from another
+    TensorRT version or device.
+    """
+    plan = Path(artifact_dir) / PLAN_NAME
+    if not plan.is_file():
+        raise EngineError(f"{plan} does not exist; build it with `edge-deploy convert {artifact_dir}`.")
+    if plan_file_matches(plan, manifest) is False:
+        raise EngineError(
+            f"{plan} is corrupt or was changed after it was built (sha256 differs from the manifest); "
+            f"rebuild it with `edge-deploy convert {artifact_dir} --force`."
+        )
+    changes = plan_mismatch(Manifest(manifest).plan, facts)
+    if changes:
+        raise EngineError(
+            f"{plan} was not built for this machine ({'; '.join(changes)}); "
+            f"rebuild it here with `edge-deploy convert {artifact_dir} --force`."
+        )
+    if deserialize and tensorrt_api.module_version() is not None:
+        trt = tensorrt_api.load()
+        dla_core = (Manifest(manifest).plan or {}).get("dla_core")
+        engine = trt.deserialize(plan.read_bytes(), where=str(plan), dla_core=dla_core)
+        check_io(trt.io_tensors(engine), Manifest(manifest).io, where=str(plan))

@@ -1,0 +1,22 @@
+"""The gRPC client vehicle apps import: LaneDetClient, AsyncLaneDetClient, the served-model I/O and shared memory.
+
+Imports only `edge_deploy.lanedet` (decode, preprocess, the install<->client contract) and `edge_deploy.errors`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["LaneDetClient", "AsyncLaneDetClient"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy so that importing the package does not pay for grpc/tritonclient.
+    if name == "LaneDetClient":
+        from .sync_client import LaneDetClient
+
+        return LaneDetClient
+    if name == "AsyncLaneDetClient":
+        from .async_client import AsyncLaneDetClient
+
+        return AsyncLaneDetClient
+    raise AttributeError(f"module 'edge_deploy.client' has no attribute {name!r}")

@@ -1,0 +1,229 @@
+"""AsyncLaneDetClient: the asyncio variant of LaneDetClient for pipelined camera loops.
+
+Several frames can be in flight at once (`max_in_flight`): each request takes
+one slot (its own input/output buffers and shared memory regions, created at
+`connect()` and reused), so while the server works on frame n the client
+preprocesses frame n+1 and decodes frame n-1::
+
+    async with AsyncLaneDetClient("127.0.0.1:8001", "lanedet") as client:
+        tasks = [asyncio.create_task(client.detect(f)) for f in frames]
+        for lanes in await asyncio.gather(*tasks): ...
+
+Same model handling, transport, retries and errors as `LaneDetClient`: all but
+the calls to the server (tritonclient.grpc.aio here) is shared with it
+(client_base.py, model_io.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import ClientError
+from ..lanedet.decode import Lane
+from .base import (
+    CHANNEL_ARGS,
+    DEFAULT_MODEL,
+    DEFAULT_URL,
+    UNREGISTER_GRACE,
+    Backoff,
+    ClientBase,
+    release_slots,
+    server_errors,
+    unregister_is_final,
+)
+from .model_io import LaneModel, Slot, check_frames, read_lanes
+from .shm import ShmRegion
+
+__all__ = ["AsyncLaneDetClient"]
+
+
+class AsyncLaneDetClient(ClientBase):
+    """Detect lanes with several frames in flight (asyncio, tritonclient.grpc.aio).
+
+    Arguments as for LaneDetClient (shared memory permissions too), plus
+    max_in_flight: how many requests may be outstanding at once (each has its own
+    buffers). Call `await connect()` (or use `async with`) before detecting.
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        model: str = DEFAULT_MODEL,
+        *,
+        version: str = "",
+        transport: str = "auto",
+        client_timeout: float = 10.0,
+        retry_deadline: float = 30.0,
+        conf_threshold: float | None = None,
+        nms_threshold: float | None = None,
+        top_k: int | None = None,
+        max_in_flight: int = 4,
+    ) -> None:
+        if max_in_flight < 1:
+            raise ClientError(f"max_in_flight must be >= 1, got {max_in_flight}.")
+        super().__init__(url, model, version=version, transport=transport, client_timeout=client_timeout,
+                         retry_deadline=retry_deadline, overrides=(conf_threshold, nms_threshold, top_k))
+        self.max_in_flight = int(max_in_flight)
+        self._grpc: Any = None  # made on first use, inside the event loop
+        self._setup_lock = asyncio.Lock()
+        self._free: asyncio.Queue[Slot] = asyncio.Queue()
+        # At exit there is no event loop to unregister with; the names still go.
+        self._finalizer = weakref.finalize(self, release_slots, self._slots, self._registered)
+
+    # -- lifecycle
+
+    async def __aenter__(self) -> "AsyncLaneDetClient":
+        return await self.connect()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def connect(self) -> "AsyncLaneDetClient":
+        """Read the model description, make the slots and register their shared memory."""
+        self._check_open()
+        try:
+            await self._load_model()
+            await self._register(self._unregistered(self._slots))
+        except server_errors() as exc:
+            raise self._error(exc) from None
+        return self
+
+    async def close(self) -> None:
+        """Unregister and unlink every region and close the channel (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        gone = release_slots(self._slots, self._registered)
+        if self._grpc is not None:
+            await self._unregister(gone)
+            await self._grpc.close()
+            self._grpc = None
+
+    async def wait_until_ready(self, timeout: float = 60.0) -> "AsyncLaneDetClient":
+        """Wait until the server and model are ready and the client is set up, or raise after `timeout` s."""
+        backoff = Backoff(timeout, cap=0.5)
+        while True:
+            self._check_open()
+            step = backoff.rpc_timeout(self.client_timeout)
+            last = None
+            try:
+                client = self._client()
+                if await client.is_server_live(client_timeout=step) and await client.is_model_ready(
+                    self.model_name, self.version, client_timeout=step
+                ):
+                    self._stale = True
+                    await self._load_model()
+                    await self._register(self._unregistered(self._slots))
+                    return self
+            except server_errors() as exc:
+                last = self._error(exc)
+            await asyncio.sleep(self._wait_delay(backoff, last, timeout))
+
+    # -- detection
+
+    async def detect(
+        self,
+        frame: np.ndarray,
+        *,
+        color: str = "bgr",
+        conf_threshold: float | None = None,
+        nms_threshold: float | None = None,
+        top_k: int | None = None,
+    ) -> list[Lane]:
+        """Lanes in one HxWx3 frame (BGR unless color="rgb"), best first, in frame pixels."""
+        frames = check_frames([frame], color)
+        return (await self._detect_chunk(frames, color, (conf_threshold, nms_threshold, top_k)))[0]
+
+    async def detect_batch(
+        self,
+        frames: Sequence[np.ndarray],
+        *,
+        color: str = "bgr",
+        conf_threshold: float | None = None,
+        nms_threshold: float | None = None,
+        top_k: int | None = None,
+    ) -> list[list[Lane]]:
+        """Lanes for each frame: batches up to the model's batch size, sent concurrently."""
+        checked = check_frames(frames, color)
+        call = (conf_threshold, nms_threshold, top_k)
+        if self.model is None:
+            await self.connect()
+        parts = await asyncio.gather(*(self._detect_chunk(chunk, color, call) for chunk in self._chunks(checked)))
+        return [lanes for part in parts for lanes in part]
+
+    # -- calls to the server
+
+    def _client(self) -> Any:
+        if self._grpc is None:
+            import tritonclient.grpc.aio as aio
+
+            self._grpc = aio.InferenceServerClient(self.url, channel_args=CHANNEL_ARGS)
+        return self._grpc
+
+    def _make_slots(self, model: LaneModel) -> None:
+        super()._make_slots(model)
+        while not self._free.empty():  # slots of the old model, already closed
+            self._free.get_nowait()
+        for slot in self._slots:
+            self._free.put_nowait(slot)
+
+    async def _load_model(self) -> None:
+        """(Re)read metadata + config unless up to date; new slots when the model changed."""
+        async with self._setup_lock:
+            if self.model is not None and not self._stale:
+                return  # another task did it meanwhile
+            client, args, timeout = self._client(), (self.model_name, self.version), self.client_timeout
+            metadata = await client.get_model_metadata(*args, client_timeout=timeout)
+            config = await client.get_model_config(*args, client_timeout=timeout)
+            ready = await client.is_model_ready(*args, client_timeout=timeout)
+            await self._unregister(self._adopt(metadata, config, ready))
+
+    async def _unregister(self, names: list[str]) -> None:
+        for name in names:
+            backoff = Backoff(UNREGISTER_GRACE, cap=0.2)
+            while True:
+                try:
+                    await self._grpc.unregister_system_shared_memory(name, client_timeout=self.client_timeout)
+                    break
+                except Exception as exc:  # noqa: BLE001 - best effort, see unregister_is_final
+                    delay = None if unregister_is_final(exc) else backoff.next()
+                    if delay is None:
+                        break
+                    await asyncio.sleep(delay)
+
+    async def _register(self, regions: list[ShmRegion]) -> None:
+        for region in regions:
+            with self._registering(region):
+                await region.register_async(self._grpc, self.client_timeout)
+
+    async def _detect_chunk(self, frames: list[np.ndarray], color: str, call: tuple[Any, Any, Any]) -> list[list[Lane]]:
+        """One request with retries: take a free slot, fill it, infer, decode, give the slot back."""
+        self._check_open()
+        if self.model is None:
+            await self.connect()
+        backoff = Backoff(self.retry_deadline, cap=1.0)
+        while True:
+            slot = None
+            try:
+                if self._stale:
+                    await self._load_model()
+                params = self._params(call)
+                slot = await self._free.get()
+                if slot not in self._slots:
+                    continue  # a slot of a model that changed meanwhile: closed, take another
+                request, gone, new = self._prepare(slot, frames, color)
+                await self._unregister(gone)
+                await self._register(new)
+                result = await self._grpc.infer(slot.model.name, request.inputs, model_version=self.version,
+                                                outputs=request.outputs, client_timeout=self.client_timeout)
+                self.recoveries += backoff.retried
+                return read_lanes(slot, request, result, params)
+            except server_errors() as exc:
+                delay = self._after_failure(backoff, exc)
+            finally:
+                if slot in self._slots:
+                    self._free.put_nowait(slot)
+            await asyncio.sleep(delay)

@@ -1,0 +1,309 @@
+"""What LaneDetClient and AsyncLaneDetClient share beyond the tensors (model_io).
+
+The transport choice, how server errors map to `ClientError`s and which are
+retried, the backoff, and `ClientBase`: the state of a client (the model, its
+request buffers, the regions the server knows) and every decision about it.
+The two clients only add the calls to the server (tritonclient.grpc or
+tritonclient.grpc.aio) in between.
+"""
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import time
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from ..errors import ClientError, ModelNotReadyError, ServerUnavailableError, one_line
+from .model_io import (
+    DecodeParams,
+    LaneModel,
+    Request,
+    Slot,
+    build_request,
+    decode_params,
+    describe_model,
+)
+from .shm import ShmRegion
+
+DEFAULT_URL = "127.0.0.1:8001"
+DEFAULT_MODEL = "lanedet"
+TRANSPORTS = ("auto", "shm", "grpc")
+
+# Same defaults as tritonclient, plus a short reconnect backoff so a restarted
+# server is found again within a second instead of gRPC's default (up to 120 s).
+CHANNEL_ARGS = [
+    ("grpc.max_send_message_length", 2**31 - 1),
+    ("grpc.max_receive_message_length", 2**31 - 1),
+    ("grpc.keepalive_time_ms", 2**31 - 1),
+    ("grpc.keepalive_timeout_ms", 20000),
+    ("grpc.keepalive_permit_without_calls", False),
+    ("grpc.http2.max_pings_without_data", 2),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
+# --- transport -----------------------------------------------------------------------------
+
+
+def is_local_url(url: str) -> bool:
+    """True when `url` points at this host (loopback address, localhost, or a unix socket)."""
+    if url.startswith("unix:"):
+        return True
+    host = url.rsplit(":", 1)[0] if url.count(":") == 1 or url.startswith("[") else url
+    host = host.strip("[]")
+    if host in ("localhost", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_transport(transport: str, url: str) -> str:
+    """'shm' or 'grpc' for a transport request ('auto' = shm on this host)."""
+    if transport not in TRANSPORTS:
+        raise ClientError(f"unknown transport {transport!r}; use one of {', '.join(TRANSPORTS)}.")
+    if transport == "auto":
+        return "shm" if is_local_url(url) else "grpc"
+    if transport == "shm" and not is_local_url(url):
+        raise ClientError(
+            f"transport 'shm' needs the server on this host, but {url} is not a loopback address; use transport='grpc'."
+        )
+    return transport
+
+
+# --- errors and retries --------------------------------------------------------------------
+
+
+def server_errors() -> tuple[type[Exception], ...]:
+    """What a failed call to the server raises: tritonclient's exception, or ModelNotReadyError from our checks."""
+    from tritonclient.utils import InferenceServerException
+
+    return InferenceServerException, ModelNotReadyError
+
+
+def status_of(exc: Any) -> str:
+    """The gRPC status name of a tritonclient exception ('' for other exceptions)."""
+    status = exc.status() if hasattr(exc, "status") else None
+    return (status or "").replace("StatusCode.", "")
+
+
+def is_retryable(exc: Exception, was_ready: bool) -> bool:
+    """UNAVAILABLE, or (after we were served once) a model or shm region the server forgot on restart."""
+    if isinstance(exc, ModelNotReadyError):
+        return was_ready
+    status = status_of(exc)
+    if status == "UNAVAILABLE":
+        return True
+    msg = one_line(exc, 2000).lower()
+    if "shared memory region" in msg and ("unable to find" in msg or "not found" in msg):
+        return True
+    return was_ready and status == "NOT_FOUND" and "model" in msg
+
+
+def to_client_error(exc: Any, url: str, model: str, client_timeout: float | None) -> ClientError:
+    """A one-line ClientError for a tritonclient exception."""
+    status, msg = status_of(exc), one_line(exc, 2000)
+    if status == "UNAVAILABLE":
+        return ServerUnavailableError(
+            f"Triton at {url} is unreachable ({msg}); start it with `edge-deploy serve` or check --url."
+        )
+    if status == "DEADLINE_EXCEEDED":
+        return ServerUnavailableError(
+            f"Triton at {url} did not answer within client_timeout={client_timeout} s; the server is overloaded "
+            "or hung: check `edge-deploy serve` status, or raise client_timeout."
+        )
+    if status == "NOT_FOUND" or "not ready" in msg.lower() or "unknown model" in msg.lower():
+        return ModelNotReadyError(
+            f"model {model!r} is not ready on {url} ({msg}); install it with `edge-deploy install` "
+            "and check `edge-deploy models`."
+        )
+    return ClientError(f"request to {model!r} at {url} failed: {status or 'error'}: {msg}")
+
+
+class Backoff:
+    """Sleeps between attempts: 50 ms, doubling up to `cap`, as long as they end before the deadline."""
+
+    def __init__(self, seconds: float, cap: float) -> None:
+        self.deadline = time.monotonic() + seconds
+        self.cap = cap
+        self.delay = 0.05
+        self.retried = False  # has a sleep been granted
+
+    def rpc_timeout(self, limit: float) -> float:
+        """`limit`, cut to the time left (at least 50 ms)."""
+        return max(0.05, min(limit, self.deadline - time.monotonic()))
+
+    def next(self) -> float | None:
+        """The next sleep, or None when it would end past the deadline."""
+        if time.monotonic() + self.delay > self.deadline:
+            return None
+        delay, self.delay = self.delay, min(self.delay * 2, self.cap)
+        self.retried = True
+        return delay
+
+
+# --- shared memory bookkeeping -------------------------------------------------------------
+
+UNREGISTER_GRACE = 2.0  # seconds to keep asking the server to drop a region it still holds
+
+
+def unregister_is_final(exc: Exception) -> bool:
+    """Whether a failed unregister is not worth repeating.
+
+    A server that is gone (restarted) took its mapping with it. Otherwise Triton
+    can still hold a region for a request it has just answered (seen with the
+    ensemble's frame region), so the call is repeated briefly.
+    """
+    return status_of(exc) in ("UNAVAILABLE", "NOT_FOUND")
+
+
+
+def forget_regions(regions: Sequence[ShmRegion], registered: set[str]) -> list[str]:
+    """Close (unlink) `regions`; returns the names among them the server has, for the caller to unregister."""
+    names = [r.name for r in regions if r.name in registered]
+    registered.difference_update(names)
+    for region in regions:
+        region.close()
+    return names
+
+
+def release_slots(slots: list[Slot], registered: set[str]) -> list[str]:
+    """Close the regions of every slot and empty `slots`; returns the names to unregister."""
+    for slot in slots:
+        slot.drop_views()
+    regions = [r for slot in slots for r in slot.regions]
+    slots.clear()
+    return forget_regions(regions, registered)
+
+
+# --- the client state ----------------------------------------------------------------------
+
+
+class ClientBase:
+    """The state of a lane client and its decisions; subclasses make the calls to the server.
+
+    Requests in flight at once: `max_in_flight` (1 here), each with its own `Slot`.
+    """
+
+    max_in_flight = 1
+
+    def __init__(self, url: str, model: str, *, version: str, transport: str, client_timeout: float,
+                 retry_deadline: float, overrides: tuple[float | None, float | None, int | None]) -> None:
+        self.url = url
+        self.model_name = model
+        self.version = str(version)
+        self.transport = resolve_transport(transport, url)
+        self.client_timeout = float(client_timeout)
+        self.retry_deadline = float(retry_deadline)
+        self.model: LaneModel | None = None  # set once the server has described it
+        self.recoveries = 0  # calls that succeeded after the server had been unavailable
+        self._overrides = overrides  # this client's conf_threshold, nms_threshold, top_k (None: the model's)
+        self._slots: list[Slot] = []  # shared with the finalizer
+        self._registered: set[str] = set()  # names of our regions the server has
+        self._stale = False  # the server may have restarted: re-read the model before the next request
+        self._closed = False
+
+    @property
+    def shm_regions(self) -> list[str]:
+        """Names of this client's shared memory regions (empty with gRPC transport)."""
+        return [r.name for slot in self._slots for r in slot.regions]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientError(f"this {type(self).__name__} is closed; create a new one.")
+
+    def _error(self, exc: Exception) -> ClientError:
+        if isinstance(exc, ClientError):
+            return exc
+        return to_client_error(exc, self.url, self.model_name, self.client_timeout)
+
+    def _adopt(self, metadata: Any, config: Any, ready: bool) -> list[str]:
+        """Take the model the server describes, with new slots if it changed; returns region names to unregister."""
+        if not ready:
+            raise ModelNotReadyError(
+                f"model {self.model_name!r} is loaded on {self.url} but not ready; check `edge-deploy models` "
+                "and the server log."
+            )
+        model = describe_model(metadata, config)
+        gone: list[str] = []
+        if model != self.model or not self._slots:
+            gone = release_slots(self._slots, self._registered)
+            self.model = model
+            self._make_slots(model)
+        self._stale = False
+        return gone
+
+    def _make_slots(self, model: LaneModel) -> None:
+        self._slots.extend(Slot(model, self.transport == "shm") for _ in range(self.max_in_flight))
+
+    def _unregistered(self, slots: Sequence[Slot]) -> list[ShmRegion]:
+        """The regions of `slots` the server does not have yet."""
+        return [r for slot in slots for r in slot.regions if r.name not in self._registered and not r.closed]
+
+    @contextlib.contextmanager
+    def _registering(self, region: ShmRegion) -> Iterator[None]:
+        """Around the RPC that registers `region`: note it as registered."""
+        try:
+            yield
+        except Exception as exc:
+            # ALREADY_EXISTS: the same server still has it (we only lost track after an error).
+            if status_of(exc) != "ALREADY_EXISTS":
+                raise
+        self._registered.add(region.name)
+
+    def _chunks(self, frames: list[np.ndarray]) -> list[list[np.ndarray]]:
+        """Checked frames in requests of at most the model's batch capacity."""
+        assert self.model is not None
+        cap = self.model.batch_capacity
+        return [frames[i : i + cap] for i in range(0, len(frames), cap)]
+
+    def _prepare(self, slot: Slot, frames: list[np.ndarray], color: str) -> tuple[Request, list[str], list[ShmRegion]]:
+        """Write `frames` into `slot`: the request, the region names to unregister and the regions to register."""
+        request, replaced = build_request(slot, frames, color)
+        gone = forget_regions([replaced], self._registered) if replaced is not None else []
+        return request, gone, self._unregistered([slot])
+
+    def _params(self, call: tuple[float | None, float | None, int | None]) -> DecodeParams:
+        """The decode settings of a call: its own values over this client's over the model config's."""
+        assert self.model is not None
+        mine = [own if own is not None else default for own, default in zip(call, self._overrides)]
+        return decode_params(self.model, *mine, DecodeParams.of(self.model))
+
+    def _after_failure(self, backoff: Backoff, exc: Exception) -> float:
+        """The sleep before retrying a failed call, or raise its ClientError."""
+        retry = is_retryable(exc, self.model is not None)
+        error = self._error(exc)
+        delay = backoff.next() if retry else None
+        if delay is None:
+            if retry and self.retry_deadline > 0:
+                raise type(error)(f"{str(error).rstrip('.')} (retried for {self.retry_deadline:g} s).") from None
+            raise error from None
+        # The server may be a new process: it knows neither our regions nor, perhaps, the same model.
+        self._registered.clear()
+        self._stale = True
+        return delay
+
+    def _wait_delay(self, backoff: Backoff, last: Exception | None, timeout: float) -> float:
+        """The next sleep of wait_until_ready, or its error once `timeout` is over (`last`: the last failure)."""
+        delay = backoff.next()
+        if delay is not None:
+            return delay
+        if isinstance(last, ServerUnavailableError):
+            raise ServerUnavailableError(
+                f"Triton at {self.url} was not reachable within {timeout:g} s; start it with "
+                "`edge-deploy serve` or check --url."
+            )
+        raise ModelNotReadyError(
+            f"model {self.model_name!r} was not ready on {self.url} within {timeout:g} s; install it with "
+            "`edge-deploy install` and check `edge-deploy models`."
+        )
+
+    def __repr__(self) -> str:
+        kind = self.model.kind if self.model else "not connected"
+        extra = f", max_in_flight={self.max_in_flight}" if self.max_in_flight > 1 else ""
+        return f"{type(self).__name__}({self.url!r}, {self.model_name!r}, transport={self.transport!r}{extra}, {kind})"

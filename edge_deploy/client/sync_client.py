@@ -1,0 +1,229 @@
+"""LaneDetClient: frames in, lanes out, from a Triton server over gRPC.
+
+The client reads the served model's metadata and config once and configures
+itself from them: the input name, dtype (FP32/FP16) and size, the batch size,
+and the preprocessing spec and decode defaults that `edge-deploy install`
+writes into the config parameters. It serves a raw lane model (pre/post on the
+client) and an ``NAME_pipeline`` ensemble (pre/post on the server) alike
+(model_io.py).
+
+Transport: when the server is on this host (a loopback URL) the tensors travel
+through system shared memory (`shm.ShmRegion`): the preprocessing writes the
+model input straight into the mapped region and the decoder reads the output
+from it, so a request carries no tensor bytes. Otherwise, or with
+transport="grpc", the tensors go inside the gRPC messages.
+
+Every RPC has `client_timeout`. When the server is unreachable (UNAVAILABLE,
+e.g. while it restarts) a call retries with backoff until `retry_deadline`,
+re-reads the model description and re-registers the shared memory regions
+with the new server process. Failures are `ClientError` subclasses with
+one-line messages. Everything but the calls to the server is shared with
+AsyncLaneDetClient (client_base.py, model_io.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import weakref
+from typing import Any, Callable, Sequence, TypeVar
+
+import numpy as np
+
+from ..lanedet.decode import Lane
+from .base import (
+    CHANNEL_ARGS,
+    DEFAULT_MODEL,
+    DEFAULT_URL,
+    UNREGISTER_GRACE,
+    Backoff,
+    ClientBase,
+    release_slots,
+    server_errors,
+    unregister_is_final,
+)
+from .model_io import Slot, check_frames, read_lanes
+from .shm import ShmRegion
+
+__all__ = ["DEFAULT_URL", "DEFAULT_MODEL", "LaneDetClient"]
+
+T = TypeVar("T")
+
+
+def _unregister(grpc_client: Any, names: list[str], timeout: float | None) -> None:
+    for name in names:
+        backoff = Backoff(UNREGISTER_GRACE, cap=0.2)
+        while True:
+            try:
+                grpc_client.unregister_system_shared_memory(name, client_timeout=timeout)
+                break
+            except Exception as exc:  # noqa: BLE001 - best effort, see unregister_is_final
+                delay = None if unregister_is_final(exc) else backoff.next()
+                if delay is None:
+                    break
+                time.sleep(delay)
+
+
+def _release_all(grpc_client: Any, slots: list[Slot], registered: set[str], timeout: float) -> None:
+    """close() and the finalizer: unlink our regions, unregister them if the server is there, close the channel."""
+    _unregister(grpc_client, release_slots(slots, registered), timeout)
+    with contextlib.suppress(Exception):
+        grpc_client.close()
+
+
+class LaneDetClient(ClientBase):
+    """Detect lanes in camera frames with a lane model served by Triton.
+
+    >>> with LaneDetClient("127.0.0.1:8001", "lanedet") as client:   # doctest: +SKIP
+    ...     lanes = client.detect(cv2.imread("frame.png"))
+
+    url, model, version: where and what to ask (version "" = the server's choice).
+    transport: "auto" (shared memory when the server is on this host, else gRPC),
+    "shm" or "grpc". client_timeout: seconds for every RPC. retry_deadline: how long
+    a call keeps retrying while the server is unavailable (0 = no retries).
+    conf_threshold, nms_threshold, top_k: decode defaults for this client (else the
+    model config's). connect=False defers reading the model to the first call or
+    `wait_until_ready`. One request at a time per client (calls are serialised by a
+    lock); use AsyncLaneDetClient for several frames in flight.
+
+    Shared memory regions are made with mode 0660 and, when this process is in
+    the group named by $EDGE_DEPLOY_SHM_GROUP (default ``video``), given that group,
+    so a tritonserver running as another user of the group can map them: the
+    system unit of `edge-deploy serve` runs as user ``edge-deploy`` in group
+    ``video``. On a Jetson, run the app as a member of ``video`` (it usually is, for
+    the GPU and the camera), or pass transport="grpc".
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        model: str = DEFAULT_MODEL,
+        *,
+        version: str = "",
+        transport: str = "auto",
+        client_timeout: float = 10.0,
+        retry_deadline: float = 30.0,
+        conf_threshold: float | None = None,
+        nms_threshold: float | None = None,
+        top_k: int | None = None,
+        connect: bool = True,
+    ) -> None:
+        import tritonclient.grpc as grpcclient
+
+        super().__init__(url, model, version=version, transport=transport, client_timeout=client_timeout,
+                         retry_deadline=retry_deadline, overrides=(conf_threshold, nms_threshold, top_k))
+        self._grpc = grpcclient.InferenceServerClient(url, channel_args=CHANNEL_ARGS)
+        self._lock = threading.RLock()
+        self._finalizer = weakref.finalize(self, _release_all, self._grpc, self._slots, self._registered,
+                                          self.client_timeout)
+        if connect:
+            try:
+                self._connect()
+            except server_errors() as exc:
+                raise self._error(exc) from None
+
+    # -- lifecycle
+
+    def __enter__(self) -> "LaneDetClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Unlink the shared memory regions, unregister them from the server and close the channel (idempotent)."""
+        with self._lock:
+            self._closed = True
+            self._finalizer()
+
+    def wait_until_ready(self, timeout: float = 60.0) -> "LaneDetClient":
+        """Block until the server and the model are ready (and the client is set up), or raise after `timeout` s."""
+        backoff = Backoff(timeout, cap=0.5)
+        while True:
+            self._check_open()
+            step = backoff.rpc_timeout(self.client_timeout)
+            last = None
+            try:
+                if self._grpc.is_server_live(client_timeout=step) and self._grpc.is_model_ready(
+                    self.model_name, self.version, client_timeout=step
+                ):
+                    with self._lock:
+                        self._connect()
+                        self._register(self._unregistered(self._slots))
+                    return self
+            except server_errors() as exc:
+                last = self._error(exc)
+            time.sleep(self._wait_delay(backoff, last, timeout))
+
+    # -- detection
+
+    def detect(
+        self,
+        frame: np.ndarray,
+        *,
+        color: str = "bgr",
+        conf_threshold: float | None = None,
+        nms_threshold: float | None = None,
+        top_k: int | None = None,
+    ) -> list[Lane]:
+        """Lanes in one HxWx3 frame (BGR unless color="rgb"), best first, in frame pixels."""
+        return self.detect_batch([frame], color=color, conf_threshold=conf_threshold,
+                                 nms_threshold=nms_threshold, top_k=top_k)[0]
+
+    def detect_batch(
+        self,
+        frames: Sequence[np.ndarray],
+        *,
+        color: str = "bgr",
+        conf_threshold: float | None = None,
+        nms_threshold: float | None = None,
+        top_k: int | None = None,
+    ) -> list[list[Lane]]:
+        """Lanes for each frame; frames go to the server in batches up to the model's batch size."""
+        checked = check_frames(frames, color)
+        call = (conf_threshold, nms_threshold, top_k)
+        with self._lock:
+            self._check_open()
+            if self.model is None:  # connect=False: the server may still be starting
+                self._with_retry(self._connect)
+            return [lanes for chunk in self._chunks(checked)
+                    for lanes in self._with_retry(lambda: self._run(chunk, color, call))]
+
+    # -- calls to the server
+
+    def _connect(self) -> None:
+        """Read metadata + config, validate, and (re)build the buffers if the model changed."""
+        args, timeout = (self.model_name, self.version), self.client_timeout
+        metadata = self._grpc.get_model_metadata(*args, client_timeout=timeout)
+        config = self._grpc.get_model_config(*args, client_timeout=timeout)
+        ready = self._grpc.is_model_ready(*args, client_timeout=timeout)
+        _unregister(self._grpc, self._adopt(metadata, config, ready), timeout)
+
+    def _register(self, regions: list[ShmRegion]) -> None:
+        for region in regions:
+            with self._registering(region):
+                region.register(self._grpc, self.client_timeout)
+
+    def _run(self, frames: list[np.ndarray], color: str, call: tuple[Any, Any, Any]) -> list[list[Lane]]:
+        """One attempt: (re)connect if needed, fill the slot, infer, decode."""
+        if self._stale:
+            self._connect()
+        slot = self._slots[0]
+        params = self._params(call)
+        request, gone, new = self._prepare(slot, frames, color)
+        _unregister(self._grpc, gone, self.client_timeout)
+        self._register(new)
+        result = self._grpc.infer(slot.model.name, request.inputs, model_version=self.version,
+                                  outputs=request.outputs, client_timeout=self.client_timeout)
+        return read_lanes(slot, request, result, params)
+
+    def _with_retry(self, attempt: Callable[[], T]) -> T:
+        backoff = Backoff(self.retry_deadline, cap=1.0)
+        while True:
+            try:
+                result = attempt()
+            except server_errors() as exc:
+                time.sleep(self._after_failure(backoff, exc))
+                continue
+            self.recoveries += backoff.retried
+            return result

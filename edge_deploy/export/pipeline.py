@@ -1,0 +1,183 @@
+"""torch -> ONNX: export, check, simplify, verify parity, assemble the manifest.
+
+`export_artifact()` runs these stages into a working directory; the convert
+flow around it (staging directory, TensorRT hand-off) is edge_deploy.convert.
+torch, onnx and onnxruntime are imported inside the functions that use them.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from .. import __version__
+from .._deps import require
+from ..artifact import FORMAT, ONNX_NAME, file_entry
+from ..errors import ConvertError, one_line
+from ..lanedet.contract import LANEATT_DECODE, LANEATT_PREPROCESS
+from ..parity import ort_session, parity_inputs, run_ort, tolerance_report
+from ..progress import Reporter
+from .onnx_export import (
+    check_onnx,
+    export_onnx,
+    io_signature,
+    simplify_onnx,
+    trace_batch,
+)
+from .settings import ExportSettings
+from .source import SourceSpec, load_source
+
+UNTRAINED_NOTICE = (
+    "no --checkpoint: LaneATT gets seeded random weights; this is fine for testing the pipeline, "
+    "but lanes from untrained weights mean nothing."
+)
+
+
+
+# --------------------------------------------------------------------------- options
+
+
+
+
+
+
+
+
+# --------------------------------------------------------------------------- export and checks
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+def _torch_outputs(module: Any, array: Any) -> list[Any]:
+    torch = require("torch", "checking parity")
+    try:
+        with torch.no_grad():
+            out = module(torch.from_numpy(array))
+    except Exception as exc:
+        raise ConvertError(
+            f"the model fails on an input of shape {list(array.shape)}: {one_line(exc)}; check --input-shape "
+            "(and that the batch range suits the model)."
+        ) from exc
+    if isinstance(out, torch.Tensor):
+        out = (out,)
+    if not isinstance(out, (tuple, list)) or not all(isinstance(t, torch.Tensor) for t in out):
+        raise ConvertError(
+            f"the model returns {type(out).__name__}; convert needs a tensor or a tuple of tensors."
+        )
+    return [t.detach().cpu().numpy() for t in out]
+
+
+
+
+
+
+# --------------------------------------------------------------------------- the export stages
+
+
+def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path, reporter: Reporter) -> dict[str, Any]:
+    """Load MODEL, write `workdir`/model.onnx (checked, simplified, parity-verified) and return its manifest.
+
+    The manifest's "plan" is None and model.plan is not listed; the caller
+    writes manifest.json (see edge_deploy.convert).
+    """
+    with reporter.stage("load model"):
+        loaded = load_source(source)
+        if not loaded.source["trained"]:
+            reporter.warn(UNTRAINED_NOTICE)
+
+    with reporter.stage("torch reference"):
+        inputs = parity_inputs(loaded.sample_shape, settings.batch.ends(), settings.seed)
+        example_np = parity_inputs(loaded.sample_shape, [trace_batch(settings.batch)], settings.seed + 1)[0]
+        reference = [_torch_outputs(loaded.module, array) for array in inputs]
+        names = _output_names(settings.output_names, len(reference[0]))
+
+    onnx_path = workdir / ONNX_NAME
+    with reporter.stage("export ONNX"):
+        torch = require("torch", "exporting to ONNX")
+        export_onnx(loaded.module, torch.from_numpy(example_np), onnx_path, settings, names)
+
+    with reporter.stage("check ONNX"):
+        check_onnx(onnx_path)
+        ort_outputs = run_ort(ort_session(onnx_path), settings.input_name, inputs)
+
+    simplify_report: dict[str, Any] = {"applied": False, "reason": "disabled (--no-simplify)"}
+    if settings.simplify:
+        with reporter.stage("simplify"):
+            simplify_report, ort_outputs = simplify_onnx(onnx_path, settings.input_name, inputs, ort_outputs,
+                                                         names, settings.atol, settings.rtol)
+            if not simplify_report["applied"]:
+                reporter.warn(f"kept the unsimplified graph: {simplify_report['reason']}")
+
+    with reporter.stage("parity"):
+        parity = tolerance_report(names, reference, ort_outputs, settings.atol, settings.rtol)
+        for name, entry in parity.items():
+            if not entry["ok"]:
+                raise ConvertError(
+                    f"parity check failed: output {name!r} differs between torch and ONNX Runtime by "
+                    f"{entry['max_abs']:.3g} (max abs; rel {entry['max_rel']:.3g}) beyond atol {settings.atol:g} / "
+                    f"rtol {settings.rtol:g}; the export does not reproduce the model."
+                )
+
+    with reporter.stage("FP16 report"):
+        from .fp16_report import fp16_report
+
+        onnx = require("onnx", "the FP16 report")
+        final_model = onnx.shape_inference.infer_shapes(onnx.load(str(onnx_path)))
+        fp16 = fp16_report(final_model, settings.input_name, inputs, settings.batch.dynamic)
+
+    preprocess = dict(LANEATT_PREPROCESS)
+    if len(loaded.sample_shape) == 3:
+        preprocess["height"], preprocess["width"] = int(loaded.sample_shape[1]), int(loaded.sample_shape[2])
+    return {
+        "format": FORMAT,
+        "tool": {"name": "edge-deploy", "version": __version__},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "source": loaded.source,
+        "files": {ONNX_NAME: file_entry(onnx_path)},
+        "io": io_signature(final_model, settings.batch),
+        "export": {
+            "exporter": f"torch {torch.__version__} (TorchScript-based torch.onnx.export)",
+            "onnx": onnx.__version__,
+            "opset": settings.opset,
+            "trace_batch": int(example_np.shape[0]),
+            "simplify": simplify_report,
+        },
+        "preprocess": preprocess,
+        "decode": dict(LANEATT_DECODE),
+        "parity": {
+            "reference": "torch (CPU, FP32) vs ONNX Runtime (CPUExecutionProvider, FP32)",
+            "tolerance": {"atol": settings.atol, "rtol": settings.rtol},
+            "batches": settings.batch.ends(),
+            "seed": settings.seed,
+            "outputs": {n: {"max_abs": e["max_abs"], "max_rel": e["max_rel"]} for n, e in parity.items()},
+        },
+        "fp16": fp16,
+        "plan": None,
+    }
+
+
+def _output_names(requested: Sequence[str], count: int) -> list[str]:
+    if len(requested) == count:
+        return list(requested)
+    raise ConvertError(
+        f"the model returns {count} output(s) but --output-name gives {len(requested)} "
+        f"({', '.join(requested)}); pass one name per output, comma-separated."
+    )
+
+

@@ -1,0 +1,1 @@
+"""The Triton model repository: install/rollback/prune (install), the read side (versions), atomic staging and the lock (files), config.pbtxt (model_config), and the Python-backend models (triton_models)."""

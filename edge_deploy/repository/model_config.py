@@ -1,0 +1,294 @@
+"""config.pbtxt: built as a Triton `ModelConfig` protobuf and printed with text_format.
+
+Never a string template: the message is filled from the artifact's manifest and
+printed by protobuf. proto3 omits zero scalars, but Triton needs
+`max_batch_size: 0` written for a model without a batch dimension, so
+`config_text` adds it.
+
+Parameters that edge-deploy writes (all values are strings, Triton's only kind):
+
+- ``edge_deploy.preprocess``: JSON of the manifest's preprocessing spec
+  (height, width, color, scale, mean, std, interpolation, crop, layout).
+- ``edge_deploy.decode``: JSON of the decode defaults
+  (conf_threshold, nms_threshold, top_k).
+- ``edge_deploy.role``: ``model`` | ``preprocess`` | ``postprocess`` | ``pipeline``.
+- ``edge_deploy.runtime``: ``tensorrt`` | ``onnxruntime`` | ``python`` (the lane model only).
+- ``edge_deploy.manifest_sha256``: sha256 of the manifest.json of the version
+  the config was written for.
+- ``edge_deploy.ort_threads`` (optional, not written by install): ONNX Runtime
+  intra-op threads for the Python-backend runner; add it by hand to limit CPU use.
+
+`LaneDetClient` reads the first two from `get_model_config` to configure
+itself; the server-side pipeline models read the same values from the
+manifest.json stored in their version directory.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..artifact import Manifest
+from ..errors import RepositoryError
+from ..lanedet.contract import (
+    FRAME,
+    LANES,
+    MAX_POINTS,
+    NUM_LANES,
+    NUM_POINTS,
+    ORIGINAL_SIZE,
+    PARAM_DECODE,
+    PARAM_MANIFEST_SHA256,
+    PARAM_PREPROCESS,
+    PARAM_ROLE,
+    PARAM_RUNTIME,
+    SCORES,
+)
+
+RUNTIMES = ("tensorrt", "onnxruntime", "python")
+DATATYPES = ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
+             "FP16", "FP32", "FP64", "BF16", "STRING", "BYTES")
+
+
+
+def _pb():
+    from tritonclient.grpc import model_config_pb2
+
+    return model_config_pb2
+
+
+@dataclass
+class ConfigOptions:
+    """The install options that shape a lane model's config (stored per version for rollback)."""
+
+    max_queue_delay_us: int | None = None
+    instances: int = 1
+    warmup: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"max_queue_delay_us": self.max_queue_delay_us, "instances": self.instances, "warmup": self.warmup}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ConfigOptions":
+        return cls(
+            max_queue_delay_us=data.get("max_queue_delay_us"),
+            instances=int(data.get("instances", 1)),
+            warmup=bool(data.get("warmup", False)),
+        )
+
+
+def data_type(name: str) -> int:
+    """Triton datatype name (FP32, UINT8, ...) -> the DataType enum value of model_config.proto."""
+    name = "STRING" if name == "BYTES" else name
+    if name not in DATATYPES:
+        raise RepositoryError(f"unknown tensor datatype {name!r} in the manifest; re-run `edge-deploy convert`.")
+    return _pb().DataType.Value(f"TYPE_{name}")
+
+
+def batching(manifest: dict[str, Any]) -> tuple[int, bool]:
+    """(max_batch_size, has_batch_dim) from the manifest's io.batch: 0/False for a fixed-batch model."""
+    batch = Manifest(manifest).batch
+    if batch.get("dynamic"):
+        return int(batch.get("max", 1)), True
+    return 0, False
+
+
+def _tensor_dims(shape: list[int], has_batch_dim: bool) -> list[int]:
+    return [int(d) for d in (shape[1:] if has_batch_dim else shape)]
+
+
+def _policy(config: Any, version_policy: int | None) -> None:
+    if version_policy is None:
+        config.version_policy.latest.num_versions = 1
+    else:
+        config.version_policy.specific.versions.append(int(version_policy))
+
+
+def _set_params(config: Any, params: dict[str, Any]) -> None:
+    for key, value in params.items():
+        config.parameters[key].string_value = value if isinstance(value, str) else json.dumps(value)
+
+
+def model_config(
+    manifest: dict[str, Any],
+    *,
+    name: str,
+    runtime: str,
+    options: ConfigOptions | None = None,
+    version_policy: int | None = None,
+    manifest_sha256: str = "",
+) -> Any:
+    """The lane model's ModelConfig. version_policy None = latest 1; an int = specific [V] (rollback)."""
+    pb = _pb()
+    options = options or ConfigOptions()
+    if runtime not in RUNTIMES:
+        raise RepositoryError(f"unknown runtime {runtime!r}; use one of {', '.join(RUNTIMES)}.")
+    io = Manifest(manifest).io
+    if not io.get("inputs") or not io.get("outputs"):
+        raise RepositoryError("the manifest has no io.inputs/io.outputs; re-run `edge-deploy convert`.")
+    max_batch, has_batch = batching(manifest)
+    config = pb.ModelConfig(name=name, max_batch_size=max_batch)
+    if runtime == "tensorrt":
+        config.platform = "tensorrt_plan"
+        config.default_model_filename = "model.plan"
+    elif runtime == "onnxruntime":
+        config.platform = "onnxruntime_onnx"
+        config.default_model_filename = "model.onnx"
+    else:
+        config.backend = "python"
+    _policy(config, version_policy)
+    for spec, dest in ((io["inputs"], config.input), (io["outputs"], config.output)):
+        for tensor in spec:
+            dest.add(name=tensor["name"], data_type=data_type(tensor["datatype"]),
+                     dims=_tensor_dims(tensor["shape"], has_batch))
+    if options.max_queue_delay_us is not None and not has_batch:
+        raise RepositoryError(
+            "--max-queue-delay-us needs a model with a dynamic batch axis, but this one has a fixed batch "
+            "(max_batch_size 0); install without it, or convert with --min-batch/--max-batch."
+        )
+    if has_batch:
+        config.dynamic_batching.SetInParent()
+        if options.max_queue_delay_us:
+            config.dynamic_batching.max_queue_delay_microseconds = int(options.max_queue_delay_us)
+    kind = {"tensorrt": pb.ModelInstanceGroup.KIND_GPU, "python": pb.ModelInstanceGroup.KIND_CPU}.get(
+        runtime, pb.ModelInstanceGroup.KIND_AUTO
+    )
+    config.instance_group.add(count=int(options.instances), kind=kind)
+    if options.warmup:
+        warm = config.model_warmup.add(name="zeros", batch_size=1)
+        for tensor in io["inputs"]:
+            dims = _tensor_dims(tensor["shape"], has_batch)
+            if any(d < 0 for d in dims):
+                raise RepositoryError(
+                    f"--warmup needs fixed input dims, but {tensor['name']} has {dims}; install without --warmup."
+                )
+            warm.inputs[tensor["name"]].data_type = data_type(tensor["datatype"])
+            warm.inputs[tensor["name"]].dims.extend(dims)
+            warm.inputs[tensor["name"]].zero_data = True
+    _set_params(config, {
+        PARAM_ROLE: "model",
+        PARAM_RUNTIME: runtime,
+        PARAM_PREPROCESS: Manifest(manifest).preprocess,
+        PARAM_DECODE: Manifest(manifest).decode,
+        PARAM_MANIFEST_SHA256: manifest_sha256,
+    })
+    return config
+
+
+def _model_io(manifest: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    io = manifest["io"]
+    if len(io["inputs"]) != 1 or len(io["outputs"]) < 1:
+        raise RepositoryError(
+            "--pipeline needs a model with one input and a lane output; this artifact has "
+            f"{len(io['inputs'])} inputs. Install without --pipeline."
+        )
+    return io["inputs"][0], io["outputs"][0]
+
+
+def _add_one_frame(dest: Any, tensor: dict[str, Any], manifest: dict[str, Any]) -> None:
+    """The lane model's tensor as one frame of it: [1, ...] when the model has a batch axis."""
+    _, has_batch = batching(manifest)
+    dims = _tensor_dims(tensor["shape"], has_batch)
+    dest.add(name=tensor["name"], data_type=data_type(tensor["datatype"]), dims=[1, *dims] if has_batch else dims)
+
+
+def preprocess_config(manifest: dict[str, Any], *, name: str, version_policy: int | None = None) -> Any:
+    """NAME_preprocess: UINT8 [H, W, 3] frame -> the model input [1, ...] and the frame size."""
+    pb = _pb()
+    model_in, _ = _model_io(manifest)
+    config = pb.ModelConfig(name=name, backend="python", max_batch_size=0)
+    _policy(config, version_policy)
+    config.input.add(name=FRAME, data_type=pb.TYPE_UINT8, dims=[-1, -1, 3])
+    _add_one_frame(config.output, model_in, manifest)
+    config.output.add(name=ORIGINAL_SIZE, data_type=pb.TYPE_INT32, dims=[2])
+    config.instance_group.add(count=1, kind=pb.ModelInstanceGroup.KIND_CPU)
+    _set_params(config, {PARAM_ROLE: "preprocess", PARAM_PREPROCESS: Manifest(manifest).preprocess})
+    return config
+
+
+def _add_lane_outputs(config: Any, manifest: dict[str, Any]) -> None:
+    """LANES, SCORES, NUM_POINTS, NUM_LANES, padded to the decode's top_k lanes."""
+    pb = _pb()
+    top_k = int(Manifest(manifest).decode.get("top_k", 4))
+    config.output.add(name=LANES, data_type=pb.TYPE_FP32, dims=[top_k, MAX_POINTS, 2])
+    config.output.add(name=SCORES, data_type=pb.TYPE_FP32, dims=[top_k])
+    config.output.add(name=NUM_POINTS, data_type=pb.TYPE_INT32, dims=[top_k])
+    config.output.add(name=NUM_LANES, data_type=pb.TYPE_INT32, dims=[1])
+
+
+def postprocess_config(manifest: dict[str, Any], *, name: str, version_policy: int | None = None) -> Any:
+    """NAME_postprocess: raw model output [1, N, 77] + frame size -> padded lanes and scores."""
+    pb = _pb()
+    _, model_out = _model_io(manifest)
+    config = pb.ModelConfig(name=name, backend="python", max_batch_size=0)
+    _policy(config, version_policy)
+    _add_one_frame(config.input, model_out, manifest)
+    config.input.add(name=ORIGINAL_SIZE, data_type=pb.TYPE_INT32, dims=[2])
+    _add_lane_outputs(config, manifest)
+    config.instance_group.add(count=1, kind=pb.ModelInstanceGroup.KIND_CPU)
+    _set_params(config, {PARAM_ROLE: "postprocess", PARAM_DECODE: Manifest(manifest).decode})
+    return config
+
+
+def pipeline_config(
+    manifest: dict[str, Any], *, name: str, model: str, preprocess: str, postprocess: str,
+    version_policy: int | None = None,
+) -> Any:
+    """NAME_pipeline: the ensemble preprocess -> model -> postprocess (latest loaded version of each)."""
+    pb = _pb()
+    model_in, model_out = _model_io(manifest)
+    config = pb.ModelConfig(name=name, platform="ensemble", max_batch_size=0)
+    _policy(config, version_policy)
+    config.input.add(name=FRAME, data_type=pb.TYPE_UINT8, dims=[-1, -1, 3])
+    _add_lane_outputs(config, manifest)
+    steps = config.ensemble_scheduling.step
+    pre = steps.add(model_name=preprocess, model_version=-1)
+    pre.input_map[FRAME] = FRAME
+    pre.output_map[model_in["name"]] = "_model_input"
+    pre.output_map[ORIGINAL_SIZE] = "_original_size"
+    mid = steps.add(model_name=model, model_version=-1)
+    mid.input_map[model_in["name"]] = "_model_input"
+    mid.output_map[model_out["name"]] = "_raw"
+    post = steps.add(model_name=postprocess, model_version=-1)
+    post.input_map[model_out["name"]] = "_raw"
+    post.input_map[ORIGINAL_SIZE] = "_original_size"
+    for out in (LANES, SCORES, NUM_POINTS, NUM_LANES):
+        post.output_map[out] = out
+    _set_params(config, {
+        PARAM_ROLE: "pipeline",
+        PARAM_PREPROCESS: Manifest(manifest).preprocess,
+        PARAM_DECODE: Manifest(manifest).decode,
+    })
+    return config
+
+
+def config_text(config: Any) -> str:
+    """config.pbtxt text for a ModelConfig, with `max_batch_size: 0` written explicitly."""
+    from google.protobuf import text_format
+
+    text = text_format.MessageToString(config)
+    if config.max_batch_size == 0:
+        lines = text.splitlines(keepends=True)
+        at = 1 if lines and lines[0].startswith("name:") else 0
+        lines.insert(at, "max_batch_size: 0\n")
+        text = "".join(lines)
+    return text
+
+
+def parse_config(text: str) -> Any:
+    """Parse config.pbtxt text into a ModelConfig."""
+    from google.protobuf import text_format
+
+    return text_format.Parse(text, _pb().ModelConfig())
+
+
+def policy_versions(config: Any, available: list[int]) -> list[int]:
+    """Which of `available` versions a config's version_policy selects (Triton's rule)."""
+    which = config.version_policy.WhichOneof("policy_choice")
+    ordered = sorted(available)
+    if which == "all":
+        return ordered
+    if which == "specific":
+        return [v for v in ordered if v in set(config.version_policy.specific.versions)]
+    num = config.version_policy.latest.num_versions if which == "latest" else 1
+    return ordered[-max(num, 1):] if ordered else []

@@ -1,0 +1,144 @@
+"""The read side of a model repository: model names, versions, configs, what is served.
+
+Nothing here writes; `edge_deploy.repository.install` does.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..artifact import MANIFEST_NAME, Manifest, sha256_file
+from ..build.fingerprint import plan_mismatch
+from ..errors import EdgeDeployError, RepositoryError
+from ..lanedet import contract
+from ..serve import admin
+from ..serve.tritonserver import repository_models
+from . import model_config as mc
+from .files import CONFIG
+
+DEFAULT_REPOSITORY = Path("model_repository")
+
+
+INSTALL_RECORD = "install.json"
+
+
+NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+PIPELINE_SUFFIXES = ("_preprocess", "_postprocess", "_pipeline")
+
+
+@dataclass
+class VersionInfo:
+    """One version directory of a model."""
+
+    version: int
+    runtime: str | None
+    manifest_sha256: str | None
+    plan: dict[str, Any] | None
+    installed: str | None
+    plan_mismatch: list[str] | None = None  # why the plan would not run here ([] = fits; None = not checked)
+
+
+@dataclass
+class ModelInfo:
+    """One model of a repository, its versions, and which are (or would be) served."""
+
+    name: str
+    role: str
+    versions: list[VersionInfo]
+    policy: list[int]  # versions the config's version_policy selects
+    served: list[int] | None  # from the running server; None without one
+
+
+def check_name(name: str) -> str:
+    """Validate a model name (letters, digits, _ and - only)."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or len(name) > 200:
+        raise RepositoryError(
+            f"illegal model name {name!r}: use letters, digits, _ and - only (for example --name lanedet)."
+        )
+    return name
+
+
+def versions(repository: Path, name: str) -> list[int]:
+    """The numeric version directories of a model, ascending ([] when the model does not exist)."""
+    model_dir = Path(repository) / name
+    if not model_dir.is_dir():
+        return []
+    return sorted(int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit() and p.name[0] != "0")
+
+
+def read_config(repository: Path, name: str) -> Any:
+    """The model's config.pbtxt as a ModelConfig."""
+    path = Path(repository) / name / CONFIG
+    try:
+        return mc.parse_config(path.read_text())
+    except OSError as exc:
+        raise RepositoryError(f"{path} is missing or unreadable ({exc.strerror or exc}); reinstall the model.") from exc
+    except Exception as exc:  # noqa: BLE001 - text_format.ParseError
+        raise RepositoryError(f"{path} is not a valid config.pbtxt ({exc}); reinstall the model.") from exc
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def version_info(repository: Path, name: str, version: int) -> VersionInfo:
+    """Runtime, manifest sha256 and plan fingerprint of one version directory."""
+    vdir = Path(repository) / name / str(version)
+    record = read_json(vdir / INSTALL_RECORD) or {}
+    manifest_path = vdir / MANIFEST_NAME
+    manifest = read_json(manifest_path) or {}
+    info = VersionInfo(
+        version=version,
+        runtime=record.get("runtime"),
+        manifest_sha256=sha256_file(manifest_path) if manifest_path.is_file() else None,
+        plan=Manifest(manifest).plan if (vdir / "model.plan").is_file() else None,
+        installed=record.get("installed"),
+    )
+    if (vdir / "model.plan").is_file():
+        with contextlib.suppress(EdgeDeployError):
+            info.plan_mismatch = list(plan_mismatch(info.plan))
+    return info
+
+
+def list_models(repository: Path = DEFAULT_REPOSITORY, name: str | None = None) -> list[ModelInfo]:
+    """Models (or one model and its pipeline companions) with versions and served versions."""
+
+
+    repository = Path(repository)
+    names = repository_models(repository)
+    if name is not None:
+        check_name(name)
+        family = [name, *(name + s for s in PIPELINE_SUFFIXES)]
+        names = [n for n in names if n in family]
+        if not names:
+            raise RepositoryError(f"{repository} has no model {name!r}; see `edge-deploy models --repository {repository}`.")
+    record = admin.live_server(repository)
+    infos = []
+    for model in names:
+        avail = versions(repository, model)
+        try:
+            config = read_config(repository, model)
+        except RepositoryError:
+            role, policy = "unreadable config.pbtxt", []
+        else:
+            role = config.parameters[contract.PARAM_ROLE].string_value if contract.PARAM_ROLE in config.parameters else ""
+            role = role or ("pipeline" if config.platform == "ensemble" else "model")
+            policy = mc.policy_versions(config, avail)
+        infos.append(ModelInfo(
+            name=model,
+            role=role,
+            versions=[version_info(repository, model, v) for v in avail],
+            policy=policy,
+            served=admin.served_versions(record.url, model) if record else None,
+        ))
+    return infos

@@ -1,0 +1,513 @@
+"""The systemd unit that keeps tritonserver running: render, install, start, remove.
+
+`render_unit` fills the template edge_deploy/serve/templates/edge-deploy-triton.service
+(string.Template) with the command line from `server.tritonserver_argv`, so the
+unit and `serve --foreground` run the same server. The system variant runs as a
+dedicated user in group `video` and is hardened; the --user variant drops what a
+user manager cannot apply (see USER_SCOPE_DROPS).
+
+The model-repository key never appears in the unit: ExecStart refers to
+${EDGE_DEPLOY_MODEL_KEY}, which systemd reads from an environment file only root
+(and, for the key file `install` uses, group edge-deploy) can read.
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import string
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import ServerError
+from ..fsutil import write_text_atomic
+from .admin import ModelHealth
+from .record import ServerRecord, find_record, record_path, remove_record, save_record
+from .tritonserver import (
+    KEY_ENV,
+    RESTRICTED_KEY_NAME,
+    ServerOptions,
+    TritonInstall,
+    tritonserver_argv,
+)
+
+if TYPE_CHECKING:
+    from ..progress import Reporter
+
+UNIT_NAME = "edge-deploy-triton.service"
+SERVICE_USER = "edge-deploy"
+SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
+SYSTEMD_RUN_DIR = Path("/run/systemd/system")  # exists only when systemd is the running init
+JOURNAL_SOCKET = Path("/run/systemd/journal/socket")
+SYSUSERS_FILE = Path("/etc/sysusers.d/edge-deploy.conf")
+DEFAULT_HEALTH_WAIT = 300  # s; TensorRT plans on an Orin can take minutes to deserialize
+SYSTEMCTL_TIMEOUT = 30.0
+
+# Settings a user manager cannot apply (they need privileges, mount namespaces,
+# or BPF cgroup programs it does not have); the --user unit leaves them out.
+USER_SCOPE_DROPS = frozenset(
+    {
+        "User", "Group", "SupplementaryGroups", "CapabilityBoundingSet", "AmbientCapabilities",
+        "ProtectSystem", "ProtectHome", "BindReadOnlyPaths", "PrivateTmp", "ProtectKernelTunables",
+        "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups", "ProtectClock",
+        "ProtectHostname", "ProtectProc", "DevicePolicy", "DeviceAllow", "IPAddressDeny", "IPAddressAllow",
+        "RemoveIPC",
+    }
+)
+# Home-like trees that ProtectHome= hides from the system service.
+HOME_TREES = (Path("/home"), Path("/root"), Path("/run/user"))
+# Jetson (nvgpu/nvhost/nvmap) and discrete/OpenRM (nvidia*) GPU device nodes.
+GPU_DEVICE_GLOBS = (
+    "nvmap", "nvhost-*", "nvgpu/*/*", "nvidia*", "nvidia-caps/*", "host1x-fence", "nvsciipc", "dri/renderD*",
+)
+
+
+def template_text() -> str:
+    """The unit template shipped with the package (identical to systemd/edge-deploy-triton.service)."""
+    return resources.files("edge_deploy.serve").joinpath("templates", UNIT_NAME).read_text()
+
+
+def unit_dir(scope: str) -> Path:
+    """Where `serve` installs the unit: /etc/systemd/system or ~/.config/systemd/user."""
+    if scope == "system":
+        return SYSTEM_UNIT_DIR
+    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config_home) / "systemd" / "user"
+
+
+def unit_path(scope: str) -> Path:
+    """The unit file of `scope` (system or user)."""
+    return unit_dir(scope) / UNIT_NAME
+
+
+def systemd_quote(arg: str) -> str:
+    """Quote one ExecStart= word: escape specifiers and variables, except ${EDGE_DEPLOY_MODEL_KEY}."""
+    placeholder = "${" + KEY_ENV + "}"
+    parts = arg.split(placeholder)
+    escaped = [p.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$") for p in parts]
+    word = placeholder.join(escaped)
+    return f'"{word}"' if any(c.isspace() for c in word) or word == "" else word
+
+
+def environment_file_text(env: dict[str, str]) -> str:
+    """KEY="value" lines for systemd's EnvironmentFile=."""
+    lines = []
+    for key, value in sorted(env.items()):
+        value = value.replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'{key}="{value}"')
+    return "\n".join(lines) + "\n"
+
+
+def gpu_device_nodes(root: Path = Path("/")) -> list[Path]:
+    """The GPU device nodes present under `root`/dev, as /dev/... paths (DeviceAllow= lines)."""
+    dev = root / "dev"
+    found: set[Path] = set()
+    for pattern in GPU_DEVICE_GLOBS:
+        found.update(Path("/dev") / p.relative_to(dev) for p in dev.glob(pattern) if not p.is_dir())
+    return sorted(found)
+
+
+def journald_available() -> bool:
+    """True when journald runs (its socket exists), so unit output lands in the journal."""
+    return JOURNAL_SOCKET.exists()
+
+
+def default_log_file(scope: str, state: Path) -> Path | None:
+    """None when journald collects the output; else the file the unit appends it to."""
+    if journald_available():
+        return None
+    return Path("/var/log/edge-deploy/triton.log") if scope == "system" else state / "triton.log"
+
+
+@dataclass
+class UnitConfig:
+    """Everything the unit depends on, besides the template."""
+
+    scope: str  # "system" | "user"
+    install: TritonInstall
+    options: ServerOptions  # restricted_key is replaced by the ${EDGE_DEPLOY_MODEL_KEY} reference
+    environment_file: Path
+    health_wait: int = DEFAULT_HEALTH_WAIT
+    python: str = sys.executable
+    user: str = SERVICE_USER
+    log_file: Path | None = None  # None: the journal
+    restart_sec: int = 2
+    start_limit_interval: int = 600
+    start_limit_burst: int = 5
+    device_nodes: list[Path] = field(default_factory=list)
+
+    def server_options(self) -> ServerOptions:
+        """The options with the key replaced by the environment-file reference (what ExecStart= shows)."""
+        from dataclasses import replace
+
+        return replace(self.options, restricted_key=(RESTRICTED_KEY_NAME, "${" + KEY_ENV + "}"))
+
+
+def readable_paths(config: UnitConfig) -> list[Path]:
+    """Paths the service must read: interpreter, this package, tritonserver, backends, repository."""
+    import edge_deploy
+
+    paths = [
+        Path(sys.prefix), Path(sys.base_prefix), Path(edge_deploy.__file__).resolve().parent.parent,
+        config.install.binary.resolve().parent.parent, Path(config.options.model_repository).resolve(),
+    ]
+    if config.install.backend_dir is not None:
+        paths.append(config.install.backend_dir)  # (the bundle's links point into its root, above)
+    for entry in config.install.env.get("LD_LIBRARY_PATH", "").split(os.pathsep):
+        if entry:
+            paths.append(Path(entry))
+    # Keep the outermost paths only: a bind mount of a directory covers what is inside.
+    unique = sorted(set(paths), key=lambda p: len(p.parts))
+    return [p for i, p in enumerate(unique) if not any(q in p.parents for q in unique[:i])]
+
+
+def _under_home(path: Path) -> bool:
+    return any(path == tree or tree in path.parents for tree in HOME_TREES)
+
+
+def render_unit(config: UnitConfig) -> str:
+    """The unit file text for `config` (system or user variant)."""
+    options = config.server_options()
+    argv = tritonserver_argv(config.install, options)
+    health = [
+        config.python, "-m", "edge_deploy", "health", "--wait", str(config.health_wait),
+        "--url", options.url, "--repository", str(options.model_repository),
+    ]
+    home_paths = [p for p in readable_paths(config) if _under_home(p)]
+    loopback = all(addr.startswith("127.") or addr in ("localhost", "::1") for _, addr, _ in options.ports())
+    values = {
+        "repository": str(options.model_repository).replace("%", "%%"),
+        "user": config.user,
+        "group": config.user,
+        "environment_file": str(config.environment_file),
+        "exec_start": " ".join(systemd_quote(a) for a in argv),
+        "exec_start_post": " ".join(systemd_quote(a) for a in health),
+        "timeout_start": str(config.health_wait + 30),
+        "timeout_stop": str(options.exit_timeout + 15),
+        "restart_sec": str(config.restart_sec),
+        "start_limit_interval": str(config.start_limit_interval),
+        "start_limit_burst": str(config.start_limit_burst),
+        "standard_output": f"append:{config.log_file}" if config.log_file else "journal",
+        # tmpfs over /home etc., with only what the service needs bound back read-only.
+        "protect_home": "tmpfs" if home_paths else "yes",
+        "bind_read_only_paths": "\n".join(f"BindReadOnlyPaths={systemd_quote(str(p))}" for p in home_paths),
+        "ip_address_policy": "IPAddressDeny=any\nIPAddressAllow=localhost" if loopback else "",
+        "device_allow": "\n".join(f"DeviceAllow={systemd_quote(str(p))} rw" for p in config.device_nodes),
+        "wanted_by": "multi-user.target" if config.scope == "system" else "default.target",
+    }
+    text = string.Template(template_text()).substitute(values)
+    if config.scope == "user":
+        text = _drop_system_only(text)
+    return _squeeze_blank_lines(text)
+
+
+def _drop_system_only(text: str) -> str:
+    kept = []
+    for line in text.splitlines():
+        key = line.split("=", 1)[0].strip()
+        if "=" in line and not line.lstrip().startswith("#") and key in USER_SCOPE_DROPS:
+            continue
+        if line.startswith("# system only"):
+            continue
+        kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+def _squeeze_blank_lines(text: str) -> str:
+    out: list[str] = []
+    for line in text.splitlines():
+        if line.strip() == "" and out and out[-1].strip() == "":
+            continue
+        out.append(line)
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+# ---------------------------------------------------------------- systemctl
+
+
+def systemctl(scope: str, *args: str, timeout: float = SYSTEMCTL_TIMEOUT, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run systemctl (with --user for the user scope); ServerError with its message on failure."""
+    argv = ["systemctl", *(["--user"] if scope == "user" else []), *args]
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise ServerError(f"`{' '.join(argv)}` did not finish within {timeout:.0f} s.") from exc
+    if check and result.returncode != 0:
+        message = (result.stderr or result.stdout).strip().splitlines()
+        raise ServerError(f"`{' '.join(argv)}` failed: {message[-1] if message else f'exit {result.returncode}'}")
+    return result
+
+
+def unit_properties(scope: str, *names: str) -> dict[str, str]:
+    """`systemctl show -p ...` as a dict ({} when systemd cannot be asked)."""
+    result = systemctl(scope, "show", UNIT_NAME, *(f"--property={n}" for n in names), check=False)
+    props: dict[str, str] = {}
+    for line in result.stdout.splitlines():
+        if "=" in line:
+            key, value = line.split("=", 1)
+            props[key] = value
+    return props
+
+
+def require_systemd(scope: str, run_dir: Path | None = None) -> None:
+    """ServerError (suggesting --foreground) when there is no systemd manager for `scope`."""
+    run_dir = SYSTEMD_RUN_DIR if run_dir is None else run_dir
+    if shutil.which("systemctl") is None or not run_dir.is_dir():
+        raise ServerError(
+            f"systemd is not running on this machine (no {run_dir}); "
+            "run the server without it: `edge-deploy serve --foreground`."
+        )
+    if scope == "user":
+        runtime = os.environ.get("XDG_RUNTIME_DIR")
+        if not runtime or not (Path(runtime) / "systemd" / "private").exists():
+            raise ServerError(
+                "no systemd user manager for this user (XDG_RUNTIME_DIR/systemd/private is missing); "
+                "log in through a session (or `loginctl enable-linger`), or use `edge-deploy serve --foreground`."
+            )
+
+
+def effective_uid() -> int:
+    """os.geteuid(); a function so tests (which run as root) can pretend otherwise."""
+    return os.geteuid()
+
+
+def require_root(scope: str, euid: int | None = None) -> None:
+    """ServerError when installing a system unit without root."""
+    if scope == "system" and (effective_uid() if euid is None else euid) != 0:
+        raise ServerError(
+            "installing the system service needs root: run `sudo edge-deploy serve ...`, "
+            "or serve as your own user with `edge-deploy serve --user`."
+        )
+
+
+def ensure_service_user(user: str = SERVICE_USER) -> None:
+    """Create the system user (group `video` for the Jetson GPU) with systemd-sysusers if absent."""
+    try:
+        pwd.getpwnam(user)
+        return
+    except KeyError:
+        pass
+    SYSUSERS_FILE.parent.mkdir(parents=True, exist_ok=True)
+    SYSUSERS_FILE.write_text(
+        f'u {user} - "edge-deploy Triton server" /nonexistent /usr/sbin/nologin\n'
+        f"m {user} video\n"
+    )
+    result = subprocess.run(["systemd-sysusers", str(SYSUSERS_FILE)], capture_output=True, text=True, timeout=30)
+    if result.returncode != 0:
+        raise ServerError(f"cannot create the system user {user}: {result.stderr.strip() or 'systemd-sysusers failed'}")
+
+
+def check_service_can_read(paths: list[Path]) -> None:
+    """ServerError when a path is not readable by other users (the system service user)."""
+    for path in paths:
+        for part in [*reversed(path.parents), path]:
+            try:
+                mode = part.stat().st_mode
+            except OSError:
+                break
+            if part.is_dir() and not mode & 0o001:
+                raise ServerError(
+                    f"the service user {SERVICE_USER} cannot reach {path} ({part} is not searchable by others); "
+                    "install Triton, Python and the repository where other users can read them (e.g. under /opt), "
+                    "or use `edge-deploy serve --user`."
+                )
+
+
+# ---------------------------------------------------------------- install / start / remove
+
+
+def write_private(path: Path, text: str, *, group: str | None = None) -> None:
+    """Write `text` atomically, mode 0600 (0640 with `group` as owner group): secrets."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, text, 0o640 if group else 0o600, group=group)
+
+
+def write_public(path: Path, text: str) -> None:
+    """Write a non-secret file (the unit) atomically, mode 0644."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, text, 0o644)
+
+
+@dataclass
+class InstalledUnit:
+    """What an installed unit serves, read back from its ExecStart= and StandardOutput= lines."""
+
+    path: Path
+    url: str
+    repository: Path
+    log_file: Path | None
+
+
+def read_installed_unit(scope: str) -> InstalledUnit | None:
+    """Parse the installed unit of `scope`, or None when there is none."""
+    import shlex
+
+    path = unit_path(scope)
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    address, port, repository, log_file = "127.0.0.1", "8001", Path("."), None
+    for line in text.splitlines():
+        if line.startswith("ExecStart="):
+            for word in shlex.split(line[len("ExecStart="):].replace("$$", "$").replace("%%", "%")):
+                key, _, value = word.partition("=")
+                if key == "--grpc-address":
+                    address = value
+                elif key == "--grpc-port":
+                    port = value
+                elif key == "--model-repository":
+                    repository = Path(value)
+        elif line.startswith("StandardOutput=append:"):
+            log_file = Path(line.split(":", 1)[1])
+    return InstalledUnit(path=path, url=f"{address}:{port}", repository=repository, log_file=log_file)
+
+
+def failure_reason(scope: str, log_file: Path | None, log_offset: int = 0, since: float | None = None) -> str:
+    """Why the server did not come up: the most telling line of its output."""
+    from .tritonserver import last_error_line, reason_from_log
+
+    if log_file is not None:
+        return last_error_line(log_file, log_offset) if log_file.is_file() else f"no server log at {log_file}"
+    argv = ["journalctl", "--user-unit" if scope == "user" else "--unit", UNIT_NAME, "-o", "cat", "-n", "300", "--no-pager"]
+    if since is not None:
+        argv += ["--since", f"@{int(since)}"]
+    try:
+        text = subprocess.run(argv, capture_output=True, text=True, timeout=15).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "see `edge-deploy logs`"
+    return reason_from_log(text)
+
+
+@dataclass
+class ServeResult:
+    """What `install_and_start` did."""
+
+    unit_file: Path
+    url: str
+    models: list[ModelHealth]
+    already_running: bool = False
+
+
+def install_and_start(
+    config: UnitConfig,
+    *,
+    key: str,
+    key_file: Path,
+    reporter: Reporter | None = None,
+) -> ServeResult:
+    """Install the unit of `config`, enable and start it; return once the server and models are ready.
+
+    Checks come first (the caller checked root/systemd); an active unit with other
+    settings or a taken port stop here with nothing changed. When the new unit
+    fails to start, the previous files come back and the reason from the server's
+    log is raised.
+    """
+    import time
+
+    from ..progress import Reporter
+    from .admin import check_health
+    from .tritonserver import GRPC_KEY_HEADER, check_ports_free, check_repository
+
+    reporter = reporter or Reporter()
+    scope, options = config.scope, config.options
+    models = check_repository(options.model_repository)
+    text = render_unit(config)
+    path = unit_path(scope)
+    state = unit_properties(scope, "ActiveState", "UnitFileState")
+    if state.get("ActiveState") in ("active", "activating", "reloading"):
+        if path.is_file() and path.read_text() == text:
+            health = check_health(options.url, models)
+            return ServeResult(path, options.url, health.models, already_running=True)
+        raise ServerError(
+            f"{UNIT_NAME} is already running with other settings; nothing was changed. "
+            f"Stop it first (`edge-deploy stop{' --user' if scope == 'user' else ''}`) to serve with new settings."
+        )
+    check_ports_free(options)
+    if scope == "system":
+        ensure_service_user(config.user)
+        check_service_can_read(readable_paths(config))
+    group = config.user if scope == "system" else None
+
+    env = {**config.install.env, KEY_ENV: key}
+    saved = {p: (p.read_bytes() if p.is_file() else None) for p in (path, config.environment_file, key_file)}
+    was_enabled = state.get("UnitFileState") == "enabled"
+    log_offset = config.log_file.stat().st_size if config.log_file and config.log_file.is_file() else 0
+    started_at = time.time()
+    try:
+        write_private(key_file, key + "\n", group=group)
+        write_private(config.environment_file, environment_file_text(env))
+        if config.log_file is not None:
+            config.log_file.parent.mkdir(parents=True, exist_ok=True)
+        write_public(path, text)
+        systemctl(scope, "daemon-reload")
+        systemctl(scope, "reset-failed", UNIT_NAME, check=False)
+        systemctl(scope, "enable", UNIT_NAME)
+        with reporter.stage(f"starting {UNIT_NAME} (waiting for every model to be ready)"):
+            result = systemctl(scope, "start", UNIT_NAME, timeout=config.health_wait + 60, check=False)
+            if result.returncode != 0:
+                reason = failure_reason(scope, config.log_file, log_offset, started_at)
+                raise ServerError(f"{UNIT_NAME} did not start: {reason}")
+    except BaseException:
+        _restore(scope, saved, was_enabled)
+        raise
+    health = check_health(options.url, models)
+    record = ServerRecord(
+        url=options.url,
+        repository=Path(options.model_repository).resolve(),
+        key_header=GRPC_KEY_HEADER,
+        key_file=key_file,
+        scope=scope,
+        unit=UNIT_NAME,
+    )
+    save_record(record)
+    return ServeResult(path, options.url, health.models)
+
+
+def _restore(scope: str, saved: dict[Path, bytes | None], was_enabled: bool) -> None:
+    """Put back the files a failed `serve` replaced, and leave the unit stopped."""
+    systemctl(scope, "stop", UNIT_NAME, check=False, timeout=120)
+    for file, content in saved.items():
+        if content is None:
+            file.unlink(missing_ok=True)
+        else:
+            file.write_bytes(content)
+    systemctl(scope, "daemon-reload", check=False)
+    if not was_enabled:
+        systemctl(scope, "disable", UNIT_NAME, check=False)
+    systemctl(scope, "reset-failed", UNIT_NAME, check=False)
+
+
+def stop_unit(scope: str) -> bool:
+    """Stop the unit (it stays enabled); False when it is not installed."""
+    if read_installed_unit(scope) is None:
+        return False
+    systemctl(scope, "stop", UNIT_NAME, timeout=120)
+    return True
+
+
+def uninstall_unit(scope: str, environment_file: Path, key_file: Path) -> list[Path]:
+    """Stop, disable and remove the unit, its environment and key files and the server record."""
+
+    installed = read_installed_unit(scope)
+    removed: list[Path] = []
+    if installed is not None:
+        systemctl(scope, "stop", UNIT_NAME, check=False, timeout=120)
+        systemctl(scope, "disable", UNIT_NAME, check=False)
+        installed.path.unlink(missing_ok=True)
+        removed.append(installed.path)
+        systemctl(scope, "daemon-reload", check=False)
+        systemctl(scope, "reset-failed", UNIT_NAME, check=False)
+        record = find_record(installed.repository)
+        if record is not None and record.scope == scope:
+            remove_record(record)
+            removed.append(record_path(scope, installed.repository))
+    for file in (environment_file, key_file):
+        if file.exists():
+            file.unlink()
+            removed.append(file)
+    return removed

@@ -1,0 +1,79 @@
+"""INT8 calibration: the images, the model's own preprocessing, and the calibrator that feeds TensorRT.
+
+Real image files, real preprocessing; TensorRT and pycuda are the doubles of
+tests/support/trt_double.py (no GPU here: "device memory" is host bytes).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from trt_double import install_pycuda, make_tensorrt
+
+from edge_deploy.build import plan as engine
+from edge_deploy.build import tensorrt_api
+from edge_deploy.build.calibration import calibration_images, make_calibration
+from edge_deploy.errors import EngineError
+
+pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, ... (shared fixtures)
+
+
+def test_calibration_images_errors(tmp_path: Path) -> None:
+    with pytest.raises(EngineError, match="needs --calibration-images"):
+        calibration_images(None)
+    with pytest.raises(EngineError, match="not a directory"):
+        calibration_images(tmp_path / "missing")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("no images here")
+    with pytest.raises(EngineError, match="holds no images"):
+        calibration_images(empty)
+
+
+def test_calibration_batches_use_the_models_preprocessing(tmp_path: Path, artifact) -> None:
+    import cv2
+
+    directory, manifest = artifact
+    images = tmp_path / "frames"
+    images.mkdir()
+    rng = np.random.default_rng(1)
+    for i in range(5):
+        cv2.imwrite(str(images / f"f{i}.png"), rng.integers(0, 255, (720, 1280, 3), dtype=np.uint8))
+    found = calibration_images(images)
+    assert len(found) == 5
+    profile = engine.optimisation_profile(manifest)
+    calibration = make_calibration(directory, manifest, found, "ab" * 32, profile)
+    batches = list(calibration.batches())
+    assert calibration.batch_size == 1 and len(batches) == 5
+    raw = cv2.imread(str(found[0]))
+    expected = cv2.resize(raw, (640, 360), interpolation=cv2.INTER_CUBIC).astype(np.float32) / 255.0
+    np.testing.assert_allclose(batches[0][0], expected.transpose(2, 0, 1), rtol=0, atol=1e-6)
+    assert calibration.cache_path.parent == directory
+
+
+def test_int8_calibrator_feeds_preprocessed_batches_and_keeps_its_cache(monkeypatch, tmp_path, artifact) -> None:
+    import cv2
+
+    directory, manifest = artifact
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    for i in range(3):
+        cv2.imwrite(str(frames / f"{i}.png"), np.full((720, 1280, 3), 40 * i, dtype=np.uint8))
+    manifest["io"]["batch"]["opt"] = 2
+    profile = engine.optimisation_profile(manifest)
+    images = calibration_images(frames)
+    calibration = make_calibration(directory, manifest, images, "cd" * 32, profile)
+    gpu = install_pycuda(monkeypatch)  # no GPU here: device memory is host bytes
+    calibrator = tensorrt_api.make_calibrator(make_tensorrt("10.3.0"), calibration)
+    assert calibrator.get_batch_size() == 2 and calibrator.read_calibration_cache() is None
+    (address,) = calibrator.get_batch(["input"])
+    fed = np.frombuffer(gpu.buffers[address], dtype=np.float32).reshape(2, 3, 360, 640)
+    assert fed[0].max() == 0.0 and abs(float(fed[1].mean()) - 40 / 255) < 1e-6
+    assert calibrator.get_batch(["input"]) is None  # 3 images, batches of 2: the short tail is dropped
+    assert gpu.pushes == gpu.pops == 1
+    calibrator.write_calibration_cache(b"TRT-100300-EntropyCalibration2\ninput: 3c010a14\n")
+    assert calibration.cache_path.read_bytes().startswith(b"TRT-100300")
+    assert calibrator.read_calibration_cache() == calibration.cache_path.read_bytes()
+    with pytest.raises(EngineError, match="only 1 image"):
+        make_calibration(directory, manifest, images[:1], "cd" * 32, profile)

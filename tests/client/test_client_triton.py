@@ -1,0 +1,394 @@
+"""LaneDetClient against the real bundled tritonserver (nvidia-pytriton), models installed by `install`.
+
+Two lane models are served, each raw (pre/post on the client) and as
+NAME_pipeline (pre/post on the server):
+
+- ``lanedet``: LaneATT-R18 with the CULane top-1000 anchors, converted by the real
+  `convert` from a checkpoint made here. Seeded weights as they are predict a lane
+  length of ~0 strips, which decodes to no lane at all whatever the threshold, so the
+  checkpoint sets the length bias to 30 strips and sharpens the classifier: then real
+  lanes come out and the comparisons below are not vacuous.
+- ``tiny``: tests/support/small_artifact.py, LaneATT's I/O with negligible compute, for the
+  tests that only exercise the transport (restart, concurrency, shared memory).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import free_port
+
+from edge_deploy.client.async_client import AsyncLaneDetClient
+from edge_deploy.client.shm import NAME_PREFIX, leftover_regions
+from edge_deploy.client.sync_client import LaneDetClient
+from edge_deploy.errors import ModelMismatchError, ModelNotReadyError
+from edge_deploy.lanedet.decode import decode_lanes
+from edge_deploy.lanedet.synthetic import road_scene
+
+pytestmark = pytest.mark.triton
+
+SIZE = (590, 1640)
+
+
+def frames(*seeds: int) -> list[np.ndarray]:
+    return [road_scene(SIZE[1], SIZE[0], seed=s)[0] for s in seeds]
+
+
+def same_lanes(a, b, *, atol: float = 0.0, score_tol: float = 1e-6) -> bool:
+    """Same number of lanes, same point counts, points within atol px, scores within score_tol."""
+    return len(a) == len(b) and all(
+        x.points.shape == y.points.shape
+        and np.allclose(x.points, y.points, atol=atol, rtol=0)
+        and abs(x.score - y.score) <= score_tol
+        for x, y in zip(a, b)
+    )
+
+
+def our_shm() -> list[str]:
+    return leftover_regions(os.getpid())
+
+
+# --- fixtures ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def laneatt(tmp_path_factory, laneatt_data):
+    """(artifact dir, checkpoint) of the LaneATT-R18 top-1000 model described in the module docstring."""
+    torch = pytest.importorskip("torch")
+    from edge_deploy.convert import convert
+    from edge_deploy.export.settings import ExportSettings, batch_range
+    from edge_deploy.export.source import SourceSpec
+    from edge_deploy.lanedet.model import build_laneatt
+
+    work = tmp_path_factory.mktemp("laneatt")
+    freq = laneatt_data / "culane_anchors_freq.pt"
+    state = build_laneatt("resnet18", anchors_freq=freq, topk_anchors=1000, seed=0).state_dict()
+    with torch.no_grad():
+        state["reg_layer.bias"][0] = 30.0
+        state["cls_layer.weight"].mul_(40.0)
+    checkpoint = work / "laneatt_r18_culane.pt"
+    torch.save({"model": state}, checkpoint)
+    spec = SourceSpec("laneatt", backbone="resnet18", checkpoint=checkpoint, anchors_freq=freq, topk_anchors=1000)
+    convert(spec, work / "artifact", ExportSettings(batch=batch_range(min_batch=1, max_batch=4)), target="onnx")
+    return work / "artifact", checkpoint
+
+
+@pytest.fixture(scope="module")
+def tiny_artifact(tmp_path_factory, laneatt_data):
+    from small_artifact import make_artifact
+
+    return make_artifact(tmp_path_factory.mktemp("tiny") / "artifact", laneatt_data / "anchors_2784x77.npy")
+
+
+@pytest.fixture(scope="module")
+def tiny16_artifact(tmp_path_factory, tiny_artifact):
+    """The tiny model with an FP16 input (a Cast to float32 in front), as a model converted for FP16 input."""
+    import shutil
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    from edge_deploy.artifact import file_entry, read_manifest, write_manifest
+
+    out = tmp_path_factory.mktemp("tiny16") / "artifact"
+    shutil.copytree(tiny_artifact, out)
+    model = onnx.load(str(out / "model.onnx"))
+    graph = model.graph
+    for node in graph.node:
+        node.input[:] = ["input_fp32" if name == "input" else name for name in node.input]
+    graph.node.insert(0, helper.make_node("Cast", ["input"], ["input_fp32"], to=TensorProto.FLOAT))
+    graph.input[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    onnx.checker.check_model(model)
+    onnx.save(model, str(out / "model.onnx"))
+    manifest = read_manifest(out)
+    manifest["io"]["inputs"][0]["datatype"] = "FP16"
+    manifest["files"]["model.onnx"] = file_entry(out / "model.onnx")
+    write_manifest(out, manifest)
+    return out
+
+
+def _serve(repo: Path, log: Path):
+    from edge_deploy.serve.tritonserver import (
+        ServerOptions,
+        TritonProcess,
+        find_tritonserver,
+    )
+
+    options = ServerOptions(model_repository=repo, grpc_port=free_port())
+    proc = TritonProcess(find_tritonserver(cache_dir=log.parent / "cache"), options, log)
+    proc.start()
+    try:
+        proc.wait_ready(120)
+    except Exception:
+        proc.stop(timeout=15)
+        raise
+    return proc
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, laneatt, tiny_artifact, tiny16_artifact):
+    """One tritonserver for the module: lanedet(+_pipeline), tiny(+_pipeline) and tiny16."""
+    from edge_deploy.repository.install import install
+
+    work = tmp_path_factory.mktemp("served")
+    repo = work / "repo"
+    install(laneatt[0], repo, "lanedet", runtime="python", pipeline=True)
+    install(tiny_artifact, repo, "tiny", runtime="python", pipeline=True)
+    install(tiny16_artifact, repo, "tiny16", runtime="python")
+    proc = _serve(repo, work / "triton.log")
+    yield proc
+    proc.stop(timeout=15)
+
+
+# --- results --------------------------------------------------------------------------------------
+
+
+def test_served_lanes_equal_torch_model_plus_local_decode(server, laneatt, laneatt_data):
+    torch = pytest.importorskip("torch")
+    from edge_deploy.lanedet.model import build_laneatt
+    from edge_deploy.lanedet.preprocess import Preprocessor
+
+    model = build_laneatt("resnet18", checkpoint=laneatt[1], anchors_freq=laneatt_data / "culane_anchors_freq.pt",
+                          topk_anchors=1000)
+    pre = Preprocessor()
+    with LaneDetClient(server.url, "lanedet") as client:
+        assert client.transport == "shm" and client.model.kind == "raw" and client.model.num_rows == 1000
+        for frame in frames(0, 1, 2):
+            served = client.detect(frame)
+            with torch.no_grad():
+                raw = model(torch.from_numpy(pre(frame).copy())).numpy()[0]
+            local = decode_lanes(raw, conf_threshold=0.5, nms_threshold=50.0, top_k=4, image_size=frame.shape[:2])
+            assert len(served) > 0
+            # ONNX Runtime vs torch differ by ~1e-4 in the raw output: a few 1e-3 px after scaling.
+            assert same_lanes(served, local, atol=0.05, score_tol=1e-4), (served, local)
+
+
+@pytest.mark.parametrize("name", ["lanedet", "tiny"])
+def test_pipeline_and_both_transports_give_the_same_lanes(server, name):
+    test_frames = frames(3, 4)
+    results = {}
+    for model in (name, f"{name}_pipeline"):
+        for transport in ("shm", "grpc"):
+            with LaneDetClient(server.url, model, transport=transport) as client:
+                results[model, transport] = [client.detect(f) for f in test_frames]
+    reference = results[name, "shm"]
+    assert sum(len(lanes) for lanes in reference) > 0
+    for key, got in results.items():
+        for want, lanes in zip(reference, got):
+            assert same_lanes(want, lanes), key  # server-side pipeline scores are float32
+
+
+def test_pipeline_frame_region_grows_for_bigger_frames(server):
+    small, big = road_scene(640, 360, seed=60)[0], road_scene(1920, 1080, seed=61)[0]
+    with LaneDetClient(server.url, "tiny_pipeline", transport="grpc") as plain:
+        want = [plain.detect(small), plain.detect(big)]
+    with LaneDetClient(server.url, "tiny_pipeline") as client:
+        assert same_lanes(client.detect(small), want[0])
+        (first,) = client.shm_regions
+        assert same_lanes(client.detect(big), want[1])
+        (second,) = client.shm_regions
+        assert second != first and our_shm() == [second]  # the old region was unregistered and unlinked
+        assert same_lanes(client.detect(small), want[0])  # and the bigger one is reused for small frames
+        assert client.shm_regions == [second]
+
+
+def test_batches_colour_order_and_overrides(server):
+    test_frames = frames(5, 6, 7, 8, 9, 10)  # tiny takes batches of 4: two requests
+    with LaneDetClient(server.url, "tiny") as client:
+        single = [client.detect(f) for f in test_frames]
+        assert any(single) and client.model.batch_capacity == 4
+        batched = client.detect_batch(test_frames)
+        assert all(same_lanes(a, b) for a, b in zip(single, batched))
+        rgb = client.detect(np.ascontiguousarray(test_frames[0][:, :, ::-1]), color="rgb")
+        assert same_lanes(rgb, single[0])
+        loose = client.detect(test_frames[0], conf_threshold=0.05, top_k=8)
+        assert len(loose) >= len(single[0]) and all(lane.score > 0.05 for lane in loose)
+        one = client.detect(test_frames[0], top_k=1)
+        assert same_lanes(one, single[0][:1])
+    with LaneDetClient(server.url, "tiny_pipeline") as pipe:  # stricter than the server: filtered here
+        assert same_lanes(pipe.detect(test_frames[0], top_k=1), single[0][:1])
+        scores = sorted({lane.score for lanes in single for lane in lanes})
+        assert len(scores) >= 2
+        cut = (scores[len(scores) // 2 - 1] + scores[len(scores) // 2]) / 2  # between two lanes: no ties
+        for frame, lanes in zip(test_frames, single):
+            assert same_lanes(pipe.detect(frame, conf_threshold=cut), [x for x in lanes if x.score > cut])
+
+
+def test_fp16_input_model(server):
+    test_frames = frames(50, 51)
+    with LaneDetClient(server.url, "tiny") as fp32, LaneDetClient(server.url, "tiny16") as fp16:
+        assert fp16.model.input_datatype == "FP16"
+        for frame in test_frames:
+            want, got = fp32.detect(frame), fp16.detect(frame)
+            assert len(want) > 0
+            # the same model fed float16-rounded pixels: the same lanes, up to that rounding
+            assert same_lanes(got, want, atol=0.5, score_tol=1e-3)
+        (inp,) = [name for name in fp16.shm_regions if name.endswith("_in")]
+        assert os.path.getsize(f"/dev/shm/{inp}") == 4 * 3 * 360 * 640 * 2  # batch 4 of float16 images
+
+
+def test_async_client_with_frames_in_flight(server):
+    test_frames = frames(*range(11, 19))
+    with LaneDetClient(server.url, "tiny") as client:
+        want = [client.detect(f) for f in test_frames]
+
+    async def run(model: str):
+        async with AsyncLaneDetClient(server.url, model, max_in_flight=4) as client:
+            assert len(client.shm_regions) == (8 if model == "tiny" else 0)  # 4 slots x (in, out)
+            tasks = [asyncio.create_task(client.detect(f)) for f in test_frames]
+            got = await asyncio.gather(*tasks)
+            batch = await client.detect_batch(test_frames[:5])
+            return got, batch
+
+    for model in ("tiny", "tiny_pipeline"):
+        got, batch = asyncio.run(run(model))
+        assert all(same_lanes(a, b) for a, b in zip(want, got)), model
+        assert all(same_lanes(a, b) for a, b in zip(want, batch)), model
+    assert our_shm() == []
+
+
+def test_two_clients_in_parallel_do_not_interfere(server):
+    a_frames, b_frames = frames(20, 21), frames(22, 23)
+    with LaneDetClient(server.url, "tiny") as probe:
+        want_a = [probe.detect(f, conf_threshold=0.2) for f in a_frames]
+        want_b = [probe.detect(f, conf_threshold=0.2) for f in b_frames]
+    assert not same_lanes(want_a[0], want_b[0])  # otherwise a mix-up could not show
+    failures: list[str] = []
+
+    def worker(fs, want, tag):
+        try:
+            with LaneDetClient(server.url, "tiny") as client:
+                for i in range(15):
+                    k = i % len(fs)
+                    if not same_lanes(client.detect(fs[k], conf_threshold=0.2), want[k]):
+                        failures.append(f"{tag} frame {k} round {i}")
+        except Exception as exc:  # noqa: BLE001 - reported below
+            failures.append(f"{tag}: {exc!r}")
+
+    threads = [threading.Thread(target=worker, args=(a_frames, want_a, "a")),
+               threading.Thread(target=worker, args=(b_frames, want_b, "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert failures == []
+
+
+def test_nothing_left_in_dev_shm_or_on_the_server_after_close(server):
+    import tritonclient.grpc as grpcclient
+
+    before = sorted(n for n in os.listdir("/dev/shm") if n.startswith(NAME_PREFIX))
+    frame = frames(30)[0]
+    names = []
+    for model in ("tiny", "tiny_pipeline", "lanedet"):
+        client = LaneDetClient(server.url, model)
+        client.detect(frame)
+        names += client.shm_regions
+        assert client.shm_regions and all(os.path.exists(f"/dev/shm/{n}") for n in client.shm_regions)
+        # group read-write, so a server running as another user of the group can map them (shm.py)
+        assert all(os.stat(f"/dev/shm/{n}").st_mode & 0o777 == 0o660 for n in client.shm_regions)
+        client.close()
+    assert len(names) == 2 + 1 + 2
+    after = sorted(n for n in os.listdir("/dev/shm") if n.startswith(NAME_PREFIX))
+    assert after == before and not set(names) & set(after)
+    status = grpcclient.InferenceServerClient(server.url).get_system_shared_memory_status(as_json=True)
+    assert not set(names) & set(status.get("regions", {}))
+
+
+def test_a_client_left_open_is_cleaned_up_at_interpreter_exit(server):
+    import subprocess
+    import sys
+
+    import tritonclient.grpc as grpcclient
+
+    script = (
+        "from edge_deploy.client.sync_client import LaneDetClient\n"
+        "from edge_deploy.lanedet.synthetic import road_scene\n"
+        f"client = LaneDetClient({server.url!r}, 'tiny')\n"
+        "client.detect(road_scene(seed=1)[0])\n"
+        "print(' '.join(client.shm_regions), flush=True)\n"  # and exit without close()
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    names = out.stdout.split()
+    assert len(names) == 2
+    assert not any(os.path.exists(f"/dev/shm/{name}") for name in names)
+    status = grpcclient.InferenceServerClient(server.url).get_system_shared_memory_status(as_json=True)
+    assert not set(names) & set(status.get("regions", {}))
+
+
+def test_errors_name_the_problem_in_one_line(server):
+    with pytest.raises(ModelNotReadyError) as missing:
+        LaneDetClient(server.url, "no_such_model")
+    with pytest.raises(ModelMismatchError) as mismatch:
+        LaneDetClient(server.url, "tiny_postprocess")
+    for info in (missing, mismatch):
+        assert "\n" not in str(info.value)
+    assert "no_such_model" in str(missing.value) and "tiny_postprocess" in str(mismatch.value)
+    assert our_shm() == []
+
+
+# --- restarts -----------------------------------------------------------------------------------
+
+
+def restart_in_background(proc) -> tuple[threading.Event, threading.Event]:
+    """Stop the server, wait a moment, start it again on the same port; events for 'stopped' and 'started'."""
+    stopped, started = threading.Event(), threading.Event()
+
+    def restart():
+        proc.stop(timeout=15)
+        stopped.set()
+        time.sleep(0.5)
+        proc.start()
+        started.set()
+
+    threading.Thread(target=restart, daemon=True).start()
+    assert stopped.wait(30)
+    return stopped, started
+
+
+def test_server_restarted_mid_stream_the_clients_recover(tmp_path, tiny_artifact):
+    import tritonclient.grpc as grpcclient
+
+    from edge_deploy.repository.install import install
+
+    repo = tmp_path / "repo"
+    install(tiny_artifact, repo, "tiny", runtime="python", pipeline=True)
+    proc = _serve(repo, tmp_path / "triton.log")
+    try:
+        stream = frames(40, 41, 42)
+        with LaneDetClient(proc.url, "tiny", client_timeout=10, retry_deadline=90) as client:
+            want = [client.detect(f) for f in stream]
+            regions = list(client.shm_regions)
+            got = []
+            for i in range(12):
+                if i == 4:
+                    _, started = restart_in_background(proc)  # detect 4 is sent while the server is down
+                got.append(client.detect(stream[i % 3]))
+            assert started.is_set() and client.recoveries >= 1
+            assert all(same_lanes(g, want[i % 3]) for i, g in enumerate(got))
+            # the same regions, re-registered with the new server process: nothing new, nothing leaked
+            assert client.shm_regions == regions and our_shm() == sorted(regions)
+            status = grpcclient.InferenceServerClient(proc.url).get_system_shared_memory_status(as_json=True)
+            assert set(regions) <= set(status.get("regions", {}))
+        assert our_shm() == []
+
+        async def pipelined():
+            async with AsyncLaneDetClient(proc.url, "tiny", retry_deadline=90, max_in_flight=3) as aclient:
+                names = list(aclient.shm_regions)
+                await aclient.detect(stream[0])
+                _, started = await asyncio.to_thread(restart_in_background, proc)
+                results = await asyncio.gather(*(aclient.detect(stream[i % 3]) for i in range(9)))
+                assert started.is_set() and aclient.recoveries >= 1
+                assert aclient.shm_regions == names and our_shm() == sorted(names)
+                return results
+
+        results = asyncio.run(pipelined())
+        assert all(same_lanes(r, want[i % 3]) for i, r in enumerate(results))
+        assert our_shm() == []
+    finally:
+        proc.stop(timeout=15)

@@ -1,0 +1,127 @@
+"""`edge-deploy infer` and `edge-deploy sample`, run as the real command (`python3 -m edge_deploy`)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+import pytest
+from conftest import free_port
+
+from edge_deploy.client.sync_client import LaneDetClient
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def one_line_error(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 2, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+# --- no server ----------------------------------------------------------------------------------
+
+
+def test_sample_writes_road_frames(tmp_path):
+    result = cli("sample", "--out", str(tmp_path / "s"), "-n", "2", "--width", "800", "--height", "300")
+    assert result.returncode == 0, result.stderr
+    files = sorted((tmp_path / "s").glob("*.png"))
+    assert [f.name for f in files] == ["road-000.png", "road-001.png"]
+    images = [cv2.imread(str(f)) for f in files]
+    assert all(img.shape == (300, 800, 3) for img in images)
+    assert not np.array_equal(images[0], images[1])
+
+
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
+    out = tmp_path / "out"
+    assert "no images" in one_line_error(cli("infer", "--out", str(out)))
+    assert "does not exist" in one_line_error(cli("infer", str(tmp_path / "missing.png"), "--out", str(out)))
+    (tmp_path / "notes.png").write_text("not an image")
+    assert "cannot decode" in one_line_error(cli("infer", str(tmp_path / "notes.png"), "--out", str(out)))
+    assert not out.exists()
+
+
+def test_unreachable_server_is_one_line(tmp_path):
+    cli("sample", "--out", str(tmp_path), "-n", "1")
+    result = cli("infer", str(tmp_path / "road-000.png"), "--url", f"127.0.0.1:{free_port()}",
+                 "--out", str(tmp_path / "out"), "--timeout", "2")
+    assert "unreachable" in one_line_error(result)
+    assert not (tmp_path / "out").exists()
+
+
+# --- against tritonserver -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_server(tmp_path_factory, laneatt_data):
+    from small_artifact import make_artifact
+
+    from edge_deploy.repository.install import install
+    from edge_deploy.serve.tritonserver import (
+        ServerOptions,
+        TritonProcess,
+        find_tritonserver,
+    )
+
+    work = tmp_path_factory.mktemp("infer_cli")
+    artifact = make_artifact(work / "artifact", laneatt_data / "anchors_2784x77.npy")
+    install(artifact, work / "repo", "tiny", runtime="python", pipeline=True)
+    proc = TritonProcess(find_tritonserver(cache_dir=work / "cache"),
+                         ServerOptions(model_repository=work / "repo", grpc_port=free_port()), work / "triton.log")
+    proc.start()
+    try:
+        proc.wait_ready(120)
+        yield proc
+    finally:
+        proc.stop(timeout=15)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("model", ["tiny", "tiny_pipeline"])
+def test_infer_writes_png_and_json_matching_detect(tmp_path, tiny_server, model):
+    images = tmp_path / "images"
+    assert cli("sample", "--out", str(images), "-n", "2").returncode == 0
+    # a second, smaller image with the same stem in another directory: names must not collide
+    (tmp_path / "small").mkdir()
+    small = cv2.resize(cv2.imread(str(images / "road-001.png")), (820, 295))
+    cv2.imwrite(str(tmp_path / "small" / "road-001.png"), small)
+    paths = [images / "road-000.png", images / "road-001.png", tmp_path / "small" / "road-001.png"]
+    out = tmp_path / "out"
+    result = cli("infer", *map(str, paths), "--url", tiny_server.url, "--model", model, "--out", str(out), "--json")
+    assert result.returncode == 0, result.stderr
+    stems = ["road-000", "road-001", "road-001-1"]
+    with LaneDetClient(tiny_server.url, model) as client:
+        expected = [client.detect(cv2.imread(str(p))) for p in paths]
+    assert sum(len(lanes) for lanes in expected) > 0
+    for path, stem, want in zip(paths, stems, expected):
+        drawn = cv2.imread(str(out / f"{stem}.lanes.png"))
+        original = cv2.imread(str(path))
+        assert drawn is not None and drawn.shape == original.shape
+        assert not np.array_equal(drawn, original) or not want  # lanes were drawn on it
+        record = json.loads((out / f"{stem}.lanes.json").read_text())
+        assert record["image"] == str(path) and (record["height"], record["width"]) == original.shape[:2]
+        assert len(record["lanes"]) == len(want)
+        for got, lane in zip(record["lanes"], want):
+            assert np.array_equal(np.asarray(got["points"], np.float32), lane.points)
+            assert got["score"] == pytest.approx(lane.score, abs=1e-6)
+
+
+@pytest.mark.triton
+def test_infer_synthetic_json_only_with_overrides(tmp_path, tiny_server):
+    out = tmp_path / "out"
+    result = cli("infer", "--synthetic", "2", "--url", tiny_server.url, "--model", "tiny", "--out", str(out),
+                 "--json", "--no-png", "--conf", "0.2", "--top-k", "6", "--transport", "grpc")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "road-000.lanes.json", "road-000.png", "road-001.lanes.json", "road-001.png"]
+    with LaneDetClient(tiny_server.url, "tiny") as client:
+        for i in range(2):
+            want = client.detect(cv2.imread(str(out / f"road-{i:03d}.png")), conf_threshold=0.2, top_k=6)
+            got = json.loads((out / f"road-{i:03d}.lanes.json").read_text())["lanes"]
+            assert len(got) == len(want) and all(lane["score"] > 0.2 for lane in got)

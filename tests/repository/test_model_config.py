@@ -1,0 +1,129 @@
+"""config.pbtxt generation: ModelConfig from a manifest, printed with text_format."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from edge_deploy.errors import RepositoryError
+from edge_deploy.lanedet import contract
+from edge_deploy.lanedet.contract import LANEATT_DECODE, LANEATT_PREPROCESS
+from edge_deploy.repository import model_config as mc
+
+
+def manifest(dynamic: bool = True, n: int = 1000, dtype: str = "FP32") -> dict:
+    lead = -1 if dynamic else 1
+    return {
+        "format": 1,
+        "io": {
+            "inputs": [{"name": "input", "datatype": dtype, "shape": [lead, 3, 360, 640]}],
+            "outputs": [{"name": "predict_lanes", "datatype": dtype, "shape": [lead, n, 77]}],
+            "batch": {"min": 1, "opt": 2, "max": 8 if dynamic else 1, "dynamic": dynamic},
+        },
+        "preprocess": copy.deepcopy(LANEATT_PREPROCESS),
+        "decode": {**LANEATT_DECODE, "top_k": 5},
+    }
+
+
+def test_dynamic_batch_model_config_round_trips_through_text() -> None:
+    config = mc.model_config(manifest(), name="lane", runtime="python", manifest_sha256="ab" * 32,
+                             options=mc.ConfigOptions(max_queue_delay_us=250, instances=2))
+    text = mc.config_text(config)
+    parsed = mc.parse_config(text)
+    assert parsed == config
+    assert parsed.backend == "python" and parsed.platform == ""
+    assert parsed.max_batch_size == 8
+    assert [(t.name, list(t.dims)) for t in parsed.input] == [("input", [3, 360, 640])]
+    assert [(t.name, list(t.dims)) for t in parsed.output] == [("predict_lanes", [1000, 77])]
+    assert parsed.input[0].data_type == mc.data_type("FP32")
+    assert parsed.dynamic_batching.max_queue_delay_microseconds == 250
+    assert parsed.instance_group[0].count == 2
+    assert parsed.instance_group[0].kind == mc._pb().ModelInstanceGroup.KIND_CPU
+    assert parsed.version_policy.latest.num_versions == 1
+    assert json.loads(parsed.parameters[contract.PARAM_PREPROCESS].string_value) == LANEATT_PREPROCESS
+    assert json.loads(parsed.parameters[contract.PARAM_DECODE].string_value)["top_k"] == 5
+    assert parsed.parameters[contract.PARAM_MANIFEST_SHA256].string_value == "ab" * 32
+    assert parsed.parameters[contract.PARAM_ROLE].string_value == "model"
+
+
+def test_fixed_batch_writes_max_batch_size_zero_and_full_dims() -> None:
+    config = mc.model_config(manifest(dynamic=False), name="lane", runtime="tensorrt")
+    text = mc.config_text(config)
+    assert "max_batch_size: 0\n" in text.splitlines(keepends=True)
+    parsed = mc.parse_config(text)
+    assert list(parsed.input[0].dims) == [1, 3, 360, 640]
+    assert list(parsed.output[0].dims) == [1, 1000, 77]
+    assert not parsed.HasField("dynamic_batching")
+    assert parsed.platform == "tensorrt_plan" and parsed.default_model_filename == "model.plan"
+    assert parsed.instance_group[0].kind == mc._pb().ModelInstanceGroup.KIND_GPU
+
+
+def test_queue_delay_on_a_fixed_batch_model_is_an_error_not_ignored() -> None:
+    with pytest.raises(RepositoryError, match="--max-queue-delay-us"):
+        mc.model_config(manifest(dynamic=False), name="lane", runtime="tensorrt",
+                        options=mc.ConfigOptions(max_queue_delay_us=100))
+
+
+def test_onnxruntime_runtime_and_fp16_dtypes() -> None:
+    parsed = mc.parse_config(mc.config_text(mc.model_config(manifest(dtype="FP16"), name="m", runtime="onnxruntime")))
+    assert parsed.platform == "onnxruntime_onnx" and parsed.default_model_filename == "model.onnx"
+    assert parsed.input[0].data_type == mc._pb().TYPE_FP16
+    assert parsed.output[0].data_type == mc._pb().TYPE_FP16
+
+
+def test_warmup_uses_zero_data_with_concrete_dims() -> None:
+    config = mc.model_config(manifest(), name="lane", runtime="python", options=mc.ConfigOptions(warmup=True))
+    (warm,) = config.model_warmup
+    assert warm.batch_size == 1
+    assert list(warm.inputs["input"].dims) == [3, 360, 640] and warm.inputs["input"].zero_data
+    dynamic_hw = manifest()
+    dynamic_hw["io"]["inputs"][0]["shape"] = [-1, 3, -1, -1]
+    with pytest.raises(RepositoryError, match="--warmup"):
+        mc.model_config(dynamic_hw, name="lane", runtime="python", options=mc.ConfigOptions(warmup=True))
+
+
+def test_specific_version_policy_and_policy_versions() -> None:
+    pinned = mc.model_config(manifest(), name="lane", runtime="python", version_policy=2)
+    assert list(pinned.version_policy.specific.versions) == [2]
+    assert mc.policy_versions(pinned, [1, 2, 3]) == [2]
+    assert mc.policy_versions(pinned, [1, 3]) == []
+    latest = mc.model_config(manifest(), name="lane", runtime="python")
+    assert mc.policy_versions(latest, [3, 1, 2]) == [3]
+    assert mc.policy_versions(latest, []) == []
+
+
+def test_unknown_runtime_and_datatype_are_one_line_errors() -> None:
+    with pytest.raises(RepositoryError, match="unknown runtime"):
+        mc.model_config(manifest(), name="lane", runtime="tflite")
+    bad = manifest()
+    bad["io"]["inputs"][0]["datatype"] = "FLOAT"
+    with pytest.raises(RepositoryError, match="unknown tensor datatype"):
+        mc.model_config(bad, name="lane", runtime="python")
+
+
+def test_pipeline_configs_wire_the_ensemble() -> None:
+    m = manifest()
+    pre = mc.preprocess_config(m, name="lane_preprocess")
+    post = mc.postprocess_config(m, name="lane_postprocess")
+    model = mc.model_config(m, name="lane", runtime="python")
+    ens = mc.pipeline_config(m, name="lane_pipeline", model="lane", preprocess="lane_preprocess",
+                             postprocess="lane_postprocess")
+    assert mc.parse_config(mc.config_text(ens)) == ens
+    assert ens.platform == "ensemble" and ens.max_batch_size == 0
+    assert "max_batch_size: 0\n" in mc.config_text(pre)
+    configs = {c.name: c for c in (pre, post, model)}
+    available = {t.name for t in ens.input}
+    for step in ens.ensemble_scheduling.step:
+        target = configs[step.model_name]
+        assert set(step.input_map) == {t.name for t in target.input}
+        assert set(step.input_map.values()) <= available
+        assert set(step.output_map) <= {t.name for t in target.output}
+        available |= set(step.output_map.values())
+    assert {t.name for t in ens.output} <= available
+    top_k = 5
+    assert [list(t.dims) for t in post.output] == [[top_k, 72, 2], [top_k], [top_k], [1]]
+    assert [list(t.dims) for t in ens.output] == [[top_k, 72, 2], [top_k], [top_k], [1]]
+    # The preprocess output carries the batch axis the lane model expects (batch 1).
+    assert list(pre.output[0].dims) == [1, 3, 360, 640]
+    assert list(post.input[0].dims) == [1, 1000, 77]

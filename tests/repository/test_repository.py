@@ -1,0 +1,337 @@
+"""install / versions / prune / rollback on real files, and the bad-input promises (no server here)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from small_artifact import make_artifact
+
+from edge_deploy.artifact import file_entry, read_manifest, write_manifest
+from edge_deploy.errors import RepositoryError
+from edge_deploy.lanedet import contract
+from edge_deploy.repository.files import TMP_PREFIX, clean_leftovers
+from edge_deploy.repository.install import install, prune, rollback
+from edge_deploy.repository.versions import list_models, read_config, versions
+from edge_deploy.serve import admin
+from edge_deploy.serve import record as control
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory, laneatt_data) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("artifacts")
+    anchors = laneatt_data / "anchors_2784x77.npy"
+    return {
+        "a": make_artifact(root / "a", anchors, n=300, seed=0),
+        "b": make_artifact(root / "b", anchors, n=200, seed=1),
+    }
+
+
+@pytest.fixture(autouse=True)
+def _no_server_records(tmp_path, monkeypatch) -> None:
+    # Keep record lookups away from this machine's real state dirs.
+    monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "state"))
+
+
+def tree_hash(root: Path) -> str:
+    """Hash of every path, type, mode and file content under root (root included)."""
+    digest = hashlib.sha256()
+    root = Path(root)
+    paths = [root, *sorted(root.rglob("*"))] if root.is_dir() else [root]
+    for path in paths:
+        st = path.lstat()
+        digest.update(f"{path.relative_to(root.parent)}|{st.st_mode}|".encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "EDGE_DEPLOY_DEBUG"}
+    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True, env=env)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert lines and lines[-1].startswith("error: "), proc.stderr
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    errors = [ln for ln in lines if ln.startswith("error: ")]
+    assert len(errors) == 1
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+
+
+def test_install_writes_a_complete_version_and_config(tmp_path, artifacts) -> None:
+    repo = tmp_path / "repo"
+    result = install(artifacts["a"], repo, "lane", runtime="python", instances=2)
+    assert result.version == 1 and result.runtime == "python" and result.served is None
+    vdir = repo / "lane" / "1"
+    assert sorted(p.name for p in vdir.iterdir()) == ["install.json", "manifest.json", "model.onnx", "model.py"]
+    assert (vdir / "manifest.json").read_bytes() == (artifacts["a"] / "manifest.json").read_bytes()
+    assert (vdir / "model.onnx").read_bytes() == (artifacts["a"] / "model.onnx").read_bytes()
+    assert json.loads((vdir / "install.json").read_text())["options"]["instances"] == 2
+    config = read_config(repo, "lane")
+    assert config.name == "lane" and config.backend == "python" and config.max_batch_size == 4
+    assert list(config.output[0].dims) == [300, 77]
+    manifest_sha = hashlib.sha256((vdir / "manifest.json").read_bytes()).hexdigest()
+    assert config.parameters[contract.PARAM_MANIFEST_SHA256].string_value == manifest_sha
+    # nothing left behind: only the model, the lock file, no staging directories
+    assert sorted(p.name for p in repo.iterdir()) == [".edge-deploy.lock", "lane"]
+    assert not any(p.name.startswith(".") for p in (repo / "lane").iterdir())
+    assert not list(tmp_path.glob(".repo.edge-deploy-staging*"))
+
+
+def test_versions_keep_and_rollback(tmp_path, artifacts) -> None:
+    repo = tmp_path / "repo"
+    for art in ("a", "a", "b"):
+        install(artifacts[art], repo, "lane", runtime="python")
+    assert versions(repo, "lane") == [1, 2, 3]
+    assert list(read_config(repo, "lane").output[0].dims) == [200, 77]
+
+    back = rollback(repo, "lane")  # default: the newest version below the served one
+    assert (back.version, back.previous) == (2, [3])
+    config = read_config(repo, "lane")
+    assert list(config.version_policy.specific.versions) == [2]
+    assert list(config.output[0].dims) == [300, 77]  # rebuilt from version 2's own manifest
+    assert versions(repo, "lane") == [1, 2, 3]  # newer files stay
+
+    # --keep never removes the version the config serves
+    assert prune(repo, "lane", 1) == {"lane": [1]}
+    assert versions(repo, "lane") == [2, 3]
+    infos = list_models(repo, "lane")
+    assert [(i.name, [v.version for v in i.versions], i.policy, i.served) for i in infos] == [("lane", [2, 3], [2], None)]
+
+    result = install(artifacts["a"], repo, "lane", runtime="python", keep=2)
+    assert result.version == 4 and result.pruned == {"lane": [2]}
+    assert versions(repo, "lane") == [3, 4]
+    assert read_config(repo, "lane").version_policy.latest.num_versions == 1
+
+
+def test_pipeline_models_share_the_version_and_follow_rollback(tmp_path, artifacts) -> None:
+    repo = tmp_path / "repo"
+    install(artifacts["a"], repo, "lane", runtime="python", pipeline=True)
+    install(artifacts["b"], repo, "lane", runtime="python", pipeline=False)
+    result = install(artifacts["b"], repo, "lane", runtime="python")  # default: the pipeline follows
+    assert result.models == ["lane", "lane_preprocess", "lane_postprocess", "lane_pipeline"]
+    assert versions(repo, "lane") == [1, 2, 3]
+    for suffix in ("_preprocess", "_postprocess", "_pipeline"):
+        assert versions(repo, "lane" + suffix) == [1, 3]
+    assert list(read_config(repo, "lane_postprocess").input[0].dims) == [1, 200, 77]
+    pre = repo / "lane_preprocess" / "3"
+    src = Path(__file__).resolve().parents[2] / "edge_deploy" / "lanedet"
+    assert (pre / "preprocess.py").read_bytes() == (src / "preprocess.py").read_bytes()
+    assert (repo / "lane_postprocess" / "3" / "decode.py").read_bytes() == (src / "decode.py").read_bytes()
+    result = rollback(repo, "lane", 1)
+    assert result.models == ["lane", "lane_preprocess", "lane_postprocess", "lane_pipeline"]
+    for model in result.models:
+        assert list(read_config(repo, model).version_policy.specific.versions) == [1]
+    assert list(read_config(repo, "lane_postprocess").input[0].dims) == [1, 300, 77]
+
+
+def test_leftovers_of_a_killed_install_are_ignored_and_cleaned(tmp_path, artifacts) -> None:
+    repo = tmp_path / "repo"
+    install(artifacts["a"], repo, "lane", runtime="python")
+    stale = repo / "lane" / f"{TMP_PREFIX}dead"
+    (stale / "v").mkdir(parents=True)
+    (stale / "v" / "model.onnx").write_bytes(b"half")
+    outside = tmp_path / ".repo.edge-deploy-staging" / "lane-x"
+    outside.mkdir(parents=True)
+    assert versions(repo, "lane") == [1]
+    result = install(artifacts["a"], repo, "lane", runtime="python")
+    assert result.version == 2
+    assert not stale.exists() and not outside.exists()
+    assert clean_leftovers(repo) == []
+
+
+def test_runtime_follows_artifact_and_server(tmp_path, artifacts) -> None:
+    repo = tmp_path / "repo"
+    # The bundled server has no onnxruntime backend: model.onnx becomes a Python-backend ORT model.
+    assert install(artifacts["a"], repo, "auto").runtime == "python"
+    result = install(artifacts["a"], repo, "ort", runtime="onnxruntime")
+    assert read_config(repo, "ort").platform == "onnxruntime_onnx"
+    assert sorted(p.name for p in (repo / "ort" / "1").iterdir()) == ["install.json", "manifest.json", "model.onnx"]
+    assert result.runtime == "onnxruntime"
+    with pytest.raises(RepositoryError, match="needs model.plan"):
+        install(artifacts["a"], repo, "trt", runtime="tensorrt")
+
+
+def plan_artifact(root: Path, source: Path, *, gpu: str) -> Path:
+    """An artifact holding only a (fake) model.plan: TensorRT cannot exist here, the bytes are never run."""
+    art = root / f"plan-{gpu}"
+    art.mkdir()
+    (art / "model.plan").write_bytes(b"not a real engine: TensorRT is unavailable in this environment")
+    manifest = read_manifest(source)
+    manifest["files"] = {"model.plan": file_entry(art / "model.plan")}
+    manifest["plan"] = {"tensorrt": "10.3.0", "cuda": "12.6", "gpu": gpu, "compute_capability": "8.7",
+                        "l4t": "36.4.0", "precision": "fp16"}
+    write_manifest(art, manifest)
+    return art
+
+
+def test_plan_with_foreign_fingerprint_needs_force(tmp_path, artifacts) -> None:
+    art = plan_artifact(tmp_path, artifacts["a"], gpu="Orin")
+    repo = tmp_path / "repo"
+    install(artifacts["a"], repo, "lane", runtime="python")
+    before = tree_hash(repo)
+    proc = run_cli("install", str(art), "--repository", str(repo), "--name", "lane")
+    assert_one_line_error(proc, "does not fit this machine", "GPU", "--force")
+    assert tree_hash(repo) == before
+    result = install(art, repo, "lane", force=True)
+    assert result.runtime == "tensorrt" and result.version == 2
+    assert read_config(repo, "lane").platform == "tensorrt_plan"
+    assert (repo / "lane" / "2" / "model.plan").read_bytes() == (art / "model.plan").read_bytes()
+    (info,) = list_models(repo, "lane")
+    assert info.versions[1].plan["gpu"] == "Orin" and any("GPU" in d for d in info.versions[1].plan_mismatch)
+    assert info.versions[0].plan is None and info.versions[0].plan_mismatch is None
+    table = run_cli("models", "lane", "--repository", str(repo))
+    assert "does not fit this machine" in table.stdout
+
+
+def _broken_copy(src: Path, dst: Path, how: str) -> Path:
+    shutil.copytree(src, dst)
+    if how == "no-manifest":
+        (dst / "manifest.json").unlink()
+    elif how == "sha256":
+        with open(dst / "model.onnx", "ab") as fh:
+            fh.write(b"\0")
+    return dst
+
+
+@pytest.mark.parametrize(
+    "case, needles",
+    [
+        ("no-manifest", ["no manifest.json", "edge-deploy convert"]),
+        ("sha256", ["does not match its manifest"]),
+        ("bad-name", ["illegal model name", "letters, digits"]),
+        ("repo-is-file", ["not a directory"]),
+        ("rollback-missing", ["has no version 9", "versions: 1"]),
+        ("rollback-unknown-model", ["has no model"]),
+    ],
+)
+def test_bad_input_is_one_line_and_leaves_the_repository_untouched(tmp_path, artifacts, case, needles) -> None:
+    repo = tmp_path / "repo"
+    install(artifacts["a"], repo, "lane", runtime="python")
+    art = artifacts["a"]
+    args = ["install", str(art), "--repository", str(repo), "--name", "lane"]
+    target = repo
+    if case in ("no-manifest", "sha256"):
+        args[1] = str(_broken_copy(art, tmp_path / case, case))
+    elif case == "bad-name":
+        args[-1] = "lane/../x"
+    elif case == "repo-is-file":
+        target = tmp_path / "file-repo"
+        target.write_text("not a directory\n")
+        args[3] = str(target)
+    elif case == "rollback-missing":
+        args = ["rollback", "lane", "--to", "9", "--repository", str(repo)]
+    elif case == "rollback-unknown-model":
+        args = ["rollback", "nolane", "--repository", str(repo)]
+    before = tree_hash(target)
+    assert_one_line_error(run_cli(*args), *needles)
+    assert tree_hash(target) == before
+
+
+def test_read_only_repository_is_refused_untouched(tmp_path, artifacts) -> None:
+    # Tests run as root, which ignores permission bits: a read-only bind mount really refuses writes.
+    repo = tmp_path / "repo"
+    install(artifacts["a"], repo, "lane", runtime="python")
+    before = tree_hash(repo)
+    mounted = subprocess.run(["mount", "--bind", str(repo), str(repo)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {mounted.stderr.decode().strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(repo)], check=True, capture_output=True)
+        for args in (
+            ["install", str(artifacts["b"]), "--repository", str(repo), "--name", "lane"],
+            ["install", str(artifacts["b"]), "--repository", str(repo), "--name", "other"],
+            ["install", str(artifacts["b"]), "--repository", str(repo / "sub"), "--name", "lane"],
+        ):
+            assert_one_line_error(run_cli(*args), "not writable")
+        assert_one_line_error(run_cli("rollback", "lane", "--to", "1", "--repository", str(repo)))
+    finally:
+        subprocess.run(["umount", str(repo)], check=True)
+    assert tree_hash(repo) == before
+
+
+def test_new_model_in_a_mounted_repository_is_staged_inside_it(tmp_path, artifacts) -> None:
+    # A repository that is its own mount (a volume, an SD card): renames from beside it fail with EXDEV.
+    repo = tmp_path / "repo"
+    install(artifacts["a"], repo, "lane", runtime="python")
+    mounted = subprocess.run(["mount", "--bind", str(repo), str(repo)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {mounted.stderr.decode().strip()}")
+    try:
+        result = install(artifacts["b"], repo, "other", runtime="python", pipeline=True)
+        assert result.version == 1
+        for model in result.models:
+            assert versions(repo, model) == [1] and (repo / model / "config.pbtxt").is_file()
+        assert sorted(p.name for p in repo.iterdir()) == sorted([".edge-deploy.lock", "lane", *result.models])
+    finally:
+        subprocess.run(["umount", str(repo)], check=True)
+
+
+def test_models_command_lists_versions_and_fingerprints(tmp_path, artifacts) -> None:
+    repo = tmp_path / "repo"
+    install(artifacts["a"], repo, "lane", runtime="python")
+    install(artifacts["b"], repo, "lane", runtime="python")
+    proc = run_cli("models", "--repository", str(repo), "--json")
+    assert proc.returncode == 0, proc.stderr
+    (info,) = json.loads(proc.stdout)
+    assert info["name"] == "lane" and info["policy"] == [2] and info["served"] is None
+    shas = [v["manifest_sha256"] for v in info["versions"]]
+    assert shas == [hashlib.sha256((artifacts[k] / "manifest.json").read_bytes()).hexdigest() for k in ("a", "b")]
+    table = run_cli("models", "lane", "--repository", str(repo))
+    assert table.returncode == 0 and "by config" in table.stdout and shas[1][:16] in table.stdout
+
+
+def test_server_records_round_trip(tmp_path, monkeypatch) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    key = tmp_path / "key"
+    key.write_text("s3cret\n")
+    record = control.ServerRecord(url="127.0.0.1:1", repository=repo, key_header="edge-deploy-key",
+                                  key_file=key, scope="user", unit="edge-deploy-triton.service")
+    path = control.save_record(record)
+    assert path.parent == tmp_path / "state" / "servers"
+    found = control.find_record(tmp_path / "." / "repo")
+    assert found == control.ServerRecord(**{**record.__dict__, "repository": repo.resolve()})
+    assert control.read_key(found) == "s3cret"
+    assert admin.live_server(repo) is None  # nothing listens on port 1
+    key.unlink()
+    with pytest.raises(RepositoryError, match="run as root or a member of group edge-deploy"):
+        control.read_key(found)
+    control.remove_record(found)
+    assert control.find_record(repo) is None
+
+
+def test_state_dir_defaults(monkeypatch, tmp_path) -> None:
+    monkeypatch.delenv("EDGE_DEPLOY_STATE_DIR")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    assert control.state_dir("system") == Path("/etc/edge-deploy")
+    assert control.state_dir("user") == tmp_path / "cfg" / "edge-deploy"
+
+
+def test_foreign_model_directory_is_not_overwritten(tmp_path, artifacts) -> None:
+    repo = tmp_path / "repo"
+    (repo / "lane" / "1").mkdir(parents=True)
+    (repo / "lane" / "1" / "model.savedmodel").write_text("someone else's model")
+    before = tree_hash(repo)
+    assert_one_line_error(run_cli("install", str(artifacts["a"]), "--repository", str(repo), "--name", "lane"),
+                          "has no config.pbtxt")
+    assert tree_hash(repo) == before
+
+
+def test_recorded_server_that_does_not_answer_means_files_only(tmp_path, artifacts) -> None:
+    repo = tmp_path / "repo"
+    install(artifacts["a"], repo, "lane", runtime="python")
+    control.save_record(control.ServerRecord(url="127.0.0.1:1", repository=repo, key_header="edge-deploy-key",
+                                             key_file=tmp_path / "missing.key", scope="user"))
+    result = install(artifacts["a"], repo, "lane", runtime="python")
+    assert result.served is None and result.version == 2
+    assert "no running edge-deploy server" in result.summary()

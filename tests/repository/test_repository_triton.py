@@ -1,0 +1,288 @@
+"""install/rollback against the REAL bundled tritonserver (Python backend, ONNX Runtime on CPU)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from small_artifact import make_artifact
+from triton_helpers import failed_loads
+
+from edge_deploy.artifact import file_entry
+from edge_deploy.repository import model_config as mc
+from edge_deploy.repository.install import install
+
+pytestmark = pytest.mark.triton
+
+
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory, laneatt_data) -> Path:
+    return make_artifact(tmp_path_factory.mktemp("artifact"), laneatt_data / "anchors_2784x77.npy", n=1000)
+
+
+def _infer(url: str, model: str, x: np.ndarray, version: str = "") -> np.ndarray:
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        inp = grpcclient.InferInput("input", list(x.shape), "FP32")
+        inp.set_data_from_numpy(x)
+        return client.infer(model, [inp], model_version=version).as_numpy("predict_lanes")
+    finally:
+        client.close()
+
+
+def test_server_loads_install_and_python_ort_matches_onnxruntime(tmp_path, artifact, start_triton) -> None:
+    import onnxruntime as ort
+    import tritonclient.grpc as grpcclient
+
+    repo = tmp_path / "repo"
+    result = install(artifact, repo, "lane", runtime="python", max_queue_delay_us=500, instances=1)
+    assert (result.version, result.runtime) == (1, "python")
+    server = start_triton(repo)
+    client = grpcclient.InferenceServerClient(server.url)
+    served = client.get_model_config("lane").config
+    written = mc.parse_config((repo / "lane" / "config.pbtxt").read_text())
+    assert served.name == written.name == "lane"
+    assert served.max_batch_size == written.max_batch_size == 4
+    assert [(t.name, t.data_type, list(t.dims)) for t in served.input] == [("input", mc.data_type("FP32"), [3, 360, 640])]
+    assert [(t.name, t.data_type, list(t.dims)) for t in served.output] == [
+        ("predict_lanes", mc.data_type("FP32"), [1000, 77])
+    ]
+    assert served.dynamic_batching.max_queue_delay_microseconds == 500
+    assert dict(served.parameters) == dict(written.parameters)
+    client.close()
+
+    rng = np.random.default_rng(1)
+    x = rng.random((3, 3, 360, 640), dtype=np.float32)
+    session = ort.InferenceSession(str(artifact / "model.onnx"), providers=["CPUExecutionProvider"])
+    expected = session.run(None, {"input": x})[0]
+    np.testing.assert_array_equal(_infer(server.url, "lane", x), expected)
+    np.testing.assert_array_equal(_infer(server.url, "lane", x[:1]), expected[:1])
+
+
+def test_fixed_batch_model_loads_with_max_batch_size_zero(tmp_path, laneatt_data, start_triton) -> None:
+    import tritonclient.grpc as grpcclient
+
+    art = make_artifact(tmp_path / "fixed", laneatt_data / "anchors_2784x77.npy", n=50, dynamic=False)
+    repo = tmp_path / "repo"
+    install(art, repo, "fixed", runtime="python", warmup=True)
+    assert "max_batch_size: 0\n" in (repo / "fixed" / "config.pbtxt").read_text()
+    server = start_triton(repo)
+    client = grpcclient.InferenceServerClient(server.url)
+    config = client.get_model_config("fixed").config
+    assert config.max_batch_size == 0 and list(config.input[0].dims) == [1, 3, 360, 640]
+    assert not config.HasField("dynamic_batching") and len(config.model_warmup) == 1
+    client.close()
+    x = np.full((1, 3, 360, 640), 0.5, np.float32)
+    assert _infer(server.url, "fixed", x).shape == (1, 50, 77)
+
+
+KEY_HEADER = "edge-deploy-key"
+
+
+def _served_output_rows(url: str) -> int:
+    return _infer(url, "lane", np.full((1, 3, 360, 640), 0.25, np.float32)).shape[1]
+
+
+def test_explicit_mode_with_key_install_rollback_and_refused_load(tmp_path, laneatt_data, start_triton, monkeypatch) -> None:
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    from edge_deploy.errors import RepositoryError
+    from edge_deploy.repository.install import rollback
+    from edge_deploy.repository.versions import read_config
+    from edge_deploy.serve import record as control
+
+    monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "state"))
+    anchors = laneatt_data / "anchors_2784x77.npy"
+    arts = {n: make_artifact(tmp_path / f"art{n}", anchors, n=n, seed=n) for n in (100, 200)}
+    repo = tmp_path / "repo"
+    install(arts[100], repo, "lane", runtime="python")
+    key = "k-" + "7" * 30
+    key_file = tmp_path / "key"
+    key_file.write_text(key + "\n")
+    server = start_triton(repo, model_control="explicit", restricted_key=(KEY_HEADER, key))
+    control.save_record(control.ServerRecord(url=server.url, repository=repo, key_header=KEY_HEADER,
+                                             key_file=key_file, scope="user"))
+    assert _served_output_rows(server.url) == 100
+
+    # install asks the server (with the key) to load the new version, and says what it serves
+    result = install(arts[200], repo, "lane", runtime="python")
+    assert result.version == 2 and result.served == {"lane": [2]} and result.server_url == server.url
+    assert _served_output_rows(server.url) == 200
+
+    # nobody without the key can load or unload models
+    client = grpcclient.InferenceServerClient(server.url)
+    for headers in (None, {KEY_HEADER: key}, {f"triton-grpc-protocol-{KEY_HEADER}": "wrong"}):
+        with pytest.raises(InferenceServerException):
+            client.load_model("lane", headers=headers)
+        with pytest.raises(InferenceServerException):
+            client.unload_model("lane", headers=headers)
+    assert client.is_model_ready("lane", "2")
+
+    # rollback re-loads version 1
+    back = rollback(repo, "lane")
+    assert (back.version, back.previous, back.served) == (1, [2], {"lane": [1]})
+    assert _served_output_rows(server.url) == 100
+
+    # a version the server cannot load: the command fails with the server's reason, version 1 keeps serving,
+    # and the config stays pinned to the version that is served
+    broken = make_artifact(tmp_path / "broken", anchors, n=100, seed=5)
+    (broken / "model.onnx").write_bytes(b"this is not an ONNX model")
+    manifest = json.loads((broken / "manifest.json").read_text())
+    manifest["files"]["model.onnx"] = file_entry(broken / "model.onnx")
+    (broken / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RepositoryError, match="did not load lane") as info:
+        install(broken, repo, "lane", runtime="python")
+    assert "\n" not in str(info.value)
+    assert client.is_model_ready("lane", "1") and not client.is_model_ready("lane", "3")
+    assert _served_output_rows(server.url) == 100
+    assert list(read_config(repo, "lane").version_policy.specific.versions) == [1]
+
+    # a key the user cannot read: one line, before anything is written
+    control.save_record(control.ServerRecord(url=server.url, repository=repo, key_header=KEY_HEADER,
+                                             key_file=tmp_path / "unreadable.key", scope="user"))
+    before = sorted(str(p) for p in repo.rglob("*"))
+    with pytest.raises(RepositoryError, match="run as root or a member of group edge-deploy"):
+        install(arts[200], repo, "lane", runtime="python")
+    assert sorted(str(p) for p in repo.rglob("*")) == before
+    control.save_record(control.ServerRecord(url=server.url, repository=repo, key_header=KEY_HEADER,
+                                             key_file=key_file, scope="user"))
+
+    # the CLI reports the served version too
+    proc = subprocess.run([sys.executable, "-m", "edge_deploy", "install", str(arts[200]), "--repository", str(repo),
+                           "--name", "lane", "--keep", "2"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert f"server {server.url} now serves: lane 4" in proc.stdout
+    assert _served_output_rows(server.url) == 200
+    models = subprocess.run([sys.executable, "-m", "edge_deploy", "models", "--repository", str(repo), "--json"],
+                            capture_output=True, text=True)
+    (info_json,) = json.loads(models.stdout)
+    assert info_json["served"] == [4] and [v["version"] for v in info_json["versions"]] == [3, 4]
+    client.close()
+
+
+class Inferrer:
+    """A client thread that keeps inferring on `lane` and records failures."""
+
+    def __init__(self, url: str, rows: set[int]) -> None:
+        import threading
+
+        self.url, self.rows = url, rows
+        self.count, self.errors = 0, []
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        x = np.full((1, 3, 360, 640), 0.5, np.float32)
+        while not self.stop_event.is_set():
+            try:
+                out = _infer(self.url, "lane", x)
+                if out.shape[1] not in self.rows:
+                    self.errors.append(f"unexpected output shape {out.shape}")
+                self.count += 1
+            except Exception as exc:  # noqa: BLE001 - every failure is recorded and fails the test
+                self.errors.append(str(exc))
+
+    def __enter__(self) -> "Inferrer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_event.set()
+        self.thread.join(30)
+
+
+def wait_served(url: str, name: str, version: int, timeout: float = 60.0) -> None:
+    import time
+
+    from edge_deploy.serve.admin import served_versions
+
+    deadline = time.monotonic() + timeout
+    while served_versions(url, name) != [version]:
+        assert time.monotonic() < deadline, f"server never served {name} version {version}: {served_versions(url, name)}"
+        time.sleep(0.3)
+
+
+@pytest.mark.slow
+def test_poll_mode_twenty_installs_while_a_client_infers(tmp_path, laneatt_data, start_triton) -> None:
+    import time
+
+    # New weights, same I/O signature: what retraining produces. (A polling server reads config.pbtxt
+    # per model, not per version, so an install that changes dims can be seen half-done in poll mode;
+    # explicit mode, the `serve` default, loads only once everything is written.)
+    anchors = laneatt_data / "anchors_2784x77.npy"
+    arts = [make_artifact(tmp_path / f"art{seed}", anchors, n=100, seed=seed) for seed in (1, 2)]
+    repo = tmp_path / "repo"
+    install(arts[0], repo, "lane", runtime="python")
+    server = start_triton(repo, model_control="poll", repository_poll_secs=1)
+    rng = np.random.default_rng(20)
+    with Inferrer(server.url, {100}) as client:
+        for i in range(20):
+            # one of them brings three new models (the pipeline): new model directories appear atomically too
+            install(arts[(i + 1) % 2], repo, "lane", runtime="python", pipeline=(i == 9))
+            time.sleep(float(rng.uniform(0.0, 0.8)))  # let polls land before, during and after writes
+        wait_served(server.url, "lane", 21)
+        wait_served(server.url, "lane_pipeline", 11)
+        time.sleep(0.5)
+    assert client.errors == []
+    assert client.count >= 20
+    assert failed_loads(server.log_path) == []
+
+
+def assert_repository_valid(repo: Path) -> list[int]:
+    """Every model has a parseable config and every numeric version is complete; returns lane's versions."""
+    from edge_deploy.artifact import sha256_file
+    from edge_deploy.repository.versions import read_config, versions
+
+    for model_dir in (p for p in repo.iterdir() if p.is_dir()):
+        assert not model_dir.name.startswith("."), f"staging directory inside the repository: {model_dir}"
+        assert read_config(repo, model_dir.name).name == model_dir.name
+        for v in versions(repo, model_dir.name):
+            vdir = model_dir / str(v)
+            record = json.loads((vdir / "install.json").read_text())
+            manifest = json.loads((vdir / "manifest.json").read_text())
+            needed = ["model.plan"] if record["runtime"] == "tensorrt" else ["model.onnx"]
+            for name in needed:
+                assert sha256_file(vdir / name) == manifest["files"][name]["sha256"], f"{vdir / name} is partial"
+            if record["runtime"] == "python":
+                assert (vdir / "model.py").stat().st_size > 0
+    return versions(repo, "lane")
+
+
+@pytest.mark.slow
+def test_sigkill_of_install_at_random_points(tmp_path, laneatt_data, start_triton) -> None:
+    import time
+
+    anchors = laneatt_data / "anchors_2784x77.npy"
+    art = make_artifact(tmp_path / "art", anchors, n=2784, seed=11)
+    repo = tmp_path / "repo"
+    install(art, repo, "lane", runtime="python")
+    server = start_triton(repo, model_control="poll", repository_poll_secs=1)
+    argv = [sys.executable, "-m", "edge_deploy", "install", str(art), "--repository", str(repo),
+            "--name", "lane", "--runtime", "python"]
+    start = time.monotonic()
+    subprocess.run(argv, check=True, capture_output=True)
+    full = time.monotonic() - start
+    rng = np.random.default_rng(1234)
+    outcomes = []
+    for _ in range(12):
+        before = assert_repository_valid(repo)
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(float(rng.uniform(0.3, 1.1)) * full)
+        proc.kill()
+        outcomes.append(proc.wait())
+        after = assert_repository_valid(repo)
+        assert after in (before, before + [before[-1] + 1])
+        # the server keeps answering with a complete version
+        assert _infer(server.url, "lane", np.zeros((1, 3, 360, 640), np.float32)).shape == (1, 2784, 77)
+    assert -9 in outcomes  # at least some runs really were killed mid-way
+    final = install(art, repo, "lane", runtime="python")
+    assert not list(tmp_path.glob(".repo.edge-deploy-staging*"))
+    assert not [p for p in (repo / "lane").iterdir() if p.name.startswith(".")]
+    wait_served(server.url, "lane", final.version)
+    assert failed_loads(server.log_path) == []

@@ -1,0 +1,248 @@
+"""`edge-deploy serve --user` under a REAL systemd user manager, with the real bundled tritonserver.
+
+The manager runs as a child of this test with a private 0700 XDG_RUNTIME_DIR and
+HOME in a tmp dir (so units, keys and records never land in the real home).
+systemd only acts as a manager once /run/systemd/system exists; the fixture
+creates it only when absent and removes it (and anything else it created) at
+teardown, stops the manager by its pid and kills leftover processes it started,
+even when the test fails. Every wait has a timeout.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import free_port
+from triton_helpers import BROKEN, write_model
+
+from edge_deploy.serve.tritonserver import port_in_use
+
+pytestmark = [pytest.mark.systemd, pytest.mark.triton]
+
+SYSTEMD = Path("/lib/systemd/systemd")
+RUN_DIR = Path("/run/systemd/system")
+# Created by systemd when absent; removed again by the fixture if it created them.
+SIDE_EFFECTS = (RUN_DIR, Path("/run/systemd/systemd-units-load"), Path("/run/mount"))
+UNIT = "edge-deploy-triton.service"
+
+
+@dataclass
+class UserManager:
+    env: dict[str, str]
+    home: Path
+    base: Path
+    pid: int
+
+    def systemctl(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["systemctl", "--user", *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "edge_deploy", *args], env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+
+    def main_pid(self) -> int:
+        return int(self.systemctl("show", "--property=MainPID", "--value", UNIT).stdout.strip() or 0)
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _wait_for(predicate, seconds: float, what: str) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {seconds} s waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def user_manager(tmp_path_factory):
+    if not SYSTEMD.exists() or shutil.which("systemctl") is None:
+        pytest.skip("systemd is not installed")
+    if not RUN_DIR.is_dir() and os.geteuid() != 0:
+        pytest.skip("creating /run/systemd/system needs root")
+    base = tmp_path_factory.mktemp("systemd-user")
+    home, runtime = base / "home", base / "runtime"
+    home.mkdir()
+    runtime.mkdir(mode=0o700)
+    existed = {path: path.exists() for path in SIDE_EFFECTS}
+    shm_before = set(Path("/dev/shm").glob("triton_python_backend_shm_region_*"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "DBUS_", "EDGE_DEPLOY_")) and k != "TRITONSERVER"}
+    env.update(HOME=str(home), XDG_RUNTIME_DIR=str(runtime))
+    proc = None
+    try:
+        RUN_DIR.mkdir(exist_ok=True)
+        with open(base / "manager.log", "wb") as log:
+            proc = subprocess.Popen([str(SYSTEMD), "--user"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        manager = UserManager(env=env, home=home, base=base, pid=proc.pid)
+        _wait_for(lambda: (runtime / "systemd" / "private").exists(), 15, "the user manager's socket")
+        _wait_for(lambda: manager.systemctl("is-system-running").stdout.strip() in ("running", "degraded"), 15,
+                  "the user manager to finish starting")
+        yield manager
+    finally:
+        if proc is not None:
+            subprocess.run(["systemctl", "--user", "stop", UNIT], env=env, capture_output=True, timeout=60)
+            leftovers = _descendants(proc.pid)
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=15)
+            for pid in leftovers:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        # The SIGKILLed server cannot remove its Python-backend regions (the system unit's
+        # RemoveIPC= does that for the service user; a user unit runs as us, so we do it here).
+        for region in set(Path("/dev/shm").glob("triton_python_backend_shm_region_*")) - shm_before:
+            region.unlink(missing_ok=True)
+        for path, was_there in existed.items():
+            if not was_there and path.exists():
+                path.rmdir() if path.is_dir() else path.unlink()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def infer(url: str, timeout: float = 5.0) -> np.ndarray:
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        inp = grpcclient.InferInput("X", [4], "FP32")
+        inp.set_data_from_numpy(np.arange(4, dtype=np.float32))
+        return client.infer("add_one", [inp], client_timeout=timeout).as_numpy("Y")
+    finally:
+        client.close()
+
+
+def one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    lines = result.stderr.rstrip("\n").splitlines()
+    assert result.returncode != 0 and lines and lines[-1].startswith("error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in lines[-1], lines[-1]
+
+
+def test_serve_user_survives_a_crash_stops_and_uninstalls(user_manager, tmp_path) -> None:
+    m = user_manager
+    repo = tmp_path / "repo"
+    write_model(repo, "add_one")
+    port = free_port()
+    url = f"127.0.0.1:{port}"
+    unit_file = m.home / ".config" / "systemd" / "user" / UNIT
+
+    # A taken port: refused before anything is installed.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+        one_line_error(m.cli("serve", "--user", "--repository", str(repo), "--grpc-port", str(port)), "already in use")
+    assert not unit_file.exists()
+
+    # `serve` returns once the server and the model are ready.
+    result = m.cli("serve", "--user", "--repository", str(repo), "--grpc-port", str(port), "--wait", "60")
+    assert result.returncode == 0, result.stderr
+    assert f"serving {repo} at {url}" in result.stdout and "add_one: ready, versions served: 1" in result.stdout
+    np.testing.assert_array_equal(infer(url), np.arange(1, 5, dtype=np.float32))
+    status = m.cli("status", "--user")
+    assert status.returncode == 0 and "active (running)" in status.stdout, status.stdout + status.stderr
+
+    # While it runs: other settings are refused and the running service is untouched.
+    pid = m.main_pid()
+    one_line_error(m.cli("serve", "--user", "--repository", str(repo), "--grpc-port", str(free_port())), "already running")
+    assert m.main_pid() == pid
+    np.testing.assert_array_equal(infer(url), np.arange(1, 5, dtype=np.float32))
+
+    # `install` finds the server through the record and can hot-load with the key.
+    from edge_deploy.serve import admin
+    from edge_deploy.serve import record as control
+
+    record = _record_for(m, repo)
+    assert record["url"] == url and record["unit"] == UNIT and record["scope"] == "user"
+    assert oct(Path(record["key_file"]).stat().st_mode & 0o777) == "0o600"
+    key = Path(record["key_file"]).read_text().strip()
+    admin.load_models(control.ServerRecord.from_dict(record), ["add_one"], key=key)
+
+    # Crash: systemd restarts it and inference works again.
+    killed_at = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    recovered = None
+    while time.monotonic() - killed_at < 45:
+        try:
+            if m.main_pid() not in (0, pid):
+                np.testing.assert_array_equal(infer(url, timeout=2), np.arange(1, 5, dtype=np.float32))
+                recovered = time.monotonic() - killed_at
+                break
+        except Exception:  # noqa: BLE001 - still restarting
+            pass
+        time.sleep(0.2)
+    assert recovered is not None, "the server did not come back within 45 s"
+    print(f"\nrestart after SIGKILL: inference works again after {recovered:.1f} s")
+    restarts = m.systemctl("show", "--property=NRestarts", "--value", UNIT).stdout.strip()
+    assert restarts == "1"
+
+    # logs: journald if it runs, else a one-line note and the unit's log file.
+    logs = m.cli("logs", "--user", "-n", "400")
+    assert logs.returncode == 0, logs.stderr
+    assert "Started GRPCInferenceService" in logs.stdout
+    if not Path("/run/systemd/journal/socket").exists():
+        assert logs.stderr.count("\n") == 1 and "journald is not running" in logs.stderr
+
+    # stop: the port closes; the unit stays installed.
+    assert m.cli("stop", "--user").returncode == 0
+    assert not port_in_use("127.0.0.1", port)
+    assert m.cli("status", "--user").returncode == 3
+    assert m.cli("health", "--user").returncode != 0
+
+    # uninstall: no unit, no key, no record.
+    result = m.cli("serve", "--user", "--uninstall")
+    assert result.returncode == 0, result.stderr
+    assert not unit_file.exists() and not Path(record["key_file"]).exists()
+    assert _record_for(m, repo, missing_ok=True) is None
+    assert m.systemctl("cat", UNIT).returncode != 0
+
+
+def test_model_that_fails_to_load_leaves_nothing_installed(user_manager, tmp_path) -> None:
+    m = user_manager
+    repo = tmp_path / "repo"
+    write_model(repo, "broken", code=BROKEN)
+    result = m.cli("serve", "--user", "--repository", str(repo), "--grpc-port", str(free_port()), "--wait", "60")
+    one_line_error(result, "weights file is corrupt")
+    assert not (m.home / ".config" / "systemd" / "user" / UNIT).exists()
+    assert m.systemctl("is-active", UNIT).stdout.strip() in ("inactive", "unknown")
+
+
+def _record_for(m: UserManager, repo: Path, missing_ok: bool = False) -> dict | None:
+    import json
+
+    records = list((m.home / ".config" / "edge-deploy" / "servers").glob("*.json"))
+    for path in records:
+        data = json.loads(path.read_text())
+        if Path(data["repository"]) == repo.resolve():
+            return data
+    assert missing_ok, f"no server record for {repo} in {records}"
+    return None

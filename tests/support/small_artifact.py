@@ -1,0 +1,85 @@
+"""A small, fast stand-in for a converted LaneATT artifact (used until/besides `laneatt_artifact`).
+
+The ONNX model has LaneATT's I/O signature, input [B, 3, 360, 640] FP32 ->
+predict_lanes [B, N, 77] FP32, but is tiny: a global average pool of the frame
+feeds a linear layer whose bias holds real LaneATT anchor rows, so the outputs
+are plausible lanes that depend on the input. The manifest follows
+edge_deploy/manifest.py.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from edge_deploy.artifact import FORMAT, file_entry, write_manifest
+from edge_deploy.lanedet.contract import LANEATT_DECODE, LANEATT_PREPROCESS
+
+
+def build_onnx(path: Path, anchors: np.ndarray, *, seed: int = 0, batch: str | int = "batch") -> None:
+    """Write the tiny lane model to `path` (batch: a dim name for dynamic batch, or an int)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    n = anchors.shape[0]
+    bias = anchors.astype(np.float32).copy()
+    bias[:, 0] = 0.0
+    bias[:, 1] = rng.normal(-1.0, 1.0, n)  # logit_pos
+    bias[:, 4] = rng.uniform(20, 60, n)  # length in strips
+    weight = np.zeros((3, n, 77), np.float32)
+    weight[:, :, 1] = rng.normal(0.0, 6.0, (3, n))  # scores depend on the frame's mean colour
+    weight[:, :, 5:] = rng.normal(0.0, 20.0, (3, n, 1))  # lanes shift with it
+    graph = helper.make_graph(
+        [
+            helper.make_node("GlobalAveragePool", ["input"], ["pooled"]),
+            helper.make_node("Flatten", ["pooled"], ["flat"], axis=1),
+            helper.make_node("MatMul", ["flat", "W"], ["mm"]),
+            helper.make_node("Add", ["mm", "B"], ["lin"]),
+            helper.make_node("Reshape", ["lin", "shape"], ["predict_lanes"]),
+        ],
+        "tiny_laneatt",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, 360, 640])],
+        [helper.make_tensor_value_info("predict_lanes", TensorProto.FLOAT, [batch, n, 77])],
+        initializer=[
+            numpy_helper.from_array(weight.reshape(3, n * 77), "W"),
+            numpy_helper.from_array(bias.reshape(n * 77), "B"),
+            numpy_helper.from_array(np.array([-1, n, 77], np.int64), "shape"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+def make_artifact(
+    out: Path, anchors_npy: Path, *, n: int = 1000, seed: int = 0, batch_max: int = 4, dynamic: bool = True,
+) -> Path:
+    """An artifact directory (model.onnx + manifest.json) in `out`; returns `out`."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    table = np.load(anchors_npy)
+    anchors = table[np.linspace(0, len(table) - 1, n).astype(int)]
+    batch_dim = "batch" if dynamic else 1
+    build_onnx(out / "model.onnx", anchors, seed=seed, batch=batch_dim)
+    lead = -1 if dynamic else 1
+    write_manifest(out, {
+        "format": FORMAT,
+        "tool": {"name": "edge-deploy", "version": "test"},
+        "created": "2026-11-22T07:00:00Z",
+        "source": {"kind": "factory", "spec": "tests/support/small_artifact.py", "backbone": None,
+                   "checkpoint": None, "num_anchors": n, "trained": False},
+        "files": {"model.onnx": file_entry(out / "model.onnx")},
+        "io": {
+            "inputs": [{"name": "input", "datatype": "FP32", "shape": [lead, 3, 360, 640]}],
+            "outputs": [{"name": "predict_lanes", "datatype": "FP32", "shape": [lead, n, 77]}],
+            "batch": {"min": 1, "opt": 1, "max": batch_max if dynamic else 1, "dynamic": dynamic},
+        },
+        "preprocess": dict(LANEATT_PREPROCESS),
+        "decode": dict(LANEATT_DECODE),
+        "parity": None,
+        "fp16": None,
+        "plan": None,
+    })
+    return out

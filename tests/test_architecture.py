@@ -1,0 +1,113 @@
+"""The package's shape: no import cycles between its modules, and the client stands apart from install/serve.
+
+Read from the source with `ast` (nothing is imported, so no heavy package is needed).
+Lazy imports inside functions count: a cycle through them is still a knot in the design.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "edge_deploy"
+# Python-backend model files run inside Triton with their own imports (copied beside them).
+STANDALONE = {"edge_deploy.repository.triton_models.onnx_runner", "edge_deploy.repository.triton_models.preprocess_model",
+              "edge_deploy.repository.triton_models.postprocess_model"}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    found = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {name: path for name, path in found.items() if name not in STANDALONE}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the edge_deploy modules it imports (at top level or inside functions)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                targets = [f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source
+                           for alias in node.names]
+            edges.update(t for t in targets if t in modules and t != name)
+        graph[name] = edges
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_graph_sees_relative_and_lazy_imports() -> None:
+    graph = import_graph()
+    assert "edge_deploy.errors" in graph["edge_deploy.client.base"]  # `from ..errors import ...`
+    assert "edge_deploy.lanedet.model" in graph["edge_deploy.export.source"]  # imported inside a function
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_client_imports_only_lanedet_and_errors() -> None:
+    allowed = ("edge_deploy.client", "edge_deploy.lanedet", "edge_deploy.errors")
+    graph = import_graph()
+    offending = {
+        module: sorted(t for t in targets if not t.startswith(allowed))
+        for module, targets in graph.items() if module.startswith("edge_deploy.client")
+    }
+    assert {m: t for m, t in offending.items() if t} == {}
+
+
+def test_lanedet_does_not_import_the_pipeline_stages() -> None:
+    stages = ("edge_deploy.export", "edge_deploy.build", "edge_deploy.repository", "edge_deploy.serve",
+              "edge_deploy.client", "edge_deploy.cli", "edge_deploy.convert")
+    graph = import_graph()
+    offending = {m: sorted(t for t in targets if t.startswith(stages))
+                 for m, targets in graph.items() if m.startswith("edge_deploy.lanedet")}
+    assert {m: t for m, t in offending.items() if t} == {}
