@@ -28,6 +28,7 @@ from .artifact import (
     verify_files,
     write_manifest,
 )
+from .build.options import EngineOptions
 from .errors import ConvertError, EngineError
 from .export.pipeline import ExportSettings, export_artifact
 from .export.source import SourceSpec, classify_model
@@ -121,15 +122,15 @@ def convert(
     settings: ExportSettings | None = None,
     *,
     target: str = "auto",
-    engine_settings: dict[str, Any] | None = None,
+    engine_options: EngineOptions | None = None,
     force: bool = False,
     reporter: Reporter | None = None,
 ) -> ConvertResult:
     """Convert MODEL to an artifact directory (model.onnx, manifest.json, model.plan when built).
 
     `target`: "onnx" stops after ONNX; "auto" also builds the TensorRT plan when a
-    builder is available here; "tensorrt" requires it. `engine_settings` are the
-    keyword arguments of edge_deploy.build.plan.EngineOptions. When MODEL is an
+    builder is available here; "tensorrt" requires it. `engine_options` says how
+    to build the plan (defaults: `EngineOptions()`). When MODEL is an
     existing artifact directory, the export is skipped and only the plan is built
     (in place, or in a copy at `output`).
     """
@@ -138,18 +139,18 @@ def convert(
     if target not in ("auto", "onnx", "tensorrt"):
         raise ConvertError(f"--target must be auto, onnx or tensorrt (got {target!r}).")
     started = time.perf_counter()
-    engine_settings = engine_settings or {}
+    engine_options = engine_options or EngineOptions()
     if classify_model(source.model) == "artifact":
-        result_dir, manifest = _convert_artifact(Path(source.model), output, target, engine_settings, force,
+        result_dir, manifest = _convert_artifact(Path(source.model), output, target, engine_options, force,
                                                  reporter)
         return _result(result_dir, manifest, reporter, started)
     if output is None:
         raise ConvertError("--output DIR is required: where to write model.onnx and manifest.json.")
     if target == "tensorrt":
-        _require_builder(engine_settings)  # fail before the export work, not after it
+        _require_builder(engine_options)  # fail before the export work, not after it
     with StagingDir(Path(output), force) as staging:
         manifest = export_artifact(source, settings, staging.path, reporter)
-        manifest["plan"] = _plan_stage(staging.path, manifest, target, engine_settings, reporter)
+        manifest["plan"] = _plan_stage(staging.path, manifest, target, engine_options, reporter)
         if manifest["plan"] is not None:
             manifest["files"][PLAN_NAME] = file_entry(staging.path / PLAN_NAME)
         with reporter.stage("write artifact"):
@@ -178,9 +179,9 @@ def _engine_module() -> Any | None:
         raise
 
 
-def _require_builder(engine_settings: dict[str, Any]) -> None:
+def _require_builder(engine_options: EngineOptions) -> None:
     engine = _engine_module()
-    if engine is None or engine.available_builder(engine_settings.get("builder", "auto")) is None:
+    if engine is None or engine.available_builder(engine_options.builder) is None:
         raise EngineError(_missing_tensorrt(engine))
 
 
@@ -191,7 +192,7 @@ def _missing_tensorrt(engine: Any | None) -> str:
             "on the Jetson (apt install python3-libnvinfer): run `edge-deploy convert DIR` there.")
 
 
-def _plan_stage(artifact_dir: Path, manifest: dict[str, Any], target: str, engine_settings: dict[str, Any],
+def _plan_stage(artifact_dir: Path, manifest: dict[str, Any], target: str, engine_options: EngineOptions,
                 reporter: Reporter) -> dict[str, Any] | None:
     """Build model.plan in `artifact_dir` when the target asks for it; returns the manifest's plan section."""
     if target == "onnx":
@@ -199,18 +200,17 @@ def _plan_stage(artifact_dir: Path, manifest: dict[str, Any], target: str, engin
     engine = _engine_module()
     builder = None
     if engine is not None:
-        builder = engine.available_builder(engine_settings.get("builder", "auto"))
+        builder = engine.available_builder(engine_options.builder)
     if builder is None:
         if target == "tensorrt":
             raise EngineError(_missing_tensorrt(engine))
         reporter.info("no TensorRT here: stopped after ONNX; the plan is built on the device "
                       "(copy the directory to the Jetson and run `edge-deploy convert DIR` there).")
         return None
-    options = engine.EngineOptions(**engine_settings)
-    return engine.build_plan(artifact_dir, manifest, options, reporter)  # reports its own stages
+    return engine.build_plan(artifact_dir, manifest, engine_options, reporter)  # reports its own stages
 
 
-def _convert_artifact(artifact: Path, output: Path | None, target: str, engine_settings: dict[str, Any],
+def _convert_artifact(artifact: Path, output: Path | None, target: str, engine_options: EngineOptions,
                       force: bool, reporter: Reporter) -> tuple[Path, dict[str, Any]]:
     """MODEL is an artifact directory: build its plan in place, or in a copy at `output`.
 
@@ -223,13 +223,13 @@ def _convert_artifact(artifact: Path, output: Path | None, target: str, engine_s
     # A model.onnx damaged on its way to the device must not become a plan (model.plan is the engine's business).
     verify_files(artifact, {"files": {ONNX_NAME: manifest.get("files", {}).get(ONNX_NAME, {})}})
     if output is None or Path(os.path.abspath(output)) == Path(os.path.abspath(artifact)):  # in place
-        manifest["plan"] = _plan_stage(artifact, manifest, "tensorrt", engine_settings, reporter)
+        manifest["plan"] = _plan_stage(artifact, manifest, "tensorrt", engine_options, reporter)
         manifest["files"][PLAN_NAME] = file_entry(artifact / PLAN_NAME)
         write_manifest(artifact, manifest)
         return Path(os.path.abspath(artifact)), manifest
     with StagingDir(Path(output), force) as staging:
         shutil.copytree(artifact, staging.path, dirs_exist_ok=True)
-        manifest["plan"] = _plan_stage(staging.path, manifest, "tensorrt", engine_settings, reporter)
+        manifest["plan"] = _plan_stage(staging.path, manifest, "tensorrt", engine_options, reporter)
         manifest["files"][PLAN_NAME] = file_entry(staging.path / PLAN_NAME)
         write_manifest(staging.path, manifest)
         staging.commit()

@@ -17,7 +17,6 @@ was built and verified, so an existing plan is never damaged by a failed build.
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,31 +35,14 @@ from .fingerprint import (
     plan_is_current,
     plan_mismatch,
 )
+from .options import BUILDERS, PRECISIONS, EngineOptions, GiB, MiB
 from .verify import check_io, verify_plan
 
-PRECISIONS = ("fp16", "fp32", "int8")
-BUILDERS = ("auto", "python", "trtexec")
-
-MiB = 1 << 20
-GiB = 1 << 30
 MIN_WORKSPACE = 64 * MiB  # below this TensorRT finds no tactic for LaneATT's larger layers
 DEFAULT_WORKSPACE_CAP = 4 * GiB  # more rarely helps and starves the rest of a shared-RAM Jetson
 BUILD_RESERVE = 1 * GiB  # RAM left to the OS, the parser's weight copies and the builder itself
 
 
-@dataclass
-class EngineOptions:
-    """What the user asked of the TensorRT build (CLI options of `convert`)."""
-
-    builder: str = "auto"  # auto | python | trtexec
-    precision: str = "fp16"  # fp16 | fp32 | int8
-    workspace: int | None = None  # bytes; None: derived from free memory
-    dla_core: int | None = None
-    timing_cache: Path | None = None
-    calibration_images: Path | None = None
-    optimization_level: int | None = None
-    verify: bool = True
-    force: bool = False
 
 
 # --------------------------------------------------------------------------- builder selection
@@ -90,14 +72,6 @@ def tensorrt_missing_message() -> str:
 # --------------------------------------------------------------------------- options -> BuildSettings
 
 
-def parse_size(text: str) -> int:
-    """'4G', '512M', '1.5GiB', '65536' (bytes) -> bytes; one-line EngineError when unreadable."""
-    match = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)(i?B)?\s*", str(text), re.IGNORECASE)
-    if not match:
-        raise EngineError(f"cannot read the size {text!r}; write it like 2G, 512M or a number of bytes.")
-    value = float(match.group(1))
-    factor = {"": 1, "K": 1 << 10, "M": MiB, "G": GiB, "T": 1 << 40}[match.group(2).upper()]
-    return int(value * factor)
 
 
 def workspace_size(requested: int | None, facts: device_mod.DeviceFacts, onnx_bytes: int) -> int:

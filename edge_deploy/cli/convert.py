@@ -100,7 +100,7 @@ def convert(
     """Convert a PyTorch lane model to a verified ONNX model (and a TensorRT plan on the device)."""
     from rich.console import Console
 
-    from ..build.plan import parse_size
+    from ..build.options import EngineOptions, parse_size
     from ..convert import convert as run_convert
     from ..export.settings import ExportSettings, batch_range
     from ..export.source import SourceSpec, parse_input_shape
@@ -118,13 +118,13 @@ def convert(
         output_names=tuple(n.strip() for n in output_name.split(",") if n.strip()), atol=atol, rtol=rtol,
         simplify=simplify, seed=seed,
     )
-    engine_settings: dict[str, Any] = {
-        "builder": builder.value, "precision": precision.value,
-        "workspace": None if workspace is None else parse_size(workspace), "dla_core": dla_core,
-        "timing_cache": timing_cache, "calibration_images": calibration_images,
-        "optimization_level": builder_optimization_level, "verify": verify, "force": force,
-    }
-    result = run_convert(source, output, settings, target=target.value, engine_settings=engine_settings,
+    engine_options = EngineOptions(
+        builder=builder.value, precision=precision.value,
+        workspace=None if workspace is None else parse_size(workspace), dla_core=dla_core,
+        timing_cache=timing_cache, calibration_images=calibration_images,
+        optimization_level=builder_optimization_level, verify=verify, force=force,
+    )
+    result = run_convert(source, output, settings, target=target.value, engine_options=engine_options,
                          force=force, reporter=reporter)
     _print_summary(console, result)
     if install:

@@ -17,6 +17,7 @@ from lane_onnx import write_lane_onnx
 from trt_double import ENGINE_IO, ROWS, FakeEngineSpec, Recording, file_names
 
 from edge_deploy.artifact import file_entry, sha256_file
+from edge_deploy.build import options
 from edge_deploy.build import plan as engine
 from edge_deploy.build.device import device_facts
 from edge_deploy.build.plan import GiB, MiB
@@ -51,12 +52,12 @@ def test_workspace_bad_values_are_one_line_errors(board) -> None:
 
 
 def test_parse_size() -> None:
-    assert engine.parse_size("2G") == 2 * GiB
-    assert engine.parse_size("512MiB") == 512 * MiB
-    assert engine.parse_size("1.5g") == 3 * GiB // 2
-    assert engine.parse_size("4096") == 4096
+    assert options.parse_size("2G") == 2 * GiB
+    assert options.parse_size("512MiB") == 512 * MiB
+    assert options.parse_size("1.5g") == 3 * GiB // 2
+    assert options.parse_size("4096") == 4096
     with pytest.raises(EngineError):
-        engine.parse_size("lots")
+        options.parse_size("lots")
 
 
 def test_dla_needs_a_board_with_dla(board) -> None:

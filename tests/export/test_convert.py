@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from edge_deploy.artifact import read_manifest, sha256_file, verify_files
+from edge_deploy.build.options import EngineOptions
 from edge_deploy.convert import _engine_module, convert
 from edge_deploy.errors import ConvertError, EngineError
 from edge_deploy.export.settings import ExportSettings, batch_range
@@ -520,17 +521,12 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     calls: list[dict] = []
     fake = types.ModuleType("edge_deploy.build.plan")
 
-    class EngineOptions:
-        def __init__(self, **kw):
-            self.__dict__.update(kw)
-
     def build_plan(artifact_dir, manifest, options, reporter):
         calls.append({"dir": Path(artifact_dir), "options": options.__dict__,
                       "onnx_listed": "model.onnx" in manifest["files"]})
         (Path(artifact_dir) / "model.plan").write_bytes(b"plan for " + manifest["files"]["model.onnx"]["sha256"].encode())
         return {"tensorrt": "fake", "precision": options.precision}
 
-    fake.EngineOptions = EngineOptions
     fake.available_builder = lambda preference: "python"
     fake.build_plan = build_plan
     fake.tensorrt_missing_message = lambda: "no TensorRT"
@@ -540,7 +536,7 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
 
 def test_plan_is_built_in_the_staging_dir_and_recorded(models_dir: Path, tmp_path: Path, fake_engine) -> None:
     out = tmp_path / "art"
-    result = convert(tiny_source(), out, engine_settings={"precision": "fp16", "builder": "auto"})
+    result = convert(tiny_source(), out, engine_options=EngineOptions(precision="fp16", builder="auto"))
     (call,) = fake_engine
     assert call["dir"] != out and call["dir"].parent == tmp_path and call["dir"].name.startswith(".art.")
     assert call["onnx_listed"] and call["options"]["precision"] == "fp16"
@@ -571,14 +567,14 @@ def test_artifact_dir_with_engine(models_dir: Path, tmp_path: Path, fake_engine)
     out = tmp_path / "art"
     convert(tiny_source(), out, target="onnx")
     onnx_sha = sha256_file(out / "model.onnx")
-    convert(SourceSpec(str(out)), None, engine_settings={"precision": "fp32"})
+    convert(SourceSpec(str(out)), None, engine_options=EngineOptions(precision="fp32"))
     assert fake_engine[-1]["dir"] == out
     manifest = read_manifest(out)
     assert manifest["plan"]["precision"] == "fp32" and manifest["files"]["model.onnx"]["sha256"] == onnx_sha
     verify_files(out, manifest)
 
     copy = tmp_path / "copy"
-    convert(SourceSpec(str(out)), copy, engine_settings={"precision": "fp16"})
+    convert(SourceSpec(str(out)), copy, engine_options=EngineOptions(precision="fp16"))
     assert fake_engine[-1]["dir"].name.startswith(".copy.")
     assert read_manifest(copy)["plan"]["precision"] == "fp16" and read_manifest(out)["plan"]["precision"] == "fp32"
 

@@ -1,0 +1,41 @@
+"""What the user asks of the TensorRT build: the options object `convert` passes down, and size parsing.
+
+Light on purpose (no TensorRT, no device reads): the CLI builds these on any machine.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import EngineError
+
+PRECISIONS = ("fp16", "fp32", "int8")
+BUILDERS = ("auto", "python", "trtexec")
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+@dataclass
+class EngineOptions:
+    """What the user asked of the TensorRT build (CLI options of `convert`)."""
+
+    builder: str = "auto"  # auto | python | trtexec
+    precision: str = "fp16"  # fp16 | fp32 | int8
+    workspace: int | None = None  # bytes; None: derived from free memory
+    dla_core: int | None = None
+    timing_cache: Path | None = None
+    calibration_images: Path | None = None
+    optimization_level: int | None = None
+    verify: bool = True
+    force: bool = False
+
+
+def parse_size(text: str) -> int:
+    """'4G', '512M', '1.5GiB', '65536' (bytes) -> bytes; one-line EngineError when unreadable."""
+    match = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)(i?B)?\s*", str(text), re.IGNORECASE)
+    if not match:
+        raise EngineError(f"cannot read the size {text!r}; write it like 2G, 512M or a number of bytes.")
+    value = float(match.group(1))
+    factor = {"": 1, "K": 1 << 10, "M": MiB, "G": GiB, "T": 1 << 40}[match.group(2).upper()]
+    return int(value * factor)
