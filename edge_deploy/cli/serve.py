@@ -31,8 +31,11 @@ def _key_paths(scope: str) -> tuple[Path, Path]:
 def _print_models(models: list) -> None:
     for model in models:
         versions = ", ".join(model.versions) or "-"
-        state = "ready" if model.ready else f"NOT ready {model.reason}".rstrip()
-        typer.echo(f"  {model.name}: {state}, versions served: {versions}")
+        if model.ready:
+            note = f" ({model.reason})" if model.reason else ""
+            typer.echo(f"  {model.name}: ready, versions served: {versions}{note}")
+        else:
+            typer.echo(f"  {model.name}: NOT ready{' (' + model.reason + ')' if model.reason else ''}, versions served: {versions}")
 
 
 @app.command()
@@ -121,7 +124,10 @@ def _serve_foreground(install, options, scope: str, wait: int, reporter) -> None
         _print_models(health.models)
         sys.stdout.flush()
 
-    code, log_path = serve_foreground(install, options, scope, ready_timeout=wait, on_ready=ready)
+    def note(message: str) -> None:
+        typer.echo(f"note: {message}", err=True)
+
+    code, log_path = serve_foreground(install, options, scope, ready_timeout=wait, on_ready=ready, on_note=note)
     if code != 0:
         raise ServerError(f"tritonserver exited with code {code}; see {log_path}.")
     typer.echo("tritonserver stopped")
@@ -144,7 +150,7 @@ def stop(user: UserOpt = False) -> None:
 def status(user: UserOpt = False) -> None:
     """Unit state, server and model readiness, and the versions served (exit 3 when not serving)."""
     from ..serve import systemd as su
-    from ..serve.admin import check_health
+    from ..serve.admin import check_health, repository_headers
     from ..serve.tritonserver import repository_models
 
     scope = _scope(user)
@@ -158,8 +164,9 @@ def status(user: UserOpt = False) -> None:
         f"{su.UNIT_NAME} ({scope}): {props.get('ActiveState', '?')} ({props.get('SubState', '?')}), "
         f"{props.get('UnitFileState', '?')}, main PID {props.get('MainPID', '?')}, restarts {props.get('NRestarts', '?')}"
     )
-    health = check_health(installed.url, repository_models(installed.repository))
-    server_state = "ready" if health.ready else ("live, not ready" if health.live else f"not reachable ({health.error})")
+    health = check_health(installed.url, repository_models(installed.repository),
+                          headers=repository_headers(installed.repository))
+    server_state = "ready" if health.all_ready else ("live, not ready" if health.live else f"not reachable ({health.error})")
     typer.echo(f"server {installed.url}: {server_state}; repository {installed.repository}")
     _print_models(health.models)
     if props.get("ActiveState") != "active" or not health.all_ready:
@@ -203,7 +210,7 @@ def health(
 ) -> None:
     """Exit 0 when the server (and every model) is ready; otherwise say what is not."""
     from ..serve import systemd as su
-    from ..serve.admin import check_health, wait_healthy
+    from ..serve.admin import check_health, repository_headers, wait_healthy
     from ..serve.tritonserver import repository_models
 
     installed = su.read_installed_unit(_scope(user)) if url is None or (repository is None and not model) else None
@@ -217,17 +224,18 @@ def health(
             return f"tritonserver (PID {main_pid}) exited before it was ready"
         return None
 
+    headers = repository_headers(repo)
     if wait > 0:
-        result = wait_healthy(target, models, wait, alive=server_gone)
+        result = wait_healthy(target, models, wait, alive=server_gone, headers=headers)
     else:
-        result = check_health(target, models)
+        result = check_health(target, models, headers=headers)
         if not result.all_ready:
             what = result.not_ready()
             verb = "are" if what.startswith("models") else "is"
             reason = f" ({result.error})" if result.error else ""
-            raise ServerError(
-                f"{what} at {target} {verb} not ready{reason}; start it with `edge-deploy serve` "
-                "or wait with --wait SECONDS."
-            )
+            failed = any("failed to load" in m.reason for m in result.models if not m.ready)
+            advice = ("install a version that loads, or roll back with `edge-deploy rollback NAME`" if failed else
+                      "start it with `edge-deploy serve` or wait with --wait SECONDS")
+            raise ServerError(f"{what} at {target} {verb} not ready{reason}; {advice}.")
     typer.echo(f"ready: {target}")
     _print_models(result.models)

@@ -185,6 +185,23 @@ def check_plan_fingerprint(manifest: dict[str, Any], force: bool, reporter: Repo
         reporter.warn(f"installing a plan that does not fit this machine because of --force: {'; '.join(differences)}")
 
 
+def check_model_signature(artifact: Path, manifest: dict[str, Any], runtime: str, force: bool,
+                          reporter: Reporter) -> None:
+    """The file the runtime serves must have the manifest's I/O (config.pbtxt is written from the manifest)."""
+    from .signature import check_onnx_signature, check_plan_signature
+
+    view = Manifest(manifest)
+    if runtime != "tensorrt":
+        check_onnx_signature(artifact / "model.onnx", view.io)
+        return
+    check_plan_fingerprint(manifest, force, reporter)
+    if force:
+        return  # a plan for another device may not even deserialize here; the server's load decides
+    plan = view.plan or {}
+    if not check_plan_signature(artifact / "model.plan", view.io, plan.get("dla_core")):
+        reporter.info("TensorRT is not installed here: the plan's I/O is checked when the server loads it")
+
+
 # ---------------------------------------------------------------- install
 
 
@@ -293,8 +310,7 @@ def install(
         except EdgeDeployError as exc:
             raise RepositoryError(str(exc)) from exc
         chosen, why = choose_runtime(artifact, runtime, tritonserver)
-        if chosen == "tensorrt":
-            check_plan_fingerprint(manifest, force, reporter)
+        check_model_signature(artifact, manifest, chosen, force, reporter)
         options = mc.ConfigOptions(max_queue_delay_us=max_queue_delay_us, instances=instances, warmup=warmup)
         if pipeline is None:
             pipeline = (repository / f"{name}_pipeline" / CONFIG).is_file()
@@ -321,11 +337,6 @@ def install(
             with reporter.stage(f"write {name} version {version}"):
                 for item in items:
                     publish(repository, version, item)
-            if keep is not None:
-                for item in items:
-                    pruned = _prune(repository, item.model, keep)
-                    if pruned:
-                        result.pruned[item.model] = pruned
         except OSError as exc:
             raise repository_error(f"install into {repository}", exc) from exc
         if record is not None:
@@ -337,6 +348,17 @@ def install(
                     _pin(repository, previous)
                     raise
             result.served = {m: admin.served_versions(record.url, m) for m in result.models}
+        if keep is not None:
+            # Only now: the new version is complete on disk and, with a server, confirmed served.
+            # A failed load above has raised, so the versions that still serve are never pruned.
+            try:
+                for item in items:
+                    served = (result.served or {}).get(item.model, [])
+                    pruned = _prune(repository, item.model, keep, served)
+                    if pruned:
+                        result.pruned[item.model] = pruned
+            except OSError as exc:
+                raise repository_error(f"prune old versions in {repository}", exc) from exc
     return result
 
 
@@ -354,8 +376,10 @@ def _load_order(models: list[str]) -> list[str]:
 def _server_for(repository: Path, reporter: Reporter) -> Any:
     """The live server record for the repository, its key checked readable before anything is written."""
     from ..serve import admin
-    from ..serve.record import find_record, read_key
+    from ..serve.record import find_record, prune_stale_records, read_key
 
+    for note in prune_stale_records(repository):
+        reporter.warn(note)
     record = find_record(repository)
     if record is None:
         return None
@@ -386,27 +410,31 @@ def _pin(repository: Path, previous: dict[str, list[int]]) -> None:
 # ---------------------------------------------------------------- prune and rollback
 
 
-def _prune(repository: Path, model: str, keep: int) -> list[int]:
-    """Remove the oldest versions beyond `keep`, never one the config selects."""
+def _prune(repository: Path, model: str, keep: int, served: list[int] | tuple[int, ...] = ()) -> list[int]:
+    """Remove the oldest versions beyond `keep`, never one the config selects or the server serves."""
     avail = versions(repository, model)
-    selected = set(_policy_now(repository, model))
-    doomed = [v for v in avail[:-keep] if v not in selected] if len(avail) > keep else []
+    spared = set(_policy_now(repository, model)) | set(served)
+    doomed = [v for v in avail[:-keep] if v not in spared] if len(avail) > keep else []
     for v in doomed:
         remove_tree(repository / model / str(v))
     return doomed
 
 
 def prune(repository: Path, name: str, keep: int) -> dict[str, list[int]]:
-    """Remove versions of NAME (and its pipeline models) beyond the newest `keep`."""
+    """Remove versions of NAME (and its pipeline models) beyond the newest `keep`, never a served one."""
+    from ..serve import admin
+
     check_name(name)
     if keep < 1:
         raise RepositoryError(f"--keep must be at least 1 (got {keep}).")
     repository = Path(repository)
+    record = admin.live_server(repository)
     with repository_lock(repository):
         out = {}
         for model in (name, *(name + s for s in PIPELINE_SUFFIXES)):
             if (repository / model / CONFIG).is_file():
-                removed = _prune(repository, model, keep)
+                served = admin.served_versions(record.url, model) if record is not None else []
+                removed = _prune(repository, model, keep, served)
                 if removed:
                     out[model] = removed
         return out

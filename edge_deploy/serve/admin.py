@@ -19,7 +19,7 @@ LOAD_TIMEOUT_S = 300.0
 
 @dataclass
 class ModelHealth:
-    """Readiness of one model and the versions the server serves."""
+    """Readiness of one model, the versions the server serves, and why it (or a version of it) is not ready."""
 
     name: str
     ready: bool
@@ -39,17 +39,33 @@ class Health:
 
     @property
     def all_ready(self) -> bool:
-        """Live, ready, and every asked-for model ready."""
-        return self.live and self.ready and all(m.ready for m in self.models)
+        """Live and every asked-for model ready; with no model asked for, the server's own readiness.
+
+        The server's readiness alone is not the judge when models are named: with strict
+        readiness Triton reports "not ready" for good once any load has failed, even while the
+        models it serves are ready (an install whose new version failed to load).
+        """
+        if not self.live:
+            return False
+        return all(m.ready for m in self.models) if self.models else self.ready
 
     def not_ready(self) -> str:
-        """What is not ready, for a message: "models a, b" or "the server"."""
-        waiting = [m.name for m in self.models if not m.ready]
-        return f"models {', '.join(waiting)}" if self.live and waiting else "the server"
+        """What is not ready, for a message: "model a (why)", "models a (why), b" or "the server"."""
+        waiting = [m for m in self.models if not m.ready]
+        if not self.live or not waiting:
+            return "the server"
+        described = ", ".join(f"{m.name} ({m.reason})" if m.reason else m.name for m in waiting)
+        return f"model{'s' if len(waiting) > 1 else ''} {described}"
 
 
-def check_health(url: str, models: list[str] | tuple[str, ...] = (), timeout: float = 2.0) -> Health:
-    """Ask the server at `url` whether it and each model in `models` are ready (never raises)."""
+def check_health(
+    url: str, models: list[str] | tuple[str, ...] = (), timeout: float = 2.0, *, headers: dict[str, str] | None = None,
+) -> Health:
+    """Ask the server at `url` whether it and each model in `models` are ready (never raises).
+
+    With `headers` (the model-repository key), a model that is not ready, or whose newest
+    version failed to load, gets the server's reason from its repository index.
+    """
     import tritonclient.grpc as grpcclient
 
     client = grpcclient.InferenceServerClient(url)
@@ -67,9 +83,33 @@ def check_health(url: str, models: list[str] | tuple[str, ...] = (), timeout: fl
                 result.models.append(ModelHealth(name, model_ready, versions))
             except Exception as exc:  # noqa: BLE001
                 result.models.append(ModelHealth(name, False, [], _short(exc)))
+        _add_reasons(client, result, headers, timeout)
         return result
     finally:
         client.close()
+
+
+def _add_reasons(client, result: Health, headers: dict[str, str] | None, timeout: float) -> None:  # noqa: ANN001
+    """Fill in why models failed, from the repository index (key-restricted), when it can be read."""
+    if headers is None or not result.models:
+        return
+    try:
+        index = client.get_model_repository_index(headers=headers, client_timeout=timeout)
+    except Exception:  # noqa: BLE001 - no key, wrong key: keep the plain answer
+        return
+    newest: dict[str, tuple[int, str, str]] = {}
+    for entry in index.models:
+        version = int(entry.version) if entry.version.isdigit() else 0
+        if entry.name not in newest or version > newest[entry.name][0]:
+            newest[entry.name] = (version, entry.state, entry.reason)
+    for model in result.models:
+        version, state, reason = newest.get(model.name, (0, "", ""))
+        if state == "" and not model.ready and not model.reason:
+            model.reason = "the server does not know this model"
+        if state in ("", "READY"):
+            continue
+        why = " ".join(reason.split("\n", 1)[0].split()).removeprefix("Internal: ")[:200] or state.lower()
+        model.reason = f"version {version} {'failed to load' if state == 'UNAVAILABLE' else state.lower()}: {why}"
 
 
 def wait_healthy(
@@ -78,6 +118,7 @@ def wait_healthy(
     timeout: float = 60.0,
     *,
     alive: "Callable[[], str | None] | None" = None,
+    headers: dict[str, str] | None = None,
 ) -> Health:
     """Poll until the server and `models` are ready; ServerError after `timeout`.
 
@@ -91,13 +132,14 @@ def wait_healthy(
             dead = alive()
             if dead:
                 raise ServerError(dead)
-        health = check_health(url, models)
+        health = check_health(url, models, headers=headers)
         if health.all_ready:
             return health
         if time.monotonic() >= deadline:
             break
         time.sleep(0.25)
-    raise ServerError(f"{health.not_ready()} at {url} not ready after {timeout:.0f} s ({health.error or 'not ready'}).")
+    reason = f" ({health.error})" if health.error else ""
+    raise ServerError(f"{health.not_ready()} at {url} not ready after {timeout:.0f} s{reason}.")
 
 
 def _short(exc: BaseException) -> str:
@@ -161,6 +203,19 @@ def load_models(record: ServerRecord, names: list[str], *, key: str | None = Non
                 raise RepositoryError(f"the server at {record.url} did not load {name}: {one_line(exc, 400)}") from exc
     finally:
         client.close()
+
+
+def repository_headers(repository: Path | None) -> dict[str, str] | None:
+    """The key headers of the server recorded for `repository` when this user can read its key, else None."""
+    if repository is None:
+        return None
+    record = find_record(repository)
+    if record is None:
+        return None
+    try:
+        return key_headers(record, read_key(record))
+    except RepositoryError:
+        return None
 
 
 def live_server(repository: Path) -> ServerRecord | None:

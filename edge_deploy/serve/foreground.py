@@ -1,6 +1,13 @@
-"""`serve --foreground`: the same tritonserver command line as the unit, without systemd."""
+"""`serve --foreground`: the same tritonserver command line as the unit, without systemd.
+
+One foreground server per repository: it holds the repository's foreground lock and
+refuses to start while another live server (foreground or unit) serves it. When its
+tritonserver dies, the processes and shared memory that server left behind are removed
+(`edge_deploy.serve.leftovers`).
+"""
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -8,8 +15,19 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import ServerError
-from .admin import Health
-from .record import ServerRecord, record_path, remove_record, save_record, state_dir
+from .admin import Health, server_live
+from .leftovers import Leftovers, become_subreaper
+from .record import (
+    ServerRecord,
+    find_record,
+    foreground_claim,
+    process_start,
+    prune_stale_records,
+    record_path,
+    remove_record,
+    save_record,
+    state_dir,
+)
 from .systemd import write_private
 from .tritonserver import (
     GRPC_KEY_HEADER,
@@ -30,16 +48,21 @@ def run_foreground(
     *,
     ready_timeout: float = 300.0,
     on_ready: "Callable[[Health], None] | None" = None,
+    on_note: "Callable[[str], None] | None" = None,
 ) -> int:
     """Run tritonserver in this process's foreground until SIGINT/SIGTERM; its exit code.
 
     The signal is forwarded to tritonserver, which finishes in-flight requests
-    (up to the exit timeout) and exits; 0 means a clean stop.
+    (up to the exit timeout) and exits; 0 means a clean stop. Whatever the server
+    left behind (orphaned backend stubs, shared-memory regions) is removed and
+    reported through `on_note`.
     """
     models = check_repository(options.model_repository)
     check_ports_free(options)
     server = TritonProcess(install, options, log_path, echo=True, die_with_parent=True)
     stop_requested = threading.Event()
+    become_subreaper()
+    leftovers: Leftovers | None = None
 
     def forward(signum: int, _frame: object) -> None:
         stop_requested.set()
@@ -49,6 +72,8 @@ def run_foreground(
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         server.start()
+        assert server.proc is not None
+        leftovers = Leftovers(server.proc.pid)
         try:
             health = server.wait_ready(ready_timeout, models)
         except ServerError:
@@ -56,15 +81,24 @@ def run_foreground(
                 return _finish(server, options)
             server.stop(timeout=options.exit_timeout + 5)
             raise
+        leftovers.scan()
         if on_ready is not None:
             on_ready(health)
+        last_scan = time.monotonic()
         while server.proc is not None and server.proc.poll() is None:
             time.sleep(0.2)
+            if time.monotonic() - last_scan > 2.0:  # models loaded later bring their own regions
+                leftovers.scan()
+                last_scan = time.monotonic()
         return _finish(server, options)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         server.stop(timeout=options.exit_timeout + 5)
+        if leftovers is not None:
+            for note in leftovers.clean():
+                if on_note is not None:
+                    on_note(note)
 
 
 def _finish(server: TritonProcess, options: ServerOptions) -> int:
@@ -79,18 +113,46 @@ def serve_foreground(
     *,
     ready_timeout: float,
     on_ready: "Callable[[Health], None] | None" = None,
+    on_note: "Callable[[str], None] | None" = None,
 ) -> tuple[int, Path]:
     """Run tritonserver with its own model-repository key and server record; (exit code, log path).
 
-    The record and key are written once the server is ready (so `install` can
-    reach it) and removed when it exits. The key file sits beside the record: the
+    Refused (ServerError, nothing started) while another live server serves the
+    repository. The record and key are written once the server is ready (so `install`
+    can reach it) and removed when it exits. The key file sits beside the record: the
     unit's key file of this scope keeps the unit's key.
     """
+    repository = options.model_repository
+    with foreground_claim(scope, repository, options.url):
+        for note in prune_stale_records(repository):
+            if on_note is not None:
+                on_note(note)
+        other = find_record(repository)
+        if other is not None and (other.kind == "foreground" or server_live(other.url)):
+            raise ServerError(
+                f"{Path(repository).resolve()} is already served by {other.describe()} at {other.url}; "
+                "stop that server first (two servers of one repository would fight over its versions), "
+                "or serve another repository."
+            )
+        return _serve_claimed(install, options, scope, ready_timeout=ready_timeout, on_ready=on_ready,
+                              on_note=on_note)
+
+
+def _serve_claimed(
+    install: TritonInstall,
+    options: ServerOptions,
+    scope: str,
+    *,
+    ready_timeout: float,
+    on_ready: "Callable[[Health], None] | None",
+    on_note: "Callable[[str], None] | None",
+) -> tuple[int, Path]:
     key = generate_key()
-    key_file = record_path(scope, options.model_repository).with_suffix(".key")
+    key_file = record_path(scope, options.model_repository, "foreground").with_suffix(".key")
     options.restricted_key = (RESTRICTED_KEY_NAME, key)
+    pid = os.getpid()
     record = ServerRecord(url=options.url, repository=options.model_repository, key_header=GRPC_KEY_HEADER,
-                          key_file=key_file, scope=scope, unit=None)
+                          key_file=key_file, scope=scope, unit=None, pid=pid, pid_start=process_start(pid))
     saved = False
 
     def ready(health: Health) -> None:
@@ -103,7 +165,8 @@ def serve_foreground(
 
     log_path = state_dir(scope) / "triton-foreground.log"
     try:
-        code = run_foreground(install, options, log_path, ready_timeout=ready_timeout, on_ready=ready)
+        code = run_foreground(install, options, log_path, ready_timeout=ready_timeout, on_ready=ready,
+                              on_note=on_note)
     finally:
         if saved:
             remove_record(record)

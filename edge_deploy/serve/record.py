@@ -6,22 +6,29 @@ model-repository protocol). `install` and `rollback` look the record up by the
 repository path and, when the server answers, ask it to load the models they
 changed (explicit model control), then report which versions are served.
 
-Records live in ``<state_dir>/servers/<sha1 of the resolved repository path>.json``
-(a `serve --foreground` server keeps its key beside it, in ``<sha1>.key``; the unit's key
-is ``<state_dir>/model-repository.key``);
-state_dir is $EDGE_DEPLOY_STATE_DIR, else /etc/edge-deploy (scope "system") or
-~/.config/edge-deploy (scope "user").
+Records live in ``<state_dir>/servers/<sha1 of the resolved repository path>.json`` for the
+unit (its key is ``<state_dir>/model-repository.key``) and ``<sha1>.foreground.json`` for a
+`serve --foreground` server, whose key sits beside it (``<sha1>.foreground.key``) and which
+holds ``<sha1>.foreground.lock`` while it runs. Two kinds, two files: neither ever writes or
+removes the other's record. state_dir is $EDGE_DEPLOY_STATE_DIR, else /etc/edge-deploy (scope
+"system") or ~/.config/edge-deploy (scope "user").
+
+A foreground record names the process that owns it (PID and its start time, so a reused PID is
+not mistaken for it). When that process is gone (SIGKILL, power loss) the record is stale:
+`find_record` ignores it and `prune_stale_records` removes it.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from ..errors import RepositoryError
+from ..errors import RepositoryError, ServerError
 from ..fsutil import write_json_atomic
 
 SYSTEM_STATE_DIR = Path("/etc/edge-deploy")
@@ -42,6 +49,23 @@ class ServerRecord:
     key_file: Path
     scope: str  # "system" | "user"
     unit: str | None = None
+    pid: int | None = None  # the `serve --foreground` process that owns the record (None: the unit's)
+    pid_start: int | None = None  # that process's start time (clock ticks after boot, /proc/PID/stat)
+
+    @property
+    def kind(self) -> str:
+        """"foreground" for a `serve --foreground` server, "unit" otherwise."""
+        return "foreground" if self.pid is not None else "unit"
+
+    def owner_alive(self) -> bool:
+        """False when the process that owns a foreground record is gone (a unit's record: True)."""
+        return self.pid is None or process_start(self.pid) == self.pid_start
+
+    def describe(self) -> str:
+        """Who serves: "`serve --foreground` (PID 123)" or "edge-deploy-triton.service (user)"."""
+        if self.pid is not None:
+            return f"`edge-deploy serve --foreground` (PID {self.pid})"
+        return f"{self.unit or 'a server'} ({self.scope})"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -58,7 +82,20 @@ class ServerRecord:
             key_file=Path(data["key_file"]),
             scope=str(data.get("scope", "user")),
             unit=data.get("unit"),
+            pid=int(data["pid"]) if data.get("pid") is not None else None,
+            pid_start=int(data["pid_start"]) if data.get("pid_start") is not None else None,
         )
+
+
+def process_start(pid: int) -> int | None:
+    """When process `pid` started (clock ticks after boot), or None when there is no such live process."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] in ("Z", "X"):  # a zombie is gone for our purposes
+        return None
+    return int(fields[19])
 
 
 def state_dir(scope: str) -> Path:
@@ -72,45 +109,105 @@ def state_dir(scope: str) -> Path:
     return Path(config_home) / "edge-deploy"
 
 
-def _record_name(repository: Path) -> str:
-    return hashlib.sha1(str(Path(repository).resolve()).encode()).hexdigest() + ".json"
+KINDS = ("foreground", "unit")
 
 
-def record_path(scope: str, repository: Path) -> Path:
-    """The record file for a repository in a scope's state dir."""
-    return state_dir(scope) / "servers" / _record_name(repository)
+def _record_stem(repository: Path) -> str:
+    return hashlib.sha1(str(Path(repository).resolve()).encode()).hexdigest()
+
+
+def record_path(scope: str, repository: Path, kind: str = "unit") -> Path:
+    """The record file of a server of `kind` ("unit" or "foreground") for a repository in a scope's state dir."""
+    suffix = ".foreground.json" if kind == "foreground" else ".json"
+    return state_dir(scope) / "servers" / (_record_stem(repository) + suffix)
 
 
 def save_record(record: ServerRecord) -> Path:
     """Write the record atomically; returns its path."""
     record = ServerRecord(**{**record.__dict__, "repository": Path(record.repository).resolve()})
-    path = record_path(record.scope, record.repository)
+    path = record_path(record.scope, record.repository, record.kind)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, record.to_dict())
     return path
 
 
-def find_record(repository: Path) -> ServerRecord | None:
-    """The record of a server serving `repository` (user state dir first, then system), or None."""
+def _read_records(repository: Path) -> Iterator[tuple[Path, ServerRecord]]:
+    """(path, record) for every readable record of `repository`: user state dir first, foreground first."""
     resolved = Path(repository).resolve()
     seen: set[Path] = set()
     for scope in ("user", "system"):
-        path = record_path(scope, resolved)
-        if path in seen or not path.is_file():
-            continue
-        seen.add(path)
-        try:
-            record = ServerRecord.from_dict(json.loads(path.read_text()))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if Path(record.repository).resolve() == resolved:
+        for kind in KINDS:
+            path = record_path(scope, resolved, kind)
+            if path in seen or not path.is_file():
+                continue
+            seen.add(path)
+            try:
+                record = ServerRecord.from_dict(json.loads(path.read_text()))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if Path(record.repository).resolve() == resolved:
+                yield path, record
+
+
+def find_record(repository: Path) -> ServerRecord | None:
+    """The record of a server serving `repository`, or None; stale foreground records are skipped."""
+    for _path, record in _read_records(repository):
+        if record.owner_alive():
             return record
     return None
 
 
+def prune_stale_records(repository: Path) -> list[str]:
+    """Remove the records (and keys) of foreground servers whose process is gone; what was removed, in words."""
+    removed = []
+    for path, record in _read_records(repository):
+        if record.owner_alive():
+            continue
+        try:
+            path.unlink(missing_ok=True)
+            Path(record.key_file).unlink(missing_ok=True)
+        except OSError:
+            continue  # another user's state dir: leave it to them
+        removed.append(f"removed the stale record of a server that is gone ({record.describe()} at {record.url})")
+    return removed
+
+
 def remove_record(record: ServerRecord) -> None:
-    """Delete a record (no error when it is already gone)."""
-    record_path(record.scope, record.repository).unlink(missing_ok=True)
+    """Delete a record if it is still this one (a record another server wrote since stays)."""
+    path = record_path(record.scope, record.repository, record.kind)
+    try:
+        current = ServerRecord.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if (current.url, current.pid, current.pid_start) == (record.url, record.pid, record.pid_start):
+        path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def foreground_claim(scope: str, repository: Path, url: str) -> Iterator[Path]:
+    """Hold ``<sha1>.foreground.lock`` while a foreground server runs; ServerError when another one holds it.
+
+    An flock dies with its process, so a SIGKILLed server never blocks the next one.
+    The lock file says who holds it (PID and URL) for the refusal message.
+    """
+    path = record_path(scope, repository, "foreground").with_suffix(".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode(errors="replace").split()
+            who = f"PID {holder[0]} at {holder[1]}" if len(holder) >= 2 else "another process"
+            raise ServerError(
+                f"another `edge-deploy serve --foreground` ({who}) already serves {Path(repository).resolve()}; "
+                "stop it first, or serve another repository."
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {url}\n".encode(), 0)
+        yield path
+    finally:
+        os.close(fd)
 
 
 def read_key(record: ServerRecord) -> str:
@@ -125,19 +222,3 @@ def read_key(record: ServerRecord) -> str:
     if not key:
         raise RepositoryError(f"the server key {record.key_file} is empty; re-run `edge-deploy serve`.")
     return key
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

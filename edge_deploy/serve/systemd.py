@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from ..errors import ServerError
 from ..fsutil import write_text_atomic
 from .admin import ModelHealth
-from .record import ServerRecord, find_record, record_path, remove_record, save_record
+from .record import ServerRecord, find_record, record_path, save_record
 from .tritonserver import (
     KEY_ENV,
     RESTRICTED_KEY_NAME,
@@ -416,6 +416,12 @@ def install_and_start(
     reporter = reporter or Reporter()
     scope, options = config.scope, config.options
     models = check_repository(options.model_repository)
+    other = find_record(options.model_repository)
+    if other is not None and other.kind == "foreground":
+        raise ServerError(
+            f"{options.model_repository} is already served by {other.describe()} at {other.url}; "
+            "stop it first (Ctrl-C), then run `edge-deploy serve` again."
+        )
     text = render_unit(config)
     path = unit_path(scope)
     state = unit_properties(scope, "ActiveState", "UnitFileState")
@@ -502,10 +508,10 @@ def uninstall_unit(scope: str, environment_file: Path, key_file: Path) -> list[P
         removed.append(installed.path)
         systemctl(scope, "daemon-reload", check=False)
         systemctl(scope, "reset-failed", UNIT_NAME, check=False)
-        record = find_record(installed.repository)
-        if record is not None and record.scope == scope:
-            remove_record(record)
-            removed.append(record_path(scope, installed.repository))
+        unit_record = record_path(scope, installed.repository, "unit")  # never a foreground server's record
+        if unit_record.is_file():
+            unit_record.unlink()
+            removed.append(unit_record)
     for file in (environment_file, key_file):
         if file.exists():
             file.unlink()

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from small_artifact import make_artifact
+from small_artifact import make_artifact, make_unloadable
 from triton_helpers import failed_loads
 
-from edge_deploy.artifact import file_entry
 from edge_deploy.repository import model_config as mc
 from edge_deploy.repository.install import install
 
@@ -131,11 +130,7 @@ def test_explicit_mode_with_key_install_rollback_and_refused_load(tmp_path, lane
 
     # a version the server cannot load: the command fails with the server's reason, version 1 keeps serving,
     # and the config stays pinned to the version that is served
-    broken = make_artifact(tmp_path / "broken", anchors, n=100, seed=5)
-    (broken / "model.onnx").write_bytes(b"this is not an ONNX model")
-    manifest = json.loads((broken / "manifest.json").read_text())
-    manifest["files"]["model.onnx"] = file_entry(broken / "model.onnx")
-    (broken / "manifest.json").write_text(json.dumps(manifest))
+    broken = make_unloadable(tmp_path / "broken", anchors, n=100)
     with pytest.raises(RepositoryError, match="did not load lane") as info:
         install(broken, repo, "lane", runtime="python")
     assert "\n" not in str(info.value)

@@ -83,3 +83,31 @@ def make_artifact(
         "plan": None,
     })
     return out
+
+
+def make_unloadable(out: Path, anchors_npy: Path, *, n: int = 100) -> Path:
+    """An artifact whose manifest and I/O signature are right but whose model no runtime can load.
+
+    model.onnx holds one node of an operator nobody implements, so install's checks pass
+    and the server's load fails (what a model broken in a subtler way does).
+    """
+    import json
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    out = make_artifact(out, anchors_npy, n=n)
+    graph = helper.make_graph(
+        [helper.make_node("NoSuchLaneOp", ["input"], ["predict_lanes"], domain="edge_deploy.test")],
+        "unloadable",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 360, 640])],
+        [helper.make_tensor_value_info("predict_lanes", TensorProto.FLOAT, ["batch", n, 77])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("edge_deploy.test", 1)])
+    model.ir_version = 8
+    onnx.save(model, str(out / "model.onnx"))
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["files"]["model.onnx"] = file_entry(out / "model.onnx")
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return out
