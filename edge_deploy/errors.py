@@ -68,3 +68,24 @@ def one_line(exc: BaseException, limit: int = 200, *, first_line: bool = False) 
     if first_line and text:
         text = text.splitlines()[0]
     return " ".join(text.split())[:limit] or type(exc).__name__
+
+
+def os_error_message(exc: OSError) -> str:
+    """One line for an OSError that reached the top: what failed, why, and what to do, by category."""
+    import errno
+
+    where = f" ({exc.filename})" if exc.filename else ""
+    why = exc.strerror or one_line(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        advice = "the file system is full: free space there (`df -h`) or write somewhere else, then run it again"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        advice = "run as a user allowed to write there, or choose another path"
+    elif exc.errno == errno.EROFS:
+        advice = "that file system is mounted read-only: choose a writable path"
+    elif exc.errno == errno.ENOENT:
+        advice = "check the path"
+    elif exc.errno == errno.EMFILE:
+        advice = "too many open files: raise the limit (`ulimit -n`) or close other programs"
+    else:
+        advice = "check the path and the file system"
+    return f"{why}{where}; {advice}."

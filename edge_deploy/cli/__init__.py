@@ -1,29 +1,54 @@
 """Command-line interface: a thin typer layer over the pipeline's plain functions.
 
 Each command lives in its own module (one per pipeline stage) and registers on
-`app`. `main` turns EdgeDeployError into one line on stderr and its exit code.
+`app`. `main` is the one place that prints errors: an EdgeDeployError is one line on
+stderr and its exit code; anything else is caught by category (the operating system,
+memory, a bug) so no failure escapes as a traceback unless EDGE_DEPLOY_DEBUG=1.
 """
 from __future__ import annotations
 
 import os
 import sys
 
-from ..errors import EdgeDeployError
+from ..errors import EdgeDeployError, one_line, os_error_message
 
 # Registering commands: each module adds its commands to `app` on import.
 from . import convert, doctor, infer, repository, serve  # noqa: E402,F401
 from .app import app
 
 
+INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE: a bug of edge-deploy, not something the user did
+
+
 def main() -> None:
     """Console-script entry point."""
     try:
         app(standalone_mode=True)
-    except EdgeDeployError as exc:
-        if os.environ.get("EDGE_DEPLOY_DEBUG") == "1":
-            raise
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:
+        # `edge-deploy models | head`: the reader is gone; nothing left to say to it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
+    except Exception as exc:  # noqa: BLE001 - the one place errors are printed
+        if os.environ.get("EDGE_DEPLOY_DEBUG") == "1":
+            raise
+        message, code = error_line(exc)
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(code)
+
+
+def error_line(exc: Exception) -> tuple[str, int]:
+    """The one line printed for an exception that reached the top, and the exit code."""
+    if isinstance(exc, EdgeDeployError):
+        return str(exc), exc.exit_code
+    if isinstance(exc, OSError):
+        return os_error_message(exc), 1
+    if isinstance(exc, MemoryError):
+        return "out of memory; close other programs or use a machine with more memory, then run it again.", 1
+    return (
+        f"internal error ({type(exc).__name__}: {one_line(exc, 160, first_line=True)}); this is a bug of "
+        "edge-deploy: run again with EDGE_DEPLOY_DEBUG=1 for the traceback and report it.",
+        INTERNAL_ERROR_EXIT,
+    )

@@ -102,6 +102,7 @@ def convert(
 
     from ..build.options import EngineOptions, parse_size
     from ..convert import convert as run_convert
+    from ..errors import ConvertError, os_error_message
     from ..export.settings import ExportSettings, batch_range
     from ..export.source import SourceSpec, parse_input_shape
     from ..progress import ConsoleReporter
@@ -124,8 +125,14 @@ def convert(
         timing_cache=timing_cache, calibration_images=calibration_images,
         optimization_level=builder_optimization_level, verify=verify, force=force,
     )
-    result = run_convert(source, output, settings, target=target.value, engine_options=engine_options,
-                         force=force, reporter=reporter)
+    try:
+        result = run_convert(source, output, settings, target=target.value, engine_options=engine_options,
+                             force=force, reporter=reporter)
+    except OSError as exc:
+        # Disk full or a file system gone read-only mid-way: the staging directory was discarded.
+        where = output if output is not None else Path(model)
+        raise ConvertError(f"convert could not finish writing {where} (an existing artifact there is unchanged): "
+                           f"{os_error_message(exc)}") from exc
     _print_summary(console, result)
     if install:
         from ..repository.install import install as install_artifact

@@ -31,7 +31,13 @@ def read_image(path: Path) -> Any:
 
     if not path.is_file():
         raise FrameError(f"image {path} does not exist; pass image files (PNG, JPEG) or --synthetic N.")
-    frame = cv2.imdecode(np.fromfile(str(path), dtype=np.uint8), cv2.IMREAD_COLOR)
+    data = np.fromfile(str(path), dtype=np.uint8)
+    if data.size == 0:
+        raise FrameError(f"image {path} is empty (0 bytes); pass PNG or JPEG files.")
+    try:
+        frame = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    except cv2.error:
+        frame = None
     if frame is None:
         raise FrameError(f"cannot decode {path} as an image; pass PNG or JPEG files.")
     return frame
@@ -127,6 +133,9 @@ def infer(
         raise ClientError("no images given; pass image files or --synthetic N.")
     if not png and not json_out:
         raise ClientError("--no-png without --json writes nothing; add --json.")
+    blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise ClientError(f"--out {out} cannot be a directory: {blocker} is a file; pass a directory with --out.")
     frames = [(str(p), read_image(p)) for p in paths]  # every file is checked before the first request
     if synthetic > 0:
         from ..lanedet.draw import save_png

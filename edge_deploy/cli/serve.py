@@ -59,7 +59,7 @@ def serve(
     """Serve the model repository with tritonserver under systemd; returns when every model is ready."""
     from ..progress import ConsoleReporter
     from ..serve import systemd as su
-    from ..serve.tritonserver import ServerOptions, find_tritonserver, generate_key
+    from ..serve.tritonserver import ServerOptions, check_options, find_tritonserver, generate_key
 
     scope = _scope(user)
     env_file, key_file = _key_paths(scope)
@@ -70,8 +70,12 @@ def serve(
         removed = su.uninstall_unit(scope, env_file, key_file)
         typer.echo(f"removed {su.UNIT_NAME} ({', '.join(map(str, removed))})" if removed else f"{su.UNIT_NAME} is not installed; nothing to remove")
         return
+    # Before anything else: these need no tritonserver and change nothing.
+    check_options(ServerOptions(model_repository=repository, grpc_port=grpc_port, http_port=http_port,
+                                metrics_port=metrics_port, exit_timeout=exit_timeout, log_verbose=log_verbose))
+    if wait < 1:
+        raise ServerError(f"--wait must be at least 1 second (got {wait}); TensorRT plans can take minutes to load.")
     if not foreground and not print_unit:
-        # Before anything else: these need no tritonserver and change nothing.
         su.require_root(scope)
         su.require_systemd(scope)
 

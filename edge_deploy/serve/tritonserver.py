@@ -253,8 +253,22 @@ def port_in_use(address: str, port: int) -> bool:
     return False
 
 
+def check_options(options: ServerOptions) -> None:
+    """ServerError for settings tritonserver would reject or misread (a port out of range, a negative timeout)."""
+    for flag, port in (("--grpc-port", options.grpc_port), ("--http-port", options.http_port),
+                       ("--metrics-port", options.metrics_port)):
+        if not 1 <= port <= 65535:
+            raise ServerError(f"{flag} must be a TCP port from 1 to 65535 (got {port}); the default gRPC port is "
+                              f"{DEFAULT_GRPC_PORT}.")
+    if options.exit_timeout < 0:
+        raise ServerError(f"--exit-timeout must be 0 or more seconds (got {options.exit_timeout}).")
+    if options.log_verbose < 0:
+        raise ServerError(f"--log-verbose must be 0 (off) or more (got {options.log_verbose}).")
+
+
 def check_ports_free(options: ServerOptions) -> None:
-    """Raise ServerError when a port the server needs is taken."""
+    """Raise ServerError when a port the server needs is out of range or taken."""
+    check_options(options)
     for what, address, port in options.ports():
         if port_in_use(address, port):
             raise ServerError(
