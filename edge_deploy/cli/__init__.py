@@ -22,9 +22,11 @@ INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE: a bug of edge-deploy, not something the
 
 def main() -> None:
     """Console-script entry point."""
+    import typer
+
     try:
-        app(standalone_mode=True)
-    except KeyboardInterrupt:
+        code = app(standalone_mode=False)  # usage errors come here too, to be printed in one line
+    except (KeyboardInterrupt, typer.Abort):
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:
@@ -34,15 +36,28 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001 - the one place errors are printed
         if os.environ.get("EDGE_DEPLOY_DEBUG") == "1":
             raise
+        if _is_usage_error(exc) and type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()  # `edge-deploy` alone: the help text, as before
+            sys.exit(int(exc.exit_code))
         message, code = error_line(exc)
         print(f"error: {message}", file=sys.stderr)
         sys.exit(code)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _is_usage_error(exc: BaseException) -> bool:
+    # click's UsageError (vendored by typer >= 0.22 as typer._click): told by its interface, not its module.
+    return all(hasattr(exc, attr) for attr in ("format_message", "show", "ctx", "exit_code"))
 
 
 def error_line(exc: Exception) -> tuple[str, int]:
     """The one line printed for an exception that reached the top, and the exit code."""
     if isinstance(exc, EdgeDeployError):
         return str(exc), exc.exit_code
+    if _is_usage_error(exc):
+        ctx = getattr(exc, "ctx", None)
+        command = getattr(ctx, "command_path", None) or "edge-deploy"
+        return f"{one_line(exc.format_message(), 300).rstrip('.')} (see `{command} --help`).", int(exc.exit_code)
     if isinstance(exc, OSError):
         return os_error_message(exc), 1
     if isinstance(exc, MemoryError):

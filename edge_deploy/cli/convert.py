@@ -107,6 +107,12 @@ def convert(
     from ..export.source import SourceSpec, parse_input_shape
     from ..progress import ConsoleReporter
 
+    _check_opset(opset)
+    for flag, value in (("--atol", atol), ("--rtol", rtol)):
+        if not value >= 0:
+            from ..errors import ConvertError
+
+            raise ConvertError(f"{flag} is a parity tolerance and must be 0 or more (got {value:g}); the default is 1e-3.")
     # Progress and results go to stdout; stderr carries only the error line.
     console = Console(soft_wrap=True)  # long lines stay whole in logs and pipes; the terminal wraps them
     reporter = ConsoleReporter(console)
@@ -139,6 +145,25 @@ def convert(
 
         summary = install_artifact(result.artifact_dir, repository, name, reporter=reporter)
         console.print(summary)
+
+
+def _check_opset(opset: int) -> None:
+    """ConvertError unless torch's TorchScript-based exporter writes `opset` (it would warn or fail mid-way)."""
+    from ..errors import ConvertError
+
+    low, high = 7, 17  # torch 2.1 (the oldest JetPack wheel) exports opsets 7 to 17
+    try:
+        from torch.onnx import _constants
+
+        low = _constants.ONNX_MIN_OPSET
+        high = getattr(_constants, "ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", _constants.ONNX_MAX_OPSET)
+    except (ImportError, AttributeError):
+        pass
+    if not low <= opset <= high:
+        raise ConvertError(
+            f"--opset {opset} is not one this torch exports (opsets {low} to {high}); keep the default 17, "
+            "which TensorRT on JetPack 5 and 6 parses."
+        )
 
 
 def _print_summary(console: Any, result: Any) -> None:

@@ -128,6 +128,7 @@ def infer(
     from ..client.sync_client import LaneDetClient
     from ..errors import ClientError
 
+    _check_numbers(synthetic=synthetic, timeout=timeout, wait=wait, conf=conf, nms=nms, top_k=top_k)
     paths = list(images or [])
     if not paths and synthetic <= 0:
         raise ClientError("no images given; pass image files or --synthetic N.")
@@ -158,6 +159,24 @@ def infer(
     console.print(table)
     if records and client.model is not None and client.model.kind == "raw":
         console.print(f"[dim]{model}: decoded on the client ({client.transport}); output in {out}[/]")
+
+
+def _check_numbers(*, synthetic: int, timeout: float, wait: float, conf: float | None, nms: float | None,
+                   top_k: int | None) -> None:
+    """One-line ClientErrors for numbers that would otherwise fail later with a misleading message."""
+    from ..errors import ClientError
+
+    problems = [
+        (synthetic < 0, f"--synthetic must be 0 or more frames (got {synthetic})"),
+        (not timeout > 0, f"--timeout must be more than 0 seconds (got {timeout:g})"),
+        (not wait >= 0, f"--wait must be 0 (do not wait) or more seconds (got {wait:g})"),
+        (conf is not None and not 0.0 <= conf <= 1.0, f"--conf is a score threshold from 0 to 1 (got {conf})"),
+        (nms is not None and not nms >= 0, f"--nms must be 0 or more pixels (got {nms})"),
+        (top_k is not None and top_k < 1, f"--top-k must be at least 1 lane (got {top_k})"),
+    ]
+    for bad, message in problems:
+        if bad:
+            raise ClientError(message + ".")
 
 
 @app.command()

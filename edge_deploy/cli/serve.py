@@ -217,6 +217,8 @@ def health(
     from ..serve.admin import check_health, repository_headers, wait_healthy
     from ..serve.tritonserver import repository_models
 
+    if not wait >= 0:
+        raise ServerError(f"--wait must be 0 (ask once) or more seconds (got {wait:g}).")
     installed = su.read_installed_unit(_scope(user)) if url is None or (repository is None and not model) else None
     target = url or (installed.url if installed else "127.0.0.1:8001")
     repo = repository or (installed.repository if installed else None)

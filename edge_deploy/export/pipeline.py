@@ -114,7 +114,14 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
 
     with reporter.stage("check ONNX"):
         check_onnx(onnx_path)
-        ort_outputs = run_ort(ort_session(onnx_path), settings.input_name, inputs)
+        try:
+            session = ort_session(onnx_path)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
+            raise ConvertError(
+                f"ONNX Runtime cannot load the exported model (opset {settings.opset}): {one_line(exc, 200)}; "
+                "export with the default --opset 17."
+            ) from exc
+        ort_outputs = run_ort(session, settings.input_name, inputs)
 
     simplify_report: dict[str, Any] = {"applied": False, "reason": "disabled (--no-simplify)"}
     if settings.simplify:

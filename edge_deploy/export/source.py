@@ -90,6 +90,14 @@ def load_source(spec: SourceSpec) -> LoadedModel:
         return _load_laneatt(spec)
     if kind == "artifact":
         raise ConvertError(f"{spec.model} is already converted (an artifact directory), not a torch model.")
+    laneatt_only = [flag for flag, value in (("--checkpoint", spec.checkpoint), ("--anchors-freq", spec.anchors_freq),
+                                             ("--topk-anchors", spec.topk_anchors)) if value is not None]
+    if laneatt_only:
+        raise ConvertError(
+            f"{' and '.join(laneatt_only)} only appl{'ies' if len(laneatt_only) == 1 else 'y'} to the built-in "
+            f"LaneATT (MODEL laneatt); a {kind} model is "
+            "converted as it is: drop them, or build the model with those settings before saving it."
+        )
     torch = require("torch", "converting a PyTorch model")
     if spec.input_shape is None:
         raise ConvertError(

@@ -12,6 +12,7 @@ the N x N matrix (zero diagonal) by a fixed reshape/concat layout instead of non
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -145,10 +146,13 @@ def _torch_load(path: Path, what: str, resave: str, error: type[ConvertError] = 
     """torch.load with weights_only=True: a checkpoint is data, and a pickle we are handed must
     not run code. Failures become one-line errors."""
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "Detected pickle protocol 4": the error below says what matters
+            return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises pickle, zip (RuntimeError), EOF and other errors for bad files
         text = str(exc)
-        unsafe = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+        # torch < 2.6 says "Unsupported global: GLOBAL x.y", newer ones "unsupported GLOBAL x.y whose module ..."
+        unsafe = re.search(r"[Uu]nsupported (?:global: )?GLOBAL ([\w.]+)", text)
         if unsafe:
             raise error(
                 f"{what} {path} holds Python objects ({unsafe.group(1)}) that are not unpickled for safety; "
@@ -157,6 +161,13 @@ def _torch_load(path: Path, what: str, resave: str, error: type[ConvertError] = 
         detail = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
         reason = detail.group(1) if detail else (text.strip().split(". ")[0].splitlines() or [""])[0]
         reason = reason[:120] or type(exc).__name__
+        if "Weights only load failed" in text:
+            # The safe loader read the file and refused what is in it: it is not damaged.
+            raise error(
+                f"{what} {path} is a pickle the safe loader (torch.load weights_only=True) refuses ({reason}); "
+                f"it may carry code, which edge-deploy never runs: if you trust the file, re-save just the "
+                f"tensors: {resave}"
+            ) from exc
         raise error(
             f"cannot read {what} {path}: not a readable torch file, corrupt or truncated ({reason}); "
             "re-download it or re-save it with torch.save"

@@ -56,8 +56,12 @@ class ModelInfo:
 
 
 def check_name(name: str) -> str:
-    """Validate a model name (letters, digits, _ and - only)."""
-    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or len(name) > 200:
+    """Validate a model name (letters, digits, _ and - only, at most 200 characters)."""
+    if isinstance(name, str) and len(name) > 200:
+        raise RepositoryError(
+            f"model name {name[:20]!r}... is {len(name)} characters long; use at most 200 (for example --name lanedet)."
+        )
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise RepositoryError(
             f"illegal model name {name!r}: use letters, digits, _ and - only (for example --name lanedet)."
         )

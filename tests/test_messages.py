@@ -1,0 +1,88 @@
+"""Messages that used to mislead (issue 13): each one now says what failed, why, and what to do, truthfully."""
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, cwd: Path | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "EDGE_DEPLOY_DEBUG"}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=timeout)
+
+
+def error(result: subprocess.CompletedProcess[str]) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def factory_dir(tmp_path) -> Path:
+    (tmp_path / "tinyfactory.py").write_text(textwrap.dedent("""
+        import torch
+
+        def make():
+            return torch.nn.Linear(8, 4)
+    """))
+    return tmp_path
+
+
+def test_an_opset_the_exporter_does_not_write_is_refused_up_front(factory_dir) -> None:
+    line = error(cli("convert", "tinyfactory:make", "--input-shape", "1,8", "-o", "out", "--opset", "1",
+                     cwd=factory_dir))
+    assert "--opset 1 is not one this torch exports (opsets 7 to" in line and "default 17" in line
+    assert not (factory_dir / "out").exists()
+
+
+def test_laneatt_options_for_another_model_are_refused_not_ignored(factory_dir) -> None:
+    line = error(cli("convert", "tinyfactory:make", "--input-shape", "1,8", "-o", "out", "--topk-anchors", "1000",
+                     cwd=factory_dir))
+    assert "--topk-anchors only applies to the built-in LaneATT" in line
+
+
+def test_a_checkpoint_the_safe_loader_refuses_is_not_called_corrupt(tmp_path) -> None:
+    class Payload:
+        def __reduce__(self):
+            return (os.getpid, ())
+
+    with open(tmp_path / "with-code.pt", "wb") as fh:
+        pickle.dump({"model": Payload()}, fh, protocol=4)
+    line = error(cli("convert", "laneatt", "--backbone", "resnet18", "--checkpoint", str(tmp_path / "with-code.pt"),
+                     "-o", str(tmp_path / "out"), "--target", "onnx"))
+    assert "corrupt" not in line and "truncated" not in line, line
+    assert "safe loader" in line or "not unpickled for safety" in line, line
+    assert "if you trust the file" in line
+
+
+def test_a_long_model_name_is_refused_for_its_length() -> None:
+    from edge_deploy.errors import RepositoryError
+    from edge_deploy.repository.versions import check_name
+
+    with pytest.raises(RepositoryError, match="is 300 characters long; use at most 200"):
+        check_name("a" * 300)
+    with pytest.raises(RepositoryError, match="use letters, digits, _ and - only"):
+        check_name("lane det")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["infer", "--synthetic", "1", "--timeout", "-1"], "--timeout must be more than 0 seconds"),
+    (["infer", "--synthetic", "-3"], "--synthetic must be 0 or more frames"),
+    (["infer", "--synthetic", "1", "--conf", "7"], "--conf is a score threshold from 0 to 1"),
+    (["health", "--wait", "-5", "--url", "127.0.0.1:1"], "--wait must be 0 (ask once) or more seconds"),
+    (["sample", "-n", "0"], "Invalid value for '--count'"),
+    (["serve", "--foreground", "--grpc-port", "x"], "Invalid value for '--grpc-port'"),
+])
+def test_bad_numbers_and_usage_errors_are_one_line(tmp_path, args, needle) -> None:
+    line = error(cli(*args, cwd=tmp_path))
+    assert needle in line
+    assert list(tmp_path.iterdir()) == []  # nothing was written (infer's default --out is ./lanes)
