@@ -55,6 +55,8 @@ def serve(
     wait: Annotated[int, typer.Option("--wait", help="Seconds to wait for the server and every model to be ready (TensorRT plans can take minutes).")] = 300,
     exit_timeout: Annotated[int, typer.Option(help="Seconds tritonserver waits for in-flight requests when stopping.")] = 30,
     log_verbose: Annotated[int, typer.Option(help="tritonserver verbose log level (0 = off).")] = 0,
+    log_file: Annotated[Optional[Path], typer.Option(help="Keep the server's output in this file (size-capped) instead of the journal.")] = None,
+    log_max_size: Annotated[str, typer.Option(help="Cap on --log-file and its one rotated predecessor together, e.g. 50M.")] = "50M",
 ) -> None:
     """Serve the model repository with tritonserver under systemd; returns when every model is ready."""
     from ..progress import ConsoleReporter
@@ -75,6 +77,9 @@ def serve(
                                 metrics_port=metrics_port, exit_timeout=exit_timeout, log_verbose=log_verbose))
     if wait < 1:
         raise ServerError(f"--wait must be at least 1 second (got {wait}); TensorRT plans can take minutes to load.")
+    log_max_bytes = _log_max_bytes(log_max_size)
+    if log_file is not None:
+        log_file = log_file.expanduser().absolute()
     if not foreground and not print_unit:
         su.require_root(scope)
         su.require_systemd(scope)
@@ -95,10 +100,12 @@ def serve(
         log_verbose=log_verbose,
     )
     if foreground:
-        _serve_foreground(install, options, "user" if user or su.effective_uid() != 0 else "system", wait, reporter)
+        _serve_foreground(install, options, "user" if user or su.effective_uid() != 0 else "system", wait,
+                          log_file, log_max_bytes)
         return
-
-    from ..serve.record import state_dir
+    if log_file is None and not print_unit and not su.journald_available():
+        reporter.warn("journald is not running here, so the server's output will not be kept; "
+                      "pass --log-file PATH to keep it in a size-capped file.")
 
     config = su.UnitConfig(
         scope=scope,
@@ -106,7 +113,8 @@ def serve(
         options=options,
         environment_file=env_file,
         health_wait=wait,
-        log_file=su.default_log_file(scope, state_dir(scope)),
+        log_file=log_file,
+        log_max_bytes=log_max_bytes,
         device_nodes=su.gpu_device_nodes() if scope == "system" else [],
     )
     if print_unit:
@@ -120,7 +128,21 @@ def serve(
         typer.echo("(unchanged: the installed unit has these settings; the model-repository key was kept)")
 
 
-def _serve_foreground(install, options, scope: str, wait: int, reporter) -> None:  # noqa: ANN001
+def _log_max_bytes(text: str) -> int:
+    from ..build.options import parse_size
+    from ..errors import EdgeDeployError
+    from ..serve.logfile import MIN_MAX_BYTES
+
+    try:
+        value = parse_size(text)
+    except EdgeDeployError:
+        value = -1
+    if value < MIN_MAX_BYTES:
+        raise ServerError(f"--log-max-size {text!r} is not a size of at least 64K; write it like 50M or 1G.")
+    return value
+
+
+def _serve_foreground(install, options, scope: str, wait: int, log_file, log_max_bytes: int) -> None:  # noqa: ANN001
     from ..serve.foreground import serve_foreground
 
     def ready(health) -> None:  # noqa: ANN001
@@ -131,7 +153,8 @@ def _serve_foreground(install, options, scope: str, wait: int, reporter) -> None
     def note(message: str) -> None:
         typer.echo(f"note: {message}", err=True)
 
-    code, log_path = serve_foreground(install, options, scope, ready_timeout=wait, on_ready=ready, on_note=note)
+    code, log_path = serve_foreground(install, options, scope, ready_timeout=wait, on_ready=ready, on_note=note,
+                                      log_file=log_file, log_max_bytes=log_max_bytes)
     if code != 0:
         raise ServerError(f"tritonserver exited with code {code}; see {log_path}.")
     typer.echo("tritonserver stopped")
@@ -183,25 +206,48 @@ def logs(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
     lines: Annotated[int, typer.Option("--lines", "-n", help="How many recent lines to show.")] = 200,
 ) -> None:
-    """The tritonserver unit's log (journalctl; the log file where journald is not running)."""
+    """The tritonserver unit's log: `journalctl -u`, or the unit's --log-file (else the foreground server's log)."""
     from ..serve import systemd as su
+    from ..serve.foreground import foreground_log
 
+    if lines < 1:
+        raise ServerError(f"--lines must be at least 1 (got {lines}).")
     scope = _scope(user)
-    if su.journald_available():
-        argv = ["journalctl", "--user-unit" if user else "--unit", su.UNIT_NAME, "-n", str(lines), "--no-pager"]
-        code = subprocess.call(argv + (["-f"] if follow else []))
-        raise typer.Exit(code)
     installed = su.read_installed_unit(scope)
-    if installed is None or installed.log_file is None:
+    if installed is not None and installed.log_file is not None:
+        _tail(installed.log_file, lines, follow, f"the unit writes to {installed.log_file} (--log-file)")
+    if installed is None:
+        fallback = foreground_log("user" if user or su.effective_uid() != 0 else "system")
+        if fallback.is_file():
+            _tail(fallback, lines, follow, f"no {su.UNIT_NAME} is installed ({scope}); "
+                                           f"showing the `serve --foreground` log {fallback}")
         raise ServerError(
-            "journald is not running on this machine, so there is no journal for the unit; "
-            f"{'install the unit with `edge-deploy serve`' if installed is None else 'see the unit StandardOutput='}."
+            f"no {su.UNIT_NAME} is installed ({scope}) and no `serve --foreground` log exists at {fallback}: "
+            "nothing has been served here yet."
         )
-    typer.echo(f"journald is not running here; the unit writes to {installed.log_file}", err=True)
-    if not installed.log_file.exists():
-        raise ServerError(f"no log yet at {installed.log_file}; start the server with `edge-deploy serve`.")
-    code = subprocess.call(["tail", "-n", str(lines), *(["-F"] if follow else []), str(installed.log_file)])
-    raise typer.Exit(code)
+    if not su.journald_available():
+        raise ServerError(
+            "journald is not running on this machine, so the unit's output (StandardOutput=journal) was not kept; "
+            f"re-run `edge-deploy serve{' --user' if user else ''} --log-file PATH` to keep it in a size-capped file."
+        )
+    argv = ["journalctl", "--user-unit" if user else "--unit", su.UNIT_NAME, "-n", str(lines), "--no-pager"]
+    raise typer.Exit(subprocess.call(argv + (["-f"] if follow else [])))
+
+
+def _tail(path: Path, lines: int, follow: bool, note: str) -> None:
+    """Print the last lines of a capped log (its rotated predecessor first when needed); exits."""
+    typer.echo(note, err=True)
+    if not path.exists():
+        raise ServerError(f"no log yet at {path}; start the server with `edge-deploy serve`.")
+    previous = path.with_name(path.name + ".1")
+    text = path.read_bytes().decode(errors="replace").splitlines(keepends=True)
+    if len(text) < lines and previous.is_file():
+        text = previous.read_bytes().decode(errors="replace").splitlines(keepends=True) + text
+    sys.stdout.write("".join(text[-lines:]))
+    sys.stdout.flush()
+    if follow:
+        raise typer.Exit(subprocess.call(["tail", "-n", "0", "-F", str(path)]))
+    raise typer.Exit(0)
 
 
 @app.command()

@@ -17,6 +17,7 @@ from typing import Callable
 from ..errors import ServerError
 from .admin import Health, server_live
 from .leftovers import Leftovers, become_subreaper
+from .logfile import DEFAULT_MAX_BYTES
 from .record import (
     ServerRecord,
     find_record,
@@ -49,6 +50,7 @@ def run_foreground(
     ready_timeout: float = 300.0,
     on_ready: "Callable[[Health], None] | None" = None,
     on_note: "Callable[[str], None] | None" = None,
+    log_max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> int:
     """Run tritonserver in this process's foreground until SIGINT/SIGTERM; its exit code.
 
@@ -59,7 +61,7 @@ def run_foreground(
     """
     models = check_repository(options.model_repository)
     check_ports_free(options)
-    server = TritonProcess(install, options, log_path, echo=True, die_with_parent=True)
+    server = TritonProcess(install, options, log_path, echo=True, die_with_parent=True, log_max_bytes=log_max_bytes)
     stop_requested = threading.Event()
     become_subreaper()
     leftovers: Leftovers | None = None
@@ -101,6 +103,11 @@ def run_foreground(
                     on_note(note)
 
 
+def foreground_log(scope: str) -> Path:
+    """Where `serve --foreground` keeps tritonserver's output by default (capped like --log-file)."""
+    return state_dir(scope) / "triton-foreground.log"
+
+
 def _finish(server: TritonProcess, options: ServerOptions) -> int:
     code = server.stop(timeout=options.exit_timeout + 5)
     return 0 if code in (0, None) else (code if code > 0 else 128 - code)
@@ -114,6 +121,8 @@ def serve_foreground(
     ready_timeout: float,
     on_ready: "Callable[[Health], None] | None" = None,
     on_note: "Callable[[str], None] | None" = None,
+    log_file: Path | None = None,
+    log_max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> tuple[int, Path]:
     """Run tritonserver with its own model-repository key and server record; (exit code, log path).
 
@@ -135,7 +144,7 @@ def serve_foreground(
                 "or serve another repository."
             )
         return _serve_claimed(install, options, scope, ready_timeout=ready_timeout, on_ready=on_ready,
-                              on_note=on_note)
+                              on_note=on_note, log_file=log_file, log_max_bytes=log_max_bytes)
 
 
 def _serve_claimed(
@@ -146,6 +155,8 @@ def _serve_claimed(
     ready_timeout: float,
     on_ready: "Callable[[Health], None] | None",
     on_note: "Callable[[str], None] | None",
+    log_file: Path | None,
+    log_max_bytes: int,
 ) -> tuple[int, Path]:
     key = generate_key()
     key_file = record_path(scope, options.model_repository, "foreground").with_suffix(".key")
@@ -163,10 +174,10 @@ def _serve_claimed(
         if on_ready is not None:
             on_ready(health)
 
-    log_path = state_dir(scope) / "triton-foreground.log"
+    log_path = log_file or foreground_log(scope)
     try:
         code = run_foreground(install, options, log_path, ready_timeout=ready_timeout, on_ready=ready,
-                              on_note=on_note)
+                              on_note=on_note, log_max_bytes=log_max_bytes)
     finally:
         if saved:
             remove_record(record)

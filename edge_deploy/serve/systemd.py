@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from ..errors import ServerError
 from ..fsutil import write_text_atomic
 from .admin import ModelHealth
+from .logfile import DEFAULT_MAX_BYTES, pump_argv
 from .record import ServerRecord, find_record, record_path, save_record
 from .tritonserver import (
     KEY_ENV,
@@ -55,7 +56,7 @@ USER_SCOPE_DROPS = frozenset(
         "ProtectSystem", "ProtectHome", "BindReadOnlyPaths", "PrivateTmp", "ProtectKernelTunables",
         "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups", "ProtectClock",
         "ProtectHostname", "ProtectProc", "DevicePolicy", "DeviceAllow", "IPAddressDeny", "IPAddressAllow",
-        "RemoveIPC",
+        "RemoveIPC", "LogsDirectory", "ReadWritePaths",
     }
 )
 # Home-like trees that ProtectHome= hides from the system service.
@@ -116,11 +117,21 @@ def journald_available() -> bool:
     return JOURNAL_SOCKET.exists()
 
 
-def default_log_file(scope: str, state: Path) -> Path | None:
-    """None when journald collects the output; else the file the unit appends it to."""
-    if journald_available():
-        return None
-    return Path("/var/log/edge-deploy/triton.log") if scope == "system" else state / "triton.log"
+LOG_ROOT = Path("/var/log")
+
+
+def log_directory_lines(scope: str, log_file: Path | None) -> str:
+    """What lets the sandboxed system service write its log file (nothing for the journal or a user unit).
+
+    Under /var/log, LogsDirectory= makes systemd create the directory for the service
+    user; elsewhere ReadWritePaths= opens the directory in ProtectSystem=strict.
+    """
+    if log_file is None or scope != "system":
+        return ""
+    directory = Path(log_file).parent
+    if LOG_ROOT in directory.parents:
+        return f"LogsDirectory={systemd_quote(str(directory.relative_to(LOG_ROOT)))}"
+    return f"ReadWritePaths={systemd_quote(str(directory))}"
 
 
 @dataclass
@@ -134,7 +145,8 @@ class UnitConfig:
     health_wait: int = DEFAULT_HEALTH_WAIT
     python: str = sys.executable
     user: str = SERVICE_USER
-    log_file: Path | None = None  # None: the journal
+    log_file: Path | None = None  # None: the journal; else a size-capped file (edge_deploy.serve.logfile)
+    log_max_bytes: int = DEFAULT_MAX_BYTES
     restart_sec: int = 2
     start_limit_interval: int = 600
     start_limit_burst: int = 5
@@ -173,6 +185,8 @@ def render_unit(config: UnitConfig) -> str:
     """The unit file text for `config` (system or user variant)."""
     options = config.server_options()
     argv = tritonserver_argv(config.install, options)
+    if config.log_file is not None:
+        argv = pump_argv(config.python, Path(config.log_file), config.log_max_bytes, argv)
     health = [
         config.python, "-m", "edge_deploy", "health", "--wait", str(config.health_wait),
         "--url", options.url, "--repository", str(options.model_repository),
@@ -191,7 +205,8 @@ def render_unit(config: UnitConfig) -> str:
         "restart_sec": str(config.restart_sec),
         "start_limit_interval": str(config.start_limit_interval),
         "start_limit_burst": str(config.start_limit_burst),
-        "standard_output": f"append:{config.log_file}" if config.log_file else "journal",
+        "standard_output": "journal",
+        "log_directory": log_directory_lines(config.scope, config.log_file),
         # tmpfs over /home etc., with only what the service needs bound back read-only.
         "protect_home": "tmpfs" if home_paths else "yes",
         "bind_read_only_paths": "\n".join(f"BindReadOnlyPaths={systemd_quote(str(p))}" for p in home_paths),
@@ -320,6 +335,29 @@ def check_service_can_read(paths: list[Path]) -> None:
 # ---------------------------------------------------------------- install / start / remove
 
 
+def prepare_log_directory(scope: str, log_file: Path, user: str = SERVICE_USER) -> None:
+    """Create the log file's directory; for the system service outside /var/log, owned by the service user.
+
+    A directory that already exists is not taken over: ServerError unless the service user owns it.
+    """
+    directory = log_file.parent
+    if scope == "system" and LOG_ROOT in directory.parents:
+        return  # LogsDirectory=: systemd creates it for the service user
+    if scope != "system":
+        directory.mkdir(parents=True, exist_ok=True)
+        return
+    entry = pwd.getpwnam(user)
+    if not directory.exists():
+        directory.mkdir(parents=True)
+        os.chown(directory, entry.pw_uid, entry.pw_gid)
+        directory.chmod(0o750)
+    elif directory.stat().st_uid != entry.pw_uid:
+        raise ServerError(
+            f"the service user {user} cannot be trusted to write {directory} (it does not own it); "
+            f"use a --log-file under /var/log, a new directory, or `chown {user} {directory}`."
+        )
+
+
 def write_private(path: Path, text: str, *, group: str | None = None) -> None:
     """Write `text` atomically, mode 0600 (0640 with `group` as owner group): secrets."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -362,7 +400,9 @@ def read_installed_unit(scope: str) -> InstalledUnit | None:
                     port = value
                 elif key == "--model-repository":
                     repository = Path(value)
-        elif line.startswith("StandardOutput=append:"):
+                elif key == "--log-file":  # edge_deploy.serve.logfile's (tritonserver's own is never used)
+                    log_file = Path(value)
+        elif line.startswith("StandardOutput=append:"):  # units written by older versions
             log_file = Path(line.split(":", 1)[1])
     return InstalledUnit(path=path, url=f"{address}:{port}", repository=repository, log_file=log_file)
 
@@ -373,6 +413,9 @@ def failure_reason(scope: str, log_file: Path | None, log_offset: int = 0, since
 
     if log_file is not None:
         return last_error_line(log_file, log_offset) if log_file.is_file() else f"no server log at {log_file}"
+    if not journald_available():
+        return ("its output was not kept because journald is not running here; run `edge-deploy serve` again "
+                "with --log-file PATH to see why")
     argv = ["journalctl", "--user-unit" if scope == "user" else "--unit", UNIT_NAME, "-o", "cat", "-n", "300", "--no-pager"]
     if since is not None:
         argv += ["--since", f"@{int(since)}"]
@@ -448,7 +491,7 @@ def install_and_start(
         write_private(key_file, key + "\n", group=group)
         write_private(config.environment_file, environment_file_text(env))
         if config.log_file is not None:
-            config.log_file.parent.mkdir(parents=True, exist_ok=True)
+            prepare_log_directory(scope, Path(config.log_file), config.user)
         write_public(path, text)
         systemctl(scope, "daemon-reload")
         systemctl(scope, "reset-failed", UNIT_NAME, check=False)

@@ -321,9 +321,10 @@ class TritonProcess:
 
     def __init__(
         self, install: TritonInstall, options: ServerOptions, log_path: Path, *, echo: bool = False,
-        die_with_parent: bool = False,
+        die_with_parent: bool = False, log_max_bytes: int | None = None,
     ) -> None:
         self.install = install
+        self.log_max_bytes = log_max_bytes  # with echo: cap the log (edge_deploy.serve.logfile.CappedLog)
         self.options = options
         self.log_path = Path(log_path)
         self.echo = echo
@@ -346,8 +347,14 @@ class TritonProcess:
         """Launch tritonserver in its own session, output appended to the log; returns self."""
         env = {**os.environ, **self.install.env}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
-        self._log_start = log.seek(0, os.SEEK_END)
+        if self.echo and self.log_max_bytes is not None:
+            from .logfile import CappedLog
+
+            log = CappedLog(self.log_path, self.log_max_bytes)
+            self._log_start = log.size
+        else:
+            log = open(self.log_path, "ab")
+            self._log_start = log.seek(0, os.SEEK_END)
         try:
             self.proc = subprocess.Popen(
                 self.argv,
@@ -452,6 +459,8 @@ def last_error_line(log_path: Path, offset: int = 0) -> str:
     """
     try:
         with open(log_path, "rb") as fh:
+            if offset > os.fstat(fh.fileno()).st_size:
+                offset = 0  # the log was rotated since (edge_deploy.serve.logfile)
             fh.seek(offset)
             text = fh.read().decode(errors="replace")
     except OSError:
