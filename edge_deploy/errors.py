@@ -55,3 +55,7 @@ class ModelNotReadyError(ClientError):
 
 class ModelMismatchError(ClientError):
     """The served model's inputs/outputs do not fit a lane model."""
+
+
+class EvaluationError(EdgeDeployError):
+    """An evaluation data set, its files, or the lanes given to a metric are not usable."""
