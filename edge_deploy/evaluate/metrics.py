@@ -209,12 +209,24 @@ def _iou(a: _Mask, b: _Mask) -> float:
     return inter / union if union else 0.0
 
 
-def _iou_matrix(preds: list[np.ndarray], truths: list[np.ndarray], size: tuple[int, int], lane_width: int) -> np.ndarray:
-    pm = [_rasterise(p, size, lane_width) for p in preds]
-    tm = [_rasterise(t, size, lane_width) for t in truths]
-    ious = np.zeros((len(pm), len(tm)))
-    for i, a in enumerate(pm):
-        for j, b in enumerate(tm):
+@dataclass(frozen=True, eq=False)
+class _Drawn:
+    """A frame's lanes as the metric sees them: input indices, points and masks of the kept lanes."""
+
+    index: list[int]
+    points: list[np.ndarray]
+    masks: list[_Mask]
+
+
+def _draw(lanes: Sequence[Any], size: tuple[int, int], lane_width: int) -> _Drawn:
+    index, points = _usable(lanes)
+    return _Drawn(index, points, [_rasterise(p, size, lane_width) for p in points])
+
+
+def _iou_matrix(preds: _Drawn, truths: _Drawn) -> np.ndarray:
+    ious = np.zeros((len(preds.masks), len(truths.masks)))
+    for i, a in enumerate(preds.masks):
+        for j, b in enumerate(truths.masks):
             ious[i, j] = _iou(a, b)
     return ious
 
@@ -230,11 +242,10 @@ def culane_ious(
 
     Lanes the metric drops (fewer than 2 distinct points) get IoU 0 with everything.
     """
-    size = _check_size(image_size)
-    p_index, preds = _usable(predictions)
-    t_index, truths = _usable(truth)
+    size, width = _check_size(image_size), _check_width(lane_width)
+    preds, truths = _draw(predictions, size, width), _draw(truth, size, width)
     out = np.zeros((len(predictions), len(truth)))
-    out[np.ix_(p_index, t_index)] = _iou_matrix(preds, truths, size, _check_width(lane_width))
+    out[np.ix_(preds.index, truths.index)] = _iou_matrix(preds, truths)
     return out
 
 
@@ -312,19 +323,21 @@ def culane_match(
 ) -> FrameMatch:
     """Match one frame's predicted lanes to its truth lanes as the CULane metric does."""
     size, width = _check_size(image_size), _check_width(lane_width)
-    p_index, preds = _usable(predictions)
-    t_index, truths = _usable(truth)
-    if not preds or not truths:
-        return FrameMatch(len(preds), len(truths), ())
+    return _match(_draw(predictions, size, width), _draw(truth, size, width), size[1])
+
+
+def _match(preds: _Drawn, truths: _Drawn, height: int) -> FrameMatch:
+    if not preds.masks or not truths.masks:
+        return FrameMatch(len(preds.masks), len(truths.masks), ())
     from scipy.optimize import linear_sum_assignment
 
-    ious = _iou_matrix(preds, truths, size, width)
+    ious = _iou_matrix(preds, truths)
     rows, cols = linear_sum_assignment(1.0 - ious)
     pairs = []
     for r, c in zip(rows.tolist(), cols.tolist()):
-        dx_sum, dx_rows = _abs_dx(preds[r], truths[c], size[1]) if ious[r, c] > 0 else (0.0, 0)
-        pairs.append(LanePair(p_index[r], t_index[c], float(ious[r, c]), dx_sum, dx_rows))
-    return FrameMatch(len(preds), len(truths), tuple(pairs))
+        dx_sum, dx_rows = _abs_dx(preds.points[r], truths.points[c], height) if ious[r, c] > 0 else (0.0, 0)
+        pairs.append(LanePair(preds.index[r], truths.index[c], float(ious[r, c]), dx_sum, dx_rows))
+    return FrameMatch(len(preds.masks), len(truths.masks), tuple(pairs))
 
 
 def _ratio(num: float, den: float) -> float:
@@ -417,7 +430,13 @@ class CULaneEvaluator:
 
     def add(self, predictions: Sequence[Any], truth: Sequence[Any]) -> FrameMatch:
         """Score one frame and keep its matching."""
-        match = culane_match(predictions, truth, image_size=self.image_size, lane_width=self.lane_width)
+        return self._add(self._draw(predictions), self._draw(truth))
+
+    def _draw(self, lanes: Sequence[Any]) -> _Drawn:
+        return _draw(lanes, self.image_size, self.lane_width)
+
+    def _add(self, preds: _Drawn, truths: _Drawn) -> FrameMatch:
+        match = _match(preds, truths, self.image_size[1])
         self.matches.append(match)
         return match
 
@@ -493,13 +512,14 @@ class RetentionComparison:
 
     def add(self, reference: Sequence[Any], candidate: Sequence[Any], truth: Sequence[Any] | None = None) -> None:
         """One frame: both models' lanes, and the truth lanes when the frame has them."""
+        ref, cand = self.agreement._draw(reference), self.agreement._draw(candidate)  # each set drawn once
         self.frames += 1
-        kept_ref, kept_cand = len(_usable(reference)[0]), len(_usable(candidate)[0])
-        self.same_count += kept_ref == kept_cand
-        self.agreement.add(candidate, reference)
+        self.same_count += len(ref.masks) == len(cand.masks)
+        self.agreement._add(cand, ref)
         if truth is not None:
-            self.reference.add(reference, truth)
-            self.candidate.add(candidate, truth)
+            drawn_truth = self.agreement._draw(truth)
+            self.reference._add(ref, drawn_truth)
+            self.candidate._add(cand, drawn_truth)
 
     def results(self) -> list[RetentionResult]:
         """One result per threshold."""
