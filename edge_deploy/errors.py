@@ -57,6 +57,10 @@ class ModelMismatchError(ClientError):
     """The served model's inputs/outputs do not fit a lane model."""
 
 
+class EvaluationError(EdgeDeployError):
+    """An evaluation data set, its files, or the lanes given to a metric are not usable."""
+
+
 def one_line(exc: BaseException, limit: int = 200, *, first_line: bool = False) -> str:
     """An exception's message on one line (whitespace collapsed, cut to `limit`); its type name when empty.
 
