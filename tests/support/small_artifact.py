@@ -4,7 +4,7 @@ The ONNX model has LaneATT's I/O signature, input [B, 3, 360, 640] FP32 ->
 predict_lanes [B, N, 77] FP32, but is tiny: a global average pool of the frame
 feeds a linear layer whose bias holds real LaneATT anchor rows, so the outputs
 are plausible lanes that depend on the input. The manifest follows
-edge_deploy/manifest.py.
+edge_deploy/artifact.py.
 """
 from __future__ import annotations
 
