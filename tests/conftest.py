@@ -65,8 +65,7 @@ def laneatt_artifact(tmp_path_factory, laneatt_data) -> Path:
     cmd = [
         sys.executable, "-m", "edge_deploy", "convert", "laneatt",
         "--backbone", "resnet18",
-        "--anchors-freq", str(laneatt_data / "culane_anchors_freq.pt"),
-        "--topk-anchors", "1000",
+        "--dataset", "culane",
         "--min-batch", "1", "--opt-batch", "1", "--max-batch", "4",
         "--target", "onnx",
         "--output", str(out),

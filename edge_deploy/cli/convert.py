@@ -15,6 +15,17 @@ class Backbone(str, Enum):
     resnet34 = "resnet34"
 
 
+class Dataset(str, Enum):
+    culane = "culane"
+    tusimple = "tusimple"
+    llamas = "llamas"
+
+
+class AnchorOrder(str, Enum):
+    torch16 = "torch16"
+    stable = "stable"
+
+
 class Target(str, Enum):
     auto = "auto"
     onnx = "onnx"
@@ -50,10 +61,19 @@ def convert(
     backbone: Annotated[Backbone, typer.Option(help="LaneATT backbone.", rich_help_panel=_LANEATT)] = Backbone.resnet34,
     checkpoint: Annotated[Optional[Path], typer.Option(
         help="Official LaneATT checkpoint ({'model': state_dict} or a bare state_dict).", rich_help_panel=_LANEATT)] = None,
+    dataset: Annotated[Optional[Dataset], typer.Option(
+        help="The data set an official checkpoint was trained on: its shipped anchor-frequency table, the top 1000 "
+             "anchors and its decode defaults (TuSimple: conf 0.2, NMS 45, top 5).", rich_help_panel=_LANEATT)] = None,
     anchors_freq: Annotated[Optional[Path], typer.Option(
-        help="Anchor-frequency file (e.g. culane_anchors_freq.pt) for --topk-anchors.", rich_help_panel=_LANEATT)] = None,
+        help="Your own anchor-frequency file (a torch 1-D tensor, for custom training) for --topk-anchors. A wrong "
+             "file cannot be detected from shapes: the model converts and finds poor lanes.",
+        rich_help_panel=_LANEATT)] = None,
     topk_anchors: Annotated[Optional[int], typer.Option(
-        help="Keep the top-k most frequent anchors (1000 for the CULane checkpoints).", rich_help_panel=_LANEATT)] = None,
+        help="Keep the top-k most frequent anchors (default 1000 with --dataset).", rich_help_panel=_LANEATT)] = None,
+    anchor_order: Annotated[AnchorOrder, typer.Option(
+        help="How tied frequencies are ordered: torch16 = PyTorch 1.6's argsort, what every official checkpoint was "
+             "trained with; stable = ties by anchor index, only for checkpoints trained with that rule.",
+        rich_help_panel=_LANEATT)] = AnchorOrder.torch16,
     input_shape: Annotated[Optional[str], typer.Option(
         help="Input shape for TorchScript/factory models, e.g. 1,3,360,640 (the batch dimension comes from "
              "--batch or --min/--max-batch).")] = None,
@@ -111,7 +131,7 @@ def convert(
     reporter = ConsoleReporter(console)
     source = SourceSpec(
         model=model, backbone=backbone.value, checkpoint=checkpoint, anchors_freq=anchors_freq,
-        topk_anchors=topk_anchors, input_shape=parse_input_shape(input_shape) if input_shape else None, seed=seed,
+        dataset=dataset.value if dataset else None, topk_anchors=topk_anchors, anchor_order=anchor_order.value, input_shape=parse_input_shape(input_shape) if input_shape else None, seed=seed,
     )
     settings = ExportSettings(
         opset=opset, batch=batch_range(batch, min_batch, opt_batch, max_batch), input_name=input_name,

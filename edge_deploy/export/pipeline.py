@@ -159,7 +159,7 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
             "simplify": simplify_report,
         },
         "preprocess": preprocess,
-        "decode": dict(LANEATT_DECODE),
+        "decode": dict(loaded.decode or LANEATT_DECODE),
         "parity": {
             "reference": "torch (CPU, FP32) vs ONNX Runtime (CPUExecutionProvider, FP32)",
             "tolerance": {"atol": settings.atol, "rtol": settings.rtol},

@@ -485,7 +485,7 @@ def test_laneatt_bad_checkpoints(laneatt_data: Path, r18_top1000, tmp_path: Path
         (laneatt_args(laneatt_data) + ["--checkpoint", str(tmp_path / "missing.pt")], "missing.pt"),
         (laneatt_args(laneatt_data) + ["--checkpoint", str(corrupt)], "corrupt.pt"),
         (laneatt_args(laneatt_data) + ["--checkpoint", str(wrong_keys)], "missing"),
-        (["laneatt", "--backbone", "resnet18", "--checkpoint", str(wrong_shapes)], "attention_layer"),
+        (["laneatt", "--backbone", "resnet18", "--checkpoint", str(wrong_shapes)], "trained with the top 1000 anchors"),
     ]
     for index, (args, fragment) in enumerate(cases):
         out = tmp_path / f"art{index}"
