@@ -180,7 +180,8 @@ def check_dla(dla_core: int | None, facts: device_mod.DeviceFacts, tensorrt_vers
                 f"TensorRT {tensorrt_version} has no DLA support (TensorRT 11.0-11.3; 11.4.1 restores it on AGX "
                 "Orin with JetPack 7.2.2+); omit --dla-core, or use TensorRT 10.x or 11.4+."
             )
-        if "agx orin" not in (facts.model or "").lower():
+        agx_orin = (facts.module or "").startswith("p3701") or "agx orin" in (facts.model or "").lower()
+        if not agx_orin:
             raise EngineError(
                 f"TensorRT {tensorrt_version} supports DLA only on Jetson AGX Orin, not on {board}; omit --dla-core."
             )
