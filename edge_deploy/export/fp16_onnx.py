@@ -53,15 +53,36 @@ def convert_model(model: Any, keep_fp32: list[str], fp16_io: bool) -> Any:
     require("onnxconverter_common", "making the FP16 ONNX model")
     from onnxconverter_common import float16
 
+    onnx = require("onnx", "making the FP16 ONNX model")
+    float_outputs = {o.name for o in model.graph.output if o.type.tensor_type.elem_type == onnx.TensorProto.FLOAT}
     # The pass keeps stale FP32 value_info for the outputs of blocked nodes, which then contradicts the
     # Cast it inserts after them (ONNX Runtime refuses such a graph); it re-infers shapes itself.
     del model.graph.value_info[:]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # one warning per clamped weight value
-        return float16.convert_float_to_float16(
+        converted = float16.convert_float_to_float16(
             model, min_positive_val=FP16_MIN_SUBNORMAL, max_finite_val=FP16_MAX,
             keep_io_types=not fp16_io, node_block_list=keep_fp32,
         )
+    if not fp16_io:
+        _keep_fp32_outputs(converted, float_outputs)
+    return converted
+
+
+def _keep_fp32_outputs(model: Any, names: set[str]) -> None:
+    """keep_io_types misses graph outputs made by a kept-FP32 node: the pass leaves them behind its
+    Cast to FP16 (onnxconverter-common 1.16), so a value above 65504 would reach the output as inf.
+    Such a Cast is made to cast to FP32 again, and the output is declared FP32."""
+    onnx = require("onnx", "making the FP16 ONNX model")
+    for output in model.graph.output:
+        if output.name not in names or output.type.tensor_type.elem_type != onnx.TensorProto.FLOAT16:
+            continue
+        for node in model.graph.node:
+            if node.op_type == "Cast" and output.name in node.output:
+                for attribute in node.attribute:
+                    if attribute.name == "to":
+                        attribute.i = onnx.TensorProto.FLOAT
+                output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
 
 
 def _converter_name() -> str:
