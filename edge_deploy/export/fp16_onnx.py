@@ -30,10 +30,15 @@ FP16_MIN_SUBNORMAL = 2.0**-24  # smallest FP16 subnormal: tinier non-zero weight
 
 
 def kept_fp32_nodes(model: Any, fp16_report: dict[str, Any] | None) -> list[str]:
-    """Names of the nodes to keep in FP32: the report's nodes, and the consumers of overflowing initializers.
+    """Names of the nodes to keep in FP32: the report's nodes, the consumers of overflowing initializers,
+    and the data-movement nodes (Reshape, Concat, ...) that only pass their values on.
 
+    The report does not check data-movement nodes (their values come from a checked node), so they
+    follow their producers: otherwise a kept node's FP32 values would be cast to FP16 right after it.
     Unnamed nodes are named here the way the FP16 report names them ("<op>_<index>").
     """
+    from .fp16_report import DATA_MOVEMENT_OPS
+
     nodes = list(model.graph.node)
     for index, node in enumerate(nodes):
         if not node.name:
@@ -45,6 +50,11 @@ def kept_fp32_nodes(model: Any, fp16_report: dict[str, Any] | None) -> list[str]
             keep += [n.name for n in nodes if entry.get("node") in n.input]
         elif entry.get("node") in names:
             keep.append(str(entry["node"]))
+    kept_outputs = {out for n in nodes if n.name in keep for out in n.output}
+    for node in nodes:  # graph.node is in topological order (an ONNX requirement)
+        if node.op_type in DATA_MOVEMENT_OPS and kept_outputs.intersection(node.input) and node.name not in keep:
+            keep.append(node.name)
+            kept_outputs.update(node.output)
     return list(dict.fromkeys(keep))
 
 
