@@ -167,7 +167,8 @@ def check_dla(dla_core: int | None, facts: device_mod.DeviceFacts, tensorrt_vers
             "--dla-core needs --precision fp16 or int8: the DLA has no FP32 mode, so an FP32 build would run on "
             "the GPU through GPU fallback; use --precision fp16, or omit --dla-core."
         )
-    dynamic = sorted(name for name, (low, opt, high) in (profile or {}).items() if not list(low) == list(opt) == list(high))
+    dynamic = sorted(name for name, (low, opt, high) in (profile or {}).items()
+                     if not list(low) == list(opt) == list(high))
     if dynamic:
         raise EngineError(
             f"--dla-core needs one input shape (min = opt = max), but {', '.join(dynamic)} has a batch range; "
