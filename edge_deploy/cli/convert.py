@@ -113,6 +113,13 @@ def convert(
         help="TensorRT builder optimisation level (0-5).", rich_help_panel=_TRT)] = None,
     verify: Annotated[bool, typer.Option(help="Check the plan against ONNX Runtime after building.",
                                          rich_help_panel=_TRT)] = True,
+    fp16_io: Annotated[bool, typer.Option(
+        "--fp16-io", help="model_fp16.onnx (and its strongly typed plan) with FP16 inputs/outputs instead of FP32.",
+        rich_help_panel=_TRT)] = False,
+    weak_typing: Annotated[bool, typer.Option(
+        "--weak-typing", help="TensorRT 10.x FP16: build model.onnx with the FP16 builder flag and FP32 layer pins "
+                              "instead of the strongly typed model_fp16.onnx (not available on TensorRT 11).",
+        rich_help_panel=_TRT)] = False,
     install: Annotated[bool, typer.Option("--install", help="Install the result into the model repository.")] = False,
     repository: Annotated[Path, typer.Option(help="Triton model repository for --install.")] = Path("model_repository"),
     name: Annotated[str, typer.Option(help="Model name in the repository for --install.")] = "lanedet",
@@ -136,13 +143,13 @@ def convert(
     settings = ExportSettings(
         opset=opset, batch=batch_range(batch, min_batch, opt_batch, max_batch), input_name=input_name,
         output_names=tuple(n.strip() for n in output_name.split(",") if n.strip()), atol=atol, rtol=rtol,
-        simplify=simplify, seed=seed,
+        simplify=simplify, seed=seed, fp16_onnx=precision == Precision.fp16, fp16_io=fp16_io,
     )
     engine_options = EngineOptions(
         builder=builder.value, precision=precision.value,
         workspace=None if workspace is None else parse_size(workspace), dla_core=dla_core,
         timing_cache=timing_cache, calibration_images=calibration_images,
-        optimization_level=builder_optimization_level, verify=verify, force=force,
+        optimization_level=builder_optimization_level, verify=verify, force=force, weak_typing=weak_typing,
     )
     result = run_convert(source, output, settings, target=target.value, engine_options=engine_options,
                          force=force, reporter=reporter)
@@ -182,6 +189,16 @@ def _print_summary(console: Any, result: Any) -> None:
         table.add_row(file_name, _size(entry["bytes"]), entry["sha256"][:16] + "…")
     console.print(table)
 
+    fp16_model = (fp16 or {}).get("onnx")
+    if fp16_model:
+        check, lanes = fp16_model["verify"], fp16_model["verify"].get("lanes")
+        for out_name, entry in check["outputs"].items():
+            console.print(f"{fp16_model['file']} vs model.onnx (ONNX Runtime) {out_name}: max abs "
+                          f"{entry['max_abs']:.3g}, max rel {entry['max_rel']:.3g}")
+        if lanes:
+            console.print(f"{fp16_model['file']} lanes: {lanes['lanes_fp16']} (FP32 {lanes['lanes_fp32']}) over "
+                          f"{lanes['images']} images, mean |dx| {lanes['mean_dx_px']:.2f} px "
+                          f"(limit {lanes['max_mean_dx_px']:g} px)")
     parity = manifest.get("parity")
     if parity:
         for out_name, entry in parity["outputs"].items():

@@ -24,6 +24,7 @@ from .onnx_export import (
     simplify_onnx,
     trace_batch,
 )
+from .fp16_onnx import make_fp16_onnx
 from .settings import ExportSettings
 from .source import SourceSpec, load_source
 
@@ -144,7 +145,7 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
     preprocess = dict(LANEATT_PREPROCESS)
     if len(loaded.sample_shape) == 3:
         preprocess["height"], preprocess["width"] = int(loaded.sample_shape[1]), int(loaded.sample_shape[2])
-    return {
+    manifest = {
         "format": FORMAT,
         "tool": {"name": "edge-deploy", "version": __version__},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -170,6 +171,10 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
         "fp16": fp16,
         "plan": None,
     }
+    if settings.fp16_onnx:
+        with reporter.stage("FP16 ONNX"):
+            make_fp16_onnx(workdir, manifest, fp16_io=settings.fp16_io, reporter=reporter)
+    return manifest
 
 
 def _output_names(requested: Sequence[str], count: int) -> list[str]:

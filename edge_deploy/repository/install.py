@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..artifact import MANIFEST_NAME, Manifest, read_manifest, sha256_file, verify_files
+from ..artifact import FP16_ONNX_NAME, MANIFEST_NAME, Manifest, read_manifest, sha256_file, verify_files
 from ..build.fingerprint import plan_mismatch
 from ..errors import EdgeDeployError, RepositoryError
 from ..fsutil import write_bytes_atomic
@@ -144,14 +144,28 @@ def _server_backends(tritonserver: Path | str | None) -> list[str] | None:
         return None
 
 
-def choose_runtime(artifact: Path, requested: str | None, tritonserver: Path | str | None = None) -> tuple[str, str]:
-    """(runtime, why): the runtime follows the artifact's files and the server's backends."""
-    has_plan = (artifact / "model.plan").is_file()
-    has_onnx = (artifact / "model.onnx").is_file()
+def choose_runtime(artifact: Path, requested: str | None, tritonserver: Path | str | None = None,
+                   *, fp16: bool = False) -> tuple[str, str]:
+    """(runtime, why): the runtime follows the artifact's files and the server's backends.
+
+    fp16: serve model_fp16.onnx, so an ONNX Runtime runtime (the plan is not considered).
+    """
+    onnx_name = FP16_ONNX_NAME if fp16 else "model.onnx"
+    has_plan = (artifact / "model.plan").is_file() and not fp16
+    has_onnx = (artifact / onnx_name).is_file()
+    if fp16 and requested == "tensorrt":
+        raise RepositoryError(
+            f"--fp16 serves {FP16_ONNX_NAME} with ONNX Runtime; a plan (built from it on TensorRT 10+) is "
+            "installed with --runtime tensorrt and without --fp16."
+        )
+    if fp16 and not has_onnx:
+        raise RepositoryError(
+            f"--fp16 needs {FP16_ONNX_NAME}, which {artifact} does not have; convert with --precision fp16."
+        )
     if requested is not None:
         if requested not in mc.RUNTIMES:
             raise RepositoryError(f"unknown runtime {requested!r}; use one of {', '.join(mc.RUNTIMES)}.")
-        needed = "model.plan" if requested == "tensorrt" else "model.onnx"
+        needed = "model.plan" if requested == "tensorrt" else onnx_name
         if not (artifact / needed).is_file():
             raise RepositoryError(
                 f"--runtime {requested} needs {needed}, which {artifact} does not have; "
@@ -215,14 +229,21 @@ def _plan_versions(
     files: dict[str, Path | bytes] = {MANIFEST_NAME: manifest_bytes}
     if runtime == "tensorrt":
         files["model.plan"] = artifact / "model.plan"
-    else:
-        files["model.onnx"] = artifact / "model.onnx"
+    else:  # Triton's ONNX Runtime backend and the Python runner both load model.onnx
+        files["model.onnx"] = artifact / (FP16_ONNX_NAME if options.fp16 else "model.onnx")
     if runtime == "python":
         files["model.py"] = source("onnx_runner.py")
     files[INSTALL_RECORD] = _install_record(runtime, "model", options, artifact)
     items = [NewVersion(name, files, mc.model_config(manifest, name=name, runtime=runtime, options=options,
                                                     manifest_sha256=manifest_sha))]
     if pipeline:
+        io = mc.served_io(manifest, runtime, options)
+        if io != Manifest(manifest).io:
+            raise RepositoryError(
+                "--pipeline needs the served model to have model.onnx's FP32 inputs and outputs, but this one has "
+                "FP16 I/O (--fp16-io); install without --pipeline (LaneDetClient handles FP16 I/O), or convert "
+                "without --fp16-io."
+            )
         plain = mc.ConfigOptions()
         pre, post, ens = (name + s for s in PIPELINE_SUFFIXES)
         items += [
@@ -260,6 +281,7 @@ def install(
     force: bool = False,
     tritonserver: Path | str | None = None,
     reporter: Reporter | None = None,
+    fp16: bool = False,
 ) -> InstallResult:
     """Install an artifact as the next version of NAME (and its pipeline with `pipeline`).
 
@@ -292,10 +314,11 @@ def install(
             raise
         except EdgeDeployError as exc:
             raise RepositoryError(str(exc)) from exc
-        chosen, why = choose_runtime(artifact, runtime, tritonserver)
+        chosen, why = choose_runtime(artifact, runtime, tritonserver, fp16=fp16)
         if chosen == "tensorrt":
             check_plan_fingerprint(manifest, force, reporter)
-        options = mc.ConfigOptions(max_queue_delay_us=max_queue_delay_us, instances=instances, warmup=warmup)
+        options = mc.ConfigOptions(max_queue_delay_us=max_queue_delay_us, instances=instances, warmup=warmup,
+                                   fp16=fp16)
         if pipeline is None:
             pipeline = (repository / f"{name}_pipeline" / CONFIG).is_file()
         items = _plan_versions(artifact, manifest, name, chosen, options, pipeline)

@@ -100,7 +100,7 @@ def test_build_plan_writes_verifies_and_records(fake_trt, board, artifact) -> No
     reporter = Recording()
     section = engine.build_plan(directory, manifest, engine.EngineOptions(), reporter, root=board("agx_orin_jp60"))
     assert (directory / "model.plan").read_bytes() == b"PLAN8.6.1"
-    assert file_names(directory) == {"model.onnx", "model.plan"}
+    assert file_names(directory) == {"model.onnx", "model_fp16.onnx", "model.plan"}
     assert section["tensorrt"] == "8.6.1" and section["builder"] == "python"
     assert (section["l4t"], section["jetpack"], section["gpu"], section["compute_capability"]) == ("36.3.0", "6.0", "Orin", "8.7")
     assert section["device"] == "NVIDIA Jetson AGX Orin Developer Kit" and section["nvpmodel"] == "MAXN"
@@ -117,7 +117,10 @@ def test_build_plan_writes_verifies_and_records(fake_trt, board, artifact) -> No
 def test_dla_plan_is_verified_and_checked_on_its_dla_core(fake_trt, board, artifact) -> None:
     # IRuntime's DLA core defaults to -1: a DLA plan must be deserialized with the core it was built for.
     directory, manifest = artifact
-    trt = fake_trt("8.6.2")  # the board's libnvinfer
+    manifest["io"]["batch"] = {"min": 1, "opt": 1, "max": 1, "dynamic": True}  # DLA: min = opt = max
+    frame = (1, 3, 360, 640)
+    trt = fake_trt("8.6.2", engine=FakeEngineSpec([ENGINE_IO.tensors[0][:4] + ((frame, frame, frame),),
+                                                   ENGINE_IO.tensors[1]]))  # the board's libnvinfer
     manifest["plan"] = engine.build_plan(directory, manifest, engine.EngineOptions(dla_core=1),
                                          root=board("agx_orin_jp60"))
     manifest["files"]["model.plan"] = file_entry(directory / "model.plan")
@@ -189,14 +192,14 @@ def test_failed_build_or_verification_keeps_the_existing_plan(fake_trt, board, a
     with pytest.raises(EngineError, match="Could not find any implementation"):
         engine.build_plan(directory, manifest, engine.EngineOptions(), root=board("agx_orin_jp60"))
     assert (directory / "model.plan").read_bytes() == b"the previous good plan"
-    assert file_names(directory) == {"model.onnx", "model.plan"}
+    assert file_names(directory) == {"model.onnx", "model_fp16.onnx", "model.plan"}
 
     wrong_io = FakeEngineSpec([ENGINE_IO.tensors[0], ("predict_lanes", False, "FLOAT", (-1, 1000, 77), None)])
     fake_trt("8.6.1", engine=wrong_io)
     with pytest.raises(EngineError, match=r"has shape \[-1, 1000, 77\], the manifest says \[-1, 64, 77\]"):
         engine.build_plan(directory, manifest, engine.EngineOptions(), root=board("agx_orin_jp60"))
     assert (directory / "model.plan").read_bytes() == b"the previous good plan"
-    assert file_names(directory) == {"model.onnx", "model.plan"}
+    assert file_names(directory) == {"model.onnx", "model_fp16.onnx", "model.plan"}
 
 
 @pytest.mark.parametrize(
@@ -219,7 +222,7 @@ def test_bad_options_fail_before_anything_is_written(fake_trt, board, artifact, 
         engine.build_plan(directory, manifest, engine.EngineOptions(**options), root=board(root))
     assert "\n" not in str(info.value)
     assert ("builder.build_serialized_network",) not in trt.calls
-    assert (directory / "model.plan").read_bytes() == b"old" and file_names(directory) == {"model.onnx", "model.plan"}
+    assert (directory / "model.plan").read_bytes() == b"old" and file_names(directory) == {"model.onnx", "model_fp16.onnx", "model.plan"}
 
 
 def test_no_tensorrt_at_all(no_tensorrt, board, artifact) -> None:

@@ -136,6 +136,6 @@ def test_verify_failure_names_the_worst_output_and_keeps_the_old_plan(fake_gpu, 
     assert "\n" not in message and "worst output 'predict_lanes'" in message and "moved by 4.00 px" in message
     assert "--no-verify" in message
     assert (directory / "model.plan").read_bytes() == b"the previous good plan"
-    assert file_names(directory) == {"model.onnx", "model.plan"}
+    assert file_names(directory) == {"model.onnx", "model_fp16.onnx", "model.plan"}
     section = engine.build_plan(directory, manifest, engine.EngineOptions(verify=False), root=board("agx_orin_jp60"))
     assert section["verify"] == {"status": "skipped", "reason": "--no-verify"}

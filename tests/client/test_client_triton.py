@@ -112,6 +112,22 @@ def tiny16_artifact(tmp_path_factory, tiny_artifact):
     return out
 
 
+@pytest.fixture(scope="module")
+def laneatt16io(tmp_path_factory, laneatt):
+    """The LaneATT artifact with model_fp16.onnx remade with FP16 inputs/outputs (`convert --fp16-io`)."""
+    import shutil
+
+    from edge_deploy.artifact import read_manifest, write_manifest
+    from edge_deploy.export.fp16_onnx import make_fp16_onnx
+
+    out = tmp_path_factory.mktemp("laneatt16io") / "artifact"
+    shutil.copytree(laneatt[0], out)
+    manifest = read_manifest(out)
+    make_fp16_onnx(out, manifest, fp16_io=True)
+    write_manifest(out, manifest)
+    return out
+
+
 def _serve(repo: Path, log: Path):
     from edge_deploy.serve.tritonserver import (
         ServerOptions,
@@ -131,13 +147,16 @@ def _serve(repo: Path, log: Path):
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, laneatt, tiny_artifact, tiny16_artifact):
-    """One tritonserver for the module: lanedet(+_pipeline), tiny(+_pipeline) and tiny16."""
+def server(tmp_path_factory, laneatt, laneatt16io, tiny_artifact, tiny16_artifact):
+    """One tritonserver for the module: lanedet(+_pipeline), its model_fp16.onnx with FP32 I/O (lanedet16)
+    and with FP16 I/O (lanedet16io), tiny(+_pipeline) and tiny16."""
     from edge_deploy.repository.install import install
 
     work = tmp_path_factory.mktemp("served")
     repo = work / "repo"
     install(laneatt[0], repo, "lanedet", runtime="python", pipeline=True)
+    install(laneatt[0], repo, "lanedet16", runtime="python", fp16=True)
+    install(laneatt16io, repo, "lanedet16io", runtime="python", fp16=True)
     install(tiny_artifact, repo, "tiny", runtime="python", pipeline=True)
     install(tiny16_artifact, repo, "tiny16", runtime="python")
     proc = _serve(repo, work / "triton.log")
@@ -166,6 +185,24 @@ def test_served_lanes_equal_torch_model_plus_local_decode(server, laneatt, lanea
             assert len(served) > 0
             # ONNX Runtime vs torch differ by ~1e-4 in the raw output: a few 1e-3 px after scaling.
             assert same_lanes(served, local, atol=0.05, score_tol=1e-4), (served, local)
+
+
+@pytest.mark.parametrize(("name", "datatype"), [("lanedet16", "FP32"), ("lanedet16io", "FP16")])
+def test_served_fp16_onnx_gives_the_fp32_models_lanes(server, laneatt, name, datatype):
+    # model_fp16.onnx in the Python-backend ONNX Runtime runner of the bundled server, through LaneDetClient.
+    from edge_deploy.artifact import read_manifest
+    from edge_deploy.parity import lane_dx
+
+    assert read_manifest(laneatt[0])["fp16"]["onnx"]["verify"]["passed"]  # convert made and verified it
+    dxs = []
+    with LaneDetClient(server.url, "lanedet") as fp32, LaneDetClient(server.url, name) as client:
+        assert (client.model.input_datatype, client.model.output_datatype) == (datatype, datatype)
+        for frame in frames(0, 1, 2):
+            want, got = fp32.detect(frame), client.detect(frame)
+            assert len(got) == len(want) > 0
+            dxs += lane_dx(want, got)
+    mean_dx_640 = float(np.mean(dxs)) * 640 / SIZE[1]  # lanes come in frame pixels, 1640 wide
+    assert mean_dx_640 <= 1.0, mean_dx_640
 
 
 @pytest.mark.parametrize("name", ["lanedet", "tiny"])

@@ -560,7 +560,7 @@ def test_artifact_dir_builds_the_plan_in_place(models_dir: Path, tmp_path: Path,
     monkeypatch.setitem(sys.modules, "edge_deploy.build.plan", None)  # as if the engine stage were absent
     with pytest.raises(EngineError, match="TensorRT"):
         convert(SourceSpec(str(out)), None)
-    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model.onnx"]
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model.onnx", "model_fp16.onnx"]
 
 
 def test_artifact_dir_with_engine(models_dir: Path, tmp_path: Path, fake_engine) -> None:

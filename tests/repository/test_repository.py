@@ -161,6 +161,39 @@ def test_runtime_follows_artifact_and_server(tmp_path, artifacts) -> None:
         install(artifacts["a"], repo, "trt", runtime="tensorrt")
 
 
+def test_fp16_installs_model_fp16_with_onnx_runtime(tmp_path, artifacts) -> None:
+    from edge_deploy.export.fp16_onnx import make_fp16_onnx
+
+    art = tmp_path / "art"
+    shutil.copytree(artifacts["a"], art)
+    with pytest.raises(RepositoryError, match="--fp16 needs model_fp16.onnx"):
+        install(art, tmp_path / "repo", "lane", fp16=True)
+    manifest = read_manifest(art)
+    make_fp16_onnx(art, manifest, fp16_io=True)
+    write_manifest(art, manifest)
+    repo = tmp_path / "repo"
+    result = install(art, repo, "lane", fp16=True)
+    assert result.runtime == "python"
+    assert (repo / "lane" / "1" / "model.onnx").read_bytes() == (art / "model_fp16.onnx").read_bytes()
+    config = read_config(repo, "lane")
+    assert [t.data_type for t in config.input] == [mc_data_type("FP16")]
+    record = json.loads((repo / "lane" / "1" / "install.json").read_text())
+    assert record["options"]["fp16"] is True
+    with pytest.raises(RepositoryError, match="--pipeline needs"):
+        install(art, repo, "piped", fp16=True, pipeline=True)
+    with pytest.raises(RepositoryError, match="--fp16 serves model_fp16.onnx"):
+        install(art, repo, "lane", fp16=True, runtime="tensorrt")
+    install(art, repo, "lane")  # version 2: model.onnx again
+    rollback(repo, "lane", to=1)  # the config is rebuilt from version 1's record: FP16 again
+    assert [t.data_type for t in read_config(repo, "lane").input] == [mc_data_type("FP16")]
+
+
+def mc_data_type(name: str) -> int:
+    from edge_deploy.repository.model_config import data_type
+
+    return data_type(name)
+
+
 def plan_artifact(root: Path, source: Path, *, gpu: str) -> Path:
     """An artifact holding only a (fake) model.plan: TensorRT cannot exist here, the bytes are never run."""
     art = root / f"plan-{gpu}"
