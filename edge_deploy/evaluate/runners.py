@@ -12,12 +12,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..artifact import ONNX_NAME, Manifest, read_manifest
+from ..artifact import FP16_ONNX_NAME, ONNX_NAME, Manifest, read_manifest
 from ..errors import EvaluationError
 from ..lanedet.contract import LANEATT_DECODE
 from ..lanedet.decode import Lane, decode_lanes
 
-FP16_ONNX_NAME = "model_fp16.onnx"
 _ONNX_FILES = {"fp32": ONNX_NAME, "fp16": FP16_ONNX_NAME}
 
 

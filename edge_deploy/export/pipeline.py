@@ -17,6 +17,7 @@ from ..errors import ConvertError, one_line
 from ..lanedet.contract import LANEATT_DECODE, LANEATT_PREPROCESS
 from ..parity import ort_session, parity_inputs, run_ort, tolerance_report
 from ..progress import Reporter
+from .fp16_onnx import make_fp16_onnx
 from .onnx_export import (
     check_onnx,
     export_onnx,
@@ -24,7 +25,6 @@ from .onnx_export import (
     simplify_onnx,
     trace_batch,
 )
-from .fp16_onnx import make_fp16_onnx
 from .settings import ExportSettings
 from .source import SourceSpec, load_source
 

@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..artifact import FP16_ONNX_NAME, MANIFEST_NAME, Manifest, read_manifest, sha256_file, verify_files
+from ..artifact import (
+    FP16_ONNX_NAME,
+    MANIFEST_NAME,
+    Manifest,
+    read_manifest,
+    sha256_file,
+    verify_files,
+)
 from ..build.fingerprint import plan_mismatch
 from ..errors import EdgeDeployError, RepositoryError
 from ..fsutil import write_bytes_atomic

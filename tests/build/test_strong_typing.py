@@ -18,7 +18,14 @@ from pathlib import Path
 
 import pytest
 from lane_onnx import lane_manifest
-from trt_double import ENGINE_IO, FakeEngineSpec, Recording, creation_flags, make_tensorrt, settings
+from trt_double import (
+    ENGINE_IO,
+    FakeEngineSpec,
+    Recording,
+    creation_flags,
+    make_tensorrt,
+    settings,
+)
 
 from edge_deploy.artifact import FP16_ONNX_NAME, ONNX_NAME, file_entry
 from edge_deploy.build import plan as engine

@@ -149,7 +149,9 @@ def test_factory_convert_writes_verified_artifact(models_dir: Path, tmp_path: Pa
 
     manifest = read_manifest(out)
     verify_files(out, manifest)
-    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model.onnx"]
+    # the default precision is fp16: the FP16 ONNX (verified with ONNX Runtime) is part of the artifact
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model.onnx", "model_fp16.onnx"]
+    assert sorted(manifest["files"]) == ["model.onnx", "model_fp16.onnx"]
     umask = os.umask(0)
     os.umask(umask)
     assert out.stat().st_mode & 0o777 == 0o777 & ~umask  # not mkdtemp's 0700: the server's user reads it

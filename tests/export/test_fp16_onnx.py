@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 from lane_onnx import lane_manifest, write_lane_onnx
 
-from edge_deploy.artifact import FP16_ONNX_NAME, Manifest, read_manifest, sha256_file, verify_files
+from edge_deploy.artifact import (
+    FP16_ONNX_NAME,
+    Manifest,
+    read_manifest,
+    sha256_file,
+    verify_files,
+)
 from edge_deploy.errors import ConvertError
 from edge_deploy.export.fp16_onnx import MAX_LANE_DX_PX, make_fp16_onnx
 

@@ -10,7 +10,6 @@ import pytest
 from laneatt_reference import (
     reference_anchors,
     reference_cut,
-    reference_topk,
     reference_unclamped_columns,
 )
 
