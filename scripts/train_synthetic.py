@@ -22,21 +22,22 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from edge_deploy.errors import EdgeDeployError  # noqa: E402
-from edge_deploy.lanedet.train import CHECKPOINT, TrainConfig, TrainingError, export_fp16, train  # noqa: E402
+from edge_deploy.lanedet.train import (  # noqa: E402
+    CHECKPOINT,
+    TrainConfig,
+    TrainingError,
+    export_fp16,
+    train,
+)
 
 EXPORT_NAME = "laneatt_r18_synthetic_fp16.pt"
 
 
 def default_anchor_indices() -> np.ndarray:
-    """The 1000 most frequent CULane anchors in the torch-1.6 order, from the product when it has them."""
-    try:
-        from edge_deploy.lanedet.anchor_order import load_dataset_frequency, topk_anchor_indices
-    except ImportError as exc:
-        raise TrainingError(
-            "edge_deploy.lanedet.anchor_order is not available here; pass --anchor-indices FILE.npy "
-            "(the first 1000 entries of the torch-1.6 argsort of the CULane anchor frequencies)"
-        ) from exc
-    return np.asarray(topk_anchor_indices(load_dataset_frequency("culane"), 1000, order="torch16"))
+    """The 1000 most frequent CULane anchors in the torch-1.6 order (what the official checkpoints use)."""
+    from edge_deploy.lanedet.anchor_order import dataset_frequency, topk_anchor_indices
+
+    return topk_anchor_indices(dataset_frequency("culane"), 1000)
 
 
 def deadline_from(until: str | None, minutes: float | None) -> float:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EvaluationError
+from ..lanedet.synthetic import EVAL_SEED_BASE
 
 __all__ = [
     "EVAL_SEED_BASE",
@@ -48,7 +49,6 @@ __all__ = [
     "write_lines_file",
 ]
 
-EVAL_SEED_BASE = 1_000_000_000
 LINES_SUFFIX = ".lines.txt"
 
 
@@ -61,33 +61,25 @@ def _check_count(name: str, value: Any) -> int:
     return int(value)
 
 
-def check_training_seed(seed: int) -> int:
-    """Return `seed` if training may use it; seeds >= EVAL_SEED_BASE are reserved for evaluation."""
-    seed = _check_count("seed", seed)
-    if seed >= EVAL_SEED_BASE:
-        raise EvaluationError(
-            f"seed {seed} is reserved for evaluation (>= {EVAL_SEED_BASE}); train on seeds below {EVAL_SEED_BASE}"
-        )
-    return seed
-
-
 def synthetic_frames(
-    n: int, seed: int = 0, *, width: int = 1640, height: int = 590, lanes: int = 4
-) -> Iterator[tuple[str, np.ndarray, list[np.ndarray]]]:
-    """`n` evaluation frames: (name, BGR uint8 frame, truth lanes) from road_scene(seed=EVAL_SEED_BASE + seed + i).
+    n: int, seed: int = 0, *, width: int = 1640, height: int = 590, lanes: int | None = None
+) -> Iterator[tuple[str, np.ndarray, list[np.ndarray], tuple[str, ...]]]:
+    """`n` evaluation frames (name, BGR uint8 frame, truth lanes, condition tags) of the widened generator.
 
-    The name is `synthetic-<scene seed>`, so any frame can be redrawn with `road_scene` alone.
+    Frame i is `synthetic.scene(EVAL_SEED_BASE + seed + i)`: seeds training refuses, so evaluation
+    frames are unseen by construction. The name is `synthetic-<scene seed>`.
     """
     n, seed = _check_count("n", n), _check_count("seed", seed)
     if seed + n > EVAL_SEED_BASE:
         raise EvaluationError(f"seed + n must stay below {EVAL_SEED_BASE}, got seed={seed}, n={n}")
-    from ..lanedet.synthetic import road_scene
+    from ..lanedet.synthetic import scene
 
-    def frames() -> Iterator[tuple[str, np.ndarray, list[np.ndarray]]]:
+    def frames() -> Iterator[tuple[str, np.ndarray, list[np.ndarray], tuple[str, ...]]]:
         for i in range(n):
             scene_seed = EVAL_SEED_BASE + seed + i
-            frame, truth = road_scene(width, height, seed=scene_seed, lanes=lanes)
-            yield f"synthetic-{scene_seed}", frame, [np.asarray(t, dtype=np.float32) for t in truth]
+            drawn = scene(scene_seed, width, height, lanes=lanes)
+            truth = [np.asarray(t, dtype=np.float32) for t in drawn.lanes]
+            yield f"synthetic-{scene_seed}", drawn.frame, truth, drawn.conditions
 
     return frames()
 

@@ -11,7 +11,6 @@ import pytest
 from edge_deploy.errors import EdgeDeployError, EvaluationError
 from edge_deploy.evaluate import datasets as d
 from edge_deploy.evaluate.metrics import CULaneEvaluator
-from edge_deploy.lanedet.synthetic import road_scene
 
 
 def _image(path: Path, seed: int = 0) -> np.ndarray:
@@ -187,13 +186,15 @@ def test_tusimple_missing_files(tmp_path):
 
 
 def test_synthetic_frames_use_reserved_seeds():
+    from edge_deploy.lanedet.synthetic import scene
+
     frames = list(d.synthetic_frames(3, seed=5))
-    assert [name for name, _, _ in frames] == [f"synthetic-{d.EVAL_SEED_BASE + 5 + i}" for i in range(3)]
-    frame, truth = road_scene(seed=d.EVAL_SEED_BASE + 6)
-    _, got_frame, got_truth = frames[1]
-    assert np.array_equal(got_frame, frame) and got_frame.shape == (590, 1640, 3)
-    assert len(got_truth) == len(truth) == 4
-    for a, b in zip(got_truth, truth):
+    assert [f[0] for f in frames] == [f"synthetic-{d.EVAL_SEED_BASE + 5 + i}" for i in range(3)]
+    expected = scene(d.EVAL_SEED_BASE + 6)
+    _, got_frame, got_truth, tags = frames[1]
+    assert np.array_equal(got_frame, expected.frame) and got_frame.shape == (590, 1640, 3)
+    assert tags == expected.conditions and len(got_truth) == len(expected.lanes) >= 2
+    for a, b in zip(got_truth, expected.lanes):
         assert np.array_equal(a, b) and a.dtype == np.float32
     assert list(d.synthetic_frames(0)) == []
     small = next(iter(d.synthetic_frames(1, width=320, height=180, lanes=2)))
@@ -202,16 +203,15 @@ def test_synthetic_frames_use_reserved_seeds():
 
 def test_synthetic_truth_scores_perfectly_against_itself():
     ev = CULaneEvaluator()
-    for _, _, truth in d.synthetic_frames(4, seed=11):
+    total = 0
+    for _, _, truth, _ in d.synthetic_frames(4, seed=11):
         ev.add(truth, truth)
+        total += len(truth)
     for result in ev.results():
-        assert (result.tp, result.fp, result.fn, result.f1, result.mean_abs_dx) == (16, 0, 0, 1.0, 0.0)
+        assert (result.tp, result.fp, result.fn, result.f1, result.mean_abs_dx) == (total, 0, 0, 1.0, 0.0)
 
 
 def test_seed_guards():
-    assert d.check_training_seed(d.EVAL_SEED_BASE - 1) == d.EVAL_SEED_BASE - 1
-    with pytest.raises(EvaluationError, match="reserved for evaluation"):
-        d.check_training_seed(d.EVAL_SEED_BASE)
     with pytest.raises(EvaluationError, match="seed"):
         d.synthetic_frames(1, seed=-1)
     with pytest.raises(EvaluationError, match="below"):

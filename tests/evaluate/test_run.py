@@ -28,16 +28,17 @@ class TruthRunner:
 
 def _frames(n: int) -> tuple[list, dict[int, list[np.ndarray]]]:
     frames = list(synthetic_frames(n, seed=3))
-    return frames, {id(f): t for _, f, t in frames}
+    return frames, {id(f[1]): f[2] for f in frames}
 
 
 def test_perfect_lanes_score_one_and_dropped_lanes_cost_recall() -> None:
     frames, truths = _frames(4)
     report, worst = evaluate(TruthRunner(truths), frames, keep_frames=2)
     assert report.frames == 4 and [r.f1 for r in report.culane] == [1.0, 1.0]
+    assert report.by_condition and all(r.f1 == 1.0 for results in report.by_condition.values() for r in results)
     assert report.culane[0].mean_abs_dx == 0.0 and len(worst) == 2
     dropped, _ = evaluate(TruthRunner(truths, drop=1), frames)
-    total = sum(len(t) for _, _, t in frames)
+    total = sum(len(f[2]) for f in frames)
     assert dropped.culane[0].recall == pytest.approx((total - 4) / total) and dropped.culane[0].precision == 1.0
 
 
@@ -69,7 +70,7 @@ def test_onnx_runner_decodes_what_onnxruntime_computes(tiny_artifact: Path) -> N
     from edge_deploy.lanedet.preprocess import preprocess
     from edge_deploy.parity import ort_session
 
-    _, frame, _ = next(synthetic_frames(1, seed=9))
+    frame = next(synthetic_frames(1, seed=9))[1]
     runner = OnnxRunner(tiny_artifact)
     lanes = runner.detect(frame)
     raw = ort_session(tiny_artifact / "model.onnx").run(None, {"input": preprocess(frame)})[0][0]

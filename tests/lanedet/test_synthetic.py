@@ -9,7 +9,15 @@ import pytest
 
 from edge_deploy.lanedet.decode import Lane, decode_lanes, lane_scores
 from edge_deploy.lanedet.draw import PALETTE, draw_lanes, save_png
-from edge_deploy.lanedet.synthetic import CONDITIONS, EVAL_SEED_BASE, Scene, drive, raw_output, road_scene, scene
+from edge_deploy.lanedet.synthetic import (
+    CONDITIONS,
+    EVAL_SEED_BASE,
+    Scene,
+    drive,
+    raw_output,
+    road_scene,
+    scene,
+)
 
 
 def test_road_scene_is_deterministic_per_seed():
