@@ -9,7 +9,8 @@ NAME_pipeline (pre/post on the server):
   checkpoint sets the length bias to 30 strips and sharpens the classifier: then real
   lanes come out and the comparisons below are not vacuous.
 - ``tiny``: tests/support/small_artifact.py, LaneATT's I/O with negligible compute, for the
-  tests that only exercise the transport (restart, concurrency, shared memory).
+  tests that only exercise the transport (restart, concurrency, shared memory, batching);
+  ``tiny_fixed3`` is the same weights with a fixed batch of 3 (max_batch_size 0).
 """
 from __future__ import annotations
 
@@ -86,6 +87,15 @@ def tiny_artifact(tmp_path_factory, laneatt_data):
 
 
 @pytest.fixture(scope="module")
+def tiny_fixed3_artifact(tmp_path_factory, laneatt_data):
+    """`tiny`'s weights with a fixed batch of 3: every request carries exactly 3 frames."""
+    from small_artifact import make_artifact
+
+    return make_artifact(tmp_path_factory.mktemp("tiny_fixed3") / "artifact", laneatt_data / "anchors_2784x77.npy",
+                         dynamic=False, fixed_batch=3)
+
+
+@pytest.fixture(scope="module")
 def tiny16_artifact(tmp_path_factory, tiny_artifact):
     """The tiny model with an FP16 input (a Cast to float32 in front), as a model converted for FP16 input."""
     import shutil
@@ -131,8 +141,8 @@ def _serve(repo: Path, log: Path):
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, laneatt, tiny_artifact, tiny16_artifact):
-    """One tritonserver for the module: lanedet(+_pipeline), tiny(+_pipeline) and tiny16."""
+def server(tmp_path_factory, laneatt, tiny_artifact, tiny16_artifact, tiny_fixed3_artifact):
+    """One tritonserver for the module: lanedet(+_pipeline), tiny(+_pipeline), tiny16 and tiny_fixed3."""
     from edge_deploy.repository.install import install
 
     work = tmp_path_factory.mktemp("served")
@@ -140,6 +150,7 @@ def server(tmp_path_factory, laneatt, tiny_artifact, tiny16_artifact):
     install(laneatt[0], repo, "lanedet", runtime="python", pipeline=True)
     install(tiny_artifact, repo, "tiny", runtime="python", pipeline=True)
     install(tiny16_artifact, repo, "tiny16", runtime="python")
+    install(tiny_fixed3_artifact, repo, "tiny_fixed3", runtime="python")
     proc = _serve(repo, work / "triton.log")
     yield proc
     proc.stop(timeout=15)
@@ -217,6 +228,66 @@ def test_batches_colour_order_and_overrides(server):
         cut = (scores[len(scores) // 2 - 1] + scores[len(scores) // 2]) / 2  # between two lanes: no ties
         for frame, lanes in zip(test_frames, single):
             assert same_lanes(pipe.detect(frame, conf_threshold=cut), [x for x in lanes if x.score > cut])
+
+
+def inference_counts(url: str, model: str) -> dict[str, int]:
+    """Triton's statistics of `model`: requests answered, frames inferred, model executions."""
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        (stats,) = client.get_inference_statistics(model, as_json=True)["model_stats"]
+    finally:
+        client.close()
+    success = stats.get("inference_stats", {}).get("success", {})
+    return {"requests": int(success.get("count", 0)), "frames": int(stats.get("inference_count", 0)),
+            "executions": int(stats.get("execution_count", 0))}
+
+
+def counted(url: str, model: str, call):
+    """(call(), how much each of inference_counts grew during it)."""
+    before = inference_counts(url, model)
+    result = call()
+    after = inference_counts(url, model)
+    return result, {k: after[k] - before[k] for k in after}
+
+
+@pytest.mark.parametrize("transport", ["shm", "grpc"])
+def test_detect_batch_sends_frames_in_batches_of_the_model_batch_size(server, transport):
+    test_frames = frames(*range(70, 77))  # 7 frames
+    with LaneDetClient(server.url, "tiny", transport=transport) as client:
+        want = [client.detect(f) for f in test_frames]
+        assert sum(len(lanes) for lanes in want) > 0
+        got, grew = counted(server.url, "tiny", lambda: client.detect_batch(test_frames))
+    # dynamic batch 1..4: two requests of 4 and 3 frames, one model execution each
+    assert grew == {"requests": 2, "frames": 7, "executions": 2}
+    assert all(same_lanes(a, b) for a, b in zip(want, got))
+
+    with LaneDetClient(server.url, "tiny_fixed3", transport=transport) as fixed:
+        assert (fixed.model.max_batch_size, fixed.model.batch_capacity) == (0, 3)
+        got, grew = counted(server.url, "tiny_fixed3", lambda: fixed.detect_batch(test_frames))
+        # 3 + 3 + 1 frames: three requests, the last one filled up to the model's fixed batch
+        assert grew["requests"] == 3 and grew["executions"] == 3
+        assert all(same_lanes(a, b) for a, b in zip(want, got))
+        one, grew = counted(server.url, "tiny_fixed3", lambda: fixed.detect(test_frames[4]))
+        assert grew["requests"] == 1 and same_lanes(one, want[4])
+
+
+def test_async_detect_batch_sends_batches_too(server):
+    test_frames = frames(*range(70, 77))
+    with LaneDetClient(server.url, "tiny") as client:
+        want = [client.detect(f) for f in test_frames]
+
+    async def run(model: str):
+        async with AsyncLaneDetClient(server.url, model, max_in_flight=4) as client:
+            return await client.detect_batch(test_frames)
+
+    got, grew = counted(server.url, "tiny", lambda: asyncio.run(run("tiny")))
+    # two requests in flight at once: the server may run them as one execution
+    assert grew["requests"] == 2 and grew["frames"] == 7 and grew["executions"] in (1, 2)
+    assert all(same_lanes(a, b) for a, b in zip(want, got))
+    got, grew = counted(server.url, "tiny_fixed3", lambda: asyncio.run(run("tiny_fixed3")))
+    assert grew["requests"] == 3 and all(same_lanes(a, b) for a, b in zip(want, got))
 
 
 def test_fp16_input_model(server):
