@@ -379,6 +379,7 @@ def test_sigkill_of_install_at_every_rename(tmp_path, laneatt_data, keyed_server
     install(arts[0], repo, "lane", runtime="python")
     server, record = keyed_server(repo)
     for point in range(1, 20):
+        # every killed install starts from a finished one (config `latest`) and changes the dims
         art = arts[0] if rows_of(repo, config_version(repo)) != 300 else arts[1]
         proc = subprocess.run([sys.executable, "-c", KILL_AT_RENAME, str(point), *install_argv(art, repo)],
                               capture_output=True, text=True)
@@ -386,6 +387,7 @@ def test_sigkill_of_install_at_every_rename(tmp_path, laneatt_data, keyed_server
             break  # fewer renames than `point`: the install ran to its end (and loaded its version)
         assert proc.returncode == -9, proc.stderr
         assert_loads_what_the_config_says(repo, server, record)
+        assert install(art, repo, "lane", runtime="python").served == {"lane": [max(versions_of(repo))]}
     assert proc.returncode == 0 and point >= 3, point  # killed at two renames at least: version, config
     assert admin_served(server.url) == [config_version(repo)] == [max(versions_of(repo))]
     assert failed_loads(server.log_path) == []
