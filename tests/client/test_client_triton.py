@@ -4,10 +4,8 @@ Two lane models are served, each raw (pre/post on the client) and as
 NAME_pipeline (pre/post on the server):
 
 - ``lanedet``: LaneATT-R18 with the CULane top-1000 anchors, converted by the real
-  `convert` from a checkpoint made here. Seeded weights as they are predict a lane
-  length of ~0 strips, which decodes to no lane at all whatever the threshold, so the
-  checkpoint sets the length bias to 30 strips and sharpens the classifier: then real
-  lanes come out and the comparisons below are not vacuous.
+  `convert` from the checkpoint of tests/conftest.py's `laneatt_checkpoint` (biased so
+  that real lanes come out and the comparisons below are not vacuous).
 - ``tiny``: tests/support/small_artifact.py, LaneATT's I/O with negligible compute, for the
   tests that only exercise the transport (restart, concurrency, shared memory, batching);
   ``tiny_fixed3`` is the same weights with a fixed batch of 3 (max_batch_size 0).
@@ -58,25 +56,9 @@ def our_shm() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def laneatt(tmp_path_factory, laneatt_data):
+def laneatt(laneatt_artifact, laneatt_checkpoint):
     """(artifact dir, checkpoint) of the LaneATT-R18 top-1000 model described in the module docstring."""
-    torch = pytest.importorskip("torch")
-    from edge_deploy.convert import convert
-    from edge_deploy.export.settings import ExportSettings, batch_range
-    from edge_deploy.export.source import SourceSpec
-    from edge_deploy.lanedet.model import build_laneatt
-
-    work = tmp_path_factory.mktemp("laneatt")
-    freq = laneatt_data / "culane_anchors_freq.pt"
-    state = build_laneatt("resnet18", anchors_freq=freq, topk_anchors=1000, seed=0).state_dict()
-    with torch.no_grad():
-        state["reg_layer.bias"][0] = 30.0
-        state["cls_layer.weight"].mul_(40.0)
-    checkpoint = work / "laneatt_r18_culane.pt"
-    torch.save({"model": state}, checkpoint)
-    spec = SourceSpec("laneatt", backbone="resnet18", checkpoint=checkpoint, anchors_freq=freq, topk_anchors=1000)
-    convert(spec, work / "artifact", ExportSettings(batch=batch_range(min_batch=1, max_batch=4)), target="onnx")
-    return work / "artifact", checkpoint
+    return laneatt_artifact, laneatt_checkpoint
 
 
 @pytest.fixture(scope="module")
