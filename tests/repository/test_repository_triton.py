@@ -142,6 +142,12 @@ def test_explicit_mode_with_key_install_rollback_and_refused_load(tmp_path, lane
     assert client.is_model_ready("lane", "1") and not client.is_model_ready("lane", "3")
     assert _served_output_rows(server.url) == 100
     assert list(read_config(repo, "lane").version_policy.specific.versions) == [1]
+    # a rollback to that version is refused the same way: the config says again what is served
+    pinned = (repo / "lane" / "config.pbtxt").read_bytes()
+    with pytest.raises(RepositoryError, match="did not load lane"):
+        rollback(repo, "lane", 3)
+    assert (repo / "lane" / "config.pbtxt").read_bytes() == pinned
+    assert client.is_model_ready("lane", "1") and _served_output_rows(server.url) == 100
 
     # a key the user cannot read: one line, before anything is written
     control.save_record(control.ServerRecord(url=server.url, repository=repo, key_header=KEY_HEADER,
@@ -390,6 +396,7 @@ def test_sigkill_of_install_at_every_rename(tmp_path, laneatt_data, keyed_server
         assert install(art, repo, "lane", runtime="python").served == {"lane": [max(versions_of(repo))]}
     assert proc.returncode == 0 and point >= 3, point  # killed at two renames at least: version, config
     assert admin_served(server.url) == [config_version(repo)] == [max(versions_of(repo))]
+    assert not [p.name for p in (repo / "lane").iterdir() if p.name.startswith(".")]  # leftovers cleaned
     assert failed_loads(server.log_path) == []
 
 
