@@ -77,9 +77,8 @@ def tiny_fixed3_artifact(tmp_path_factory, laneatt_data):
                          dynamic=False, fixed_batch=3)
 
 
-@pytest.fixture(scope="module")
-def tiny16_artifact(tmp_path_factory, tiny_artifact):
-    """The tiny model with an FP16 input (a Cast to float32 in front), as a model converted for FP16 input."""
+def with_fp16_input(src: Path, out: Path) -> Path:
+    """A copy of artifact `src` whose model takes FP16 input (a Cast to float32 in front), as a model converted for FP16 input."""
     import shutil
 
     import onnx
@@ -87,8 +86,7 @@ def tiny16_artifact(tmp_path_factory, tiny_artifact):
 
     from edge_deploy.artifact import file_entry, read_manifest, write_manifest
 
-    out = tmp_path_factory.mktemp("tiny16") / "artifact"
-    shutil.copytree(tiny_artifact, out)
+    shutil.copytree(src, out)
     model = onnx.load(str(out / "model.onnx"))
     graph = model.graph
     for node in graph.node:
@@ -102,6 +100,12 @@ def tiny16_artifact(tmp_path_factory, tiny_artifact):
     manifest["files"]["model.onnx"] = file_entry(out / "model.onnx")
     write_manifest(out, manifest)
     return out
+
+
+@pytest.fixture(scope="module")
+def tiny16_artifact(tmp_path_factory, tiny_artifact):
+    """The tiny model with an FP16 input."""
+    return with_fp16_input(tiny_artifact, tmp_path_factory.mktemp("tiny16") / "artifact")
 
 
 def _serve(repo: Path, log: Path):
@@ -444,4 +448,55 @@ def test_server_restarted_mid_stream_the_clients_recover(tmp_path, tiny_artifact
         assert all(same_lanes(r, want[i % 3]) for i, r in enumerate(results))
         assert our_shm() == []
     finally:
+        proc.stop(timeout=15)
+
+
+def test_a_new_version_with_other_dims_loaded_while_clients_are_connected(tmp_path, tiny_artifact, laneatt_data):
+    """install + load on a live server (no restart): the clients notice the row count changed and re-read the model."""
+    import tritonclient.grpc as grpcclient
+    from small_artifact import make_artifact
+
+    from edge_deploy.repository.install import install
+
+    repo = tmp_path / "repo"
+    install(tiny_artifact, repo, "tiny", runtime="python")  # 1000 rows
+    proc = _serve(repo, tmp_path / "triton.log")
+    anchors = laneatt_data / "anchors_2784x77.npy"
+    admin = grpcclient.InferenceServerClient(proc.url)
+    stream = frames(90, 91, 92)
+    try:
+        clients = {t: LaneDetClient(proc.url, "tiny", transport=t, retry_deadline=30) for t in ("shm", "grpc")}
+        for client in clients.values():
+            client.detect(stream[0])
+        # fewer rows, then more, then another input size, then FP16 input
+        for n, seed, hw, dtype in ((500, 5, (360, 640), "FP32"), (2000, 6, (360, 640), "FP32"),
+                                   (700, 7, (288, 800), "FP32"), (700, 8, (288, 800), "FP16")):
+            art = make_artifact(tmp_path / f"art{seed}", anchors, n=n, seed=seed, hw=hw)
+            if dtype == "FP16":
+                art = with_fp16_input(art, tmp_path / "art16")
+            install(art, repo, "tiny", runtime="python")
+            admin.load_model("tiny")
+            with LaneDetClient(proc.url, "tiny", transport="grpc") as fresh:
+                want = [fresh.detect(f) for f in stream]
+                want_batch = fresh.detect_batch(stream)
+            assert sum(len(lanes) for lanes in want) > 0
+            for transport, client in clients.items():
+                got = [client.detect(f) for f in stream]
+                assert (client.model.num_rows, client.model.input_size, client.model.input_datatype) == (n, hw, dtype)
+                assert all(same_lanes(a, b) for a, b in zip(want, got)), (transport, n)
+                assert all(same_lanes(a, b) for a, b in zip(want_batch, client.detect_batch(stream))), (transport, n)
+
+            async def pipelined():
+                async with AsyncLaneDetClient(proc.url, "tiny", max_in_flight=2) as aclient:
+                    return await asyncio.gather(*(aclient.detect(f) for f in stream))
+
+            assert all(same_lanes(a, b) for a, b in zip(want, asyncio.run(pipelined())))
+        # the regions of the replaced buffers were unregistered, not left mapped in the server
+        status = admin.get_system_shared_memory_status(as_json=True).get("regions", {})
+        assert set(status) == set(clients["shm"].shm_regions)
+        for client in clients.values():
+            client.close()
+        assert our_shm() == []
+    finally:
+        admin.close()
         proc.stop(timeout=15)
