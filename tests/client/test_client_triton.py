@@ -208,6 +208,7 @@ def test_batches_colour_order_and_overrides(server):
         one = client.detect(test_frames[0], top_k=1)
         assert same_lanes(one, single[0][:1])
     with LaneDetClient(server.url, "tiny_pipeline") as pipe:  # stricter than the server: filtered here
+        assert same_lanes(pipe.detect(np.ascontiguousarray(test_frames[0][:, :, ::-1]), color="rgb"), single[0])
         assert same_lanes(pipe.detect(test_frames[0], top_k=1), single[0][:1])
         scores = sorted({lane.score for lanes in single for lane in lanes})
         assert len(scores) >= 2
@@ -432,6 +433,13 @@ def test_server_restarted_mid_stream_the_clients_recover(tmp_path, tiny_artifact
             assert client.shm_regions == regions and our_shm() == sorted(regions)
             status = grpcclient.InferenceServerClient(proc.url).get_system_shared_memory_status(as_json=True)
             assert set(regions) <= set(status.get("regions", {}))
+
+            # restarted while the client is idle: the new server does not know its regions
+            recoveries = client.recoveries
+            proc.stop(timeout=15)
+            proc.start().wait_ready(120)
+            assert same_lanes(client.detect(stream[1]), want[1])
+            assert client.recoveries == recoveries + 1 and client.shm_regions == regions
         assert our_shm() == []
 
         async def pipelined():
