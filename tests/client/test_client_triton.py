@@ -409,6 +409,13 @@ def restart_in_background(proc) -> tuple[threading.Event, threading.Event]:
     return stopped, started
 
 
+def _wait_until(predicate, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
 def test_server_restarted_mid_stream_the_clients_recover(tmp_path, tiny_artifact):
     import tritonclient.grpc as grpcclient
 
@@ -440,6 +447,17 @@ def test_server_restarted_mid_stream_the_clients_recover(tmp_path, tiny_artifact
             proc.start().wait_ready(120)
             assert same_lanes(client.detect(stream[1]), want[1])
             assert client.recoveries == recoveries + 1 and client.shm_regions == regions
+
+            # the same server unloads the model and loads it again a moment later (it keeps our regions)
+            admin = grpcclient.InferenceServerClient(proc.url)
+            admin.unload_model("tiny")
+            _wait_until(lambda: not admin.is_model_ready("tiny"), 30)
+            loader = threading.Timer(1.0, admin.load_model, args=("tiny",))
+            loader.start()
+            assert same_lanes(client.detect(stream[2]), want[2])
+            loader.join()
+            assert client.recoveries == recoveries + 2 and client.shm_regions == regions
+            admin.close()
         assert our_shm() == []
 
         async def pipelined():

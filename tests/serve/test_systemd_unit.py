@@ -223,22 +223,41 @@ ORIN_SYSTEM_UNIT = {
 }
 
 
-def test_system_unit_directives_are_pinned(tmp_path) -> None:
+# What a user manager cannot apply, so the --user unit leaves out (privileges, mount namespaces, BPF).
+NOT_IN_USER_UNIT = {
+    "User", "Group", "SupplementaryGroups", "CapabilityBoundingSet", "AmbientCapabilities", "ProtectSystem",
+    "PrivateTmp", "ProtectKernelTunables", "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups",
+    "ProtectClock", "ProtectHostname", "ProtectProc", "DevicePolicy", "DeviceAllow", "IPAddressDeny",
+    "IPAddressAllow", "RemoveIPC",
+}
+
+
+def orin_config(scope: str, tmp_path: Path) -> su.UnitConfig:
     triton = TritonInstall(binary=Path("/opt/tritonserver/bin/tritonserver"),
                            backend_dir=Path("/opt/tritonserver/backends"), source="test")
-    config = su.UnitConfig(
-        scope="system", install=triton,
+    return su.UnitConfig(
+        scope=scope, install=triton,
         options=ServerOptions(model_repository=Path("/var/lib/edge-deploy/model_repository")),
         environment_file=Path("/etc/edge-deploy/triton.env"), python="/usr/bin/python3",
         device_nodes=su.gpu_device_nodes(fake_jetson_root(tmp_path / "root")),
     )
+
+
+@pytest.mark.parametrize("scope", ["system", "user"])
+def test_unit_directives_are_pinned(scope, tmp_path) -> None:
+    config = orin_config(scope, tmp_path)
     text = su.render_unit(config)
     d = directives(text)
-    assert shlex.split(d.pop("ExecStart")[0]) == tritonserver_argv(triton, config.server_options())
-    home = [p for p in su.readable_paths(config) if any(p == t or t in p.parents for t in su.HOME_TREES)]
-    assert d.pop("ProtectHome") == ["tmpfs" if home else "yes"]
-    assert d.pop("BindReadOnlyPaths", []) == [str(p) for p in home]
-    assert d == ORIN_SYSTEM_UNIT
+    assert shlex.split(d.pop("ExecStart")[0]) == tritonserver_argv(config.install, config.server_options())
+    expected = dict(ORIN_SYSTEM_UNIT)
+    if scope == "system":
+        home = [p for p in su.readable_paths(config) if any(p == t or t in p.parents for t in su.HOME_TREES)]
+        assert d.pop("ProtectHome") == ["tmpfs" if home else "yes"]
+        assert d.pop("BindReadOnlyPaths", []) == [str(p) for p in home]
+    else:
+        expected = {k: v for k, v in expected.items() if k not in NOT_IN_USER_UNIT}
+        expected["WantedBy"] = ["default.target"]
+    assert d == expected
     assert [line for line in text.splitlines() if line.startswith("[")] == ["[Unit]", "[Service]", "[Install]"]
 
 
