@@ -219,3 +219,11 @@ def test_int8_plan_is_rebuilt_when_a_calibration_image_changes(fake_trt, board, 
     (message,) = rebuilt(reporter)
     assert f"INT8 calibration images: {first_digest[:12]}… -> {section['calibration'][:12]}…" in message
     assert trt.calls.count(("builder.build_serialized_network",)) == 2
+
+
+def test_version_numbers_are_read_up_to_the_first_part_without_digits() -> None:
+    from edge_deploy.build.tensorrt_api import version_tuple
+
+    assert version_tuple("10.3.0.26") == (10, 3, 0, 26)
+    assert version_tuple("8.6.1.post1")[:3] == (8, 6, 1)
+    assert version_tuple("12.x.1") == (12,) and version_tuple("") == ()
