@@ -131,6 +131,11 @@ def to_client_error(exc: Any, url: str, model: str, client_timeout: float | None
             f"Triton at {url} did not answer within client_timeout={client_timeout} s; the server is overloaded "
             "or hung: check `edge-deploy serve` status, or raise client_timeout."
         )
+    if model_changed(exc):
+        return ModelChangedError(
+            f"model {model!r} at {url} now takes or returns other tensors than when the client read it ({msg}); "
+            "a new version was loaded: the next call re-reads the model."
+        )
     if status == "NOT_FOUND" or "not ready" in msg.lower() or "unknown model" in msg.lower():
         return ModelNotReadyError(
             f"model {model!r} is not ready on {url} ({msg}); install it with `edge-deploy install` "

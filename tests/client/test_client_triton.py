@@ -25,7 +25,7 @@ from conftest import free_port
 from edge_deploy.client.async_client import AsyncLaneDetClient
 from edge_deploy.client.shm import NAME_PREFIX, leftover_regions
 from edge_deploy.client.sync_client import LaneDetClient
-from edge_deploy.errors import ModelMismatchError, ModelNotReadyError
+from edge_deploy.errors import ModelChangedError, ModelMismatchError, ModelNotReadyError
 from edge_deploy.lanedet.decode import decode_lanes
 from edge_deploy.lanedet.synthetic import road_scene
 
@@ -492,7 +492,8 @@ def test_a_new_version_with_other_dims_loaded_while_clients_are_connected(tmp_pa
     stream = frames(90, 91, 92)
     try:
         clients = {t: LaneDetClient(proc.url, "tiny", transport=t, retry_deadline=30) for t in ("shm", "grpc")}
-        for client in clients.values():
+        no_retries = {t: LaneDetClient(proc.url, "tiny", transport=t, retry_deadline=0) for t in ("shm", "grpc")}
+        for client in [*clients.values(), *no_retries.values()]:
             client.detect(stream[0])
         # fewer rows, then more, then another input size, then FP16 input
         for n, seed, hw, dtype in ((500, 5, (360, 640), "FP32"), (2000, 6, (360, 640), "FP32"),
@@ -506,6 +507,11 @@ def test_a_new_version_with_other_dims_loaded_while_clients_are_connected(tmp_pa
                 want = [fresh.detect(f) for f in stream]
                 want_batch = fresh.detect_batch(stream)
             assert sum(len(lanes) for lanes in want) > 0
+            for transport, client in no_retries.items():  # the change is reported once, then read
+                with pytest.raises(ModelChangedError) as info:
+                    client.detect(stream[0])
+                assert "\n" not in str(info.value) and "re-reads the model" in str(info.value)
+                assert same_lanes(client.detect(stream[0]), want[0]), transport
             for transport, client in clients.items():
                 got = [client.detect(f) for f in stream]
                 assert (client.model.num_rows, client.model.input_size, client.model.input_datatype) == (n, hw, dtype)
@@ -519,8 +525,8 @@ def test_a_new_version_with_other_dims_loaded_while_clients_are_connected(tmp_pa
             assert all(same_lanes(a, b) for a, b in zip(want, asyncio.run(pipelined())))
         # the regions of the replaced buffers were unregistered, not left mapped in the server
         status = admin.get_system_shared_memory_status(as_json=True).get("regions", {})
-        assert set(status) == set(clients["shm"].shm_regions)
-        for client in clients.values():
+        assert set(status) == set(clients["shm"].shm_regions + no_retries["shm"].shm_regions)
+        for client in [*clients.values(), *no_retries.values()]:
             client.close()
         assert our_shm() == []
     finally:
