@@ -95,6 +95,7 @@ def test_explicit_mode_with_key_install_rollback_and_refused_load(tmp_path, lane
     from edge_deploy.errors import RepositoryError
     from edge_deploy.repository.install import rollback
     from edge_deploy.repository.versions import read_config
+    from edge_deploy.serve import admin
     from edge_deploy.serve import record as control
 
     monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "state"))
@@ -140,6 +141,7 @@ def test_explicit_mode_with_key_install_rollback_and_refused_load(tmp_path, lane
         install(broken, repo, "lane", runtime="python")
     assert "\n" not in str(info.value)
     assert client.is_model_ready("lane", "1") and not client.is_model_ready("lane", "3")
+    assert admin.served_versions(server.url, "lane") == [1]
     assert _served_output_rows(server.url) == 100
     assert list(read_config(repo, "lane").version_policy.specific.versions) == [1]
     # a rollback to that version is refused the same way: the config says again what is served
