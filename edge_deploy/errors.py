@@ -53,6 +53,10 @@ class ModelNotReadyError(ClientError):
     """The model is missing on the server or not ready."""
 
 
+class ModelChangedError(ModelNotReadyError):
+    """The server now serves another version of the model, with other outputs than the client was set up for."""
+
+
 class ModelMismatchError(ClientError):
     """The served model's inputs/outputs do not fit a lane model."""
 

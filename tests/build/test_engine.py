@@ -1,11 +1,13 @@
 """The TensorRT stage without TensorRT: option checks, build_plan, rebuild decisions, bad input.
 
-TensorRT cannot be installed here (no GPU; PyPI's tensorrt packages are stubs), so
-tests/support/trt_double.py replaces the `tensorrt` module under edge_deploy.build.tensorrt_api (see
-tests/support/jetson_fixtures.py). Everything else is real: the ONNX file, ONNX Runtime, the
+TensorRT cannot be installed here: there is no NVIDIA GPU, and while PyPI's x86_64
+tensorrt bindings wheels are real, the libraries (tensorrt-cu*-libs) are source packages
+that download from NVIDIA at install time, which this environment cannot reach. So
+tests/support/trt_double.py replaces the `tensorrt` module under
+edge_deploy.build.tensorrt_api (see tests/support/jetson_fixtures.py). Everything else is real: the ONNX file, ONNX Runtime, the
 files, the fake Jetson roots of tests/data/jetson_root. The builders, verification,
 fingerprints and calibration have their own test modules; real builds are in
-tests/test_tensorrt.py and run on a Jetson.
+tests/build/test_tensorrt.py and run on a Jetson.
 """
 from __future__ import annotations
 
@@ -64,10 +66,13 @@ def test_dla_needs_a_board_with_dla(board) -> None:
     with pytest.raises(EngineError, match="has no DLA"):
         engine.check_dla(0, device_facts(board("orin_nano_jp62")))
     orin = device_facts(board("agx_orin_jp60"))
-    with pytest.raises(EngineError, match="DLA cores 0..1"):
-        engine.check_dla(2, orin)
-    engine.check_dla(1, orin)
-    engine.check_dla(None, device_facts(board("x86_desktop")))
+    assert orin.dla_cores == 2
+    for core in (2, -1):
+        with pytest.raises(EngineError, match="DLA cores 0..1"):
+            engine.check_dla(core, orin)
+    # accepted: both cores of the Orin, and no DLA asked where there is none
+    assert [engine.check_dla(core, orin) for core in (0, 1)] == [None, None]
+    assert engine.check_dla(None, device_facts(board("x86_desktop"))) is None
 
 
 def test_profile_from_the_batch_range(artifact) -> None:
@@ -262,6 +267,11 @@ def test_check_existing_plan(fake_trt, board, artifact) -> None:
     manifest["files"]["model.plan"] = file_entry(directory / "model.plan")
     orin.tensorrt = "8.6.2"
     engine.check_existing_plan(directory, manifest, orin)
+    # that pass deserialized the plan and compared its I/O: a plan with other I/O is refused
+    fake_trt("8.6.2", engine=FakeEngineSpec([ENGINE_IO.tensors[0], ("predict_lanes", False, "FLOAT", (-1, 9, 77), None)]))
+    with pytest.raises(EngineError, match=r"has shape \[-1, 9, 77\], the manifest says \[-1, 64, 77\]"):
+        engine.check_existing_plan(directory, manifest, orin)
+    assert engine.check_existing_plan(directory, manifest, orin, deserialize=False) is None
     other = dict(manifest, plan=dict(manifest["plan"], tensorrt="8.5.2"))
     with pytest.raises(EngineError, match="TensorRT: 8.5.2 -> 8.6.2") as info:
         engine.check_existing_plan(directory, other, orin)

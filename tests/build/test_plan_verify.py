@@ -95,7 +95,7 @@ def fake_gpu(monkeypatch, fake_trt):
     """The trt double plus a pycuda double whose 'engine' computes with ONNX Runtime (optionally perturbed).
 
     No GPU here: this exercises verify_plan's run path (buffers, shapes, copies, the
-    comparison and its verdict), not TensorRT's numerics (tests/test_tensorrt.py does that).
+    comparison and its verdict), not TensorRT's numerics (tests/build/test_tensorrt.py does that).
     """
     def install(directory: Path, shift_px: float = 0.0) -> FakePycuda:
         from edge_deploy.parity import ort_session

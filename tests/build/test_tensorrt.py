@@ -21,7 +21,7 @@ from edge_deploy.export.fp16_onnx import make_fp16_onnx
 
 pytestmark = [
     pytest.mark.tensorrt,
-    pytest.mark.skipif(tensorrt_api.module_version() is None, reason="TensorRT is not installed"),
+    pytest.mark.skipif(tensorrt_api.module_version() is None, reason="TensorRT is not installed (JetPack provides it; PyPI's tensorrt-cu*-libs download the libraries from NVIDIA at install time)"),
 ]
 ROWS = 2784
 # Only where TensorRT is installed can pycuda be the reason to skip.

@@ -1,8 +1,11 @@
 """BuildSettings -> TensorRT Python API calls, per TensorRT version, against the recording double.
 
-TensorRT cannot be installed here (no GPU; PyPI's tensorrt packages are stubs), so
-tests/support/trt_double.py replaces the `tensorrt` module under edge_deploy.build.tensorrt_api and
-records the calls a build makes. Real builds are in tests/test_tensorrt.py (a Jetson).
+TensorRT cannot be installed here: there is no NVIDIA GPU, and while PyPI's x86_64
+tensorrt bindings wheels are real, the libraries (tensorrt-cu*-libs) are source packages
+that download from NVIDIA at install time, which this environment cannot reach. So
+tests/support/trt_double.py replaces the `tensorrt` module under
+edge_deploy.build.tensorrt_api and records the calls a build makes. Real builds are in
+tests/build/test_tensorrt.py (a Jetson).
 """
 from __future__ import annotations
 

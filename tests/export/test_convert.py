@@ -587,3 +587,32 @@ def test_load_source_rejects_unknown_model(tmp_path: Path) -> None:
     (tmp_path / "plain").mkdir()
     with pytest.raises(ConvertError, match="not an edge-deploy artifact"):
         load_source(SourceSpec(str(tmp_path / "plain")))
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+def test_library_defaults_are_the_documented_ones_and_the_clis(models_dir: Path, tmp_path: Path) -> None:
+    """`convert()` without settings exports as docs/design.md section 3 says, as the CLI does."""
+    import inspect
+
+    from edge_deploy.cli.convert import convert as cli_convert
+    from edge_deploy.export.settings import BatchRange
+
+    defaults = ExportSettings()
+    assert (defaults.opset, defaults.atol, defaults.rtol, defaults.simplify, defaults.seed) == (17, 1e-3, 1e-3, True, 0)
+    assert defaults.batch == BatchRange(min=1, opt=1, max=4, dynamic=True)
+    assert (defaults.input_name, defaults.output_names) == ("input", ("predict_lanes",))
+    cli = {name: p.default for name, p in inspect.signature(cli_convert).parameters.items()}
+    assert (cli["opset"], cli["atol"], cli["rtol"], cli["simplify"], cli["seed"]) == (17, 1e-3, 1e-3, True, 0)
+    assert (cli["input_name"], cli["output_name"]) == ("input", "predict_lanes")
+    assert batch_range(cli["batch"], cli["min_batch"], cli["opt_batch"], cli["max_batch"]) == defaults.batch
+
+    manifest = convert(tiny_source(), tmp_path / "art", target="onnx").manifest
+    model = onnx.load(str(tmp_path / "art" / "model.onnx"))
+    assert {op.domain: op.version for op in model.opset_import}[""] == 17
+    assert manifest["export"]["opset"] == 17 and manifest["export"]["trace_batch"] == 2
+    assert manifest["export"]["simplify"]["applied"] is True
+    assert manifest["io"]["batch"] == {"min": 1, "opt": 1, "max": 4, "dynamic": True}
+    assert manifest["parity"]["tolerance"] == {"atol": 1e-3, "rtol": 1e-3}
+    assert manifest["parity"]["batches"] == [1, 4] and manifest["parity"]["seed"] == 0

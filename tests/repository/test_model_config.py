@@ -68,6 +68,8 @@ def test_queue_delay_on_a_fixed_batch_model_is_an_error_not_ignored() -> None:
 def test_onnxruntime_runtime_and_fp16_dtypes() -> None:
     parsed = mc.parse_config(mc.config_text(mc.model_config(manifest(dtype="FP16"), name="m", runtime="onnxruntime")))
     assert parsed.platform == "onnxruntime_onnx" and parsed.default_model_filename == "model.onnx"
+    # KIND_AUTO: Triton's ONNX Runtime backend puts it on the GPU where there is one, else the CPU
+    assert [(g.kind, g.count) for g in parsed.instance_group] == [(mc._pb().ModelInstanceGroup.KIND_AUTO, 1)]
     assert parsed.input[0].data_type == mc._pb().TYPE_FP16
     assert parsed.output[0].data_type == mc._pb().TYPE_FP16
 
