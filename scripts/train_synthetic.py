@@ -3,6 +3,7 @@
 
     python scripts/train_synthetic.py --out RUN --until 15:45 --anchor-indices idx.npy
     python scripts/train_synthetic.py --out RUN --resume --minutes 30
+    python scripts/train_synthetic.py --out RUN2 --init RUN/last.pt --seed 1 --lr 1.5e-4 --minutes 120
     python scripts/train_synthetic.py --out RUN --export weights_fp16.pt   # no training
 
 Stops at --until (local wall clock, HH:MM) or after --minutes or --steps, whichever comes
@@ -63,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--until", help="stop at this local wall-clock time, HH:MM")
     ap.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: no limit)")
     ap.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
+    ap.add_argument("--init", type=Path, metavar="CHECKPOINT",
+                    help="start from these weights (a run's last.pt or official format) with a fresh optimizer/schedule")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--seed", type=int, default=0, help="run seed: weight init and the training frames")
@@ -88,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             lr=args.lr, seed=args.seed, schedule_steps=args.schedule_steps,
             deadline=deadline_from(args.until, args.minutes), max_steps=args.steps, bf16=args.bf16,
             threads=args.threads, checkpoint_every_s=60.0 * args.checkpoint_minutes, train_nms=not args.no_train_nms,
+            init=str(args.init or ""),
         )
         print(f"training LaneATT-resnet18 with {len(cfg.anchor_indices)} anchors into {args.out}", flush=True)
         ckpt = train(cfg, resume=args.resume, log=lambda m: print(m, flush=True))

@@ -252,6 +252,7 @@ class TrainConfig:
     checkpoint_every_s: float = 300.0
     train_nms: bool = True
     flip: bool = True
+    init: str = ""  # warm start: weights of this checkpoint (a run's last.pt or official format), fresh optimizer
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -322,8 +323,16 @@ def train(cfg: TrainConfig, *, resume: bool = False, log: Callable[[str], None] 
         if not cfg.schedule_steps:  # time schedule: stretched to end at the new deadline, if one is given
             cfg.schedule_seconds = elapsed + (cfg.deadline - time.time()) if cfg.deadline else saved["schedule_seconds"]
         log(f"resumed from {ckpt_path} at step {step} ({images} images)")
-    elif not cfg.schedule_steps and not cfg.schedule_seconds and cfg.deadline:
-        cfg.schedule_seconds = cfg.deadline - time.time()
+    else:
+        if cfg.init:
+            weights = torch.load(cfg.init, map_location="cpu", weights_only=False)["model"]
+            try:
+                model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in weights.items()})
+            except RuntimeError as exc:
+                raise TrainingError(f"cannot start from {cfg.init}: {str(exc).splitlines()[0]}") from None
+            log(f"weights from {cfg.init}")
+        if not cfg.schedule_steps and not cfg.schedule_seconds and cfg.deadline:
+            cfg.schedule_seconds = cfg.deadline - time.time()
     if cfg.schedule_steps:
         log(f"cosine schedule over {cfg.schedule_steps} steps")
     elif cfg.schedule_seconds:

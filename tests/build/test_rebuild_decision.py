@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from trt_double import Recording, settings
+from trt_double import ENGINE_IO, FakeEngineSpec, Recording, settings
 
 from edge_deploy.artifact import file_entry
 from edge_deploy.build import plan as engine
@@ -184,8 +184,14 @@ def rebuilt(reporter: Recording) -> list[str]:
 def test_build_plan_records_each_option_and_rebuilds_when_it_changes(fake_trt, board, artifact, first, second,
                                                                      line) -> None:
     directory, manifest = artifact
+    engine_io = ENGINE_IO
+    if "dla_core" in first or "dla_core" in second:  # the DLA takes one input shape only (check_dla)
+        manifest["io"]["batch"] = {"min": 1, "opt": 1, "max": 1, "dynamic": True}
+        one = (1, 3, 360, 640)
+        engine_io = FakeEngineSpec([("input", True, "FLOAT", (-1, 3, 360, 640), (one, one, one)),
+                                    *ENGINE_IO.tensors[1:]])
     orin = board("agx_orin_jp60")
-    trt = fake_trt("8.6.2")
+    trt = fake_trt("8.6.2", engine=engine_io)
     section, _ = build(directory, manifest, orin, **first)
     for key, value in first.items():
         assert section[key] == value
