@@ -12,7 +12,7 @@ when a TensorRT engine was built, and manifest.json with this shape::
                  "anchors_freq": {"path", "sha256"} | null, "topk_anchors": int | null,
                  "num_anchors": int | null, "trained": bool, "seed": int | null,
                  "file": {"path", "sha256"} (TorchScript)},
-      "files": {"model.onnx": {"sha256": str, "bytes": int}, "model.plan": {...}},
+      "files": {"model.onnx": {"sha256": str, "bytes": int}, "model_fp16.onnx": {...}, "model.plan": {...}},
       "io": {
         "inputs":  [{"name": "input", "datatype": "FP32", "shape": [-1, 3, 360, 640]}],
         "outputs": [{"name": "predict_lanes", "datatype": "FP32", "shape": [-1, 2784, 77]}],
@@ -27,11 +27,15 @@ when a TensorRT engine was built, and manifest.json with this shape::
       "parity": {"reference", "tolerance": {"atol", "rtol"}, "batches": [...], "seed",
                  "outputs": {name: {"max_abs", "max_rel"}}},
       "fp16": {"rule", "tensors_checked", "samples", "max_abs", "fp32_nodes": [...],
-               "nodes": [{"node", "op", "output", "max_abs", "reason", ...}]},
+               "nodes": [{"node", "op", "output", "max_abs", "reason", ...}],
+               "onnx": null | {"file": "model_fp16.onnx", "converter", "io_precision": "fp32" | "fp16",
+                               "io": {like "io" above}, "kept_fp32": [...],
+                               "verify": {"reference", "batches", "outputs", "lanes", "passed"},
+                               "f1": null}},   (f1: filled by evaluation when data is given)
       "plan": null | {"tensorrt", "cuda", "gpu", "compute_capability", "l4t",
                       "jetpack", "nvpmodel", "precision", "dla_core", "profile",
-                      "workspace_bytes", "onnx_sha256", "build_time", "fp32_layers",
-                      "verify", ...},
+                      "workspace_bytes", "onnx", "onnx_sha256", "typing", "build_time",
+                      "fp32_layers", "verify", ...},
       "timings": {stage: seconds}
     }
 
@@ -53,6 +57,7 @@ from .fsutil import write_json_atomic  # (manifest.write_json_atomic stays impor
 MANIFEST_NAME = "manifest.json"
 ONNX_NAME = "model.onnx"
 PLAN_NAME = "model.plan"
+FP16_ONNX_NAME = "model_fp16.onnx"  # the FP16 graph (the FP16 report's nodes kept FP32), built strongly typed
 FORMAT = 1
 
 
@@ -168,6 +173,24 @@ class Manifest:
     @property
     def fp16(self) -> dict[str, Any]:
         return self._section("fp16")
+
+    @property
+    def fp16_onnx(self) -> dict[str, Any] | None:
+        """The record of model_fp16.onnx (fp16.onnx), or None when the artifact has none."""
+        value = self.fp16.get("onnx")
+        return value if isinstance(value, dict) else None
+
+    def io_of(self, onnx_name: str) -> dict[str, Any]:
+        """The I/O signature of one of the artifact's ONNX files (model_fp16.onnx may have FP16 I/O)."""
+        record = self.fp16_onnx
+        if onnx_name == FP16_ONNX_NAME and record and isinstance(record.get("io"), dict):
+            return record["io"]
+        return self.io
+
+    @property
+    def plan_io(self) -> dict[str, Any]:
+        """The I/O of model.plan: that of the ONNX file it was built from."""
+        return self.io_of(str((self.plan or {}).get("onnx") or ONNX_NAME))
 
     @property
     def plan(self) -> dict[str, Any] | None:

@@ -20,9 +20,11 @@ from types import TracebackType
 from typing import Any
 
 from .artifact import (
+    FP16_ONNX_NAME,
     MANIFEST_NAME,
     ONNX_NAME,
     PLAN_NAME,
+    Manifest,
     file_entry,
     read_manifest,
     verify_files,
@@ -142,7 +144,7 @@ def convert(
     engine_options = engine_options or EngineOptions()
     if classify_model(source.model) == "artifact":
         result_dir, manifest = _convert_artifact(Path(source.model), output, target, engine_options, force,
-                                                 reporter)
+                                                 reporter, fp16_io=settings.fp16_io)
         return _result(result_dir, manifest, reporter, started)
     if output is None:
         raise ConvertError("--output DIR is required: where to write model.onnx and manifest.json.")
@@ -210,8 +212,27 @@ def _plan_stage(artifact_dir: Path, manifest: dict[str, Any], target: str, engin
     return engine.build_plan(artifact_dir, manifest, engine_options, reporter)  # reports its own stages
 
 
+def _ensure_fp16_onnx(artifact_dir: Path, manifest: dict[str, Any], engine_options: EngineOptions, fp16_io: bool,
+                      reporter: Reporter) -> bool:
+    """An FP16 build needs model_fp16.onnx: make it when the artifact lacks it (or --fp16-io asks for FP16 I/O).
+
+    Returns True when it was (re)made and recorded in `manifest`.
+    """
+    if engine_options.precision != "fp16":
+        return False
+    record = Manifest(manifest).fp16_onnx
+    present = record is not None and (artifact_dir / FP16_ONNX_NAME).is_file()
+    if present and not (fp16_io and record.get("io_precision") != "fp16"):
+        return False
+    from .export.fp16_onnx import make_fp16_onnx
+
+    with reporter.stage("FP16 ONNX"):
+        make_fp16_onnx(artifact_dir, manifest, fp16_io=fp16_io, reporter=reporter)
+    return True
+
+
 def _convert_artifact(artifact: Path, output: Path | None, target: str, engine_options: EngineOptions,
-                      force: bool, reporter: Reporter) -> tuple[Path, dict[str, Any]]:
+                      force: bool, reporter: Reporter, *, fp16_io: bool = False) -> tuple[Path, dict[str, Any]]:
     """MODEL is an artifact directory: build its plan in place, or in a copy at `output`.
 
     Returns the directory that holds the plan and its manifest.
@@ -220,15 +241,20 @@ def _convert_artifact(artifact: Path, output: Path | None, target: str, engine_o
         raise ConvertError(f"{artifact} already holds {ONNX_NAME}; --target onnx has nothing to do.")
     # Building a plan is the only thing to do here, so auto means tensorrt.
     manifest = read_manifest(artifact)
-    # A model.onnx damaged on its way to the device must not become a plan (model.plan is the engine's business).
-    verify_files(artifact, {"files": {ONNX_NAME: manifest.get("files", {}).get(ONNX_NAME, {})}})
+    # An ONNX file damaged on its way to the device must not become a plan (model.plan is the engine's business).
+    files = manifest.get("files", {})
+    verify_files(artifact, {"files": {name: files.get(name, {}) for name in (ONNX_NAME, FP16_ONNX_NAME)
+                                      if name == ONNX_NAME or name in files}})
     if output is None or Path(os.path.abspath(output)) == Path(os.path.abspath(artifact)):  # in place
+        if _ensure_fp16_onnx(artifact, manifest, engine_options, fp16_io, reporter):
+            write_manifest(artifact, manifest)
         manifest["plan"] = _plan_stage(artifact, manifest, "tensorrt", engine_options, reporter)
         manifest["files"][PLAN_NAME] = file_entry(artifact / PLAN_NAME)
         write_manifest(artifact, manifest)
         return Path(os.path.abspath(artifact)), manifest
     with StagingDir(Path(output), force) as staging:
         shutil.copytree(artifact, staging.path, dirs_exist_ok=True)
+        _ensure_fp16_onnx(staging.path, manifest, engine_options, fp16_io, reporter)
         manifest["plan"] = _plan_stage(staging.path, manifest, "tensorrt", engine_options, reporter)
         manifest["files"][PLAN_NAME] = file_entry(staging.path / PLAN_NAME)
         write_manifest(staging.path, manifest)

@@ -53,8 +53,16 @@ class ModelNotReadyError(ClientError):
     """The model is missing on the server or not ready."""
 
 
+class ModelChangedError(ModelNotReadyError):
+    """The server now serves another version of the model, with other outputs than the client was set up for."""
+
+
 class ModelMismatchError(ClientError):
     """The served model's inputs/outputs do not fit a lane model."""
+
+
+class EvaluationError(EdgeDeployError):
+    """An evaluation data set, its files, or the lanes given to a metric are not usable."""
 
 
 def one_line(exc: BaseException, limit: int = 200, *, first_line: bool = False) -> str:

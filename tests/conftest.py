@@ -53,11 +53,29 @@ def start_triton(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def laneatt_artifact(tmp_path_factory, laneatt_data) -> Path:
-    """A real `edge-deploy convert` artifact: LaneATT resnet18, CULane top-1000 anchors, batch 1..4.
+def laneatt_checkpoint(tmp_path_factory, laneatt_data) -> Path:
+    """A LaneATT-R18 checkpoint (CULane top-1000 anchors) whose lanes are real lanes.
 
-    Untrained weights (seed 0): tests that compare lanes use a low conf_threshold.
+    Seeded weights as they are predict a lane length of ~0 strips, which decodes to no
+    lane at all whatever the threshold; so the length bias is set to 30 strips and the
+    classifier sharpened: frames then give lanes and comparisons of lanes are not vacuous.
     """
+    torch = pytest.importorskip("torch")
+    from edge_deploy.lanedet.model import build_laneatt
+
+    state = build_laneatt("resnet18", anchors_freq=laneatt_data / "culane_anchors_freq.pt", topk_anchors=1000,
+                          seed=0).state_dict()
+    with torch.no_grad():
+        state["reg_layer.bias"][0] = 30.0
+        state["cls_layer.weight"].mul_(40.0)
+    path = tmp_path_factory.mktemp("checkpoint") / "laneatt_r18_culane.pt"
+    torch.save({"model": state}, path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def laneatt_artifact(tmp_path_factory, laneatt_data, laneatt_checkpoint) -> Path:
+    """A real `edge-deploy convert` artifact of `laneatt_checkpoint`: resnet18, CULane top-1000 anchors, batch 1..4."""
     import subprocess
     import sys
 
@@ -65,8 +83,8 @@ def laneatt_artifact(tmp_path_factory, laneatt_data) -> Path:
     cmd = [
         sys.executable, "-m", "edge_deploy", "convert", "laneatt",
         "--backbone", "resnet18",
-        "--anchors-freq", str(laneatt_data / "culane_anchors_freq.pt"),
-        "--topk-anchors", "1000",
+        "--checkpoint", str(laneatt_checkpoint),
+        "--dataset", "culane",
         "--min-batch", "1", "--opt-batch", "1", "--max-batch", "4",
         "--target", "onnx",
         "--output", str(out),

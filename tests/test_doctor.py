@@ -49,10 +49,10 @@ def test_ready_jetson_with_trtexec(board, fake_trtexec) -> None:
 
 
 def test_not_ready_with_an_unsupported_tensorrt(board, fake_trtexec, monkeypatch) -> None:
-    monkeypatch.setenv("FAKE_TRTEXEC_BANNER", "110000")  # TensorRT 11: strongly typed builds only
+    monkeypatch.setenv("FAKE_TRTEXEC_BANNER", "120000")  # a TensorRT line edge-deploy does not know
     result = invoke("--for", "convert", "--root", str(board("agx_orin_jp60")))
     assert result.exit_code == 1
-    assert "convert: not ready (plan builder)" in result.output and "11.0.0 is not supported" in result.output
+    assert "convert: not ready (plan builder)" in result.output and "12.0.0 is not supported" in result.output
 
 
 def test_not_ready_without_a_builder(board) -> None:

@@ -20,7 +20,10 @@ from pathlib import Path
 
 ROOT_ENV = "EDGE_DEPLOY_ROOT"
 
-# Jetson Linux (L4T) release -> JetPack, from NVIDIA's JetPack archive.
+# Jetson Linux (L4T) release -> JetPack. From NVIDIA's JetPack archive
+# (developer.nvidia.com/embedded/jetpack-archive), as jetson-stats transcribes it
+# (rbonghi/jetson_stats jtop/core/jetson_variables.py, NVIDIA_JETPACK, commit f41d5ca, 2026-07).
+# tests/build/test_device.py checks every row from an nv_tegra_release line.
 JETPACK_FOR_L4T = {
     "35.1.0": "5.0.2",
     "35.2.1": "5.1",
@@ -29,14 +32,32 @@ JETPACK_FOR_L4T = {
     "35.5.0": "5.1.3",
     "35.6.0": "5.1.4",
     "35.6.1": "5.1.5",
+    "35.6.2": "5.1.5",
+    "35.6.3": "5.1.5",
+    "35.6.4": "5.1.6",
     "36.2.0": "6.0 DP",
     "36.3.0": "6.0",
     "36.4.0": "6.1",
+    "36.4.2": "6.1 (rev1)",
     "36.4.3": "6.2",
     "36.4.4": "6.2.1",
+    "36.4.7": "6.2.1",
+    "36.5.0": "6.2.2",
     "38.2.0": "7.0",
+    "38.2.1": "7.0",
+    "38.2.2": "7.0",
+    "38.4.0": "7.1",
+    "39.0.0": "7.2 EA",
+    "39.2.0": "7.2",
 }
-_JETPACK_MAJOR = {"32": "4.x", "34": "5.0 DP", "35": "5.x", "36": "6.x", "38": "7.x"}
+_JETPACK_MAJOR = {"32": "4.x", "34": "5.0 DP", "35": "5.x", "36": "6.x", "38": "7.x", "39": "7.x"}
+
+# DLA engines per Orin module, by the part number in /proc/device-tree/compatible
+# ("nvidia,p3768-0000+p3767-0001"). NVIDIA's module specifications: AGX Orin (p3701) and
+# Orin NX 16GB (p3767-0000) have 2 NVDLA v2 engines, Orin NX 8GB (p3767-0001) has 1, Orin Nano
+# (p3767-0003/0004/0005) has none; part numbers as in jetson-stats' MODULE_NAME_TABLE.
+_DLA_BY_MODULE = {"p3767-0000": 2, "p3767-0001": 1, "p3767-0003": 0, "p3767-0004": 0, "p3767-0005": 0}
+_MODULE = re.compile(r"\b(p\d{4}-\d{4})")
 
 # SoC (from /proc/device-tree/compatible) -> (GPU name as CUDA reports it, compute capability).
 _SOC_GPU = {
@@ -85,6 +106,7 @@ class DeviceFacts:
     root: str
     is_jetson: bool
     model: str | None = None
+    module: str | None = None  # the module's part number, e.g. p3701-0005 (AGX Orin 64GB)
     soc: str | None = None
     l4t: str | None = None
     jetpack: str | None = None
@@ -156,6 +178,20 @@ def read_soc(root: Path) -> str | None:
         entry = entry.strip()
         if entry.startswith("nvidia,tegra"):
             return entry.split(",", 1)[1]
+    return None
+
+
+def read_module(root: Path) -> str | None:
+    """The module part number ('p3767-0001') from /proc/device-tree/compatible, or None.
+
+    The compatible list names carrier+module first ("nvidia,p3768-0000+p3767-0005-super"), then the
+    module ("nvidia,p3767-0005"), then the SoC; the module is the last p-number of the first entry.
+    """
+    text = _read(root / "proc" / "device-tree" / "compatible")
+    for entry in (text or "").split("\x00"):
+        found = _MODULE.findall(entry)
+        if found:
+            return found[-1]
     return None
 
 
@@ -255,13 +291,22 @@ def read_power_mode(root: Path) -> PowerMode | None:
 
 
 def read_jetson_clocks(root: Path) -> bool | None:
-    """True when every online CPU is pinned at its maximum (what jetson_clocks does), None if unknown."""
+    """True when every online CPU's scaling_min_freq equals its scaling_max_freq, None if unknown.
+
+    jetson_clocks pins the clocks at the maximum of the current nvpmodel mode, not at the hardware
+    maximum (cpuinfo_max_freq), and a mode may take CPUs offline; so, as jtop does
+    (rbonghi/jetson_stats jtop/core/jetson_clocks.py, jetson_clocks_alive), only online CPUs count
+    and each is compared with its own scaling maximum.
+    """
     cpus = sorted((root / "sys" / "devices" / "system" / "cpu").glob("cpu[0-9]*"))
     seen = False
     for cpu in cpus:
+        online = _read(cpu / "online")
+        if online is not None and online.strip() != "1":
+            continue  # cpu0 has no `online` file: always online
         freq = cpu / "cpufreq"
         low = _read(freq / "scaling_min_freq")
-        top = _read(freq / "cpuinfo_max_freq")
+        top = _read(freq / "scaling_max_freq")
         if low is None or top is None:
             continue
         seen = True
@@ -322,10 +367,17 @@ def read_tritonservers(root: Path) -> list[TritonProc]:
     return sorted(procs, key=lambda p: p.pid)
 
 
-def dla_cores_for_board(soc: str | None, model: str | None) -> int:
-    """DLA engines by board when TensorRT cannot be asked: AGX/NX Orin and Xavier have 2, Orin Nano none."""
-    if soc in ("tegra234", "tegra194"):
+def dla_cores_for_board(soc: str | None, model: str | None, module: str | None = None) -> int:
+    """DLA engines when TensorRT cannot be asked: by the module's part number (_DLA_BY_MODULE) on Orin;
+    AGX Orin and Xavier have 2; Thor and older SoCs none. The model name decides only for an unknown module."""
+    if soc == "tegra234":
+        if module in _DLA_BY_MODULE:
+            return _DLA_BY_MODULE[module]
+        if module and module.startswith("p3701"):
+            return 2
         return 0 if model and "nano" in model.lower() else 2
+    if soc == "tegra194":
+        return 2
     return 0
 
 
@@ -340,10 +392,12 @@ def device_facts(root: Path | None = None, *, probe_gpu: bool = True) -> DeviceF
     model = read_model(root)
     soc = read_soc(root)
     mem = read_meminfo(root)
+    module = read_module(root)
     facts = DeviceFacts(
         root=str(root),
         is_jetson=l4t is not None or (soc or "").startswith("tegra"),
         model=model,
+        module=module,
         soc=soc,
         l4t=l4t,
         jetpack=jetpack_for_l4t(l4t),
@@ -357,7 +411,7 @@ def device_facts(root: Path | None = None, *, probe_gpu: bool = True) -> DeviceF
     )
     if soc in _SOC_GPU:
         facts.gpu, facts.compute_capability = _SOC_GPU[soc]
-    facts.dla_cores = dla_cores_for_board(soc, model) if facts.is_jetson else 0
+    facts.dla_cores = dla_cores_for_board(soc, model, module) if facts.is_jetson else 0
     library = read_tensorrt_library_version(root)
     if library:
         facts.tensorrt, facts.tensorrt_source = library, "libnvinfer"

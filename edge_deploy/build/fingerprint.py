@@ -31,6 +31,8 @@ _LABELS = {
     "optimization_level": "builder optimisation level",
     "fp32_layers": "FP32-pinned nodes",
     "calibration": "INT8 calibration images",
+    "onnx": "ONNX file built",
+    "typing": "network typing",
 }
 
 
@@ -54,12 +56,15 @@ def plan_fingerprint(
     onnx_sha256: str,
     settings: tensorrt_api.BuildSettings,
     calibration: str | None = None,
+    onnx_name: str = "model.onnx",
 ) -> dict[str, Any]:
-    """What a plan depends on: this machine plus the ONNX model and the build options."""
+    """What a plan depends on: this machine plus the ONNX model (the file built and its sha256) and the options."""
     fingerprint = machine_fingerprint(facts, tensorrt_version)
     fingerprint.update(
         {
+            "onnx": onnx_name,
             "onnx_sha256": onnx_sha256,
+            "typing": "strong" if settings.strongly_typed else "weak",
             "precision": settings.precision,
             "dla_core": settings.dla_core,
             "profile": {k: {"min": v[0], "opt": v[1], "max": v[2]} for k, v in settings.profile.items()},

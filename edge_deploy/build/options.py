@@ -29,6 +29,7 @@ class EngineOptions:
     optimization_level: int | None = None
     verify: bool = True
     force: bool = False
+    weak_typing: bool = False  # TensorRT 10.x FP16: the builder-flag path on model.onnx instead of strong typing
 
 
 def parse_size(text: str) -> int:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..artifact import ONNX_NAME, PLAN_NAME, Manifest, sha256_file
+from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, Manifest, sha256_file
 from ..errors import EdgeDeployError, EngineError, one_line
 from ..fsutil import write_bytes_atomic
 from ..progress import Reporter
@@ -138,8 +138,19 @@ def fp32_pins(manifest: dict[str, Any]) -> list[tuple[str, str]]:
     return pins
 
 
-def check_dla(dla_core: int | None, facts: device_mod.DeviceFacts) -> None:
-    """DLA asked on a device without DLA, or a core it does not have: one-line EngineError."""
+DLA_FROM_11 = (11, 4)  # TensorRT 11.0-11.3 have no DLA; 11.4.1 restores it on AGX Orin with JetPack 7.2.2+
+
+
+def check_dla(dla_core: int | None, facts: device_mod.DeviceFacts, tensorrt_version: str | None = None,
+              precision: str = "fp16", profile: dict[str, tuple[list[int], list[int], list[int]]] | None = None,
+              ) -> None:
+    """A DLA build that cannot run on the DLA: one-line EngineError.
+
+    With GPU fallback on, TensorRT quietly runs on the GPU what the DLA cannot (an FP32 network, or
+    dynamic shapes: DLA needs min = opt = max), while the manifest would say dla_core; so those are
+    refused. So are a device without DLA, a core it does not have, and TensorRT 11 before 11.4 or on
+    another board than AGX Orin (TensorRT 11.4.1 "Working with DLA", docs.nvidia.com).
+    """
     if dla_core is None:
         return
     cores = facts.dla_cores or 0
@@ -151,6 +162,30 @@ def check_dla(dla_core: int | None, facts: device_mod.DeviceFacts) -> None:
         )
     if not 0 <= dla_core < cores:
         raise EngineError(f"--dla-core {dla_core} does not exist: {board} has DLA cores 0..{cores - 1}.")
+    if precision == "fp32":
+        raise EngineError(
+            "--dla-core needs --precision fp16 or int8: the DLA has no FP32 mode, so an FP32 build would run on "
+            "the GPU through GPU fallback; use --precision fp16, or omit --dla-core."
+        )
+    dynamic = sorted(name for name, (low, opt, high) in (profile or {}).items()
+                     if not list(low) == list(opt) == list(high))
+    if dynamic:
+        raise EngineError(
+            f"--dla-core needs one input shape (min = opt = max), but {', '.join(dynamic)} has a batch range; "
+            "convert with --batch N (or equal --min-batch/--opt-batch/--max-batch), or omit --dla-core."
+        )
+    version = tensorrt_api.version_tuple(tensorrt_version or "")[:2]
+    if version and version[0] >= 11:
+        if version < DLA_FROM_11:
+            raise EngineError(
+                f"TensorRT {tensorrt_version} has no DLA support (TensorRT 11.0-11.3; 11.4.1 restores it on AGX "
+                "Orin with JetPack 7.2.2+); omit --dla-core, or use TensorRT 10.x or 11.4+."
+            )
+        agx_orin = (facts.module or "").startswith("p3701") or "agx orin" in (facts.model or "").lower()
+        if not agx_orin:
+            raise EngineError(
+                f"TensorRT {tensorrt_version} supports DLA only on Jetson AGX Orin, not on {board}; omit --dla-core."
+            )
 
 
 def check_choices(options: EngineOptions) -> None:
@@ -162,18 +197,36 @@ def check_choices(options: EngineOptions) -> None:
 
 
 def build_settings(
-    manifest: dict[str, Any], options: EngineOptions, workspace_bytes: int
+    manifest: dict[str, Any], options: EngineOptions, workspace_bytes: int, *, strongly_typed: bool = False,
 ) -> tensorrt_api.BuildSettings:
-    """EngineOptions + manifest -> the version-neutral BuildSettings the builders consume."""
+    """EngineOptions + manifest -> the version-neutral BuildSettings the builders consume.
+
+    strongly_typed: the graph carries the precisions (model_fp16.onnx), so nothing is pinned.
+    """
     check_choices(options)
+    weak_reduced = options.precision in ("fp16", "int8") and not strongly_typed
     return tensorrt_api.BuildSettings(
         precision=options.precision,
         workspace_bytes=workspace_bytes,
         profile=optimisation_profile(manifest),
-        fp32_pins=fp32_pins(manifest) if options.precision in ("fp16", "int8") else [],
+        fp32_pins=fp32_pins(manifest) if weak_reduced else [],
         dla_core=options.dla_core,
         optimization_level=options.optimization_level,
+        strongly_typed=strongly_typed,
     )
+
+
+def onnx_to_build(artifact_dir: Path, precision: str, strongly_typed: bool) -> Path:
+    """The ONNX file a build reads: model_fp16.onnx for a strongly typed FP16 build, else model.onnx."""
+    if not (strongly_typed and precision == "fp16"):
+        return Path(artifact_dir) / ONNX_NAME
+    path = Path(artifact_dir) / FP16_ONNX_NAME
+    if not path.is_file():
+        raise EngineError(
+            f"{artifact_dir} has no {FP16_ONNX_NAME}, which a strongly typed FP16 build needs; run "
+            f"`edge-deploy convert {artifact_dir}` (it makes and verifies it first)."
+        )
+    return path
 
 
 # --------------------------------------------------------------------------- build
@@ -186,6 +239,7 @@ class _Build:
     tool: Path | None  # the trtexec binary; None: the tensorrt Python module builds
     settings: tensorrt_api.BuildSettings
     fingerprint: dict[str, Any]
+    onnx: Path  # the ONNX file built (model_fp16.onnx for a strongly typed FP16 build)
 
     @property
     def builder(self) -> str:
@@ -197,7 +251,7 @@ class _Build:
 
 
 def _resolve(manifest: dict[str, Any], options: EngineOptions, facts: device_mod.DeviceFacts,
-             artifact_dir: Path, onnx_sha: str) -> _Build:
+             artifact_dir: Path) -> _Build:
     """Builder, settings and fingerprint of the build `options` ask for; one-line EngineError when impossible."""
     builder = available_builder(options.builder)
     if builder is None:
@@ -217,14 +271,18 @@ def _resolve(manifest: dict[str, Any], options: EngineOptions, facts: device_mod
             raise EngineError(tensorrt_missing_message())
         version = trtexec.trtexec_version(tool) or facts.tensorrt
     tensorrt_api.check_supported(version)
-    check_dla(options.dla_core, facts)
-    settings = build_settings(manifest, options, 0)  # workspace sized once a build is certain
+    strong = tensorrt_api.strongly_typed(version, options.precision, weak_typing=options.weak_typing,
+                                         dla=options.dla_core is not None)
+    settings = build_settings(manifest, options, 0, strongly_typed=strong)  # workspace sized once a build is certain
+    check_dla(options.dla_core, facts, version, options.precision, settings.profile)
+    onnx = onnx_to_build(artifact_dir, options.precision, strong)
+    onnx_sha = sha256_file(onnx)
     digest = None
     if options.precision == "int8":
         images = calibration_images(options.calibration_images)
         digest = calibration_digest(onnx_sha, images, Manifest(manifest).preprocess)
         settings.calibration = make_calibration(artifact_dir, manifest, images, digest, settings.profile)
-    return _Build(tool, settings, plan_fingerprint(facts, version, onnx_sha, settings, digest))
+    return _Build(tool, settings, plan_fingerprint(facts, version, onnx_sha, settings, digest, onnx.name), onnx)
 
 
 def _read_timing_cache(path: Path | None, reporter: Reporter) -> bytes | None:
@@ -261,14 +319,17 @@ def _build_python(onnx: Path, plan_out: Path, settings: tensorrt_api.BuildSettin
 
 
 def _verify(plan: Path, onnx: Path, manifest: dict[str, Any], dla_core: int | None,
-            reporter: Reporter) -> dict[str, Any]:
-    """The plan's "verify" section: verify_plan's, or why it was skipped (needs the tensorrt module)."""
+            reporter: Reporter, io: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The plan's "verify" section: verify_plan's, or why it was skipped (needs the tensorrt module).
+
+    onnx: the FP32 reference (model.onnx); io: the plan's I/O (that of the ONNX file it was built from).
+    """
     if tensorrt_api.module_version() is None:
         reason = "the tensorrt Python module is not importable (a venv without --system-site-packages?)"
         reporter.warn(f"the plan was built but not verified: {reason}")
         return {"status": "skipped", "reason": reason}
     with reporter.stage("verify plan"):
-        return verify_plan(plan, onnx, manifest, tensorrt_api.load(), reporter, dla_core=dla_core)
+        return verify_plan(plan, onnx, manifest, tensorrt_api.load(), reporter, dla_core=dla_core, io=io)
 
 
 def build_plan(
@@ -294,8 +355,7 @@ def build_plan(
         raise EngineError(f"{artifact_dir} has no {ONNX_NAME}; run `edge-deploy convert` to export it first.")
     check_choices(options)
     facts = device_mod.device_facts(root)
-    onnx_sha = sha256_file(onnx)
-    build = _resolve(manifest, options, facts, artifact_dir, onnx_sha)
+    build = _resolve(manifest, options, facts, artifact_dir)
     plan_path = artifact_dir / PLAN_NAME
 
     current, changes = plan_is_current(plan_path, manifest, build.fingerprint)
@@ -310,7 +370,7 @@ def build_plan(
     elif current:
         reporter.info(f"rebuilding {PLAN_NAME} (--force)")
 
-    build.settings.workspace_bytes = workspace_size(options.workspace, facts, onnx.stat().st_size)
+    build.settings.workspace_bytes = workspace_size(options.workspace, facts, build.onnx.stat().st_size)
     for warning in device_mod.small_device_warnings(facts):
         reporter.warn(warning)
 
@@ -318,16 +378,19 @@ def build_plan(
     plan_tmp = artifact_dir / f".{PLAN_NAME}.tmp-{os.getpid()}"
     started = time.perf_counter()
     try:
-        with reporter.stage(f"build {PLAN_NAME} ({build.builder}, {options.precision})"):
+        typing = "strongly typed" if build.settings.strongly_typed else "builder flags"
+        with reporter.stage(f"build {PLAN_NAME} ({build.builder}, {options.precision}, {typing}, "
+                            f"from {build.onnx.name})"):
             if build.tool is None:
-                _build_python(onnx, plan_tmp, build.settings, timing_cache, reporter)
+                _build_python(build.onnx, plan_tmp, build.settings, timing_cache, reporter)
             else:
-                trtexec.build_with_trtexec(build.tool, onnx, plan_tmp, build.settings, build.tensorrt_version,
+                trtexec.build_with_trtexec(build.tool, build.onnx, plan_tmp, build.settings, build.tensorrt_version,
                                            timing_cache, reporter)
         build_seconds = time.perf_counter() - started
         verification: dict[str, Any] = {"status": "skipped", "reason": "--no-verify"}
         if options.verify:
-            verification = _verify(plan_tmp, onnx, manifest, build.settings.dla_core, reporter)
+            verification = _verify(plan_tmp, onnx, manifest, build.settings.dla_core, reporter,
+                                   io=Manifest(manifest).io_of(build.onnx.name))
         os.replace(plan_tmp, plan_path)
     except EdgeDeployError:
         raise
@@ -381,4 +444,4 @@ def check_existing_plan(
         trt = tensorrt_api.load()
         dla_core = (Manifest(manifest).plan or {}).get("dla_core")
         engine = trt.deserialize(plan.read_bytes(), where=str(plan), dla_core=dla_core)
-        check_io(trt.io_tensors(engine), Manifest(manifest).io, where=str(plan))
+        check_io(trt.io_tensors(engine), Manifest(manifest).plan_io, where=str(plan))

@@ -1,18 +1,30 @@
 """The one module that imports `tensorrt` and `pycuda`.
 
 Every TensorRT Python API version difference lives here (8.5/8.6 of JetPack
-5.1/6.0 and 10.x of JetPack 6.1+/7; trtexec's flag differences are in trtexec.py):
+5.1/6.0, 10.x of JetPack 6.1+/7 and 11.x of JetPack 7.2.2+; trtexec's flag
+differences are in trtexec.py). Checked against NVIDIA/TensorRT's bindings,
+python/src/infer/pyCore.cpp and pyGraph.cpp, and include/NvInfer.h on the
+release/8.5, 8.6, 10.0, 10.3, 10.16, 11.0 and 11.1 branches:
 
 - network creation: 8.x needs the EXPLICIT_BATCH creation flag for ONNX; in 10.x
-  explicit batch is the only mode and the flag is deprecated (pass 0);
+  explicit batch is the only mode and that flag is deprecated (pass 0), and
+  STRONGLY_TYPED (value 1 in 10.x) makes a strongly typed network; 11.x has no
+  EXPLICIT_BATCH, every network is strongly typed and STRONGLY_TYPED (value 0
+  there, "deprecated and ignored" in NvInfer.h) is not passed;
 - `builder_optimization_level` exists from 8.6 only;
-- TensorRT 11 dropped weakly typed builds (the FP16/INT8 builder flags, layer
-  precisions, INT8 calibrators): `check_supported` refuses to build with it.
+- 11.x removed weak typing: BuilderFlag FP16/INT8/OBEY_/PREFER_PRECISION_CONSTRAINTS,
+  ILayer.precision/set_output_type, int8_calibrator and the INT8 calibrators.
 
-Both supported lines share the rest: `set_memory_pool_limit(WORKSPACE, n)`,
-OBEY_PRECISION_CONSTRAINTS, the timing cache calls, and the named I/O tensor
-API (`num_io_tensors`, `get_tensor_*`, `set_input_shape`, `set_tensor_address`,
-`execute_async_v3`, 8.5+ and the only one in 10.x).
+Which path a build takes (`strongly_typed`): 8.5/8.6 the builder flags (FP16,
+INT8 with a calibrator, FP32 pins with OBEY_PRECISION_CONSTRAINTS) on model.onnx;
+10.x FP16 the strongly typed network from model_fp16.onnx (no precision flags:
+the graph's types decide), unless --weak-typing or DLA, which keep the flag
+path, as do FP32 and INT8; 11.x strongly typed only (FP16 from model_fp16.onnx,
+FP32 from model.onnx; INT8 needs explicit Q/DQ quantization and is refused).
+
+Every line shares the rest: `set_memory_pool_limit(WORKSPACE, n)`, the timing
+cache calls, the DLA settings, and the named I/O tensor API (`num_io_tensors`,
+`get_tensor_*`, `set_input_shape`, `set_tensor_address`, `execute_async_v3`).
 
 The rest of edge-deploy speaks in `BuildSettings`, `TensorInfo` and NumPy
 arrays; `engine.py` decides what to build, this module only talks to TensorRT.
@@ -22,6 +34,7 @@ installed without an NVIDIA GPU).
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -59,8 +72,9 @@ class BuildSettings:
     precision: str  # fp16 | fp32 | int8
     workspace_bytes: int
     profile: dict[str, tuple[list[int], list[int], list[int]]] = field(default_factory=dict)
-    # (ONNX node name, its output tensor name or "") for each node pinned to FP32
+    # (ONNX node name, its output tensor name or "") for each node pinned to FP32 (weakly typed builds only)
     fp32_pins: list[tuple[str, str]] = field(default_factory=list)
+    strongly_typed: bool = False  # the graph's types decide precision; no precision flags or pins
     dla_core: int | None = None
     optimization_level: int | None = None
     timing_cache: bytes | None = None  # None: no timing cache; b"": start a new one
@@ -94,6 +108,9 @@ class GpuInfo:
     name: str
     compute_capability: str
     cuda_driver: str | None
+
+
+_LIBRARY_MISMATCH = re.compile(r"expecting library version\s+([\w.]+)\s+got\s+([\w.]+?)[,.]?(?:\s|$)")
 
 
 def _import(name: str) -> Any | None:
@@ -170,7 +187,7 @@ def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-SUPPORTED = ((8, 5), (11, 0))  # [lowest, first unsupported): JetPack 5.1 to 7
+SUPPORTED = ((8, 5), (12, 0))  # [lowest, first unsupported): JetPack 5.1 to 7.2
 
 
 def check_supported(version: str | None) -> None:
@@ -181,13 +198,39 @@ def check_supported(version: str | None) -> None:
     if SUPPORTED[0] <= found < SUPPORTED[1]:
         return
     if found >= SUPPORTED[1]:
-        why = "it builds strongly typed networks only (no FP16/INT8 builder flags or layer precisions)"
+        why = "it is newer than the TensorRT lines edge-deploy knows"
     else:
         why = "it lacks the named I/O tensor API edge-deploy uses"
     raise EngineError(
         f"TensorRT {version} is not supported for building plans: {why}; "
-        "use TensorRT 8.5 to 10.x (JetPack 5.1 to 7), e.g. trtexec of that version via $TRTEXEC."
+        "use TensorRT 8.5 to 11.x (JetPack 5.1 to 7.2), e.g. trtexec of that version via $TRTEXEC."
     )
+
+
+def strongly_typed(version: str | None, precision: str, *, weak_typing: bool = False, dla: bool = False) -> bool:
+    """The builder path for TensorRT `version`: True = strongly typed network, False = builder flags.
+
+    One-line EngineError for what TensorRT 11 cannot do: INT8 (its calibrators are gone; INT8
+    is explicit quantization, Q/DQ nodes from e.g. NVIDIA ModelOpt) and --weak-typing.
+    """
+    major = (version_tuple(version or "") or (0,))[0]
+    if major >= 11:
+        if precision == "int8":
+            raise EngineError(
+                f"--precision int8 is not possible with TensorRT {version}: TensorRT 11 removed implicit INT8 "
+                "(calibrators and the INT8 flag) in favour of explicit quantization (Q/DQ nodes, e.g. from NVIDIA "
+                "ModelOpt), which edge-deploy does not make; use --precision fp16, or TensorRT 10.x for INT8."
+            )
+        if weak_typing:
+            raise EngineError(
+                f"--weak-typing is not possible with TensorRT {version}: TensorRT 11 builds strongly typed "
+                "networks only; drop --weak-typing (the plan is built from model_fp16.onnx)."
+            )
+        return True
+    if major == 10:
+        # DLA keeps the flag path on 10.x: it is the DLA route JetPack 6 documents and has shipped with.
+        return precision == "fp16" and not weak_typing and not dla
+    return False  # 8.5/8.6 have no strongly typed networks; an unknown version gets the flags every line has
 
 
 class TensorRT:
@@ -229,10 +272,14 @@ class TensorRT:
         return self.trt.Builder(self.logger)
 
     # -- build ---------------------------------------------------------------
-    def _network_flags(self) -> int:
-        if self.major >= 10:
-            return 0  # explicit batch is the only mode; the flag is deprecated
-        return 1 << int(self.trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
+    def _network_flags(self, strong: bool) -> int:
+        flags = self.trt.NetworkDefinitionCreationFlag
+        if self.major >= 11:
+            return 0  # always strongly typed; STRONGLY_TYPED is deprecated and ignored (NvInfer.h, release/11.0)
+        if self.major == 10:
+            # explicit batch is the only mode (EXPLICIT_BATCH deprecated); STRONGLY_TYPED = 1 (NvInfer.h, 10.x)
+            return 1 << int(flags.STRONGLY_TYPED) if strong else 0
+        return 1 << int(flags.EXPLICIT_BATCH)
 
     def _pin_fp32(self, network: Any, pins: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
         # The ONNX parser names a layer after its node (extra layers of one node get suffixes), so a
@@ -284,10 +331,16 @@ class TensorRT:
         """Parse the ONNX file and build a serialized engine according to `settings`."""
         check_supported(self.version)
         trt = self.trt
+        strong = settings.strongly_typed
+        if self.major >= 11 and not strong:
+            raise EngineError(f"TensorRT {self.version} builds strongly typed networks only; this build asked for "
+                              "builder precision flags (an edge-deploy bug: please report it).")
+        if strong and self.major < 10:
+            raise EngineError(f"TensorRT {self.version} has no strongly typed networks (10.0+).")
         start = len(self.messages)
         warnings: list[str] = []
         builder = self.builder()
-        network = builder.create_network(self._network_flags())
+        network = builder.create_network(self._network_flags(strong))
         parser = trt.OnnxParser(network, self.logger)
         if not parser.parse_from_file(str(onnx_path)):
             errors = [" ".join(str(parser.get_error(i)).split()) for i in range(parser.num_errors)]
@@ -298,13 +351,15 @@ class TensorRT:
         config = builder.create_builder_config()
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(settings.workspace_bytes))
 
-        if settings.precision in ("fp16", "int8"):
+        # Strongly typed: the ONNX graph's tensor types decide (model_fp16.onnx keeps the FP16 report's nodes
+        # FP32 in the graph itself), and TensorRT forbids precision flags and layer precisions.
+        if not strong and settings.precision in ("fp16", "int8"):
             config.set_flag(trt.BuilderFlag.FP16)
-        if settings.precision == "int8":
+        if not strong and settings.precision == "int8":
             config.set_flag(trt.BuilderFlag.INT8)
 
         pinned, unmatched = [], []
-        if settings.fp32_pins:
+        if settings.fp32_pins and not strong:
             pinned, unmatched = self._pin_fp32(network, settings.fp32_pins)
             if pinned:
                 config.set_flag(trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
@@ -330,7 +385,7 @@ class TensorRT:
                 )
 
         calibrator = None
-        if settings.precision == "int8" and settings.calibration is not None:
+        if settings.precision == "int8" and settings.calibration is not None and not strong:
             calibrator = make_calibrator(trt, settings.calibration)
             config.int8_calibrator = calibrator
             if profile is not None:
@@ -376,14 +431,22 @@ class TensorRT:
 
     def _explain_deserialize_failure(self, where: str, reason: str | None) -> str:
         text = (reason or "").lower()
+        artifact = str(Path(where).parent) if where.endswith(".plan") else "ARTIFACT"
+        rebuild = f"rebuild it here with `edge-deploy convert {artifact} --force`"
+        # TensorRT's runtime: "The engine plan file is not compatible with this version of TensorRT,
+        # expecting library version X got Y, please rebuild." (X: this library, Y: the plan's builder)
+        other = _LIBRARY_MISMATCH.search(reason or "")
+        if other:
+            return (f"{where} was built with TensorRT {other.group(2)}, but this machine has TensorRT "
+                    f"{other.group(1)}; {rebuild}.")
         if "version tag does not match" in text or "version" in text and "serializ" in text:
             return (
                 f"{where} was built with another TensorRT version than this machine's {self.version} "
-                f"({reason}); rebuild it here with `edge-deploy convert --force`."
+                f"({reason}); {rebuild}."
             )
         return (
             f"{where} is not a TensorRT plan this machine can load ({reason or 'TensorRT rejected it'}); "
-            "it is corrupt or was built elsewhere: rebuild it with `edge-deploy convert --force`."
+            f"it is corrupt or was built elsewhere: {rebuild}."
         )
 
     def _dtype_name(self, dtype: Any) -> str:

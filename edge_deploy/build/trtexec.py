@@ -1,9 +1,18 @@
 """The trtexec builder: NVIDIA's command-line tool, used when the tensorrt module does not import.
 
 `trtexec_argv` maps the version-neutral BuildSettings to trtexec's flags (TensorRT
-8.5+ and 10.x), `build_with_trtexec` runs it with the plan going to a temporary
+8.5 to 11.x), `build_with_trtexec` runs it with the plan going to a temporary
 file, keeps its output in trtexec.log and turns a failure into one line
 (`trtexec_error_line`). A timing cache that trtexec cannot use never fails the build.
+
+Flags per version, from samples/common/sampleOptions.cpp of NVIDIA/TensorRT
+(release/8.5, 8.6, 10.0, 10.16, 11.0, 11.1); trtexec exits on an option it does not parse:
+
+- --buildOnly: 8.5 and 8.6 (removed in 10.0); --skipInference: 8.6 and later;
+  --builderOptimizationLevel: 8.6 and later;
+- --stronglyTyped: 10.0 and later (on 11 a documented no-op: every network is strongly typed);
+- --fp16, --int8, --calib, --precisionConstraints, --layerPrecisions, --layerOutputTypes:
+  8.5 to 10.x; all gone in 11.0.
 """
 from __future__ import annotations
 
@@ -70,24 +79,36 @@ def trtexec_argv(
     *,
     timing_cache: Path | None = None,
     calibration_cache: Path | None = None,
-    layer_outputs: dict[str, int] | None = None,
+    float_nodes: set[str] | None = None,
     tensorrt_version: str | None = None,
 ) -> list[str]:
-    """The trtexec command line equivalent to `settings` (flags of TensorRT 8.5+ and 10.x).
+    """The trtexec command line equivalent to `settings` (flags of TensorRT 8.5 to 11.x).
 
-    layer_outputs: number of outputs per pinned ONNX node (for --layerOutputTypes);
-    tensorrt_version picks --buildOnly (8.5) or --skipInference (8.6+, and when unknown) and
-    whether --builderOptimizationLevel (8.6+) is passed.
+    float_nodes: pinned ONNX nodes whose outputs are all float (only those get --layerOutputTypes;
+    None: all). tensorrt_version picks --buildOnly (8.5), --skipInference (8.6+) or neither (unknown),
+    --stronglyTyped (10.x), and whether --builderOptimizationLevel (8.6+) is passed.
     """
-    version = tensorrt_api.version_tuple(tensorrt_version or "0")
-    # 8.5's trtexec only knows --buildOnly (an unknown option fails the run); 8.6 renamed it, 10.x dropped it.
-    build_only = "--buildOnly" if (8,) <= version < (8, 6) else "--skipInference"
-    argv = [str(trtexec), f"--onnx={onnx}", f"--saveEngine={plan_out}", build_only]
-    # --memPoolSize takes MiB without a suffix in every version from 8.4 to 10.x.
+    version = tensorrt_api.version_tuple(tensorrt_version or "")
+    argv = [str(trtexec), f"--onnx={onnx}", f"--saveEngine={plan_out}"]
+    # 8.5 knows only --buildOnly, 8.6 both, 10.0+ only --skipInference. An unknown version gets neither:
+    # trtexec then also times the engine after building it, slower but accepted by every version.
+    if (8,) <= version < (8, 6):
+        argv.append("--buildOnly")
+    elif version >= (8, 6):
+        argv.append("--skipInference")
+    # --memPoolSize takes MiB without a suffix in every version from 8.4 to 11.x.
     argv.append(f"--memPoolSize=workspace:{max(1, settings.workspace_bytes // MiB)}")
-    if settings.precision in ("fp16", "int8"):
+    if settings.strongly_typed:
+        if version and version[0] >= 11:
+            pass  # strongly typed is the only mode; --stronglyTyped is a deprecated no-op there
+        elif version >= (10,):
+            argv.append("--stronglyTyped")
+        else:
+            raise EngineError(f"trtexec of TensorRT {tensorrt_version or '(unknown version)'} cannot build "
+                              "strongly typed networks (10.0+).")
+    elif settings.precision in ("fp16", "int8"):
         argv.append("--fp16")
-    if settings.precision == "int8":
+    if settings.precision == "int8" and not settings.strongly_typed:
         argv.append("--int8")
         if calibration_cache is None:
             raise EngineError(
@@ -102,20 +123,22 @@ def trtexec_argv(
             specs = [f"{name}:{'x'.join(str(int(d)) for d in ranges[index])}"
                      for name, ranges in settings.profile.items()]
             argv.append(f"{flag}={','.join(specs)}")
-    if settings.fp32_pins:
+    if settings.fp32_pins and not settings.strongly_typed:
         nodes = list(dict.fromkeys(node for node, _ in settings.fp32_pins))
         for node in nodes:
             _check_name(node, "FP32-pinned node")
-        outputs = layer_outputs or {}
         argv.append("--precisionConstraints=obey")
         argv.append("--layerPrecisions=" + ",".join(f"{n}:fp32" for n in nodes))
-        argv.append("--layerOutputTypes=" + ",".join(f"{n}:" + "+".join(["fp32"] * max(1, outputs.get(n, 1)))
-                                                     for n in nodes))
+        # trtexec matches exact TensorRT layer names, and a list of types must have the layer's output count
+        # (sampleEngines.cpp setLayerOutputTypes throws otherwise); one type is applied to every output, so
+        # that form is used, and only for nodes whose outputs are all float (an INT32 output must stay INT32).
+        typed = [n for n in nodes if float_nodes is None or n in float_nodes]
+        if typed:
+            argv.append("--layerOutputTypes=" + ",".join(f"{n}:fp32" for n in typed))
     if settings.dla_core is not None:
         argv += [f"--useDLACore={int(settings.dla_core)}", "--allowGPUFallback"]
-    if settings.optimization_level is not None:
-        if version >= (8, 6):
-            argv.append(f"--builderOptimizationLevel={int(settings.optimization_level)}")
+    if settings.optimization_level is not None and version >= (8, 6):
+        argv.append(f"--builderOptimizationLevel={int(settings.optimization_level)}")
     if timing_cache is not None:
         argv.append(f"--timingCacheFile={timing_cache}")
     return argv
@@ -135,15 +158,30 @@ def trtexec_error_line(stdout: str, stderr: str, returncode: int) -> str:
     return f"exit code {returncode}, no output"
 
 
-def _onnx_node_outputs(onnx_path: Path, nodes: Sequence[str]) -> dict[str, int]:
+def ignored_options(settings: tensorrt_api.BuildSettings, tensorrt_version: str | None) -> list[str]:
+    """Warnings for options this trtexec cannot take (the Python builder warns the same way)."""
+    version = tensorrt_api.version_tuple(tensorrt_version or "")
+    if settings.optimization_level is not None and not version >= (8, 6):
+        known = f"TensorRT {tensorrt_version}" if version else "a trtexec of unknown version"
+        return [f"{known} has no builder optimization level (8.6+); --builder-optimization-level is ignored"]
+    return []
+
+
+def _float_nodes(onnx_path: Path, nodes: Sequence[str]) -> set[str] | None:
+    """The pinned nodes whose outputs are all float (FP32/FP16) in the ONNX graph; None if it cannot be read."""
     try:
         import onnx
 
         model = onnx.load(str(onnx_path), load_external_data=False)
-    except Exception:  # noqa: BLE001 - counts are a refinement; default to one output
-        return {}
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - then every pinned node gets an output type, as before
+        return None
+    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16}
+    types = {v.name: v.type.tensor_type.elem_type
+             for v in [*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input]}
     wanted = set(nodes)
-    return {n.name: len(n.output) for n in model.graph.node if n.name in wanted}
+    return {n.name for n in inferred.graph.node
+            if n.name in wanted and all(types.get(out) in floats for out in n.output)}
 
 
 def _run(argv: list[str], log_path: Path) -> subprocess.CompletedProcess:
@@ -170,8 +208,10 @@ def build_with_trtexec(
     replaces `timing_cache` only after a successful build; a cache it rejects is
     dropped and the build retried without it. Failure: a one-line EngineError.
     """
-    nodes = [node for node, _ in settings.fp32_pins]
-    layer_outputs = _onnx_node_outputs(onnx, nodes) if nodes else {}
+    nodes = [node for node, _ in settings.fp32_pins] if not settings.strongly_typed else []
+    float_nodes = _float_nodes(onnx, nodes) if nodes else None
+    for warning in ignored_options(settings, tensorrt_version):
+        reporter.warn(warning)
     calibration = settings.calibration
     calib = calibration.cache_path if calibration is not None and calibration.cache_path.is_file() else None
     cache_copy = None
@@ -183,7 +223,7 @@ def build_with_trtexec(
             reporter.info(f"timing cache {timing_cache} does not exist yet: it will be created")
     log_path = plan_out.parent / LOG_NAME
     argv = trtexec_argv(trtexec, onnx, plan_out, settings, timing_cache=cache_copy, calibration_cache=calib,
-                        layer_outputs=layer_outputs, tensorrt_version=tensorrt_version)
+                        float_nodes=float_nodes, tensorrt_version=tensorrt_version)
     try:
         done = _run(argv, log_path)
         if done.returncode != 0 and cache_copy is not None and timing_cache.exists():
@@ -203,6 +243,11 @@ def build_with_trtexec(
             os.replace(cache_copy, timing_cache)
         if nodes:
             reporter.info(f"kept {len(nodes)} node(s) in FP32 (--layerPrecisions): {', '.join(nodes[:8])}")
+            reporter.warn(
+                "trtexec pins TensorRT layers by exact name, so a layer TensorRT adds for one of these nodes "
+                "(named with a suffix) stays unpinned; the Python builder also pins by output tensor, and "
+                "TensorRT 10+ builds model_fp16.onnx (the nodes FP32 in the graph) unless --weak-typing"
+            )
     finally:
         if cache_copy is not None:
             cache_copy.unlink(missing_ok=True)

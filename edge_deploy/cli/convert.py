@@ -15,6 +15,17 @@ class Backbone(str, Enum):
     resnet34 = "resnet34"
 
 
+class Dataset(str, Enum):
+    culane = "culane"
+    tusimple = "tusimple"
+    llamas = "llamas"
+
+
+class AnchorOrder(str, Enum):
+    torch16 = "torch16"
+    stable = "stable"
+
+
 class Target(str, Enum):
     auto = "auto"
     onnx = "onnx"
@@ -50,10 +61,19 @@ def convert(
     backbone: Annotated[Backbone, typer.Option(help="LaneATT backbone.", rich_help_panel=_LANEATT)] = Backbone.resnet34,
     checkpoint: Annotated[Optional[Path], typer.Option(
         help="Official LaneATT checkpoint ({'model': state_dict} or a bare state_dict).", rich_help_panel=_LANEATT)] = None,
+    dataset: Annotated[Optional[Dataset], typer.Option(
+        help="The data set an official checkpoint was trained on: its shipped anchor-frequency table, the top 1000 "
+             "anchors and its decode defaults (TuSimple: conf 0.2, NMS 45, top 5).", rich_help_panel=_LANEATT)] = None,
     anchors_freq: Annotated[Optional[Path], typer.Option(
-        help="Anchor-frequency file (e.g. culane_anchors_freq.pt) for --topk-anchors.", rich_help_panel=_LANEATT)] = None,
+        help="Your own anchor-frequency file (a torch 1-D tensor, for custom training) for --topk-anchors. A wrong "
+             "file cannot be detected from shapes: the model converts and finds poor lanes.",
+        rich_help_panel=_LANEATT)] = None,
     topk_anchors: Annotated[Optional[int], typer.Option(
-        help="Keep the top-k most frequent anchors (1000 for the CULane checkpoints).", rich_help_panel=_LANEATT)] = None,
+        help="Keep the top-k most frequent anchors (default 1000 with --dataset).", rich_help_panel=_LANEATT)] = None,
+    anchor_order: Annotated[AnchorOrder, typer.Option(
+        help="How tied frequencies are ordered: torch16 = PyTorch 1.6's argsort, what every official checkpoint was "
+             "trained with; stable = ties by anchor index, only for checkpoints trained with that rule.",
+        rich_help_panel=_LANEATT)] = AnchorOrder.torch16,
     input_shape: Annotated[Optional[str], typer.Option(
         help="Input shape for TorchScript/factory models, e.g. 1,3,360,640 (the batch dimension comes from "
              "--batch or --min/--max-batch).")] = None,
@@ -93,6 +113,13 @@ def convert(
         help="TensorRT builder optimisation level (0-5).", rich_help_panel=_TRT)] = None,
     verify: Annotated[bool, typer.Option(help="Check the plan against ONNX Runtime after building.",
                                          rich_help_panel=_TRT)] = True,
+    fp16_io: Annotated[bool, typer.Option(
+        "--fp16-io", help="model_fp16.onnx (and its strongly typed plan) with FP16 inputs/outputs instead of FP32.",
+        rich_help_panel=_TRT)] = False,
+    weak_typing: Annotated[bool, typer.Option(
+        "--weak-typing", help="TensorRT 10.x FP16: build model.onnx with the FP16 builder flag and FP32 layer pins "
+                              "instead of the strongly typed model_fp16.onnx (not available on TensorRT 11).",
+        rich_help_panel=_TRT)] = False,
     install: Annotated[bool, typer.Option("--install", help="Install the result into the model repository.")] = False,
     repository: Annotated[Path, typer.Option(help="Triton model repository for --install.")] = Path("model_repository"),
     name: Annotated[str, typer.Option(help="Model name in the repository for --install.")] = "lanedet",
@@ -118,18 +145,18 @@ def convert(
     reporter = ConsoleReporter(console)
     source = SourceSpec(
         model=model, backbone=backbone.value, checkpoint=checkpoint, anchors_freq=anchors_freq,
-        topk_anchors=topk_anchors, input_shape=parse_input_shape(input_shape) if input_shape else None, seed=seed,
+        dataset=dataset.value if dataset else None, topk_anchors=topk_anchors, anchor_order=anchor_order.value, input_shape=parse_input_shape(input_shape) if input_shape else None, seed=seed,
     )
     settings = ExportSettings(
         opset=opset, batch=batch_range(batch, min_batch, opt_batch, max_batch), input_name=input_name,
         output_names=tuple(n.strip() for n in output_name.split(",") if n.strip()), atol=atol, rtol=rtol,
-        simplify=simplify, seed=seed,
+        simplify=simplify, seed=seed, fp16_onnx=precision == Precision.fp16, fp16_io=fp16_io,
     )
     engine_options = EngineOptions(
         builder=builder.value, precision=precision.value,
         workspace=None if workspace is None else parse_size(workspace), dla_core=dla_core,
         timing_cache=timing_cache, calibration_images=calibration_images,
-        optimization_level=builder_optimization_level, verify=verify, force=force,
+        optimization_level=builder_optimization_level, verify=verify, force=force, weak_typing=weak_typing,
     )
     try:
         result = run_convert(source, output, settings, target=target.value, engine_options=engine_options,
@@ -194,6 +221,16 @@ def _print_summary(console: Any, result: Any) -> None:
         table.add_row(file_name, _size(entry["bytes"]), entry["sha256"][:16] + "…")
     console.print(table)
 
+    fp16_model = (fp16 or {}).get("onnx")
+    if fp16_model:
+        check, lanes = fp16_model["verify"], fp16_model["verify"].get("lanes")
+        for out_name, entry in check["outputs"].items():
+            console.print(f"{fp16_model['file']} vs model.onnx (ONNX Runtime) {out_name}: max abs "
+                          f"{entry['max_abs']:.3g}, max rel {entry['max_rel']:.3g}")
+        if lanes:
+            console.print(f"{fp16_model['file']} lanes: {lanes['lanes_fp16']} (FP32 {lanes['lanes_fp32']}) over "
+                          f"{lanes['images']} images, mean |dx| {lanes['mean_dx_px']:.2f} px "
+                          f"(limit {lanes['max_mean_dx_px']:g} px)")
     parity = manifest.get("parity")
     if parity:
         for out_name, entry in parity["outputs"].items():

@@ -39,6 +39,8 @@ def install(
     tritonserver: Annotated[
         Optional[Path], typer.Option(help="tritonserver binary whose backends decide the runtime.")
     ] = None,
+    fp16: Annotated[bool, typer.Option(
+        "--fp16", help="Serve model_fp16.onnx (ONNX Runtime) instead of model.onnx or the plan.")] = False,
 ) -> None:
     """Install an artifact as the next version of a model; a running server loads it."""
     from ..progress import ConsoleReporter
@@ -47,7 +49,7 @@ def install(
     result = do_install(
         artifact, repository, name, runtime=runtime, pipeline=pipeline, max_queue_delay_us=max_queue_delay_us,
         instances=instances, warmup=warmup, keep=keep, force=force, tritonserver=tritonserver,
-        reporter=ConsoleReporter(),
+        reporter=ConsoleReporter(), fp16=fp16,
     )
     typer.echo(result.summary())
 

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import ClientError, ModelNotReadyError, ServerUnavailableError, one_line
+from ..errors import ClientError, ModelChangedError, ModelNotReadyError, ServerUnavailableError, one_line
 from .model_io import (
     DecodeParams,
     LaneModel,
@@ -92,9 +92,23 @@ def status_of(exc: Any) -> str:
     return (status or "").replace("StatusCode.", "")
 
 
+# What Triton answers a request built for another version of the model (2.51's messages).
+_OTHER_VERSION = ("shared memory size specified with the request for output", "unexpected shape for input",
+                  "data-type is")
+
+
+def model_changed(exc: Exception) -> bool:
+    """Whether a failure says the server now serves another version of the model (same server process)."""
+    if isinstance(exc, ModelChangedError):
+        return True
+    msg = one_line(exc, 2000).lower() if status_of(exc) else ""
+    return any(fragment in msg for fragment in _OTHER_VERSION)
+
+
 def is_retryable(exc: Exception, was_ready: bool) -> bool:
-    """UNAVAILABLE, or (after we were served once) a model or shm region the server forgot on restart."""
-    if isinstance(exc, ModelNotReadyError):
+    """UNAVAILABLE, or (after we were served once) a model or shm region the server forgot on restart,
+    or a model the server replaced by another version."""
+    if isinstance(exc, ModelNotReadyError) or model_changed(exc):
         return was_ready
     status = status_of(exc)
     if status == "UNAVAILABLE":
@@ -116,6 +130,11 @@ def to_client_error(exc: Any, url: str, model: str, client_timeout: float | None
         return ServerUnavailableError(
             f"Triton at {url} did not answer within client_timeout={client_timeout} s; the server is overloaded "
             "or hung: check `edge-deploy serve` status, or raise client_timeout."
+        )
+    if model_changed(exc):
+        return ModelChangedError(
+            f"model {model!r} at {url} now takes or returns other tensors than when the client read it ({msg}); "
+            "a new version was loaded: the next call re-reads the model."
         )
     if status == "NOT_FOUND" or "not ready" in msg.lower() or "unknown model" in msg.lower():
         return ModelNotReadyError(
@@ -279,12 +298,15 @@ class ClientBase:
         retry = is_retryable(exc, self.model is not None)
         error = self._error(exc)
         delay = backoff.next() if retry else None
+        changed = model_changed(exc)  # the same server process, another version of the model
+        self._stale = self._stale or changed
         if delay is None:
             if retry and self.retry_deadline > 0:
                 raise type(error)(f"{str(error).rstrip('.')} (retried for {self.retry_deadline:g} s).") from None
             raise error from None
-        # The server may be a new process: it knows neither our regions nor, perhaps, the same model.
-        self._registered.clear()
+        if not changed:
+            # The server may be a new process: it knows neither our regions nor, perhaps, the same model.
+            self._registered.clear()
         self._stale = True
         return delay
 

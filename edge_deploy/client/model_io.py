@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import ClientError, FrameError, ModelMismatchError
+from ..errors import ClientError, FrameError, ModelChangedError, ModelMismatchError
 from ..lanedet.contract import (
     LANEATT_DECODE,
     LANEATT_PREPROCESS,
@@ -377,6 +377,7 @@ def read_lanes(slot: Slot, request: Request, result: Any, params: DecodeParams) 
     model = slot.model
     if model.kind == "pipeline":
         return [_pipeline_lanes(model, result, params)]
+    _check_output(model, result)
     if slot.use_shm:
         raw = slot.output
     else:
@@ -394,6 +395,22 @@ def read_lanes(slot: Slot, request: Request, result: Any, params: DecodeParams) 
             lanes = [Lane(lane.points + np.float32([left, top]), lane.score) for lane in lanes]
         out.append(lanes)
     return out
+
+
+def _check_output(model: LaneModel, result: Any) -> None:
+    """The answer has the rows and datatype the client was set up for, else the server loaded another version.
+
+    Without this check a version with fewer rows would be decoded from a buffer laid
+    out for more (stale rows included), and one with more rows cut to the old count.
+    """
+    out = result.get_output(model.output_name)
+    shape = [int(d) for d in out.shape] if out is not None else []
+    if shape[-2:] != [model.num_rows, ROW_WIDTH] or out.datatype != model.output_datatype:
+        got = f"{out.datatype} {shape}" if out is not None else f"no {model.output_name!r}"
+        raise ModelChangedError(
+            f"model {model.name!r} answered with {got}, not the {model.output_datatype} [{model.num_rows}, {ROW_WIDTH}] "
+            "rows it had when the client read it: the server loaded another version; the next call re-reads the model."
+        )
 
 
 def _pipeline_lanes(model: LaneModel, result: Any, params: DecodeParams) -> list[Lane]:

@@ -16,7 +16,10 @@ transport="grpc", the tensors go inside the gRPC messages.
 Every RPC has `client_timeout`. When the server is unreachable (UNAVAILABLE,
 e.g. while it restarts) a call retries with backoff until `retry_deadline`,
 re-reads the model description and re-registers the shared memory regions
-with the new server process. Failures are `ClientError` subclasses with
+with the new server process. When the server answers for another version of
+the model than the one the client read (an install changed its rows, input
+size or datatype), the client re-reads the model and repeats the request.
+Failures are `ClientError` subclasses with
 one-line messages. Everything but the calls to the server is shared with
 AsyncLaneDetClient (client_base.py, model_io.py).
 """

@@ -17,6 +17,7 @@ from ..errors import ConvertError, one_line
 from ..lanedet.contract import LANEATT_DECODE, LANEATT_PREPROCESS
 from ..parity import ort_session, parity_inputs, run_ort, tolerance_report
 from ..progress import Reporter
+from .fp16_onnx import make_fp16_onnx
 from .onnx_export import (
     check_onnx,
     export_onnx,
@@ -151,7 +152,7 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
     preprocess = dict(LANEATT_PREPROCESS)
     if len(loaded.sample_shape) == 3:
         preprocess["height"], preprocess["width"] = int(loaded.sample_shape[1]), int(loaded.sample_shape[2])
-    return {
+    manifest = {
         "format": FORMAT,
         "tool": {"name": "edge-deploy", "version": __version__},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -166,7 +167,7 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
             "simplify": simplify_report,
         },
         "preprocess": preprocess,
-        "decode": dict(LANEATT_DECODE),
+        "decode": dict(loaded.decode or LANEATT_DECODE),
         "parity": {
             "reference": "torch (CPU, FP32) vs ONNX Runtime (CPUExecutionProvider, FP32)",
             "tolerance": {"atol": settings.atol, "rtol": settings.rtol},
@@ -177,6 +178,10 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
         "fp16": fp16,
         "plan": None,
     }
+    if settings.fp16_onnx:
+        with reporter.stage("FP16 ONNX"):
+            make_fp16_onnx(workdir, manifest, fp16_io=settings.fp16_io, reporter=reporter)
+    return manifest
 
 
 def _output_names(requested: Sequence[str], count: int) -> list[str]:

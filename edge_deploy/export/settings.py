@@ -68,3 +68,5 @@ class ExportSettings:
     rtol: float = DEFAULT_RTOL
     simplify: bool = True
     seed: int = 0
+    fp16_onnx: bool = True  # also write model_fp16.onnx (convert --precision fp16, the default)
+    fp16_io: bool = False  # model_fp16.onnx with FP16 graph inputs/outputs (--fp16-io)

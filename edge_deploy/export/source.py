@@ -17,8 +17,15 @@ from typing import Any
 from .._deps import require
 from ..artifact import MANIFEST_NAME, ONNX_NAME, sha256_file
 from ..errors import ConvertError, EdgeDeployError, one_line
+from ..lanedet.anchors import N_ANCHORS
+from ..lanedet.contract import DATASET_DECODE
 
 LANEATT_INPUT_SHAPE = (1, 3, 360, 640)
+ANCHOR_ORDER_RULES = {
+    "torch16": "torch.argsort(freq, descending=True)[:k] as PyTorch 1.6 computes it on the CPU "
+               "(TH quicksort: median of three, insertion pass over partitions <= 10; ties not in index order)",
+    "stable": "descending frequency, ties by anchor index",
+}
 
 
 @dataclass
@@ -29,7 +36,9 @@ class SourceSpec:
     backbone: str = "resnet34"
     checkpoint: Path | None = None
     anchors_freq: Path | None = None
+    dataset: str | None = None
     topk_anchors: int | None = None
+    anchor_order: str = "torch16"
     input_shape: tuple[int, ...] | None = None
     seed: int = 0
 
@@ -41,6 +50,7 @@ class LoadedModel:
     module: Any  # torch.nn.Module
     sample_shape: tuple[int, ...]  # per-sample input shape (without batch)
     source: dict[str, Any]  # the manifest's "source" section; source["trained"] is False for seeded weights
+    decode: dict[str, Any] | None = None  # decode defaults the model was trained for (None: CULane's)
 
 
 
@@ -128,7 +138,9 @@ def _load_laneatt(spec: SourceSpec) -> LoadedModel:
         spec.backbone,
         checkpoint=spec.checkpoint,
         anchors_freq=spec.anchors_freq,
+        dataset=spec.dataset,
         topk_anchors=spec.topk_anchors,
+        anchor_order=spec.anchor_order,
         seed=spec.seed,
     )
     module.eval()
@@ -141,12 +153,18 @@ def _load_laneatt(spec: SourceSpec) -> LoadedModel:
             "path": str(Path(spec.checkpoint).resolve()), "sha256": sha256_file(Path(spec.checkpoint))},
         "anchors_freq": None if spec.anchors_freq is None else {
             "path": str(Path(spec.anchors_freq).resolve()), "sha256": sha256_file(Path(spec.anchors_freq))},
-        "topk_anchors": spec.topk_anchors,
+        "dataset": spec.dataset,
+        "topk_anchors": module.num_anchors if module.num_anchors != N_ANCHORS else None,
+        "anchor_order": None if module.num_anchors == N_ANCHORS else {
+            "rule": spec.anchor_order,
+            "description": ANCHOR_ORDER_RULES[spec.anchor_order],
+        },
         "num_anchors": module.num_anchors,
         "trained": trained,
         "seed": None if trained else spec.seed,
     }
-    return LoadedModel(module, LANEATT_INPUT_SHAPE[1:], source)
+    decode = DATASET_DECODE.get(spec.dataset) if spec.dataset else None
+    return LoadedModel(module, LANEATT_INPUT_SHAPE[1:], source, decode)
 
 
 def _load_torchscript(torch: Any, path: Path) -> Any:

@@ -74,14 +74,3 @@ def pooling_columns() -> tuple[np.ndarray, np.ndarray]:
     valid = (unclamped >= 0) & (unclamped <= FMAP_W)
     columns = np.clip(unclamped, 0, FMAP_W - 1)
     return np.ascontiguousarray(columns), np.ascontiguousarray(valid)
-
-
-def topk_indices(frequency: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k most frequent anchors, most frequent first (ties: lower index first)."""
-    freq = np.asarray(frequency)
-    if freq.ndim != 1:
-        raise ValueError(f"anchor frequencies must be 1-D, got shape {freq.shape}")
-    if not 1 <= k <= freq.shape[0]:
-        raise ValueError(f"k must be in 1..{freq.shape[0]}, got {k}")
-    order = np.argsort(-freq.astype(np.float64), kind="stable")
-    return order[:k].astype(np.int64)

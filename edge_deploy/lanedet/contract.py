@@ -20,6 +20,12 @@ LANEATT_PREPROCESS: dict[str, Any] = {
     "layout": "NCHW",
 }
 LANEATT_DECODE: dict[str, Any] = {"conf_threshold": 0.5, "nms_threshold": 50.0, "top_k": 4}
+# The official test parameters per data set (LaneATT's cfgs/*.yml), recorded when convert is given --dataset.
+DATASET_DECODE: dict[str, dict[str, Any]] = {
+    "culane": LANEATT_DECODE,
+    "tusimple": {"conf_threshold": 0.2, "nms_threshold": 45.0, "top_k": 5},
+    "llamas": LANEATT_DECODE,
+}
 
 # config.pbtxt `parameters` (JSON strings) that LaneDetClient configures itself from.
 PARAM_PREPROCESS = "edge_deploy.preprocess"

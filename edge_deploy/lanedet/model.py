@@ -35,7 +35,7 @@ class LaneATT(nn.Module):
 
     Output row: [logit_neg, logit_pos, start_y, start_x, length, x_0..x_71] with x in
     640-px units (docs/design.md, "The LaneATT model"). `anchor_indices` selects (and orders)
-    rows of the 2784-anchor table, e.g. `anchors.topk_indices(freq, 1000)`.
+    rows of the 2784-anchor table, e.g. `anchor_order.topk_anchor_indices(freq, 1000)`.
     """
 
     def __init__(self, backbone: str = "resnet34", anchor_indices: np.ndarray | None = None) -> None:
@@ -233,22 +233,67 @@ def load_anchor_frequency(path: Path | str) -> np.ndarray:
     return obj.detach().numpy().copy()
 
 
+def anchor_frequency(dataset: str | None, anchors_freq: Path | str | None) -> np.ndarray | None:
+    """The frequency table for the top-k anchors: a shipped official one (`dataset`) or a file; None for neither."""
+    from .anchor_order import DATASETS, dataset_frequency
+
+    if dataset is not None and anchors_freq is not None:
+        raise ConvertError("--dataset and --anchors-freq both give the anchor frequencies: pass one of them")
+    if dataset is not None:
+        if dataset not in DATASETS:
+            raise ConvertError(f"unknown --dataset {dataset!r}: use one of {', '.join(DATASETS)}")
+        return dataset_frequency(dataset)
+    return None if anchors_freq is None else load_anchor_frequency(anchors_freq)
+
+
+def _checkpoint_anchors(path: Path | str) -> int | None:
+    """How many anchors a checkpoint's attention layer was trained with (None when it cannot tell)."""
+    if not Path(path).is_file():
+        return None
+    state = _state_dict_from(_torch_load(Path(path), "checkpoint", "torch.save(state_dict, 'weights.pt')"))
+    attention = (state or {}).get("attention_layer.weight")
+    return int(attention.shape[0]) + 1 if isinstance(attention, Tensor) and attention.ndim == 2 else None
+
+
 def build_laneatt(
     backbone: str = "resnet34",
     *,
     checkpoint: Path | str | None = None,
     anchors_freq: Path | str | None = None,
+    dataset: str | None = None,
     topk_anchors: int | None = None,
+    anchor_order: str = "torch16",
     seed: int = 0,
 ) -> LaneATT:
-    """A LaneATT model in eval mode: weights from `checkpoint`, else from torch.manual_seed(seed)."""
-    if (topk_anchors is None) != (anchors_freq is None):
-        raise ConvertError("--topk-anchors and --anchors-freq go together: pass both (or neither for all 2784 anchors)")
-    indices = None
-    if topk_anchors is not None:
-        if not 2 <= topk_anchors <= A.N_ANCHORS:
-            raise ConvertError(f"--topk-anchors must be between 2 and {A.N_ANCHORS}, got {topk_anchors}")
-        indices = A.topk_indices(load_anchor_frequency(anchors_freq), topk_anchors)  # type: ignore[arg-type]
+    """A LaneATT model in eval mode: weights from `checkpoint`, else from torch.manual_seed(seed).
+
+    Top-k anchors (the official checkpoints keep 1000) come from `dataset`'s shipped
+    frequency table or an `anchors_freq` file, ordered by `anchor_order` ("torch16":
+    torch 1.6's argsort, what official checkpoints were trained with; "stable": ties
+    by index, for models trained with that rule).
+    """
+    from .anchor_order import ORDERS, topk_anchor_indices
+
+    if dataset is not None and topk_anchors is None:
+        topk_anchors = 1000  # every official config
+    if topk_anchors is not None and dataset is None and anchors_freq is None:
+        raise ConvertError("--topk-anchors needs the anchor frequencies: pass --dataset culane|tusimple|llamas "
+                           "(official checkpoints) or --anchors-freq FILE")
+    if anchors_freq is not None and topk_anchors is None:
+        raise ConvertError("--anchors-freq goes with --topk-anchors: pass both (or neither for all 2784 anchors)")
+    if topk_anchors is not None and not 2 <= topk_anchors <= A.N_ANCHORS:
+        raise ConvertError(f"--topk-anchors must be between 2 and {A.N_ANCHORS}, got {topk_anchors}")
+    if anchor_order not in ORDERS:
+        raise ConvertError(f"unknown --anchor-order {anchor_order!r}: use one of {', '.join(ORDERS)}")
+    frequency = anchor_frequency(dataset, anchors_freq)
+    if checkpoint is not None and frequency is None:
+        trained = _checkpoint_anchors(checkpoint)
+        if trained is not None and trained != A.N_ANCHORS:
+            raise CheckpointError(
+                f"checkpoint {checkpoint} was trained with the top {trained} anchors: pass --dataset "
+                f"culane|tusimple|llamas for an official checkpoint, or --anchors-freq FILE --topk-anchors {trained}"
+            )
+    indices = None if frequency is None else topk_anchor_indices(frequency, topk_anchors, anchor_order)
     with torch.random.fork_rng(devices=[]):  # seeded weights without touching the caller's RNG
         torch.manual_seed(seed)
         model = LaneATT(backbone, indices)

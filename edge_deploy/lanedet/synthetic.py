@@ -1,23 +1,85 @@
 """Deterministic synthetic data: road-scene frames and LaneATT-shaped raw outputs.
 
-No external data: the README demo, tests and benchmarks draw their frames here.
-Everything is a pure function of its arguments (seeded numpy Generator + cv2 drawing).
+No external data: the README demo, tests, benchmarks and the demo-weight training draw
+their frames here. Everything is a pure function of its arguments (seeded numpy
+Generator + cv2 drawing).
+
+Scenes are rendered from a small world model: a flat road with lane markings at
+lateral offsets X (metres), bending with a curvature that may change sign (S-bends),
+seen by a pinhole camera of height h at focal length f. Geometry lives in a 1640x590
+reference frame and is scaled to the requested size, so `scene(s, 640, 360)` is the
+same scene as `scene(s, 1640, 590)` resized (up to anti-aliasing and noise).
+
+Seeds >= EVAL_SEED_BASE are reserved for evaluation; training code must refuse them.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Iterator
 
 import cv2
 import numpy as np
 
-__all__ = ["road_scene", "raw_output"]
+__all__ = ["CONDITIONS", "EVAL_SEED_BASE", "Scene", "drive", "raw_output", "road_scene", "scene"]
 
+EVAL_SEED_BASE = 1_000_000_000
+CONDITIONS = (
+    "curve", "s_curve", "occlusion", "worn", "night", "dusk", "glare", "wet", "blur", "tilt", "shadow", "many_lanes",
+)
+
+_REF_W, _REF_H = 1640.0, 590.0
 _SKY_TOP = np.array([205, 150, 95], dtype=np.float32)  # BGR
 _SKY_HORIZON = np.array([240, 225, 210], dtype=np.float32)
-_ROAD_FAR = np.array([120, 118, 115], dtype=np.float32)
-_ROAD_NEAR = np.array([70, 70, 68], dtype=np.float32)
+_ROAD = np.array([100, 98, 95], dtype=np.float32)
 _GRASS = np.array([60, 120, 80], dtype=np.float32)
-_WHITE = (235, 235, 235)
-_YELLOW = (40, 200, 230)
+_WHITE = np.array([235, 235, 235], dtype=np.float32)
+_YELLOW = np.array([40, 200, 230], dtype=np.float32)
 _SUBPIXEL = 4  # cv2 shift bits for anti-aliased sub-pixel drawing
+_CAR_COLOURS = ((40, 40, 40), (200, 200, 200), (30, 30, 150), (140, 60, 20), (90, 90, 90), (230, 230, 230))
+
+
+@dataclass(frozen=True)
+class Scene:
+    """One rendered frame: image (uint8 HxWx3 BGR), lanes (float32 (N, 2) (x, y) polylines, top to
+    bottom, inside the frame; one per marking, occluded or worn parts included), and the condition
+    tags drawn for it (a subset of CONDITIONS, sorted)."""
+
+    frame: np.ndarray
+    lanes: list[np.ndarray]
+    conditions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Params:
+    f: float  # focal length, reference pixels
+    horizon: float  # reference v of the horizon (pitch)
+    cu: float  # reference u of the optical axis
+    cam_h: float  # camera height, m
+    cam_x: float  # camera lateral position, m
+    yaw: float  # road heading relative to the camera, rad
+    c0: float  # curvature at the camera, 1/m
+    c1: float  # curvature change per metre (S-bends)
+    z_far: float  # markings end here, m
+    xs: tuple[float, ...]  # marking lateral offsets, m
+    dashed: tuple[bool, ...]
+    yellow: tuple[bool, ...]
+    paint: tuple[float, ...]  # paint strength per marking, 0..1
+    gaps: tuple[tuple[float, float], ...]  # (z0, z1) stretches with no paint, per marking (z0 = z1: none)
+    mark_w: float  # marking width, m
+    dash: tuple[float, float, float]  # dash length, period, phase (m)
+    shoulder: float
+    road_tint: tuple[float, float, float]
+    cars: tuple[tuple[float, float, float, float, int], ...]  # (x m, z m, width m, height m, colour)
+    shadows: tuple[tuple[float, float, float, float], ...]  # (x m, z m, half-width m, half-depth m)
+    light: str  # day, dusk, night, glare
+    sun_u: float
+    wet: float  # 0: dry, else reflection strength
+    wear: float  # 0: fresh paint, else fraction of paint lost in blotches
+    roll: float  # degrees
+    zoom: float
+    shift: tuple[float, float]  # reference pixels
+    blur: float  # motion blur length, reference pixels (0: none)
+    blur_angle: float
 
 
 def _check_int(name: str, value: object, low: int, high: int) -> int:
@@ -26,105 +88,394 @@ def _check_int(name: str, value: object, low: int, high: int) -> int:
     return int(value)
 
 
-def road_scene(
-    width: int = 1640, height: int = 590, *, seed: int = 0, lanes: int = 4
-) -> tuple[np.ndarray, list[np.ndarray]]:
-    """A road seen from a car: (frame uint8 HxWx3 BGR, ground truth).
+def _sample(rng: np.random.Generator, lanes: int | None, hard: bool) -> _Params:
+    """Draw a scene's parameters. hard=False keeps the old easy look (daylight, no clutter)."""
+    u = rng.uniform
+    n = int(rng.integers(2, 7)) if lanes is None else lanes
+    widths = u(2.9, 4.0, size=max(n - 1, 1))
+    if hard:
+        widths = widths * u(0.9, 1.1, size=widths.shape)
+    xs = np.concatenate([[0.0], np.cumsum(widths)])[:n] if n > 1 else np.array([0.0])
+    ego = int(rng.integers(0, max(n - 1, 1)))  # the camera drives in lane [ego, ego + 1]
+    lane_w = widths[min(ego, len(widths) - 1)]
+    cam_x = xs[ego] + lane_w * u(0.3, 0.7) if n > 1 else u(-1.8, 1.8)
+    if lanes is not None and n > 1 and not hard:
+        # the old API promises every marking visible over a good stretch: keep them near the camera
+        cam_x = 0.5 * (xs[0] + xs[-1]) + u(-0.5, 0.5)
+        xs = (xs - 0.5 * (xs[0] + xs[-1])) * min(1.0, 11.0 / max(xs[-1] - xs[0], 1e-6)) + 0.5 * (xs[0] + xs[-1])
+    curvy = hard and u() < 0.5
+    c0 = u(-1 / 250, 1 / 250) if curvy else u(-1 / 2500, 1 / 2500)
+    if curvy and u() < 0.2:
+        c0 = np.sign(c0) * u(1 / 250, 1 / 140)
+    c1 = -c0 / u(25, 60) if curvy and u() < 0.4 else 0.0
+    dashed = tuple(0 < i < n - 1 for i in range(n))
+    yellow = tuple(i == 0 and n > 1 and (not hard or u() < 0.5) for i in range(n))
+    if hard and u() < 0.2:  # some roads dash the outer markings too
+        dashed = tuple(d or u() < 0.5 for d in dashed)
+    wear = u(0.3, 0.75) if hard and u() < 0.35 else 0.0
+    paint = tuple(float(u(0.35, 1.0)) if wear else float(u(0.85, 1.0)) for _ in range(n))
+    gaps = []
+    for _ in range(n):
+        if wear and u() < 0.5:
+            z0 = u(5, 40)
+            gaps.append((z0, z0 + u(8, 30)))
+        else:
+            gaps.append((0.0, 0.0))
+    cars: list[tuple[float, float, float, float, int]] = []
+    if hard and u() < 0.55:
+        for _ in range(int(rng.integers(1, 4))):
+            k = int(rng.integers(0, max(n - 1, 1)))
+            x = xs[k] + (widths[min(k, len(widths) - 1)] * u(0.2, 0.8) if n > 1 else u(-2, 2))
+            if u() < 0.3:  # changing lanes: straddles a marking
+                x = xs[int(rng.integers(0, n))] + u(-0.6, 0.6)
+            big = u() < 0.2
+            cars.append((float(x), float(u(7, 45)), float(u(2.3, 2.6) if big else u(1.7, 1.95)),
+                         float(u(2.8, 3.8) if big else u(1.3, 1.6)), int(rng.integers(0, len(_CAR_COLOURS)))))
+    shadows = []
+    if u() < (0.5 if hard else 1.0):
+        for _ in range(int(rng.integers(1, 4 if not hard else 6))):
+            shadows.append((float(u(xs[0] - 4, xs[-1] + 4)), float(u(6, 40)), float(u(0.8, 4)), float(u(0.5, 3))))
+    light = "day"
+    if hard:
+        r = u()
+        light = "night" if r < 0.2 else "dusk" if r < 0.35 else "glare" if r < 0.47 else "day"
+    params = _Params(
+        f=float(u(950, 1250)),
+        horizon=float(u(200, 290) if hard else u(215, 260)),
+        cu=float(_REF_W / 2 + u(-60, 60)),
+        cam_h=float(u(1.2, 1.9) if hard else u(1.4, 1.6)),
+        cam_x=float(cam_x),
+        yaw=float(u(-0.04, 0.04) if hard else u(-0.02, 0.02)),
+        c0=float(c0),
+        c1=float(c1),
+        z_far=float(u(50, 120) if hard else u(80, 120)),
+        xs=tuple(float(x) for x in xs),
+        dashed=dashed,
+        yellow=yellow,
+        paint=paint,
+        gaps=tuple(gaps),
+        mark_w=float(u(0.12, 0.2)),
+        dash=(float(u(2.5, 4.5)), float(u(9, 14)), float(u(0, 20))),
+        shoulder=float(u(0.3, 2.5)),
+        road_tint=tuple(float(t) for t in u(0.75, 1.25, size=3) * u(0.7, 1.3)) if hard else (1.0, 1.0, 1.0),
+        cars=tuple(cars),
+        shadows=tuple(shadows),
+        light=light,
+        sun_u=float(u(200, 1440)),
+        wet=float(u(0.15, 0.35)) if hard and u() < 0.2 else 0.0,
+        wear=float(wear),
+        roll=float(u(-4, 4)) if hard and u() < 0.4 else 0.0,
+        zoom=float(u(1.0, 1.2)) if hard else 1.0,
+        shift=(float(u(-60, 60)), float(u(-25, 25))) if hard else (0.0, 0.0),
+        blur=float(u(6, 22)) if hard and u() < 0.25 else 0.0,
+        blur_angle=float(u(60, 120)),
+    )
+    if not hard:  # plain scenes start every dashed marking with paint at the frame bottom
+        dash_len, period, _ = params.dash
+        z_bottom = params.f * params.cam_h / (_REF_H - params.horizon)
+        params = replace(params, dash=(dash_len, period, (0.05 * dash_len - z_bottom) % period))
+    return params
 
-    The ground truth holds one float32 (N, 2) polyline (x, y) per lane marking, in
-    frame pixels, top to bottom, restricted to the frame. Same seed -> same scene.
-    The outermost markings are solid (the left one yellow), inner ones dashed.
-    """
-    width = _check_int("width", width, 64, 8192)
-    height = _check_int("height", height, 64, 8192)
-    lanes = _check_int("lanes", lanes, 1, 8)
-    rng = np.random.default_rng(seed)
 
-    horizon = height * rng.uniform(0.36, 0.44)
-    vp_x = width * (0.5 + rng.uniform(-0.06, 0.06))
-    curve = width * rng.uniform(-0.12, 0.12)  # bend of the road towards the horizon
-    spacing = width * rng.uniform(0.55, 0.75) / max(lanes - 1, 1) * (2.0 if lanes == 1 else 1.0)
-    centre = vp_x + width * rng.uniform(-0.08, 0.08)
-    bottoms = centre + (np.arange(lanes) - (lanes - 1) / 2.0) * spacing
+def _lateral(p: _Params, z: np.ndarray) -> np.ndarray:
+    """Road centreline offset (m) at distance z: heading plus a clothoid-like bend."""
+    return p.yaw * z + p.c0 * z**2 / 2.0 + p.c1 * z**3 / 6.0
 
-    def x_of(bottom: float, t: np.ndarray) -> np.ndarray:
-        # t = 0 at the horizon, 1 at the frame bottom.
-        return vp_x + (bottom - vp_x) * t + curve * t * (1.0 - t) ** 2
 
+def _project(p: _Params, x: float | np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """World (lateral x on the road, distance z) -> reference-frame (u, v)."""
+    u = p.cu + p.f * (x + _lateral(p, z) - p.cam_x) / z
+    v = p.horizon + p.f * p.cam_h / z
+    return u, v
+
+
+def _z_range(p: _Params) -> tuple[float, float]:
+    z_near = p.f * p.cam_h / (_REF_H * 1.25 - p.horizon)  # below the frame, so the crop never shows the end
+    return z_near, p.z_far
+
+
+def _camera_matrix(p: _Params, width: int, height: int) -> np.ndarray:
+    """Affine map from scene pixels to frame pixels (roll about the centre, zoom, shift).
+
+    Built in the reference frame and scaled, so every output size sees the same camera."""
+    m = cv2.getRotationMatrix2D((_REF_W / 2.0, _REF_H / 2.0), p.roll, p.zoom)
+    m[:, 2] += p.shift
+    scale = np.array([width / _REF_W, height / _REF_H])
+    m[:, :2] = m[:, :2] * scale[:, None] / scale[None, :]
+    m[:, 2] *= scale
+    return m
+
+
+def _noise_field(rng: np.random.Generator, width: int, height: int, cells: tuple[int, int]) -> np.ndarray:
+    """Smooth noise in [0, 1], float32 HxW: a coarse random grid upscaled bicubically."""
+    grid = rng.random((cells[1], cells[0]), dtype=np.float32)
+    return np.clip(cv2.resize(grid, (width, height), interpolation=cv2.INTER_CUBIC), 0.0, 1.0)
+
+
+def _scale(img: np.ndarray, gain: np.ndarray) -> np.ndarray:
+    """img (float32 HxWx3) * gain (HxW) per pixel; cv2, as NumPy broadcasting over 3 channels is slow."""
+    g = np.ascontiguousarray(gain, dtype=np.float32)
+    return cv2.multiply(img, cv2.merge([g, g, g]))
+
+
+def _blend(img: np.ndarray, top: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """img * (1 - alpha) + top * alpha, alpha float32 HxW in [0, 1]."""
+    a = np.ascontiguousarray(alpha, dtype=np.float32)
+    return cv2.blendLinear(top, img, a, 1.0 - a)
+
+
+def _poly(pts_u: np.ndarray, pts_v: np.ndarray, sx: float, sy: float) -> np.ndarray:
+    return np.round(np.stack([pts_u * sx, pts_v * sy], 1) * (1 << _SUBPIXEL)).astype(np.int32)
+
+
+def _render(p: _Params, width: int, height: int, rng: np.random.Generator) -> Scene:
+    sx, sy = width / _REF_W, height / _REF_H
+    horizon = p.horizon * sy
+    z_near, z_far = _z_range(p)
+    tags: set[str] = set()
+
+    # Sky and verge as per-row colours.
     ys = np.arange(height, dtype=np.float32)
     sky_t = np.clip(ys / max(horizon, 1.0), 0, 1)[:, None]
-    road_t = np.clip((ys - horizon) / (height - horizon), 0, 1)[:, None]
+    ground_t = np.clip((ys - horizon) / max(height - horizon, 1.0), 0, 1)[:, None]
     sky = _SKY_TOP * (1 - sky_t) + _SKY_HORIZON * sky_t
-    ground = np.where((ys < horizon)[:, None], sky, _GRASS * (0.8 + 0.4 * road_t))
-    road = _ROAD_FAR * (1 - road_t) + _ROAD_NEAR * road_t
+    rows = np.where((ys < horizon)[:, None], sky, _GRASS * (0.8 + 0.4 * ground_t))
+    canvas = np.repeat(rows[:, None, :], width, axis=1)  # float32 HxWx3
+    verge = _noise_field(rng, width, height, (24, 10))
+    canvas = _scale(canvas, 0.85 + 0.3 * verge)
+    canvas[: int(horizon)] = np.repeat(sky[: int(horizon), None, :], width, axis=1)
 
-    def rows_to_image(rows: np.ndarray) -> np.ndarray:
-        return cv2.resize(rows.astype(np.uint8)[:, None, :], (width, height), interpolation=cv2.INTER_NEAREST)
+    # Asphalt between the outer markings plus a shoulder.
+    z = np.geomspace(z_near, z_far * 1.3, 96)
+    lu, lv = _project(p, p.xs[0] - p.shoulder, z)
+    ru, _ = _project(p, p.xs[-1] + p.shoulder, z)
+    road_mask = np.zeros((height, width), dtype=np.uint8)
+    poly = _poly(np.concatenate([lu, ru[::-1]]), np.concatenate([lv, lv[::-1]]), sx, sy)
+    cv2.fillPoly(road_mask, [poly], 255, cv2.LINE_AA, _SUBPIXEL)
+    road_a = road_mask.astype(np.float32) / 255.0
+    shade = 0.75 + 0.35 * ground_t  # far asphalt looks lighter (haze)
+    road_rgb = _ROAD * np.asarray(p.road_tint, dtype=np.float32) * (1.25 - 0.35 * shade)
+    texture = 0.9 + 0.2 * _noise_field(rng, width, height, (40, 16))
+    road_img = _scale(np.ascontiguousarray(np.repeat(road_rgb[:, None, :], width, axis=1)), texture)
+    canvas = _blend(canvas, road_img, road_a)
 
-    # Asphalt between the outer markings (plus a shoulder), as one anti-aliased polygon.
-    t_rows = np.linspace(0.0, 1.0, 64)
-    y_rows = horizon + t_rows * (height - horizon)
-    margin = 0.25 * spacing * t_rows
-    left = x_of(bottoms[0], t_rows) - margin
-    right = x_of(bottoms[-1], t_rows) + margin
-    poly = np.concatenate([np.stack([left, y_rows], 1), np.stack([right, y_rows], 1)[::-1]])
-    mask = np.zeros((height, width), dtype=np.uint8)
-    cv2.fillPoly(mask, [np.round(poly * (1 << _SUBPIXEL)).astype(np.int32)], 255, cv2.LINE_AA, _SUBPIXEL)
-    alpha = mask.astype(np.float32) / 255.0
-    canvas = cv2.blendLinear(rows_to_image(road), rows_to_image(ground), alpha, 1.0 - alpha)
-
-    # A few soft shadows on the road.
-    for _ in range(rng.integers(1, 4)):
-        cy = int(rng.uniform(horizon + 0.2 * (height - horizon), height))
-        cx = int(rng.uniform(0, width))
-        ax, ay = int(rng.uniform(0.05, 0.2) * width), int(rng.uniform(0.02, 0.06) * height)
-        pad = 30
-        x0, x1 = max(cx - ax - pad, 0), min(cx + ax + pad, width)
-        y0, y1 = max(cy - ay - pad, 0), min(cy + ay + pad, height)
-        if x1 <= x0 or y1 <= y0:
-            continue
-        shadow = np.zeros((y1 - y0, x1 - x0), dtype=np.uint8)
-        cv2.ellipse(shadow, (cx - x0, cy - y0), (ax, ay), 0, 0, 360, 255, -1, cv2.LINE_AA)
-        shade = 1.0 - 0.35 * (cv2.GaussianBlur(shadow, (0, 0), 9).astype(np.float32) / 255.0) * alpha[y0:y1, x0:x1]
-        roi = canvas[y0:y1, x0:x1]
-        roi[:] = (roi * shade[:, :, None]).astype(np.uint8)
-
-    top_t = 0.04
-    t_fine = np.linspace(top_t, 1.0, 160)
-    y_fine = horizon + t_fine * (height - horizon)
-    dash_phase = rng.uniform(0, 1)
-    truth = []
-    for i, bottom in enumerate(bottoms):
-        xs = x_of(bottom, t_fine)
-        half = 0.5 * (2.0 + 0.012 * width * t_fine)
-        dashed = 0 < i < lanes - 1
-        colour = _YELLOW if (i == 0 and lanes > 1) else _WHITE
-        # Dashes are periodic in road distance, which grows like 1/t with perspective.
-        on = (np.floor(6.0 / t_fine + dash_phase) % 2 == 0) if dashed else np.ones_like(t_fine, dtype=bool)
-        quads = []
-        for k in range(len(t_fine) - 1):
-            if not on[k]:
+    # Paint: one mask per colour, value = paint strength, then wear.
+    masks = {False: np.zeros((height, width), np.uint8), True: np.zeros((height, width), np.uint8)}
+    zf = np.geomspace(z_near, z_far, 400)
+    truth_ref = []
+    dash_len, period, phase = p.dash
+    for i, x in enumerate(p.xs):
+        u_c, v_c = _project(p, x, zf)
+        truth_ref.append((u_c, v_c))
+        on = np.ones_like(zf, dtype=bool)
+        if p.dashed[i]:
+            on &= np.mod(zf + phase, period) < dash_len
+        g0, g1 = p.gaps[i]
+        on &= ~((zf >= g0) & (zf < g1))
+        ul, _ = _project(p, x - p.mark_w / 2, zf)
+        ur, _ = _project(p, x + p.mark_w / 2, zf)
+        polys = []
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], on.astype(np.int8), [0]])))
+        for a, b in zip(edges[::2], edges[1::2]):
+            if b - a < 1:
                 continue
-            quads.append(
-                [
-                    (xs[k] - half[k], y_fine[k]),
-                    (xs[k] + half[k], y_fine[k]),
-                    (xs[k + 1] + half[k + 1], y_fine[k + 1]),
-                    (xs[k + 1] - half[k + 1], y_fine[k + 1]),
-                ]
-            )
-        if quads:
-            pts = [np.round(np.asarray(q) * (1 << _SUBPIXEL)).astype(np.int32) for q in quads]
-            cv2.fillPoly(canvas, pts, colour, cv2.LINE_AA, _SUBPIXEL)
-        inside = (xs >= 0) & (xs <= width - 1)
-        truth.append(np.stack([xs[inside], y_fine[inside]], axis=1).astype(np.float32))
+            b = min(b + 1, len(zf))  # close the run up to the next sample
+            polys.append(_poly(np.concatenate([ul[a:b], ur[a:b][::-1]]), np.concatenate([v_c[a:b], v_c[a:b][::-1]]), sx, sy))
+        if polys:
+            cv2.fillPoly(masks[p.yellow[i]], polys, int(round(255 * p.paint[i])), cv2.LINE_AA, _SUBPIXEL)
+    wear_map = None
+    if p.wear:
+        tags.add("worn")
+        blotch = _noise_field(rng, width, height, (60, 30)) * 0.6 + 0.4 * rng.random((height, width), dtype=np.float32)
+        wear_map = np.clip((blotch - p.wear * 0.8) * 4.0, 0.0, 1.0)
+    for is_yellow, mask in masks.items():
+        if is_yellow and not any(p.yellow):
+            continue
+        a = mask.astype(np.float32) * np.float32(1 / 255)
+        if wear_map is not None:
+            a *= wear_map
+        colour = _YELLOW if is_yellow else _WHITE
+        canvas = _blend(canvas, np.full_like(canvas, colour), a)
+
+    # Soft shadows (trees, bridges) across road and paint.
+    if p.shadows:
+        shadow = np.zeros((height, width), np.uint8)
+        for x, zc, hw, hd in p.shadows:
+            zc = max(zc, z_near + hd)
+            u0, v0 = _project(p, x - hw, np.array([zc - hd]))
+            u1, v1 = _project(p, x + hw, np.array([zc + hd]))
+            ucen, vcen = (u0[0] + u1[0]) / 2 * sx, (v0[0] + v1[0]) / 2 * sy
+            axes = (max(int(abs(u1[0] - u0[0]) / 2 * sx), 1), max(int(abs(v0[0] - v1[0]) / 2 * sy), 1))
+            cv2.ellipse(shadow, (int(ucen), int(vcen)), axes, 0, 0, 360, 255, -1, cv2.LINE_AA)
+        soft = cv2.GaussianBlur(shadow, (0, 0), max(2.0, 6 * sx)).astype(np.float32) / 255.0
+        strength = 0.35 if len(p.shadows) < 3 else 0.55
+        canvas = _scale(canvas, 1.0 - strength * soft)
+        if len(p.shadows) >= 3:
+            tags.add("shadow")
+
+    # Vehicles, far to near; the ground truth keeps the markings they hide.
+    hidden = False
+    for x, zc, cw, ch, colour in sorted(p.cars, key=lambda c: -c[1]):
+        if zc < z_near * 1.3:
+            continue
+        (ul,), (vb,) = _project(p, x - cw / 2, np.array([zc]))
+        (ur,), _ = _project(p, x + cw / 2, np.array([zc]))
+        top = vb - p.f * ch / zc
+        x0, x1, y0, y1 = ul * sx, ur * sx, top * sy, vb * sy
+        if x1 < 0 or x0 > width:
+            continue
+        body = np.asarray(_CAR_COLOURS[colour], dtype=np.float32)
+        pt = lambda a, b: (int(round(a)), int(round(b)))  # noqa: E731
+        cv2.rectangle(canvas, pt(x0, y0 + 0.35 * (y1 - y0)), pt(x1, y1), body.tolist(), -1, cv2.LINE_AA)
+        cv2.rectangle(canvas, pt(x0 + 0.12 * (x1 - x0), y0), pt(x1 - 0.12 * (x1 - x0), y0 + 0.4 * (y1 - y0)),
+                      (body * 0.8).tolist(), -1, cv2.LINE_AA)
+        cv2.rectangle(canvas, pt(x0 + 0.18 * (x1 - x0), y0 + 0.06 * (y1 - y0)),
+                      pt(x1 - 0.18 * (x1 - x0), y0 + 0.33 * (y1 - y0)), (50, 40, 30), -1, cv2.LINE_AA)
+        lamp = (30, 30, 230) if p.light in ("day", "glare") else (90, 90, 255)
+        for lx in (x0 + 0.05 * (x1 - x0), x1 - 0.2 * (x1 - x0)):
+            cv2.rectangle(canvas, pt(lx, y0 + 0.5 * (y1 - y0)), pt(lx + 0.15 * (x1 - x0), y0 + 0.62 * (y1 - y0)),
+                          lamp, -1, cv2.LINE_AA)
+        cv2.rectangle(canvas, pt(x0, y1 - 0.08 * (y1 - y0)), pt(x1, y1), (15, 15, 15), -1)
+        for u_c, v_c in truth_ref:
+            behind = (v_c * sy >= y0) & (v_c * sy <= y1) & (u_c * sx >= x0) & (u_c * sx <= x1)
+            hidden |= bool(behind.any())
+    if hidden:
+        tags.add("occlusion")
+
+    # Lighting.
+    if p.light == "night":
+        tags.add("night")
+        yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+        beam = np.exp(-(((xx - width / 2) / (0.45 * width)) ** 2) - ((yy - height) / (0.45 * height)) ** 2)
+        gain = 0.12 + 0.75 * beam * (yy > horizon)
+        # retro-reflective paint stays visible in the beams
+        paint = np.maximum(masks[False], masks[True]).astype(np.float32) * np.float32(1 / 255)
+        canvas = _scale(canvas, gain + paint * 0.35 * (0.3 + beam))
+        for x, zc, cw, ch, _ in p.cars:  # tail-light glow
+            (uc,), (vc,) = _project(p, x, np.array([max(zc, z_near)]))
+            cv2.circle(canvas, (int(uc * sx), int((vc - p.f * ch * 0.45 / zc) * sy)), max(2, int(8 * sx)), (60, 60, 255), -1)
+    elif p.light == "dusk":
+        tags.add("dusk")
+        canvas = cv2.multiply(canvas, (0.45, 0.5, 0.7, 0.0))
+    elif p.light == "glare":
+        tags.add("glare")
+        yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+        sun = np.exp(-(((xx - p.sun_u * sx) ** 2 + (yy - horizon * 0.8) ** 2) / (2 * (0.25 * width) ** 2)))
+        veil = 255.0 * (0.06 + 0.45 * sun)
+        canvas = _scale(canvas, 1 - 0.4 * sun) + cv2.merge([veil, veil, veil])
+
+    if p.wet:
+        tags.add("wet")
+        h0 = int(horizon)
+        above = canvas[max(0, 2 * h0 - height): h0][::-1]
+        if len(above) > 2 and h0 < height:
+            refl = cv2.resize(np.ascontiguousarray(above), (width, height - h0))
+            refl = cv2.GaussianBlur(refl, (0, 0), sigmaX=max(1.0, 3 * sx), sigmaY=max(2.0, 14 * sy))
+            a = np.ascontiguousarray(road_a[h0:] * p.wet)
+            canvas[h0:] = _scale(np.ascontiguousarray(canvas[h0:]), 1 - a * 0.6) + _scale(refl, a)
+
+    canvas = cv2.convertScaleAbs(canvas)  # values are >= 0: saturate to uint8
+
+    # Camera roll / zoom / shift.
+    m = _camera_matrix(p, width, height)
+    if p.roll or p.zoom != 1.0 or p.shift != (0.0, 0.0):
+        canvas = cv2.warpAffine(canvas, m, (width, height), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        if abs(p.roll) > 1.5:
+            tags.add("tilt")
+    if p.blur:
+        tags.add("blur")
+        k = max(3, int(p.blur * sx) | 1)
+        kernel = np.zeros((k, k), np.float32)
+        kernel[k // 2] = 1.0
+        rot = cv2.getRotationMatrix2D((k / 2 - 0.5, k / 2 - 0.5), p.blur_angle, 1.0)
+        kernel = cv2.warpAffine(kernel, rot, (k, k))
+        canvas = cv2.filter2D(canvas, -1, kernel / max(kernel.sum(), 1e-6))
 
     # Sensor noise: triangular in [-7, 7] from random bytes (much cheaper than Gaussian draws).
     size = canvas.size
     raw = np.frombuffer(rng.bytes(2 * size), dtype=np.uint8)
     noise = (raw[:size] & 7).astype(np.int16) + (raw[size:] & 7) - 7
     canvas = cv2.add(canvas, noise.reshape(canvas.shape), dtype=cv2.CV_8U)
-    return canvas, truth
+
+    lanes = []
+    for u_c, v_c in truth_ref:
+        pts = np.stack([u_c * sx, v_c * sy], 1)
+        pts = pts @ m[:, :2].T + m[:, 2]
+        pts = pts[::-1]  # top to bottom
+        inside = (pts[:, 0] >= 0) & (pts[:, 0] <= width - 1) & (pts[:, 1] >= 0) & (pts[:, 1] <= height - 1)
+        pts = pts[inside]
+        if len(pts) >= 2:  # keep a strictly top-to-bottom run (roll can fold near-flat markings)
+            keep = np.concatenate([[True], np.diff(pts[:, 1]) > 1e-3])
+            pts = pts[np.cumprod(keep).astype(bool)]
+        if len(pts) >= 2:
+            lanes.append(pts.astype(np.float32))
+    if p.c0 and abs(p.c0) > 1 / 1000:
+        tags.add("curve")
+    if p.c1:
+        tags.add("s_curve")
+    if len(lanes) >= 5:
+        tags.add("many_lanes")
+    return Scene(canvas, lanes, tuple(sorted(tags)))
+
+
+def scene(seed: int, width: int = 1640, height: int = 590, *, lanes: int | None = None, hard: bool = True) -> Scene:
+    """A road scene drawn from `seed`: varied roads, lanes (2-6 markings), traffic, paint and weather.
+
+    Same arguments -> same Scene. lanes fixes the number of markings; hard=False gives the
+    plain daylight scenes of `road_scene`.
+    """
+    width = _check_int("width", width, 64, 8192)
+    height = _check_int("height", height, 64, 8192)
+    if lanes is not None:
+        lanes = _check_int("lanes", lanes, 1, 8)
+    rng = np.random.default_rng(seed)
+    params = _sample(rng, lanes, hard)
+    return _render(params, width, height, rng)
+
+
+def road_scene(
+    width: int = 1640, height: int = 590, *, seed: int = 0, lanes: int = 4
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """A plain daylight road seen from a car: (frame uint8 HxWx3 BGR, ground truth).
+
+    The ground truth holds one float32 (N, 2) polyline (x, y) per lane marking, in
+    frame pixels, top to bottom, restricted to the frame. Same seed -> same scene.
+    The outermost markings are solid (the left one yellow), inner ones dashed.
+    See `scene` for the harder scenes used to train and evaluate.
+    """
+    s = scene(seed, width, height, lanes=_check_int("lanes", lanes, 1, 8), hard=False)
+    return s.frame, s.lanes
+
+
+def drive(
+    seed: int, n_frames: int, width: int = 1640, height: int = 590, *, speed: float = 20.0, fps: float = 30.0,
+    hard: bool = True,
+) -> Iterator[Scene]:
+    """`n_frames` consecutive frames of one road (seeded), the camera driving forward at `speed` m/s:
+    dashes and shadows slide towards the camera, other cars keep their own speed, the bend drifts."""
+    n_frames = _check_int("n_frames", n_frames, 0, 1 << 20)
+    rng = np.random.default_rng(seed)
+    p = _sample(rng, None, hard)
+    step = speed / fps
+    car_speed = [float(rng.uniform(0.8, 1.1)) * speed for _ in p.cars]
+    drift = float(rng.uniform(-1, 1)) / 250.0 / max(n_frames, 1) * 2.0
+    for i in range(n_frames):
+        travelled = step * i
+        dash_len, period, phase = p.dash
+        cars = tuple(
+            (x, z + (v - speed) / fps * i, w, h, c) for (x, z, w, h, c), v in zip(p.cars, car_speed)
+        )
+        q = replace(
+            p,
+            dash=(dash_len, period, (phase + travelled) % period),
+            cars=tuple(c for c in cars if c[1] > 3.0),
+            shadows=tuple((x, z - travelled % 60.0 + (60.0 if z - travelled % 60.0 < 3 else 0.0), hw, hd)
+                          for x, z, hw, hd in p.shadows),
+            gaps=tuple((g0 - travelled, g1 - travelled) if g1 > g0 else (g0, g1) for g0, g1 in p.gaps),
+            c0=float(np.clip(p.c0 + drift * i, -1 / 140, 1 / 140)),
+            cam_x=p.cam_x + 0.25 * np.sin(i / max(fps, 1.0) * 0.7),
+        )
+        yield _render(q, width, height, np.random.default_rng([seed, i]))
 
 
 def raw_output(

@@ -12,7 +12,10 @@
   falls back to ``<repo>/.edge-deploy-staging`` (a polling server may then log a transient
   failed load for that directory).
 - config.pbtxt is replaced last, atomically (a temporary *file* in the model directory
-  is ignored by Triton).
+  is ignored by Triton). Before the new version is renamed in, a ``latest`` config is
+  pinned (``specific``) to the versions it selects, so a crash between the rename and the
+  new config leaves a config that selects the version it describes, never the new
+  version with the old version's dims.
 - Writers of one repository are serialised by an flock on ``<repo>/.edge-deploy.lock``;
   leftovers of a killed install are removed under that lock.
 """
@@ -138,6 +141,21 @@ def _fill(vdir: Path, files: dict[str, Path | bytes]) -> None:
     fsync_dir(vdir)
 
 
+def _pin_selected(model_dir: Path) -> None:
+    """Rewrite a ``latest`` config as ``specific`` for the versions it selects now (same model, same dims)."""
+    try:
+        config = mc.parse_config((model_dir / CONFIG).read_text())
+    except Exception:  # noqa: BLE001 - not a config we can read: nothing to pin, install replaces it
+        return
+    if config.version_policy.WhichOneof("policy_choice") == "specific":
+        return
+    present = [int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit() and p.name[0] != "0"]
+    selected = mc.policy_versions(config, present)
+    if selected:
+        config.version_policy.specific.versions.extend(selected)
+        write_bytes_atomic(model_dir / CONFIG, mc.config_text(config).encode())
+
+
 def publish(repository: Path, version: int, item: NewVersion) -> None:
     """Write one version, then its config, atomically as seen by a polling server."""
     model_dir = repository / item.model
@@ -145,6 +163,7 @@ def publish(repository: Path, version: int, item: NewVersion) -> None:
         stage = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=model_dir))
         try:
             _fill(stage / "v", item.files)  # (not `stage` itself: mkdtemp's mode is 0700)
+            _pin_selected(model_dir)  # a crash from here to the new config leaves a loadable model
             os.rename(stage / "v", model_dir / str(version))
         finally:
             shutil.rmtree(stage, ignore_errors=True)

@@ -28,7 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..artifact import MANIFEST_NAME, Manifest, read_manifest, sha256_file, verify_files
+from ..artifact import (
+    FP16_ONNX_NAME,
+    ONNX_NAME,
+    PLAN_NAME,
+    MANIFEST_NAME,
+    Manifest,
+    read_manifest,
+    sha256_file,
+    verify_files,
+)
 from ..build.fingerprint import plan_mismatch
 from ..errors import EdgeDeployError, RepositoryError
 from ..fsutil import write_bytes_atomic
@@ -144,14 +153,28 @@ def _server_backends(tritonserver: Path | str | None) -> list[str] | None:
         return None
 
 
-def choose_runtime(artifact: Path, requested: str | None, tritonserver: Path | str | None = None) -> tuple[str, str]:
-    """(runtime, why): the runtime follows the artifact's files and the server's backends."""
-    has_plan = (artifact / "model.plan").is_file()
-    has_onnx = (artifact / "model.onnx").is_file()
+def choose_runtime(artifact: Path, requested: str | None, tritonserver: Path | str | None = None,
+                   *, fp16: bool = False) -> tuple[str, str]:
+    """(runtime, why): the runtime follows the artifact's files and the server's backends.
+
+    fp16: serve model_fp16.onnx, so an ONNX Runtime runtime (the plan is not considered).
+    """
+    onnx_name = FP16_ONNX_NAME if fp16 else ONNX_NAME
+    has_plan = (artifact / "model.plan").is_file() and not fp16
+    has_onnx = (artifact / onnx_name).is_file()
+    if fp16 and requested == "tensorrt":
+        raise RepositoryError(
+            f"--fp16 serves {FP16_ONNX_NAME} with ONNX Runtime; a plan (built from it on TensorRT 10+) is "
+            "installed with --runtime tensorrt and without --fp16."
+        )
+    if fp16 and not has_onnx:
+        raise RepositoryError(
+            f"--fp16 needs {FP16_ONNX_NAME}, which {artifact} does not have; convert with --precision fp16."
+        )
     if requested is not None:
         if requested not in mc.RUNTIMES:
             raise RepositoryError(f"unknown runtime {requested!r}; use one of {', '.join(mc.RUNTIMES)}.")
-        needed = "model.plan" if requested == "tensorrt" else "model.onnx"
+        needed = "model.plan" if requested == "tensorrt" else onnx_name
         if not (artifact / needed).is_file():
             raise RepositoryError(
                 f"--runtime {requested} needs {needed}, which {artifact} does not have; "
@@ -185,20 +208,21 @@ def check_plan_fingerprint(manifest: dict[str, Any], force: bool, reporter: Repo
         reporter.warn(f"installing a plan that does not fit this machine because of --force: {'; '.join(differences)}")
 
 
-def check_model_signature(artifact: Path, manifest: dict[str, Any], runtime: str, force: bool,
-                          reporter: Reporter) -> None:
+def check_model_signature(artifact: Path, manifest: dict[str, Any], runtime: str, options: mc.ConfigOptions,
+                          force: bool, reporter: Reporter) -> None:
     """The file the runtime serves must have the manifest's I/O (config.pbtxt is written from the manifest)."""
     from .signature import check_onnx_signature, check_plan_signature
 
     view = Manifest(manifest)
+    io = mc.served_io(manifest, runtime, options)
     if runtime != "tensorrt":
-        check_onnx_signature(artifact / "model.onnx", view.io)
+        check_onnx_signature(artifact / (FP16_ONNX_NAME if options.fp16 else ONNX_NAME), io)
         return
     check_plan_fingerprint(manifest, force, reporter)
     if force:
         return  # a plan for another device may not even deserialize here; the server's load decides
     plan = view.plan or {}
-    if not check_plan_signature(artifact / "model.plan", view.io, plan.get("dla_core")):
+    if not check_plan_signature(artifact / PLAN_NAME, io, plan.get("dla_core")):
         reporter.info("TensorRT is not installed here: the plan's I/O is checked when the server loads it")
 
 
@@ -232,14 +256,21 @@ def _plan_versions(
     files: dict[str, Path | bytes] = {MANIFEST_NAME: manifest_bytes}
     if runtime == "tensorrt":
         files["model.plan"] = artifact / "model.plan"
-    else:
-        files["model.onnx"] = artifact / "model.onnx"
+    else:  # Triton's ONNX Runtime backend and the Python runner both load model.onnx
+        files[ONNX_NAME] = artifact / (FP16_ONNX_NAME if options.fp16 else ONNX_NAME)
     if runtime == "python":
         files["model.py"] = source("onnx_runner.py")
     files[INSTALL_RECORD] = _install_record(runtime, "model", options, artifact)
     items = [NewVersion(name, files, mc.model_config(manifest, name=name, runtime=runtime, options=options,
                                                     manifest_sha256=manifest_sha))]
     if pipeline:
+        io = mc.served_io(manifest, runtime, options)
+        if io != Manifest(manifest).io:
+            raise RepositoryError(
+                "--pipeline needs the served model to have model.onnx's FP32 inputs and outputs, but this one has "
+                "FP16 I/O (--fp16-io); install without --pipeline (LaneDetClient handles FP16 I/O), or convert "
+                "without --fp16-io."
+            )
         plain = mc.ConfigOptions()
         pre, post, ens = (name + s for s in PIPELINE_SUFFIXES)
         items += [
@@ -277,6 +308,7 @@ def install(
     force: bool = False,
     tritonserver: Path | str | None = None,
     reporter: Reporter | None = None,
+    fp16: bool = False,
 ) -> InstallResult:
     """Install an artifact as the next version of NAME (and its pipeline with `pipeline`).
 
@@ -309,9 +341,10 @@ def install(
             raise
         except EdgeDeployError as exc:
             raise RepositoryError(str(exc)) from exc
-        chosen, why = choose_runtime(artifact, runtime, tritonserver)
-        check_model_signature(artifact, manifest, chosen, force, reporter)
-        options = mc.ConfigOptions(max_queue_delay_us=max_queue_delay_us, instances=instances, warmup=warmup)
+        chosen, why = choose_runtime(artifact, runtime, tritonserver, fp16=fp16)
+        options = mc.ConfigOptions(max_queue_delay_us=max_queue_delay_us, instances=instances, warmup=warmup,
+                                   fp16=fp16)
+        check_model_signature(artifact, manifest, chosen, options, force, reporter)
         if pipeline is None:
             pipeline = (repository / f"{name}_pipeline" / CONFIG).is_file()
         items = _plan_versions(artifact, manifest, name, chosen, options, pipeline)

@@ -28,7 +28,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..artifact import Manifest
+from ..artifact import FP16_ONNX_NAME, Manifest
 from ..errors import RepositoryError
 from ..lanedet.contract import (
     FRAME,
@@ -64,9 +64,11 @@ class ConfigOptions:
     max_queue_delay_us: int | None = None
     instances: int = 1
     warmup: bool = False
+    fp16: bool = False  # ONNX runtimes serve model_fp16.onnx (install --fp16)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"max_queue_delay_us": self.max_queue_delay_us, "instances": self.instances, "warmup": self.warmup}
+        return {"max_queue_delay_us": self.max_queue_delay_us, "instances": self.instances, "warmup": self.warmup,
+                "fp16": self.fp16}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ConfigOptions":
@@ -74,7 +76,19 @@ class ConfigOptions:
             max_queue_delay_us=data.get("max_queue_delay_us"),
             instances=int(data.get("instances", 1)),
             warmup=bool(data.get("warmup", False)),
+            fp16=bool(data.get("fp16", False)),
         )
+
+
+def served_io(manifest: dict[str, Any], runtime: str, options: ConfigOptions | None = None) -> dict[str, Any]:
+    """The I/O of the file a runtime serves: the plan's (that of the ONNX it was built from), model_fp16.onnx's
+    with options.fp16, else model.onnx's."""
+    view = Manifest(manifest)
+    if runtime == "tensorrt":
+        return view.plan_io
+    if options is not None and options.fp16:
+        return view.io_of(FP16_ONNX_NAME)
+    return view.io
 
 
 def data_type(name: str) -> int:
@@ -123,7 +137,7 @@ def model_config(
     options = options or ConfigOptions()
     if runtime not in RUNTIMES:
         raise RepositoryError(f"unknown runtime {runtime!r}; use one of {', '.join(RUNTIMES)}.")
-    io = Manifest(manifest).io
+    io = served_io(manifest, runtime, options)
     if not io.get("inputs") or not io.get("outputs"):
         raise RepositoryError("the manifest has no io.inputs/io.outputs; re-run `edge-deploy convert`.")
     max_batch, has_batch = batching(manifest)
@@ -153,7 +167,13 @@ def model_config(
     kind = {"tensorrt": pb.ModelInstanceGroup.KIND_GPU, "python": pb.ModelInstanceGroup.KIND_CPU}.get(
         runtime, pb.ModelInstanceGroup.KIND_AUTO
     )
-    config.instance_group.add(count=int(options.instances), kind=kind)
+    group = config.instance_group.add(count=int(options.instances), kind=kind)
+    dla_core = (Manifest(manifest).plan or {}).get("dla_core") if runtime == "tensorrt" else None
+    if dla_core is not None:
+        # A DLA plan: without a secondary device Triton's TensorRT backend deserializes it with DLA core -1
+        # (IRuntime's default). ModelInstanceGroup.SecondaryDevice of model_config.proto; KIND_NVDLA is
+        # proto3's default (0), so text_format does not print the kind.
+        group.secondary_devices.add(kind=pb.ModelInstanceGroup.SecondaryDevice.KIND_NVDLA, device_id=int(dla_core))
     if options.warmup:
         warm = config.model_warmup.add(name="zeros", batch_size=1)
         for tensor in io["inputs"]:

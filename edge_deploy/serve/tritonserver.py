@@ -9,7 +9,9 @@ embedded interpreter sees this environment's numpy and onnxruntime.
 """
 from __future__ import annotations
 
+import functools
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -56,6 +58,24 @@ class TritonInstall:
                 return None
         return None
 
+    def release(self) -> tuple[int, ...] | None:
+        """The Triton server version from the install's TRITON_VERSION file ((2, 35, 0)), or None."""
+        version = self.version()
+        if not version or not version[:1].isdigit():
+            return None
+        return tuple(int(p) for p in re.findall(r"\d+", version)[:3]) or None
+
+    def has_option(self, option: str) -> bool:
+        """Whether this tritonserver parses `option` (e.g. "--http-restricted-api").
+
+        tritonserver exits on an option it does not know. Its TRITON_VERSION decides where the option's
+        first release is known (_OPTION_SINCE); otherwise `tritonserver --help`, which lists every option.
+        """
+        release = self.release()
+        if release is not None and option in _OPTION_SINCE:
+            return release >= _OPTION_SINCE[option]
+        return option in _help_text(str(self.binary), tuple(sorted(self.env.items())))
+
     def describe(self) -> str:
         """One line saying which tritonserver is used and where it came from."""
         version = self.version()
@@ -66,6 +86,23 @@ class TritonInstall:
         if self.backend_dir is None or not self.backend_dir.is_dir():
             return []
         return sorted(p.name for p in self.backend_dir.iterdir() if p.is_dir())
+
+
+# First Triton release with an option (triton-inference-server/server, src/command_line_parser.cc per release
+# branch): --http-restricted-api appears in r23.11 (2.40.0); r23.05/r23.06 (2.34/2.35, the JetPack 5
+# tarballs) to r23.10 have only --grpc-restricted-protocol, and exit on the HTTP one.
+_OPTION_SINCE = {"--http-restricted-api": (2, 40)}
+
+
+@functools.lru_cache(maxsize=8)
+def _help_text(binary: str, env: tuple[tuple[str, str], ...]) -> str:
+    """`tritonserver --help` output ("" when it cannot be run)."""
+    try:
+        done = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=30,
+                              env={**os.environ, **dict(env)})
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout + done.stderr
 
 
 def _bundle_install(cache_dir: Path | None = None, prepare: bool = True) -> TritonInstall | None:
@@ -220,7 +257,8 @@ def tritonserver_argv(install: TritonInstall, options: ServerOptions) -> list[st
         # gRPC clients send the header `triton-grpc-protocol-<name>`, HTTP clients `<name>`.
         name, value = options.restricted_key
         argv.append(f"--grpc-restricted-protocol=model-repository:{name}={value}")
-        if options.http:
+        # Only servers from 2.40 (r23.11) have it; older ones (JetPack 5's 2.34/2.35) would exit on it.
+        if options.http and install.has_option("--http-restricted-api"):
             argv.append(f"--http-restricted-api=model-repository:{name}={value}")
     argv += list(options.extra_args)
     return argv

@@ -1,11 +1,13 @@
 """The TensorRT stage without TensorRT: option checks, build_plan, rebuild decisions, bad input.
 
-TensorRT cannot be installed here (no GPU; PyPI's tensorrt packages are stubs), so
-tests/support/trt_double.py replaces the `tensorrt` module under edge_deploy.build.tensorrt_api (see
-tests/support/jetson_fixtures.py). Everything else is real: the ONNX file, ONNX Runtime, the
+TensorRT cannot be installed here: there is no NVIDIA GPU, and while PyPI's x86_64
+tensorrt bindings wheels are real, the libraries (tensorrt-cu*-libs) are source packages
+that download from NVIDIA at install time, which this environment cannot reach. So
+tests/support/trt_double.py replaces the `tensorrt` module under
+edge_deploy.build.tensorrt_api (see tests/support/jetson_fixtures.py). Everything else is real: the ONNX file, ONNX Runtime, the
 files, the fake Jetson roots of tests/data/jetson_root. The builders, verification,
 fingerprints and calibration have their own test modules; real builds are in
-tests/test_tensorrt.py and run on a Jetson.
+tests/build/test_tensorrt.py and run on a Jetson.
 """
 from __future__ import annotations
 
@@ -64,10 +66,13 @@ def test_dla_needs_a_board_with_dla(board) -> None:
     with pytest.raises(EngineError, match="has no DLA"):
         engine.check_dla(0, device_facts(board("orin_nano_jp62")))
     orin = device_facts(board("agx_orin_jp60"))
-    with pytest.raises(EngineError, match="DLA cores 0..1"):
-        engine.check_dla(2, orin)
-    engine.check_dla(1, orin)
-    engine.check_dla(None, device_facts(board("x86_desktop")))
+    assert orin.dla_cores == 2
+    for core in (2, -1):
+        with pytest.raises(EngineError, match="DLA cores 0..1"):
+            engine.check_dla(core, orin)
+    # accepted: both cores of the Orin, and no DLA asked where there is none
+    assert [engine.check_dla(core, orin) for core in (0, 1)] == [None, None]
+    assert engine.check_dla(None, device_facts(board("x86_desktop"))) is None
 
 
 def test_profile_from_the_batch_range(artifact) -> None:
@@ -100,7 +105,7 @@ def test_build_plan_writes_verifies_and_records(fake_trt, board, artifact) -> No
     reporter = Recording()
     section = engine.build_plan(directory, manifest, engine.EngineOptions(), reporter, root=board("agx_orin_jp60"))
     assert (directory / "model.plan").read_bytes() == b"PLAN8.6.1"
-    assert file_names(directory) == {"model.onnx", "model.plan"}
+    assert file_names(directory) == {"model.onnx", "model_fp16.onnx", "model.plan"}
     assert section["tensorrt"] == "8.6.1" and section["builder"] == "python"
     assert (section["l4t"], section["jetpack"], section["gpu"], section["compute_capability"]) == ("36.3.0", "6.0", "Orin", "8.7")
     assert section["device"] == "NVIDIA Jetson AGX Orin Developer Kit" and section["nvpmodel"] == "MAXN"
@@ -117,7 +122,10 @@ def test_build_plan_writes_verifies_and_records(fake_trt, board, artifact) -> No
 def test_dla_plan_is_verified_and_checked_on_its_dla_core(fake_trt, board, artifact) -> None:
     # IRuntime's DLA core defaults to -1: a DLA plan must be deserialized with the core it was built for.
     directory, manifest = artifact
-    trt = fake_trt("8.6.2")  # the board's libnvinfer
+    manifest["io"]["batch"] = {"min": 1, "opt": 1, "max": 1, "dynamic": True}  # DLA: min = opt = max
+    frame = (1, 3, 360, 640)
+    trt = fake_trt("8.6.2", engine=FakeEngineSpec([ENGINE_IO.tensors[0][:4] + ((frame, frame, frame),),
+                                                   ENGINE_IO.tensors[1]]))  # the board's libnvinfer
     manifest["plan"] = engine.build_plan(directory, manifest, engine.EngineOptions(dla_core=1),
                                          root=board("agx_orin_jp60"))
     manifest["files"]["model.plan"] = file_entry(directory / "model.plan")
@@ -189,14 +197,14 @@ def test_failed_build_or_verification_keeps_the_existing_plan(fake_trt, board, a
     with pytest.raises(EngineError, match="Could not find any implementation"):
         engine.build_plan(directory, manifest, engine.EngineOptions(), root=board("agx_orin_jp60"))
     assert (directory / "model.plan").read_bytes() == b"the previous good plan"
-    assert file_names(directory) == {"model.onnx", "model.plan"}
+    assert file_names(directory) == {"model.onnx", "model_fp16.onnx", "model.plan"}
 
     wrong_io = FakeEngineSpec([ENGINE_IO.tensors[0], ("predict_lanes", False, "FLOAT", (-1, 1000, 77), None)])
     fake_trt("8.6.1", engine=wrong_io)
     with pytest.raises(EngineError, match=r"has shape \[-1, 1000, 77\], the manifest says \[-1, 64, 77\]"):
         engine.build_plan(directory, manifest, engine.EngineOptions(), root=board("agx_orin_jp60"))
     assert (directory / "model.plan").read_bytes() == b"the previous good plan"
-    assert file_names(directory) == {"model.onnx", "model.plan"}
+    assert file_names(directory) == {"model.onnx", "model_fp16.onnx", "model.plan"}
 
 
 @pytest.mark.parametrize(
@@ -219,7 +227,7 @@ def test_bad_options_fail_before_anything_is_written(fake_trt, board, artifact, 
         engine.build_plan(directory, manifest, engine.EngineOptions(**options), root=board(root))
     assert "\n" not in str(info.value)
     assert ("builder.build_serialized_network",) not in trt.calls
-    assert (directory / "model.plan").read_bytes() == b"old" and file_names(directory) == {"model.onnx", "model.plan"}
+    assert (directory / "model.plan").read_bytes() == b"old" and file_names(directory) == {"model.onnx", "model_fp16.onnx", "model.plan"}
 
 
 def test_no_tensorrt_at_all(no_tensorrt, board, artifact) -> None:
@@ -259,6 +267,11 @@ def test_check_existing_plan(fake_trt, board, artifact) -> None:
     manifest["files"]["model.plan"] = file_entry(directory / "model.plan")
     orin.tensorrt = "8.6.2"
     engine.check_existing_plan(directory, manifest, orin)
+    # that pass deserialized the plan and compared its I/O: a plan with other I/O is refused
+    fake_trt("8.6.2", engine=FakeEngineSpec([ENGINE_IO.tensors[0], ("predict_lanes", False, "FLOAT", (-1, 9, 77), None)]))
+    with pytest.raises(EngineError, match=r"has shape \[-1, 9, 77\], the manifest says \[-1, 64, 77\]"):
+        engine.check_existing_plan(directory, manifest, orin)
+    assert engine.check_existing_plan(directory, manifest, orin, deserialize=False) is None
     other = dict(manifest, plan=dict(manifest["plan"], tensorrt="8.5.2"))
     with pytest.raises(EngineError, match="TensorRT: 8.5.2 -> 8.6.2") as info:
         engine.check_existing_plan(directory, other, orin)

@@ -95,7 +95,7 @@ def fake_gpu(monkeypatch, fake_trt):
     """The trt double plus a pycuda double whose 'engine' computes with ONNX Runtime (optionally perturbed).
 
     No GPU here: this exercises verify_plan's run path (buffers, shapes, copies, the
-    comparison and its verdict), not TensorRT's numerics (tests/test_tensorrt.py does that).
+    comparison and its verdict), not TensorRT's numerics (tests/build/test_tensorrt.py does that).
     """
     def install(directory: Path, shift_px: float = 0.0) -> FakePycuda:
         from edge_deploy.parity import ort_session
@@ -136,6 +136,6 @@ def test_verify_failure_names_the_worst_output_and_keeps_the_old_plan(fake_gpu, 
     assert "\n" not in message and "worst output 'predict_lanes'" in message and "moved by 4.00 px" in message
     assert "--no-verify" in message
     assert (directory / "model.plan").read_bytes() == b"the previous good plan"
-    assert file_names(directory) == {"model.onnx", "model.plan"}
+    assert file_names(directory) == {"model.onnx", "model_fp16.onnx", "model.plan"}
     section = engine.build_plan(directory, manifest, engine.EngineOptions(verify=False), root=board("agx_orin_jp60"))
     assert section["verify"] == {"status": "skipped", "reason": "--no-verify"}

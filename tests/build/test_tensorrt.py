@@ -17,10 +17,11 @@ from edge_deploy.build import plan as engine
 from edge_deploy.build import tensorrt_api
 from edge_deploy.build import verify as plan_verify
 from edge_deploy.errors import EngineError
+from edge_deploy.export.fp16_onnx import make_fp16_onnx
 
 pytestmark = [
     pytest.mark.tensorrt,
-    pytest.mark.skipif(tensorrt_api.module_version() is None, reason="TensorRT is not installed"),
+    pytest.mark.skipif(tensorrt_api.module_version() is None, reason="TensorRT is not installed (JetPack provides it; PyPI's tensorrt-cu*-libs download the libraries from NVIDIA at install time)"),
 ]
 ROWS = 2784
 # Only where TensorRT is installed can pycuda be the reason to skip.
@@ -36,6 +37,7 @@ def built(tmp_path_factory) -> tuple[Path, dict, dict]:
     directory = tmp_path_factory.mktemp("plan")
     write_lane_onnx(directory / "model.onnx", rows=ROWS)
     manifest = lane_manifest(directory, ROWS)
+    make_fp16_onnx(directory, manifest)  # as convert makes it: TensorRT 10+ builds it strongly typed
     section = engine.build_plan(directory, manifest, engine.EngineOptions(builder="python"), Recording())
     manifest["plan"] = section
     manifest["files"]["model.plan"] = file_entry(directory / "model.plan")
@@ -47,7 +49,9 @@ def test_build_records_this_machine(built) -> None:
     assert (directory / "model.plan").stat().st_size > 0
     assert section["tensorrt"] == tensorrt_api.module_version()
     assert section["builder"] == "python" and section["precision"] == "fp16"
-    assert section["fp32_layers"] == ["head"]
+    strong = tensorrt_api.strongly_typed(tensorrt_api.module_version(), "fp16")
+    assert section["typing"] == ("strong" if strong else "weak")
+    assert section["fp32_layers"] == ([] if strong else ["head"])  # strongly typed: "head" is FP32 in the graph
     assert section["verify"]["io"] == "ok"
     assert not list(directory.glob(".model.plan.tmp*"))
 
@@ -100,6 +104,7 @@ def test_timing_cache_created_then_corrupt_one_replaced(tmp_path: Path) -> None:
     directory.mkdir()
     write_lane_onnx(directory / "model.onnx", rows=64)
     manifest = lane_manifest(directory, 64)
+    make_fp16_onnx(directory, manifest)
     cache = tmp_path / "timing.cache"
     options = engine.EngineOptions(builder="python", timing_cache=cache, verify=False)
     engine.build_plan(directory, manifest, options)
@@ -119,6 +124,7 @@ def test_dla_build_with_gpu_fallback(tmp_path: Path) -> None:
     directory = tmp_path / "dla"
     directory.mkdir()
     write_lane_onnx(directory / "model.onnx", rows=64)
-    manifest = lane_manifest(directory, 64)
+    manifest = lane_manifest(directory, 64, batch=(1, 1, 1))  # DLA: min = opt = max
+    make_fp16_onnx(directory, manifest)
     section = engine.build_plan(directory, manifest, engine.EngineOptions(builder="python", dla_core=0))
     assert section["dla_core"] == 0 and (directory / "model.plan").stat().st_size > 0

@@ -240,6 +240,21 @@ def test_good_frames():
     assert check_frame(frame) is frame
     as_float = check_frame(frame.astype(np.float32) + 0.2)
     assert as_float.dtype == np.uint8 and np.array_equal(as_float, frame)
+    # float frames are rounded to the nearest level and clipped to 0..255, not truncated or wrapped
+    floats = np.array([[[-3.0, 0.4, 0.6], [127.5, 254.6, 300.0]]], np.float64)
+    assert check_frame(floats).tolist() == [[[0, 0, 1], [128, 255, 255]]]
+
+
+def test_backoff_doubles_up_to_its_cap_and_ends_at_the_deadline():
+    from edge_deploy.client.base import Backoff
+
+    long = Backoff(60.0, cap=0.3)
+    assert [long.next() for _ in range(5)] == [0.05, 0.1, 0.2, 0.3, 0.3] and long.retried
+    assert long.rpc_timeout(5.0) == 5.0
+    short = Backoff(0.12, cap=1.0)
+    assert not short.retried
+    assert [short.next(), short.next(), short.next()] == [0.05, 0.1, None]  # 0.2 s more would end past it
+    assert Backoff(0.0, cap=1.0).rpc_timeout(5.0) == 0.05
 
 
 # --- transport ----------------------------------------------------------------------------------

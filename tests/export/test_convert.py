@@ -149,7 +149,9 @@ def test_factory_convert_writes_verified_artifact(models_dir: Path, tmp_path: Pa
 
     manifest = read_manifest(out)
     verify_files(out, manifest)
-    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model.onnx"]
+    # the default precision is fp16: the FP16 ONNX (verified with ONNX Runtime) is part of the artifact
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model.onnx", "model_fp16.onnx"]
+    assert sorted(manifest["files"]) == ["model.onnx", "model_fp16.onnx"]
     umask = os.umask(0)
     os.umask(umask)
     assert out.stat().st_mode & 0o777 == 0o777 & ~umask  # not mkdtemp's 0700: the server's user reads it
@@ -485,7 +487,7 @@ def test_laneatt_bad_checkpoints(laneatt_data: Path, r18_top1000, tmp_path: Path
         (laneatt_args(laneatt_data) + ["--checkpoint", str(tmp_path / "missing.pt")], "missing.pt"),
         (laneatt_args(laneatt_data) + ["--checkpoint", str(corrupt)], "corrupt.pt"),
         (laneatt_args(laneatt_data) + ["--checkpoint", str(wrong_keys)], "missing"),
-        (["laneatt", "--backbone", "resnet18", "--checkpoint", str(wrong_shapes)], "attention_layer"),
+        (["laneatt", "--backbone", "resnet18", "--checkpoint", str(wrong_shapes)], "trained with the top 1000 anchors"),
     ]
     for index, (args, fragment) in enumerate(cases):
         out = tmp_path / f"art{index}"
@@ -560,7 +562,7 @@ def test_artifact_dir_builds_the_plan_in_place(models_dir: Path, tmp_path: Path,
     monkeypatch.setitem(sys.modules, "edge_deploy.build.plan", None)  # as if the engine stage were absent
     with pytest.raises(EngineError, match="TensorRT"):
         convert(SourceSpec(str(out)), None)
-    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model.onnx"]
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model.onnx", "model_fp16.onnx"]
 
 
 def test_artifact_dir_with_engine(models_dir: Path, tmp_path: Path, fake_engine) -> None:
@@ -585,3 +587,32 @@ def test_load_source_rejects_unknown_model(tmp_path: Path) -> None:
     (tmp_path / "plain").mkdir()
     with pytest.raises(ConvertError, match="not an edge-deploy artifact"):
         load_source(SourceSpec(str(tmp_path / "plain")))
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+def test_library_defaults_are_the_documented_ones_and_the_clis(models_dir: Path, tmp_path: Path) -> None:
+    """`convert()` without settings exports as docs/design.md section 3 says, as the CLI does."""
+    import inspect
+
+    from edge_deploy.cli.convert import convert as cli_convert
+    from edge_deploy.export.settings import BatchRange
+
+    defaults = ExportSettings()
+    assert (defaults.opset, defaults.atol, defaults.rtol, defaults.simplify, defaults.seed) == (17, 1e-3, 1e-3, True, 0)
+    assert defaults.batch == BatchRange(min=1, opt=1, max=4, dynamic=True)
+    assert (defaults.input_name, defaults.output_names) == ("input", ("predict_lanes",))
+    cli = {name: p.default for name, p in inspect.signature(cli_convert).parameters.items()}
+    assert (cli["opset"], cli["atol"], cli["rtol"], cli["simplify"], cli["seed"]) == (17, 1e-3, 1e-3, True, 0)
+    assert (cli["input_name"], cli["output_name"]) == ("input", "predict_lanes")
+    assert batch_range(cli["batch"], cli["min_batch"], cli["opt_batch"], cli["max_batch"]) == defaults.batch
+
+    manifest = convert(tiny_source(), tmp_path / "art", target="onnx").manifest
+    model = onnx.load(str(tmp_path / "art" / "model.onnx"))
+    assert {op.domain: op.version for op in model.opset_import}[""] == 17
+    assert manifest["export"]["opset"] == 17 and manifest["export"]["trace_batch"] == 2
+    assert manifest["export"]["simplify"]["applied"] is True
+    assert manifest["io"]["batch"] == {"min": 1, "opt": 1, "max": 4, "dynamic": True}
+    assert manifest["parity"]["tolerance"] == {"atol": 1e-3, "rtol": 1e-3}
+    assert manifest["parity"]["batches"] == [1, 4] and manifest["parity"]["seed"] == 0

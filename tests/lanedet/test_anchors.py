@@ -1,4 +1,4 @@
-"""LaneATT anchors: the table, the pooling columns and top-k selection against reference data."""
+"""LaneATT anchors: the table and the pooling columns against reference data (top-k order: test_anchor_order.py)."""
 from __future__ import annotations
 
 import subprocess
@@ -10,7 +10,6 @@ import pytest
 from laneatt_reference import (
     reference_anchors,
     reference_cut,
-    reference_topk,
     reference_unclamped_columns,
 )
 
@@ -55,30 +54,6 @@ def test_column_20_is_read_as_column_19() -> None:
     assert (columns[at_edge] == A.FMAP_W - 1).all()
     beyond = unclamped > A.FMAP_W
     assert beyond.any() and not valid[beyond].any()
-
-
-@pytest.mark.parametrize("dataset", ["culane", "tusimple"])
-def test_topk_orders_by_descending_frequency(laneatt_data: Path, dataset: str) -> None:
-    freq = _frequency(laneatt_data / f"{dataset}_anchors_freq.pt")
-    picked = A.topk_indices(freq, 1000)
-    expected = reference_topk(freq, 1000)
-    assert picked.dtype == np.int64
-    np.testing.assert_array_equal(picked, expected)
-    assert (np.diff(freq[picked].astype(np.int64)) <= 0).all()
-    # every anchor left out is at most as frequent as the least frequent one kept
-    left_out = np.setdiff1d(np.arange(len(freq)), picked)
-    assert freq[left_out].max() <= freq[picked].min()
-
-
-def test_topk_ties_keep_index_order() -> None:
-    freq = np.array([5, 9, 5, 9, 1, 5])
-    np.testing.assert_array_equal(A.topk_indices(freq, 4), [1, 3, 0, 2])
-
-
-@pytest.mark.parametrize(("freq", "k"), [(np.ones(10), 0), (np.ones(10), 11), (np.ones((2, 5)), 3)])
-def test_topk_rejects_bad_arguments(freq: np.ndarray, k: int) -> None:
-    with pytest.raises(ValueError):
-        A.topk_indices(freq, k)
 
 
 def test_anchors_module_does_not_import_torch() -> None:

@@ -15,15 +15,14 @@ from laneatt_reference import (  # noqa: E402
     reference_anchors,
     reference_cut,
     reference_head,
-    reference_topk,
     reference_unclamped_columns,
+    torch16_topk,
 )
 
 from edge_deploy.errors import CheckpointError, ConvertError  # noqa: E402
 from edge_deploy.lanedet.model import (  # noqa: E402
     LaneATT,
     build_laneatt,
-    load_anchor_frequency,
     load_checkpoint,
 )
 
@@ -89,8 +88,7 @@ def test_anchor_buffers_are_not_in_the_state_dict(laneatt_data: Path) -> None:
 
 def test_topk_model_uses_the_selected_anchors(laneatt_data: Path) -> None:
     model = _build(laneatt_data, "resnet18", "culane_top1000")
-    freq = load_anchor_frequency(laneatt_data / "culane_anchors_freq.pt")
-    expected = reference_anchors()[reference_topk(freq, TOPK)]
+    expected = reference_anchors()[torch16_topk(laneatt_data, "culane", TOPK)]
     expected[:, :2] = 0
     np.testing.assert_array_equal(model.anchors.numpy(), expected)
 
@@ -162,7 +160,7 @@ def test_wrong_attention_shape(laneatt_data: Path, tmp_path: Path) -> None:
     with pytest.raises(CheckpointError) as excinfo:
         build_laneatt("resnet18", checkpoint=path)
     _assert_one_line_error(
-        excinfo, "2 mis-shaped", "attention_layer.weight [999, 704] vs [2783, 704]", "--topk-anchors 1000"
+        excinfo, "trained with the top 1000 anchors", "--dataset culane|tusimple|llamas", "--topk-anchors 1000"
     )
 
 
@@ -190,8 +188,11 @@ def test_load_checkpoint_leaves_model_untouched_when_it_does_not_fit(laneatt_dat
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
     [
-        ({"topk_anchors": 1000}, "go together"),
-        ({"anchors_freq": "x.pt"}, "go together"),
+        ({"topk_anchors": 1000}, "needs the anchor frequencies"),
+        ({"anchors_freq": "x.pt"}, "goes with --topk-anchors"),
+        ({"dataset": "culane", "anchors_freq": "x.pt"}, "pass one of them"),
+        ({"dataset": "bdd100k"}, "unknown --dataset"),
+        ({"dataset": "culane", "anchor_order": "random"}, "unknown --anchor-order"),
         ({"topk_anchors": 1, "anchors_freq": "x.pt"}, "between 2 and 2784"),
         ({"topk_anchors": 5000, "anchors_freq": "x.pt"}, "between 2 and 2784"),
     ],
@@ -251,7 +252,7 @@ def _forward_and_reference(model: LaneATT, x: Any, indices: list[int] | None) ->
 
 @pytest.fixture(scope="module")
 def culane_top_indices(laneatt_data: Path) -> list[int]:
-    return reference_topk(load_anchor_frequency(laneatt_data / "culane_anchors_freq.pt"), TOPK)
+    return torch16_topk(laneatt_data, "culane", TOPK)
 
 
 PARITY_CASES = [

@@ -9,7 +9,15 @@ import pytest
 
 from edge_deploy.lanedet.decode import Lane, decode_lanes, lane_scores
 from edge_deploy.lanedet.draw import PALETTE, draw_lanes, save_png
-from edge_deploy.lanedet.synthetic import raw_output, road_scene
+from edge_deploy.lanedet.synthetic import (
+    CONDITIONS,
+    EVAL_SEED_BASE,
+    Scene,
+    drive,
+    raw_output,
+    road_scene,
+    scene,
+)
 
 
 def test_road_scene_is_deterministic_per_seed():
@@ -42,6 +50,73 @@ def test_road_scene_ground_truth_matches_the_markings(width, height, lanes):
         off = grey[y, int(np.clip(x + width * 0.04, 0, width - 1))]
         assert on > off + 20, (on, off)
     assert sky > grey[-height // 5 :].mean()  # bright sky, dark road
+
+
+def _check_lanes(lanes, width, height):
+    for line in lanes:
+        assert line.dtype == np.float32 and line.ndim == 2 and line.shape[1] == 2 and len(line) >= 2
+        assert np.all(np.diff(line[:, 1]) > 0)  # top to bottom
+        assert line[:, 0].min() >= 0 and line[:, 0].max() <= width - 1
+        assert line[:, 1].min() >= 0 and line[:, 1].max() <= height - 1
+
+
+def test_scene_is_deterministic_and_its_truth_stays_in_the_frame():
+    a, b, c = scene(11), scene(11), scene(12)
+    assert isinstance(a, Scene) and a.frame.shape == (590, 1640, 3) and a.frame.dtype == np.uint8
+    np.testing.assert_array_equal(a.frame, b.frame)
+    assert a.conditions == b.conditions and len(a.lanes) == len(b.lanes)
+    assert all(np.array_equal(x, y) for x, y in zip(a.lanes, b.lanes))
+    assert np.abs(a.frame.astype(int) - c.frame).mean() > 1.0
+    for seed in range(EVAL_SEED_BASE, EVAL_SEED_BASE + 12):
+        small = scene(seed, 320, 180)
+        assert small.frame.shape == (180, 320, 3)
+        _check_lanes(small.lanes, 320, 180)
+        assert set(small.conditions) <= set(CONDITIONS) and list(small.conditions) == sorted(small.conditions)
+
+
+def test_scene_sizes_share_one_geometry():
+    big, small = scene(5, 1640, 590), scene(5, 640, 360)
+    assert len(big.lanes) == len(small.lanes) and big.conditions == small.conditions
+    for lb, ls in zip(big.lanes, small.lanes):
+        # same marking: x at the small frame's middle row, scaled, agrees within a couple of pixels
+        y = float(np.median(ls[:, 1]))
+        xb = np.interp(y * 590 / 360, lb[:, 1], lb[:, 0]) * 640 / 1640
+        assert abs(xb - np.interp(y, ls[:, 1], ls[:, 0])) < 3.0
+
+
+def test_scenes_cover_every_condition_and_two_to_six_lanes():
+    seen, counts = set(), set()
+    for seed in range(120):
+        s = scene(seed, 160, 96)
+        seen.update(s.conditions)
+        counts.add(len(s.lanes))
+    assert seen == set(CONDITIONS)
+    assert counts == {2, 3, 4, 5, 6}
+
+
+def test_scene_conditions_show_in_the_pixels():
+    night = next(s for s in (scene(i, 320, 180) for i in range(60)) if "night" in s.conditions)
+    day = next(s for s in (scene(i, 320, 180) for i in range(60)) if not {"night", "dusk", "glare"} & set(s.conditions))
+    assert night.frame.mean() < 0.5 * day.frame.mean()
+    blurred = next(s for s in (scene(i, 320, 180) for i in range(60)) if "blur" in s.conditions)
+    sharp = lambda f: cv2.Laplacian(cv2.cvtColor(f, cv2.COLOR_BGR2GRAY), cv2.CV_64F)[90:].var()  # noqa: E731
+    assert sharp(blurred.frame) < sharp(day.frame)
+
+
+def test_drive_moves_along_one_road():
+    frames = list(drive(7, 4, 320, 180))
+    again = list(drive(7, 4, 320, 180))
+    assert len(frames) == 4 and all(isinstance(f, Scene) for f in frames)
+    for f, g in zip(frames, again):
+        np.testing.assert_array_equal(f.frame, g.frame)
+    for f, g in zip(frames, frames[1:]):
+        assert np.abs(f.frame.astype(int) - g.frame).mean() > 0.5  # the camera moves
+        assert len(f.lanes) == len(g.lanes)
+        # the road is the same: lanes shift by a few pixels between frames, not jump
+        for a, b in zip(f.lanes, g.lanes):
+            y = float(np.median(b[:, 1]))
+            assert abs(np.interp(y, a[:, 1], a[:, 0]) - np.interp(y, b[:, 1], b[:, 0])) < 8.0
+    assert list(drive(7, 0)) == []
 
 
 def test_road_scene_rejects_bad_arguments():

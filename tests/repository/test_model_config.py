@@ -68,6 +68,8 @@ def test_queue_delay_on_a_fixed_batch_model_is_an_error_not_ignored() -> None:
 def test_onnxruntime_runtime_and_fp16_dtypes() -> None:
     parsed = mc.parse_config(mc.config_text(mc.model_config(manifest(dtype="FP16"), name="m", runtime="onnxruntime")))
     assert parsed.platform == "onnxruntime_onnx" and parsed.default_model_filename == "model.onnx"
+    # KIND_AUTO: Triton's ONNX Runtime backend puts it on the GPU where there is one, else the CPU
+    assert [(g.kind, g.count) for g in parsed.instance_group] == [(mc._pb().ModelInstanceGroup.KIND_AUTO, 1)]
     assert parsed.input[0].data_type == mc._pb().TYPE_FP16
     assert parsed.output[0].data_type == mc._pb().TYPE_FP16
 
@@ -127,3 +129,33 @@ def test_pipeline_configs_wire_the_ensemble() -> None:
     # The preprocess output carries the batch axis the lane model expects (batch 1).
     assert list(pre.output[0].dims) == [1, 3, 360, 640]
     assert list(post.input[0].dims) == [1, 1000, 77]
+
+
+def test_a_dla_plan_names_its_dla_core_as_a_secondary_device() -> None:
+    # Without secondary_devices Triton's TensorRT backend deserializes a DLA plan with DLA core -1.
+    pb = mc._pb()
+    dla = {**manifest(), "plan": {"dla_core": 1, "precision": "fp16"}}
+    parsed = mc.parse_config(mc.config_text(mc.model_config(dla, name="lane", runtime="tensorrt")))
+    (group,) = parsed.instance_group
+    assert group.kind == pb.ModelInstanceGroup.KIND_GPU
+    assert [(d.kind, d.device_id) for d in group.secondary_devices] == [
+        (pb.ModelInstanceGroup.SecondaryDevice.KIND_NVDLA, 1)]
+    gpu = {**manifest(), "plan": {"dla_core": None, "precision": "fp16"}}
+    assert not mc.model_config(gpu, name="lane", runtime="tensorrt").instance_group[0].secondary_devices
+    onnx_served = mc.model_config(dla, name="lane", runtime="python")  # the ONNX of a DLA artifact
+    assert not onnx_served.instance_group[0].secondary_devices
+
+
+def test_served_io_follows_the_file_served() -> None:
+    # model_fp16.onnx with FP16 I/O (--fp16-io), and a plan built from it, are served with FP16 tensors.
+    fp16_io = manifest(dtype="FP16")["io"]
+    data = {**manifest(), "fp16": {"onnx": {"file": "model_fp16.onnx", "io": fp16_io}},
+            "plan": {"onnx": "model_fp16.onnx", "dla_core": None}}
+    types = lambda config: [t.data_type for t in [*config.input, *config.output]]  # noqa: E731
+    fp16, fp32 = [mc.data_type("FP16")] * 2, [mc.data_type("FP32")] * 2
+    assert types(mc.model_config(data, name="m", runtime="python")) == fp32
+    assert types(mc.model_config(data, name="m", runtime="python", options=mc.ConfigOptions(fp16=True))) == fp16
+    assert types(mc.model_config(data, name="m", runtime="tensorrt")) == fp16
+    data["plan"]["onnx"] = "model.onnx"
+    assert types(mc.model_config(data, name="m", runtime="tensorrt")) == fp32
+    assert mc.ConfigOptions.from_dict(mc.ConfigOptions(fp16=True).to_dict()).fp16

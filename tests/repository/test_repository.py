@@ -113,6 +113,26 @@ def test_versions_keep_and_rollback(tmp_path, artifacts) -> None:
     assert read_config(repo, "lane").version_policy.latest.num_versions == 1
 
 
+def test_rollback_rebuilds_the_config_from_that_versions_manifest_and_install_options(tmp_path, artifacts) -> None:
+    from edge_deploy.repository import model_config as mc
+
+    repo = tmp_path / "repo"
+    install(artifacts["a"], repo, "lane", runtime="onnxruntime", instances=2, max_queue_delay_us=100, warmup=True)
+    install(artifacts["b"], repo, "lane", runtime="python")
+
+    def expected(art: str, version: int, **kw):
+        vdir = repo / "lane" / str(version)
+        return mc.model_config(read_manifest(artifacts[art]), name="lane",
+                               manifest_sha256=hashlib.sha256((vdir / "manifest.json").read_bytes()).hexdigest(), **kw)
+
+    assert read_config(repo, "lane") == expected("b", 2, runtime="python")
+    rollback(repo, "lane")
+    options = mc.ConfigOptions(max_queue_delay_us=100, instances=2, warmup=True)
+    assert read_config(repo, "lane") == expected("a", 1, runtime="onnxruntime", options=options, version_policy=1)
+    rollback(repo, "lane", 2)
+    assert read_config(repo, "lane") == expected("b", 2, runtime="python", version_policy=2)
+
+
 def test_pipeline_models_share_the_version_and_follow_rollback(tmp_path, artifacts) -> None:
     repo = tmp_path / "repo"
     install(artifacts["a"], repo, "lane", runtime="python", pipeline=True)
@@ -127,6 +147,10 @@ def test_pipeline_models_share_the_version_and_follow_rollback(tmp_path, artifac
     src = Path(__file__).resolve().parents[2] / "edge_deploy" / "lanedet"
     assert (pre / "preprocess.py").read_bytes() == (src / "preprocess.py").read_bytes()
     assert (repo / "lane_postprocess" / "3" / "decode.py").read_bytes() == (src / "decode.py").read_bytes()
+    # version 2 had no pipeline: a rollback to it pins the lane model only
+    configs = {m: (repo / m / "config.pbtxt").read_bytes() for m in result.models[1:]}
+    assert rollback(repo, "lane", 2).models == ["lane"]
+    assert {m: (repo / m / "config.pbtxt").read_bytes() for m in result.models[1:]} == configs
     result = rollback(repo, "lane", 1)
     assert result.models == ["lane", "lane_preprocess", "lane_postprocess", "lane_pipeline"]
     for model in result.models:
@@ -142,10 +166,12 @@ def test_leftovers_of_a_killed_install_are_ignored_and_cleaned(tmp_path, artifac
     (stale / "v" / "model.onnx").write_bytes(b"half")
     outside = tmp_path / ".repo.edge-deploy-staging" / "lane-x"
     outside.mkdir(parents=True)
+    half_config = repo / "lane" / ".config.pbtxt.x1y2z3.tmp"  # write_bytes_atomic's, killed before its rename
+    half_config.write_text("name: ")
     assert versions(repo, "lane") == [1]
     result = install(artifacts["a"], repo, "lane", runtime="python")
     assert result.version == 2
-    assert not stale.exists() and not outside.exists()
+    assert not stale.exists() and not outside.exists() and not half_config.exists()
     assert clean_leftovers(repo) == []
 
 
@@ -159,6 +185,39 @@ def test_runtime_follows_artifact_and_server(tmp_path, artifacts) -> None:
     assert result.runtime == "onnxruntime"
     with pytest.raises(RepositoryError, match="needs model.plan"):
         install(artifacts["a"], repo, "trt", runtime="tensorrt")
+
+
+def test_fp16_installs_model_fp16_with_onnx_runtime(tmp_path, artifacts) -> None:
+    from edge_deploy.export.fp16_onnx import make_fp16_onnx
+
+    art = tmp_path / "art"
+    shutil.copytree(artifacts["a"], art)
+    with pytest.raises(RepositoryError, match="--fp16 needs model_fp16.onnx"):
+        install(art, tmp_path / "repo", "lane", fp16=True)
+    manifest = read_manifest(art)
+    make_fp16_onnx(art, manifest, fp16_io=True)
+    write_manifest(art, manifest)
+    repo = tmp_path / "repo"
+    result = install(art, repo, "lane", fp16=True)
+    assert result.runtime == "python"
+    assert (repo / "lane" / "1" / "model.onnx").read_bytes() == (art / "model_fp16.onnx").read_bytes()
+    config = read_config(repo, "lane")
+    assert [t.data_type for t in config.input] == [mc_data_type("FP16")]
+    record = json.loads((repo / "lane" / "1" / "install.json").read_text())
+    assert record["options"]["fp16"] is True
+    with pytest.raises(RepositoryError, match="--pipeline needs"):
+        install(art, repo, "piped", fp16=True, pipeline=True)
+    with pytest.raises(RepositoryError, match="--fp16 serves model_fp16.onnx"):
+        install(art, repo, "lane", fp16=True, runtime="tensorrt")
+    install(art, repo, "lane")  # version 2: model.onnx again
+    rollback(repo, "lane", to=1)  # the config is rebuilt from version 1's record: FP16 again
+    assert [t.data_type for t in read_config(repo, "lane").input] == [mc_data_type("FP16")]
+
+
+def mc_data_type(name: str) -> int:
+    from edge_deploy.repository.model_config import data_type
+
+    return data_type(name)
 
 
 def plan_artifact(root: Path, source: Path, *, gpu: str) -> Path:

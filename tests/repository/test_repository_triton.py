@@ -94,6 +94,7 @@ def test_explicit_mode_with_key_install_rollback_and_refused_load(tmp_path, lane
     from edge_deploy.errors import RepositoryError
     from edge_deploy.repository.install import rollback
     from edge_deploy.repository.versions import read_config
+    from edge_deploy.serve import admin
     from edge_deploy.serve import record as control
 
     monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "state"))
@@ -135,8 +136,15 @@ def test_explicit_mode_with_key_install_rollback_and_refused_load(tmp_path, lane
         install(broken, repo, "lane", runtime="python")
     assert "\n" not in str(info.value)
     assert client.is_model_ready("lane", "1") and not client.is_model_ready("lane", "3")
+    assert admin.served_versions(server.url, "lane") == [1]
     assert _served_output_rows(server.url) == 100
     assert list(read_config(repo, "lane").version_policy.specific.versions) == [1]
+    # a rollback to that version is refused the same way: the config says again what is served
+    pinned = (repo / "lane" / "config.pbtxt").read_bytes()
+    with pytest.raises(RepositoryError, match="did not load lane"):
+        rollback(repo, "lane", 3)
+    assert (repo / "lane" / "config.pbtxt").read_bytes() == pinned
+    assert client.is_model_ready("lane", "1") and _served_output_rows(server.url) == 100
 
     # a key the user cannot read: one line, before anything is written
     control.save_record(control.ServerRecord(url=server.url, repository=repo, key_header=KEY_HEADER,
@@ -229,55 +237,173 @@ def test_poll_mode_twenty_installs_while_a_client_infers(tmp_path, laneatt_data,
     assert failed_loads(server.log_path) == []
 
 
-def assert_repository_valid(repo: Path) -> list[int]:
-    """Every model has a parseable config and every numeric version is complete; returns lane's versions."""
+def complete(vdir: Path) -> bool:
+    """Whether a version directory holds every file its runtime needs, as its manifest lists them."""
     from edge_deploy.artifact import sha256_file
+
+    record = json.loads((vdir / "install.json").read_text())
+    manifest = json.loads((vdir / "manifest.json").read_text())
+    needed = ["model.plan"] if record["runtime"] == "tensorrt" else ["model.onnx"]
+    if record["runtime"] == "python":
+        assert (vdir / "model.py").stat().st_size > 0
+    return all(sha256_file(vdir / name) == manifest["files"][name]["sha256"] for name in needed)
+
+
+def assert_repository_valid(repo: Path) -> None:
+    """No staging directory among the models, every config parses, every numeric version is complete."""
     from edge_deploy.repository.versions import read_config, versions
 
     for model_dir in (p for p in repo.iterdir() if p.is_dir()):
         assert not model_dir.name.startswith("."), f"staging directory inside the repository: {model_dir}"
         assert read_config(repo, model_dir.name).name == model_dir.name
         for v in versions(repo, model_dir.name):
-            vdir = model_dir / str(v)
-            record = json.loads((vdir / "install.json").read_text())
-            manifest = json.loads((vdir / "manifest.json").read_text())
-            needed = ["model.plan"] if record["runtime"] == "tensorrt" else ["model.onnx"]
-            for name in needed:
-                assert sha256_file(vdir / name) == manifest["files"][name]["sha256"], f"{vdir / name} is partial"
-            if record["runtime"] == "python":
-                assert (vdir / "model.py").stat().st_size > 0
-    return versions(repo, "lane")
+            assert complete(model_dir / str(v)), f"{model_dir / str(v)} is partial"
+
+
+def config_version(repo: Path, model: str = "lane") -> int:
+    """The one version the config selects, checked to be the version the config was written for.
+
+    The config must describe that version (its output dims and manifest sha256), and it
+    is the newest version unless the config pins an older one, which is what a publish
+    interrupted between the new version's rename and its config leaves (files.py).
+    """
+    from edge_deploy.artifact import sha256_file
+    from edge_deploy.lanedet import contract
+    from edge_deploy.repository.versions import read_config, versions
+
+    assert_repository_valid(repo)
+    config, avail = read_config(repo, model), versions(repo, model)
+    selected = mc.policy_versions(config, avail)
+    assert len(selected) == 1, (selected, avail)
+    (v,) = selected
+    vdir = repo / model / str(v)
+    manifest = json.loads((vdir / "manifest.json").read_text())
+    assert config.parameters[contract.PARAM_MANIFEST_SHA256].string_value == sha256_file(vdir / "manifest.json")
+    assert list(config.output[0].dims) == manifest["io"]["outputs"][0]["shape"][1:]
+    if v != avail[-1]:
+        assert config.version_policy.WhichOneof("policy_choice") == "specific" and v == avail[-2], (v, avail)
+    return v
+
+
+def rows_of(repo: Path, version: int, model: str = "lane") -> int:
+    return json.loads((repo / model / str(version) / "manifest.json").read_text())["io"]["outputs"][0]["shape"][1]
+
+
+@pytest.fixture
+def keyed_server(tmp_path, start_triton, monkeypatch):
+    """Factory: an explicit-mode server on `repo` with a model-repository key, recorded as `serve` records it."""
+    from edge_deploy.serve import record as control
+
+    monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "state"))  # the install subprocesses find it too
+
+    def start(repo: Path):
+        key = "kill-test-key-0123456789"
+        (tmp_path / "key").write_text(key + "\n")
+        server = start_triton(repo, model_control="explicit", restricted_key=(KEY_HEADER, key))
+        record = control.ServerRecord(url=server.url, repository=repo, key_header=KEY_HEADER,
+                                      key_file=tmp_path / "key", scope="user")
+        control.save_record(record)
+        return server, record
+
+    return start
+
+
+def assert_loads_what_the_config_says(repo: Path, server, record) -> None:
+    """After a killed install: the config describes a complete version, and an explicit load serves it."""
+    from edge_deploy.serve import admin
+
+    v = config_version(repo)
+    admin.load_models(record, ["lane"])
+    assert admin.served_versions(server.url, "lane") == [v]
+    assert _served_output_rows(server.url) == rows_of(repo, v)
+
+
+def install_argv(art: Path, repo: Path) -> list[str]:
+    return ["install", str(art), "--repository", str(repo), "--name", "lane", "--runtime", "python"]
 
 
 @pytest.mark.slow
-def test_sigkill_of_install_at_random_points(tmp_path, laneatt_data, start_triton) -> None:
+def test_sigkill_of_install_at_random_points(tmp_path, laneatt_data, keyed_server) -> None:
     import time
 
+    # Two artifacts with different output dims, installed in turn: a config left describing
+    # another version than the one it selects cannot go unnoticed.
     anchors = laneatt_data / "anchors_2784x77.npy"
-    art = make_artifact(tmp_path / "art", anchors, n=2784, seed=11)
+    arts = [make_artifact(tmp_path / f"art{n}", anchors, n=n, seed=n) for n in (2784, 1500)]
     repo = tmp_path / "repo"
-    install(art, repo, "lane", runtime="python")
-    server = start_triton(repo, model_control="poll", repository_poll_secs=1)
-    argv = [sys.executable, "-m", "edge_deploy", "install", str(art), "--repository", str(repo),
-            "--name", "lane", "--runtime", "python"]
+    install(arts[0], repo, "lane", runtime="python")
+    server, record = keyed_server(repo)
     start = time.monotonic()
-    subprocess.run(argv, check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "edge_deploy", *install_argv(arts[1], repo)], check=True, capture_output=True)
     full = time.monotonic() - start
     rng = np.random.default_rng(1234)
     outcomes = []
-    for _ in range(12):
-        before = assert_repository_valid(repo)
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(5):
+        before = config_version(repo)
+        art = arts[0] if rows_of(repo, before) != 2784 else arts[1]
+        proc = subprocess.Popen([sys.executable, "-m", "edge_deploy", *install_argv(art, repo)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(float(rng.uniform(0.3, 1.1)) * full)
         proc.kill()
         outcomes.append(proc.wait())
-        after = assert_repository_valid(repo)
-        assert after in (before, before + [before[-1] + 1])
-        # the server keeps answering with a complete version
-        assert _infer(server.url, "lane", np.zeros((1, 3, 360, 640), np.float32)).shape == (1, 2784, 77)
+        assert_loads_what_the_config_says(repo, server, record)
     assert -9 in outcomes  # at least some runs really were killed mid-way
-    final = install(art, repo, "lane", runtime="python")
+    final = install(arts[0], repo, "lane", runtime="python")
     assert not list(tmp_path.glob(".repo.edge-deploy-staging*"))
     assert not [p for p in (repo / "lane").iterdir() if p.name.startswith(".")]
-    wait_served(server.url, "lane", final.version)
+    assert final.served == {"lane": [final.version]}
     assert failed_loads(server.log_path) == []
+
+
+# Runs `edge-deploy ARGS` and SIGKILLs it on entering its Nth os.rename/os.replace: the
+# publish steps of install are renames, so N = 1, 2, ... stops it between each pair of them.
+KILL_AT_RENAME = """
+import os, signal, sys
+limit, calls = int(sys.argv[1]), [0]
+def killing(real):
+    def call(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == limit:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(*args, **kwargs)
+    return call
+os.rename, os.replace = killing(os.rename), killing(os.replace)
+sys.argv = ["edge-deploy", *sys.argv[2:]]
+from edge_deploy.cli import main
+main()
+"""
+
+
+@pytest.mark.slow
+def test_sigkill_of_install_at_every_rename(tmp_path, laneatt_data, keyed_server) -> None:
+    anchors = laneatt_data / "anchors_2784x77.npy"
+    arts = [make_artifact(tmp_path / f"art{n}", anchors, n=n, seed=n) for n in (300, 200)]
+    repo = tmp_path / "repo"
+    install(arts[0], repo, "lane", runtime="python")
+    server, record = keyed_server(repo)
+    for point in range(1, 20):
+        # every killed install starts from a finished one (config `latest`) and changes the dims
+        art = arts[0] if rows_of(repo, config_version(repo)) != 300 else arts[1]
+        proc = subprocess.run([sys.executable, "-c", KILL_AT_RENAME, str(point), *install_argv(art, repo)],
+                              capture_output=True, text=True)
+        if proc.returncode == 0:
+            break  # fewer renames than `point`: the install ran to its end (and loaded its version)
+        assert proc.returncode == -9, proc.stderr
+        assert_loads_what_the_config_says(repo, server, record)
+        assert install(art, repo, "lane", runtime="python").served == {"lane": [max(versions_of(repo))]}
+    assert proc.returncode == 0 and point >= 3, point  # killed at two renames at least: version, config
+    assert admin_served(server.url) == [config_version(repo)] == [max(versions_of(repo))]
+    assert not [p.name for p in (repo / "lane").iterdir() if p.name.startswith(".")]  # leftovers cleaned
+    assert failed_loads(server.log_path) == []
+
+
+def admin_served(url: str) -> list[int]:
+    from edge_deploy.serve.admin import served_versions
+
+    return served_versions(url, "lane")
+
+
+def versions_of(repo: Path) -> list[int]:
+    from edge_deploy.repository.versions import versions
+
+    return versions(repo, "lane")

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import free_port
-from triton_helpers import BROKEN, write_model
+from triton_helpers import ADD_TWO, BROKEN, write_model
 
 from edge_deploy.serve import admin
 from edge_deploy.serve import record as control
@@ -84,7 +84,14 @@ def test_foreground_serves_and_stops_cleanly_on_sigterm(tmp_path) -> None:
         assert len(records) == 1  # `install` can find this server and hot-load versions
         record = control.ServerRecord.from_dict(json.loads(records[0].read_text()))
         assert record.key_file != unit_key and record.key_file.stat().st_mode & 0o077 == 0
-        admin.load_models(record, ["add_one"])  # the recorded key unlocks the model-repository protocol
+        # the recorded key unlocks the model-repository protocol: a load brings in a new version
+        write_model(tmp_path / "repo", "add_one", code=ADD_TWO, versions=(2,))
+        assert admin.served_versions(record.url, "add_one") == [1]
+        admin.load_models(record, ["add_one"])
+        assert admin.served_versions(record.url, "add_one") == [2]
+        client = grpcclient.InferenceServerClient(f"127.0.0.1:{port}")
+        np.testing.assert_array_equal(client.infer("add_one", [inp]).as_numpy("Y"), np.arange(2, 6, dtype=np.float32))
+        client.close()
         assert unit_key.read_text() == "the-unit-key\n"
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=EXIT_TIMEOUT + 10)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import free_port
-from triton_helpers import BROKEN, write_model
+from triton_helpers import ADD_TWO, BROKEN, write_model
 
 from edge_deploy.serve.tritonserver import port_in_use
 
@@ -188,7 +188,10 @@ def test_serve_user_survives_a_crash_stops_and_uninstalls(user_manager, tmp_path
     assert record["url"] == url and record["unit"] == UNIT and record["scope"] == "user"
     assert oct(Path(record["key_file"]).stat().st_mode & 0o777) == "0o600"
     key = Path(record["key_file"]).read_text().strip()
+    write_model(repo, "add_one", code=ADD_TWO, versions=(2,))  # a load brings the new version in
     admin.load_models(control.ServerRecord.from_dict(record), ["add_one"], key=key)
+    assert admin.served_versions(url, "add_one") == [2]
+    np.testing.assert_array_equal(infer(url), np.arange(2, 6, dtype=np.float32))
 
     # Crash: tritonserver (under the log pump, the unit's main process) is SIGKILLed; systemd restarts the
     # unit and inference works again.
@@ -198,8 +201,8 @@ def test_serve_user_survives_a_crash_stops_and_uninstalls(user_manager, tmp_path
     recovered = None
     while time.monotonic() - killed_at < 45:
         try:
-            if m.main_pid() not in (0, pid):
-                np.testing.assert_array_equal(infer(url, timeout=2), np.arange(1, 5, dtype=np.float32))
+            if m.main_pid() not in (0, pid):  # the restarted server loads the newest version, 2
+                np.testing.assert_array_equal(infer(url, timeout=2), np.arange(2, 6, dtype=np.float32))
                 recovered = time.monotonic() - killed_at
                 break
         except Exception:  # noqa: BLE001 - still restarting

@@ -96,8 +96,16 @@ def test_default_argv_is_safe_for_a_vehicle(tmp_path) -> None:
     assert "--http-address" not in a and "--http-restricted-api" not in a
 
 
+def _triton_tarball(tmp_path: Path, version: str) -> srv.TritonInstall:
+    """An /opt/tritonserver-like layout whose TRITON_VERSION says `version` (the binary is never run)."""
+    root = tmp_path / f"tritonserver-{version}"
+    (root / "bin").mkdir(parents=True)
+    (root / "TRITON_VERSION").write_text(version + "\n")
+    return srv.TritonInstall(binary=root / "bin" / "tritonserver", backend_dir=None, source="test")
+
+
 def test_http_and_metrics_listen_on_loopback_and_http_is_restricted_too(tmp_path) -> None:
-    install = srv.TritonInstall(binary=tmp_path / "tritonserver", backend_dir=None, source="test")
+    install = _triton_tarball(tmp_path, "2.51.0")
     options = srv.ServerOptions(
         model_repository=tmp_path, http=True, metrics=True, restricted_key=("edge-deploy-key", "k"), log_verbose=2
     )
@@ -107,6 +115,34 @@ def test_http_and_metrics_listen_on_loopback_and_http_is_restricted_too(tmp_path
     assert a["--http-restricted-api"] == ["model-repository:edge-deploy-key=k"]
     assert a["--log-verbose"] == ["2"] and "--backend-directory" not in a
     assert [p[0] for p in options.ports()] == ["gRPC", "HTTP", "metrics"]
+
+
+@pytest.mark.parametrize(("version", "restricted"), [("2.34.0", False), ("2.35.0", False), ("2.39.0", False),
+                                                     ("2.40.0", True), ("2.51.0", True)])
+def test_http_restricted_api_only_where_the_server_has_it(tmp_path, version: str, restricted: bool) -> None:
+    # JetPack 5's tarballs (2.34/2.35, r23.05/r23.06) exit on --http-restricted-api: it came with r23.11 (2.40).
+    options = srv.ServerOptions(model_repository=tmp_path, http=True, restricted_key=("edge-deploy-key", "k"))
+    a = argv_dict(srv.tritonserver_argv(_triton_tarball(tmp_path, version), options))
+    assert ("--http-restricted-api" in a) is restricted
+    assert a["--grpc-restricted-protocol"] == ["model-repository:edge-deploy-key=k"]
+
+
+def test_without_a_version_file_the_servers_help_decides(tmp_path) -> None:
+    options = srv.ServerOptions(model_repository=tmp_path, http=True, restricted_key=("edge-deploy-key", "k"))
+    for name, listed in (("old", ""), ("new", "  --http-restricted-api <string>:<string>=<string>\n")):
+        binary = tmp_path / name / "tritonserver"
+        binary.parent.mkdir()
+        binary.write_text(f"#!/bin/sh\nprintf 'Usage: tritonserver [options]\\n  --grpc-restricted-protocol x\\n{listed}'\n"
+                          "exit 1\n")
+        binary.chmod(0o755)
+        install = srv.TritonInstall(binary=binary, backend_dir=None, source="test")
+        assert ("--http-restricted-api" in argv_dict(srv.tritonserver_argv(install, options))) is bool(listed)
+
+
+def test_the_bundled_server_has_http_restricted_api(tmp_path) -> None:
+    # The real nvidia-pytriton tritonserver (2.51) answers --help; it lists the option.
+    install = srv.find_tritonserver(cache_dir=tmp_path / "cache")
+    assert install.has_option("--http-restricted-api") and not install.has_option("--no-such-option")
 
 
 # ------------------------------------------------------------------ checks

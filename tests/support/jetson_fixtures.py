@@ -70,11 +70,16 @@ def fake_trt(monkeypatch, no_tensorrt):
 
 @pytest.fixture
 def artifact(tmp_path: Path) -> tuple[Path, dict]:
-    """A directory with tests/support/lane_onnx.py's model.onnx (ROWS lane rows) and its manifest."""
+    """A directory with tests/support/lane_onnx.py's model.onnx (ROWS lane rows), its manifest and,
+    as `convert --precision fp16` makes it, model_fp16.onnx (node "head" kept FP32, FP32 I/O)."""
+    from edge_deploy.export.fp16_onnx import make_fp16_onnx
+
     directory = tmp_path / "artifact"
     directory.mkdir()
     write_lane_onnx(directory / "model.onnx", rows=ROWS)
-    return directory, lane_manifest(directory, ROWS)
+    manifest = lane_manifest(directory, ROWS)
+    make_fp16_onnx(directory, manifest)
+    return directory, manifest
 
 
 FAKE_TRTEXEC = r'''#!{python}
@@ -82,8 +87,11 @@ FAKE_TRTEXEC = r'''#!{python}
 # model; it only behaves like trtexec at the process boundary (banner, [E] lines, exit codes,
 # --saveEngine and --timingCacheFile files) so the subprocess plumbing can be tested.
 # Like trtexec it fails on an option its version does not parse (samples/common/sampleOptions.cpp of
-# NVIDIA/TensorRT release/8.5, 8.6, 10.x: --buildOnly until 8.6, --skipInference and
-# --builderOptimizationLevel from 8.6); only the options edge-deploy may pass are listed.
+# NVIDIA/TensorRT release/8.5, 8.6, 10.0, 10.16, 11.0, 11.1: --buildOnly until 8.6, --skipInference and
+# --builderOptimizationLevel from 8.6, --stronglyTyped from 10.0; 11.0 removed --fp16, --int8, --calib,
+# --precisionConstraints, --layerPrecisions and --layerOutputTypes); only the options edge-deploy may pass
+# are listed. Like sampleEngines.cpp it rejects a --layerOutputTypes list whose length is not the layer's
+# output count (FAKE_TRTEXEC_LAYER_OUTPUTS="name:count,..."; unnamed layers have one output).
 import json, os, sys
 banner = int(os.environ.get("FAKE_TRTEXEC_BANNER", "{banner}"))
 version = (banner // 10000, banner // 100 % 100) if banner >= 100000 else (banner // 1000, banner // 100 % 10)
@@ -91,11 +99,13 @@ args = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "") for a in sys.argv[1
 print("&&&& RUNNING TensorRT.trtexec [TensorRT v%d] # trtexec " % banner + " ".join(sys.argv[1:]))
 if "help" in args:
     sys.exit(0)
-known = {{"onnx", "saveEngine", "memPoolSize", "fp16", "int8", "calib", "minShapes", "optShapes", "maxShapes",
-         "precisionConstraints", "layerPrecisions", "layerOutputTypes", "useDLACore", "allowGPUFallback",
-         "timingCacheFile"}}
+known = {{"onnx", "saveEngine", "memPoolSize", "minShapes", "optShapes", "maxShapes", "useDLACore",
+         "allowGPUFallback", "timingCacheFile"}}
+if version < (11, 0):
+    known |= {{"fp16", "int8", "calib", "precisionConstraints", "layerPrecisions", "layerOutputTypes"}}
 known |= {{"buildOnly"}} if version < (10, 0) else set()
 known |= {{"skipInference", "builderOptimizationLevel"}} if version >= (8, 6) else set()
+known |= {{"stronglyTyped"}} if version >= (10, 0) else set()
 unknown = [name for name in args if name not in known]
 if unknown:
     for name in unknown:
@@ -104,6 +114,15 @@ if unknown:
     sys.exit(1)
 with open(os.environ["FAKE_TRTEXEC_LOG"], "a") as log:
     log.write(json.dumps(sys.argv[1:]) + "\n")
+counts = dict(p.split(":") for p in os.environ.get("FAKE_TRTEXEC_LAYER_OUTPUTS", "").split(",") if p)
+for spec in filter(None, args.get("layerOutputTypes", "").split(",")):
+    name, types = spec.rsplit(":", 1)
+    have = int(counts.get(name, 1))
+    if "+" in types and len(types.split("+")) != have:
+        print("[11/22/2026-07:00:00] [E] Layer %s has %d outputs but %d output types are given in "
+              "--layerOutputTypes flag." % (name, have, len(types.split("+"))))
+        print("&&&& FAILED TensorRT.trtexec")
+        sys.exit(1)
 cache = args.get("timingCacheFile")
 if cache and os.path.exists(cache) and open(cache, "rb").read().startswith(b"CORRUPT"):
     print("[11/22/2026-07:00:00] [E] Error[1]: [timingCache.cpp::load::512] Error Code 1: corrupt timing cache")

@@ -8,6 +8,7 @@ It shares only the trained layers (backbone, conv1, linear layers) with the mode
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -49,6 +50,11 @@ def reference_anchors() -> np.ndarray:
         x0, y0, _ = line
         rows.append([0.0, 0.0, 1.0 - y0, x0, 0.0, *_xs(line, N_OFFSETS)])
     return np.asarray(rows, dtype=np.float32)
+
+
+def torch16_topk(laneatt_data: Path, dataset: str, k: int) -> list[int]:
+    """The first k anchors of the order real torch 1.6.0 gave (recorded in tests/data/laneatt)."""
+    return np.load(laneatt_data / f"torch16_argsort_{dataset}.npy")[:k].tolist()
 
 
 def reference_topk(freq: np.ndarray, k: int) -> list[int]:

@@ -4,7 +4,7 @@ The ONNX model has LaneATT's I/O signature, input [B, 3, 360, 640] FP32 ->
 predict_lanes [B, N, 77] FP32, but is tiny: a global average pool of the frame
 feeds a linear layer whose bias holds real LaneATT anchor rows, so the outputs
 are plausible lanes that depend on the input. The manifest follows
-edge_deploy/manifest.py.
+edge_deploy/artifact.py.
 """
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from edge_deploy.artifact import FORMAT, file_entry, write_manifest
 from edge_deploy.lanedet.contract import LANEATT_DECODE, LANEATT_PREPROCESS
 
 
-def build_onnx(path: Path, anchors: np.ndarray, *, seed: int = 0, batch: str | int = "batch") -> None:
-    """Write the tiny lane model to `path` (batch: a dim name for dynamic batch, or an int)."""
+def build_onnx(path: Path, anchors: np.ndarray, *, seed: int = 0, batch: str | int = "batch",
+               hw: tuple[int, int] = (360, 640)) -> None:
+    """Write the tiny lane model to `path` (batch: a dim name for dynamic batch, or an int; hw: input size)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -39,7 +40,7 @@ def build_onnx(path: Path, anchors: np.ndarray, *, seed: int = 0, batch: str | i
             helper.make_node("Reshape", ["lin", "shape"], ["predict_lanes"]),
         ],
         "tiny_laneatt",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, 360, 640])],
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, *hw])],
         [helper.make_tensor_value_info("predict_lanes", TensorProto.FLOAT, [batch, n, 77])],
         initializer=[
             numpy_helper.from_array(weight.reshape(3, n * 77), "W"),
@@ -55,15 +56,20 @@ def build_onnx(path: Path, anchors: np.ndarray, *, seed: int = 0, batch: str | i
 
 def make_artifact(
     out: Path, anchors_npy: Path, *, n: int = 1000, seed: int = 0, batch_max: int = 4, dynamic: bool = True,
+    fixed_batch: int = 1, hw: tuple[int, int] = (360, 640),
 ) -> Path:
-    """An artifact directory (model.onnx + manifest.json) in `out`; returns `out`."""
+    """An artifact directory (model.onnx + manifest.json) in `out`; returns `out`.
+
+    dynamic=True: batch axis 1..batch_max; dynamic=False: a fixed batch of `fixed_batch`; hw: the input size.
+    The weights depend on `seed` and `n` only, so the same seed gives the same lanes at any batch.
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     table = np.load(anchors_npy)
     anchors = table[np.linspace(0, len(table) - 1, n).astype(int)]
-    batch_dim = "batch" if dynamic else 1
-    build_onnx(out / "model.onnx", anchors, seed=seed, batch=batch_dim)
-    lead = -1 if dynamic else 1
+    batch_dim = "batch" if dynamic else fixed_batch
+    build_onnx(out / "model.onnx", anchors, seed=seed, batch=batch_dim, hw=hw)
+    lead = -1 if dynamic else fixed_batch
     write_manifest(out, {
         "format": FORMAT,
         "tool": {"name": "edge-deploy", "version": "test"},
@@ -72,11 +78,12 @@ def make_artifact(
                    "checkpoint": None, "num_anchors": n, "trained": False},
         "files": {"model.onnx": file_entry(out / "model.onnx")},
         "io": {
-            "inputs": [{"name": "input", "datatype": "FP32", "shape": [lead, 3, 360, 640]}],
+            "inputs": [{"name": "input", "datatype": "FP32", "shape": [lead, 3, *hw]}],
             "outputs": [{"name": "predict_lanes", "datatype": "FP32", "shape": [lead, n, 77]}],
-            "batch": {"min": 1, "opt": 1, "max": batch_max if dynamic else 1, "dynamic": dynamic},
+            "batch": ({"min": 1, "opt": 1, "max": batch_max, "dynamic": True} if dynamic else
+                      {"min": fixed_batch, "opt": fixed_batch, "max": fixed_batch, "dynamic": False}),
         },
-        "preprocess": dict(LANEATT_PREPROCESS),
+        "preprocess": dict(LANEATT_PREPROCESS, height=hw[0], width=hw[1]),
         "decode": dict(LANEATT_DECODE),
         "parity": None,
         "fp16": None,

@@ -37,6 +37,7 @@ class TritonPythonModel:
             for r in requests
         ]
 """
+ADD_TWO = ADD_ONE.replace("as_numpy() + 1", "as_numpy() + 2")  # a new version a reload must bring in
 BROKEN = """
 class TritonPythonModel:
     def initialize(self, args):

@@ -1,17 +1,24 @@
 """A recording stand-in for the `tensorrt` Python module (tests only).
 
-TensorRT cannot be installed here (no NVIDIA GPU; the PyPI packages are stubs
-that download from an unreachable host), so the engine stage is tested against
-this double at the one module boundary, edge_deploy.build.tensorrt_api. It has only
+TensorRT cannot be installed here: there is no NVIDIA GPU, and while PyPI's x86_64
+tensorrt bindings wheels are real, the libraries (tensorrt-cu*-libs) are source packages
+that download from NVIDIA at install time, which this environment cannot reach. So the
+engine stage is tested against this double at the one module boundary,
+edge_deploy.build.tensorrt_api. It has only
 the names the Python bindings of the given version have (NVIDIA/TensorRT
 python/src/infer/pyCore.cpp per release branch: 8.5 has no
 builder_optimization_level; 10.0 dropped STRICT_TYPES and max_workspace_size;
 11 dropped the FP16/INT8 flags and INT8 calibrators); setting a builder-config
 property the version lacks raises AttributeError as pybind11 does. It records every call
 that configures a build, and lets a test choose the outcome (a plan, a failed
-build, a corrupt or mismatched timing cache, a plan from another version).
+build, a corrupt or mismatched timing cache, a plan from another version:
+b"PLAN<other>" fails the serialization-version check, b"PLANLIB<version>" the
+library-version check with TensorRT's "expecting library version X got Y").
+NetworkDefinitionCreationFlag values follow include/NvInfer.h per branch
+(`creation_flags`); an 11.x double has no EXPLICIT_BATCH, no weak-typing flags,
+no ILayer.precision/set_output_type, no int8_calibrator and no calibrators.
 It does not imitate what TensorRT computes: real builds are in
-tests/test_tensorrt.py, which runs on a Jetson. `FakePycuda` does the same for
+tests/build/test_tensorrt.py, which runs on a Jetson. `FakePycuda` does the same for
 `pycuda.driver` (device memory is host bytes). The fixtures that install these
 doubles are in tests/support/jetson_fixtures.py.
 """
@@ -44,6 +51,22 @@ def _enum(kind: str, *names: str) -> types.SimpleNamespace:
     return types.SimpleNamespace(**{n: _Enum(kind, n, i) for i, n in enumerate(names)})
 
 
+def creation_flags(major_minor: tuple[int, ...]) -> list[str]:
+    """NetworkDefinitionCreationFlag members in value order (0, 1, ...), as include/NvInfer.h defines them.
+
+    release/8.5, 8.6: EXPLICIT_BATCH = 0, EXPLICIT_PRECISION = 1; 10.0-10.8: EXPLICIT_BATCH = 0
+    (deprecated), STRONGLY_TYPED = 1; 10.9-10.16 add PREFER_JIT_PYTHON_PLUGINS = 2 and
+    PREFER_AOT_PYTHON_PLUGINS = 3; 11.0/11.1 drop EXPLICIT_BATCH: STRONGLY_TYPED = 0 ("deprecated:
+    always enabled", kept for API compatibility and ignored), PREFER_JIT = 1, PREFER_AOT = 2.
+    """
+    if major_minor < (10, 0):
+        return ["EXPLICIT_BATCH", "EXPLICIT_PRECISION"]
+    plugins = ["PREFER_JIT_PYTHON_PLUGINS", "PREFER_AOT_PYTHON_PLUGINS"] if major_minor >= (10, 9) else []
+    if major_minor < (11, 0):
+        return ["EXPLICIT_BATCH", "STRONGLY_TYPED", *plugins]
+    return ["STRONGLY_TYPED", *plugins]
+
+
 @dataclass
 class Tensor:
     name: str
@@ -51,7 +74,9 @@ class Tensor:
 
 
 @dataclass
-class Layer:
+class StronglyTypedLayer:
+    """ILayer of TensorRT 11 (pyGraph.cpp, release/11.0): no precision, no set_output_type."""
+
     name: str
     outputs: list[Tensor]
     record: list = field(default_factory=list)
@@ -62,6 +87,11 @@ class Layer:
 
     def get_output(self, i: int) -> Tensor:
         return self.outputs[i]
+
+
+@dataclass
+class Layer(StronglyTypedLayer):
+    """ILayer of TensorRT 8.5 to 10.x, with the layer precision calls (deprecated in 10.12, gone in 11.0)."""
 
     @property
     def precision(self) -> Any:
@@ -120,11 +150,8 @@ def make_tensorrt(
     trt.MemoryPoolType = _enum("MemoryPoolType", "WORKSPACE", "DLA_MANAGED_SRAM", "DLA_LOCAL_DRAM", "DLA_GLOBAL_DRAM")
     trt.DeviceType = _enum("DeviceType", "GPU", "DLA")
     trt.TensorIOMode = _enum("TensorIOMode", "NONE", "INPUT", "OUTPUT")
-    if major_minor < (10, 0):
-        creation_flags = ["EXPLICIT_BATCH", "EXPLICIT_PRECISION"]
-    else:
-        creation_flags = ["EXPLICIT_BATCH", "STRONGLY_TYPED"] if weakly_typed else ["STRONGLY_TYPED"]
-    trt.NetworkDefinitionCreationFlag = _enum("NetworkDefinitionCreationFlag", *creation_flags)
+    flag_names = creation_flags(major_minor)
+    trt.NetworkDefinitionCreationFlag = _enum("NetworkDefinitionCreationFlag", *flag_names)
 
     class ILogger:
         Severity = _enum("Severity", "INTERNAL_ERROR", "ERROR", "WARNING", "INFO", "VERBOSE")
@@ -135,9 +162,11 @@ def make_tensorrt(
     trt.ILogger = ILogger
     layer_specs = layers if layers is not None else [("conv1", [("conv1_out", "FLOAT")])]
 
+    layer_class = Layer if weakly_typed else StronglyTypedLayer
+
     class Network:
         def __init__(self) -> None:
-            self.layers = [Layer(name, [Tensor(t, getattr(dtypes, d)) for t, d in outs], calls)
+            self.layers = [layer_class(name, [Tensor(t, getattr(dtypes, d)) for t, d in outs], calls)
                            for name, outs in layer_specs]
 
         @property
@@ -219,7 +248,7 @@ def make_tensorrt(
             self.num_DLA_cores = dla_cores
 
         def create_network(self, flags: int = 0) -> Network:
-            if flags >> len(creation_flags):
+            if flags >> len(flag_names):
                 raise TypeError(f"create_network(): flag bits {flags:#x} name no NetworkDefinitionCreationFlag")
             calls.append(("builder.create_network", flags))
             return Network()
@@ -325,6 +354,15 @@ def make_tensorrt(
             data = bytes(data)
             if data.startswith(b"PLAN" + version.encode()) and engine is not None:
                 return Engine(engine)
+            if data.startswith(b"PLANLIB"):  # same plan format, another library build: TensorRT's check
+                built = data[len(b"PLANLIB"):].decode()
+                self.logger.log(ILogger.Severity.ERROR,
+                                f"6: The engine plan file is not compatible with this version of TensorRT, "
+                                f"expecting library version {version} got {built}, please rebuild.")
+                self.logger.log(ILogger.Severity.ERROR,
+                                "4: [runtime.cpp::deserializeCudaEngine::66] Error Code 4: Internal Error "
+                                "(Engine deserialization failed.)")
+                return None
             if data.startswith(b"PLAN"):
                 self.logger.log(ILogger.Severity.ERROR,
                                 "1: [stdArchiveReader.cpp::StdArchiveReader::42] Error Code 1: Serialization "

@@ -1,7 +1,8 @@
 """Triton Python-backend model: run this version's model.onnx with ONNX Runtime on CPU.
 
 Written by `edge-deploy install --runtime python` as NAME/V/model.py beside
-model.onnx and manifest.json (the I/O names and dtypes come from the manifest).
+model.onnx (model_fp16.onnx with `install --fp16`) and manifest.json. The I/O
+names and datatypes come from the model's config (FP16 I/O included).
 Requests that arrive together (dynamic batching) are concatenated along the
 batch axis up to max_batch_size and run in one session call.
 """
@@ -23,12 +24,10 @@ class TritonPythonModel:
         import onnxruntime as ort
 
         version_dir = os.path.join(args["model_repository"], args["model_version"])
-        with open(os.path.join(version_dir, "manifest.json")) as fh:
-            io = json.load(fh)["io"]
         config = json.loads(args["model_config"])
         self.max_batch = int(config.get("max_batch_size", 0))
-        self.inputs = [(t["name"], _NUMPY[t["datatype"]]) for t in io["inputs"]]
-        self.outputs = [t["name"] for t in io["outputs"]]
+        self.inputs = [(t["name"], _NUMPY[t["data_type"].replace("TYPE_", "")]) for t in config["input"]]
+        self.outputs = [t["name"] for t in config["output"]]
         threads = config.get("parameters", {}).get("edge_deploy.ort_threads", {}).get("string_value")
         options = ort.SessionOptions()
         if threads:

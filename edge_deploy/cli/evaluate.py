@@ -1,0 +1,101 @@
+"""`edge-deploy evaluate`: lane quality (CULane F1, TuSimple accuracy) and speed of a model on labelled frames."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .app import app
+
+_MODEL_HELP = ("An artifact directory (its model.onnx; DIR:fp16 for model_fp16.onnx), or grpc://HOST:PORT/MODEL "
+               "for a served model.")
+
+
+@app.command()
+def evaluate(
+    model: Annotated[str, typer.Argument(help=_MODEL_HELP, show_default=False)],
+    data: Annotated[Optional[Path], typer.Option(
+        help="CULane layout: the list file (image paths relative to --root; .lines.txt beside each image).")] = None,
+    tusimple: Annotated[Optional[list[Path]], typer.Option(
+        help="TuSimple label_data_*.json file(s) (images relative to --root); repeat for several.")] = None,
+    root: Annotated[Optional[Path], typer.Option(help="Data set root for --data / --tusimple (default: the list file's folder).")] = None,
+    synthetic: Annotated[Optional[int], typer.Option(
+        help="Evaluate on N synthetic road frames (seeds reserved for evaluation, never used in training).")] = None,
+    seed: Annotated[int, typer.Option(help="First synthetic evaluation seed (offset into the evaluation range).")] = 0,
+    limit: Annotated[Optional[int], typer.Option(help="Evaluate at most this many frames of --data / --tusimple.")] = None,
+    against: Annotated[Optional[str], typer.Option(
+        help="A second model (same forms as MODEL) run on the same frames: prints the retention table.")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the full report as JSON here.")] = None,
+    show: Annotated[int, typer.Option(help="Write a PNG grid of the K worst frames (truth green, lanes red).")] = 0,
+    out: Annotated[Path, typer.Option(help="Folder for --show pictures.")] = Path("out/evaluate"),
+) -> None:
+    """Score a model's lanes on labelled frames: CULane F1/precision/recall at IoU 0.5 and 0.7, mean |dx| of
+    matched lanes, latency per frame; with --against, how much of the first model's quality the second keeps."""
+    from rich.console import Console
+
+    from ..errors import EvaluationError
+    from ..evaluate import datasets
+    from ..evaluate.run import evaluate as run_evaluate
+    from ..evaluate.run import worst_frames_grid
+    from ..evaluate.runners import open_runner
+    from ..progress import ConsoleReporter
+
+    sources = [s for s in (data, tusimple, synthetic) if s]
+    if len(sources) != 1:
+        raise EvaluationError("give exactly one of --data LIST, --tusimple LABELS or --synthetic N.")
+    if data is not None:
+        frames = datasets.culane_frames(root or data.parent, data, limit=limit)
+    elif tusimple:
+        labelled = datasets.tusimple_frames(root or tusimple[0].parent, tusimple, limit=limit)
+        frames = ((name, frame, label.polylines()) for name, frame, label in labelled)
+    else:
+        frames = datasets.synthetic_frames(synthetic, seed)
+    console = Console(stderr=True, soft_wrap=True)
+    runner = open_runner(model)
+    other = open_runner(against) if against else None
+    try:
+        report, worst = run_evaluate(runner, frames, against=other, reporter=ConsoleReporter(console),
+                                     keep_frames=max(0, show))
+    finally:
+        runner.close()
+        if other is not None:
+            other.close()
+    _print(report)
+    if json_out is not None:
+        from ..fsutil import write_json_atomic
+
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(json_out, report.to_dict())
+        typer.echo(f"report: {json_out}")
+    if show > 0:
+        out.mkdir(parents=True, exist_ok=True)
+        typer.echo(f"worst frames: {worst_frames_grid(worst, out / 'worst_frames.png')}")
+
+
+def _print(report) -> None:  # noqa: ANN001
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(soft_wrap=True)
+    table = Table(title=f"{report.model}: {report.frames} frames, {report.latency_ms['mean']:.1f} ms/frame "
+                        f"(p50 {report.latency_ms['p50']:.1f})")
+    for column in ("subset", "IoU", "F1", "precision", "recall", "TP", "FP", "FN", "mean |dx| px"):
+        table.add_column(column, justify="right" if column != "subset" else "left")
+    for subset, results in [("all", report.culane), *report.by_condition.items()]:
+        for r in results:
+            dx = "-" if r.mean_abs_dx is None else f"{r.mean_abs_dx:.2f}"
+            table.add_row(subset, f"{r.iou_threshold:g}", f"{r.f1:.4f}", f"{r.precision:.4f}", f"{r.recall:.4f}",
+                          str(r.tp), str(r.fp), str(r.fn), dx)
+    console.print(table)
+    if report.retention is not None:
+        ret = Table(title=f"retention: {report.against} against {report.model}")
+        for column in ("IoU", "F1 reference", "F1 candidate", "lane count agreement", "mean |dx| px"):
+            ret.add_column(column, justify="right")
+        for r in report.retention:
+            f1_ref = "-" if r.reference is None else f"{r.reference.f1:.4f}"
+            f1_cand = "-" if r.candidate is None else f"{r.candidate.f1:.4f}"
+            agree = "-" if r.lane_count_agreement is None else f"{r.lane_count_agreement:.3f}"
+            dx = "-" if r.mean_abs_dx is None else f"{r.mean_abs_dx:.2f}"
+            ret.add_row(f"{r.iou_threshold:g}", f1_ref, f1_cand, agree, dx)
+        console.print(ret)

@@ -1,0 +1,150 @@
+"""`evaluate`: run a model (and optionally a second one) over labelled frames and score the lanes."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..errors import EvaluationError
+from ..progress import Reporter
+from .metrics import CULaneEvaluator, CULaneResult, RetentionComparison, RetentionResult
+
+TRUTH_COLOR = (80, 220, 80)  # BGR green
+PRED_COLOR = (60, 60, 255)  # BGR red
+
+
+@dataclass
+class FrameRecord:
+    """One frame's outcome: lane counts, the frame's F1 at the first threshold, and the model's time."""
+
+    name: str
+    predicted: int
+    truth: int
+    f1: float
+    seconds: float
+    tags: tuple[str, ...] = ()
+
+
+@dataclass
+class EvaluationReport:
+    """What `evaluate` prints and writes as JSON."""
+
+    model: str
+    frames: int
+    culane: list[CULaneResult]
+    latency_ms: dict[str, float]
+    records: list[FrameRecord] = field(repr=False, default_factory=list)
+    against: str | None = None
+    retention: list[RetentionResult] | None = None
+    by_condition: dict[str, list[CULaneResult]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "frames": self.frames,
+            "culane": [r.to_dict() for r in self.culane],
+            "latency_ms": self.latency_ms,
+            "frames_per_second": 1000.0 / self.latency_ms["mean"] if self.latency_ms.get("mean") else None,
+            "by_condition": {k: [r.to_dict() for r in v] for k, v in self.by_condition.items()},
+            "against": self.against,
+            "retention": [r.to_dict() for r in self.retention] if self.retention is not None else None,
+            "worst_frames": [vars(r) for r in sorted(self.records, key=lambda r: r.f1)[:20]],
+        }
+
+
+def _f1(tp: int, fp: int, fn: int) -> float:
+    return 2 * tp / (2 * tp + fp + fn) if tp else (1.0 if not (fp or fn) else 0.0)
+
+
+def _timed(runner: Any, frame: np.ndarray) -> tuple[list[Any], float]:
+    start = time.perf_counter()
+    lanes = runner.detect(frame)
+    return lanes, time.perf_counter() - start
+
+
+def evaluate(
+    runner: Any,
+    frames: Iterable[tuple[str, np.ndarray, Sequence[Any]] | tuple[str, np.ndarray, Sequence[Any], Sequence[str]]],
+    *,
+    against: Any | None = None,
+    thresholds: Sequence[float] = (0.5, 0.7),
+    reporter: Reporter | None = None,
+    keep_frames: int = 0,
+) -> tuple[EvaluationReport, list[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]]]:
+    """Score `runner` on `frames` ((name, BGR frame, truth lanes[, condition tags])).
+
+    With `against`, both models see every frame and the retention table compares them.
+    Returns the report and the `keep_frames` worst frames (record, frame, lanes, truth) for pictures.
+    """
+    reporter = reporter or Reporter()
+    evaluators: dict[str, CULaneEvaluator] = {}
+    size: tuple[int, int] | None = None
+    retention: RetentionComparison | None = None
+    records: list[FrameRecord] = []
+    worst: list[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]] = []
+    for item in frames:
+        name, frame, truth = item[0], item[1], item[2]
+        tags = tuple(item[3]) if len(item) > 3 else ()
+        frame_size = (int(frame.shape[1]), int(frame.shape[0]))
+        if size is None:
+            size = frame_size
+            evaluators["all"] = CULaneEvaluator(thresholds=thresholds, image_size=size)
+            if against is not None:
+                retention = RetentionComparison(thresholds=thresholds, image_size=size)
+        elif frame_size != size:
+            raise EvaluationError(f"frame {name} is {frame_size[0]}x{frame_size[1]}, the first frame was "
+                                  f"{size[0]}x{size[1]}; evaluate one image size at a time.")
+        lanes, seconds = _timed(runner, frame)
+        counts = evaluators["all"].add(lanes, truth).counts(thresholds[0])
+        for tag in tags:
+            evaluators.setdefault(tag, CULaneEvaluator(thresholds=thresholds, image_size=size)).add(lanes, truth)
+        record = FrameRecord(name, len(lanes), len(truth), _f1(counts.tp, counts.fp, counts.fn), seconds, tags)
+        records.append(record)
+        if retention is not None:
+            retention.add(lanes, _timed(against, frame)[0], truth)
+        if keep_frames:
+            worst.append((record, frame, lanes, truth))
+            worst.sort(key=lambda w: w[0].f1)
+            del worst[keep_frames:]
+        if len(records) % 25 == 0:
+            reporter.info(f"{len(records)} frames")
+    if not records:
+        raise EvaluationError("no frames to evaluate; check the data set (list file, labels or --synthetic N).")
+    ms = np.array([r.seconds for r in records]) * 1000.0
+    report = EvaluationReport(
+        model=str(getattr(runner, "name", runner)),
+        frames=len(records),
+        culane=evaluators.pop("all").results(),
+        latency_ms={"mean": float(ms.mean()), "p50": float(np.percentile(ms, 50)), "p90": float(np.percentile(ms, 90))},
+        records=records,
+        against=str(getattr(against, "name", against)) if against is not None else None,
+        retention=retention.results() if retention is not None else None,
+        by_condition={tag: ev.results() for tag, ev in sorted(evaluators.items())},
+    )
+    return report, worst
+
+
+def worst_frames_grid(worst: Sequence[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]], path: Path,
+                      columns: int = 2, width: int = 820) -> Path:
+    """A PNG grid of frames: truth in green, predictions in red, captioned with the frame's name and F1."""
+    import cv2
+
+    from ..lanedet.draw import draw_lanes, save_png
+
+    tiles = []
+    for record, frame, lanes, truth in worst:
+        image = draw_lanes(frame, truth, color=TRUTH_COLOR, thickness=6, labels=False)
+        image = draw_lanes(image, lanes, color=PRED_COLOR, thickness=3,
+                           caption=f"{record.name}  F1 {record.f1:.2f}  ({record.predicted} found / {record.truth} true)")
+        scale = width / image.shape[1]
+        tiles.append(cv2.resize(image, (width, int(round(image.shape[0] * scale))), interpolation=cv2.INTER_AREA))
+    if not tiles:
+        raise EvaluationError("no frames to draw.")
+    blank = np.zeros_like(tiles[0])
+    while len(tiles) % columns:
+        tiles.append(blank)
+    rows = [np.hstack(tiles[i:i + columns]) for i in range(0, len(tiles), columns)]
+    return save_png(path, np.vstack(rows))

@@ -1,0 +1,101 @@
+"""The models `evaluate` runs: an artifact's ONNX in ONNX Runtime, or a served model through LaneDetClient.
+
+A model is named by a spec string:
+- `DIR` or `DIR:fp32`: the artifact's model.onnx; `DIR:fp16`: its model_fp16.onnx;
+- `grpc://HOST:PORT/MODEL`: a model served by tritonserver (LaneDetClient, shared memory on the same host).
+Both decode with the same `decode_lanes` and the artifact's (or served config's) decode defaults.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..artifact import FP16_ONNX_NAME, ONNX_NAME, Manifest, read_manifest
+from ..errors import EvaluationError
+from ..lanedet.contract import LANEATT_DECODE
+from ..lanedet.decode import Lane, decode_lanes
+
+_ONNX_FILES = {"fp32": ONNX_NAME, "fp16": FP16_ONNX_NAME}
+
+
+class LaneRunner(Protocol):
+    """Something that turns one BGR frame into lanes in that frame's pixels."""
+
+    name: str
+
+    def detect(self, frame: np.ndarray) -> list[Lane]: ...
+
+    def close(self) -> None: ...
+
+
+class OnnxRunner:
+    """An artifact's ONNX model in ONNX Runtime (CPU), with the client's own preprocessing and decoding."""
+
+    def __init__(self, artifact_dir: Path, precision: str = "fp32") -> None:
+        from ..lanedet.preprocess import Preprocessor, PreprocessSpec
+        from ..parity import ort_session
+
+        if precision not in _ONNX_FILES:
+            raise EvaluationError(f"unknown precision {precision!r} in the model spec; use :fp32 or :fp16.")
+        path = Path(artifact_dir) / _ONNX_FILES[precision]
+        if not path.is_file():
+            hint = "convert with --precision fp16" if precision == "fp16" else "run `edge-deploy convert`"
+            raise EvaluationError(f"{path} does not exist; {hint}.")
+        view = Manifest(read_manifest(artifact_dir))
+        if not view.inputs or not view.outputs:
+            raise EvaluationError(f"the manifest of {artifact_dir} lists no inputs/outputs; re-run `edge-deploy convert`.")
+        self.name = f"{artifact_dir}:{precision}"
+        self.session = ort_session(path)
+        # The session's own input, not the manifest's: an FP16 ONNX may take FP16 input.
+        model_input = self.session.get_inputs()[0]
+        dtype = np.float16 if "float16" in model_input.type else np.float32
+        self.input_name = model_input.name
+        self.pre = Preprocessor(PreprocessSpec.from_dict(view.preprocess), dtype, 1)
+        self.decode = {**LANEATT_DECODE, **view.decode}
+
+    def detect(self, frame: np.ndarray) -> list[Lane]:
+        top, left, height, width = self.pre.spec.crop_box(*frame.shape[:2])
+        raw = self.session.run(None, {self.input_name: self.pre(frame)})[0][0]
+        lanes = decode_lanes(np.asarray(raw, dtype=np.float32), conf_threshold=self.decode["conf_threshold"],
+                             nms_threshold=self.decode["nms_threshold"], top_k=int(self.decode["top_k"]),
+                             image_size=(height, width), model_width=self.pre.spec.width)
+        if top or left:
+            lanes = [Lane(lane.points + np.float32([left, top]), lane.score) for lane in lanes]
+        return lanes
+
+    def close(self) -> None:
+        pass
+
+
+class ServedRunner:
+    """A served model through LaneDetClient (configured from the served config)."""
+
+    def __init__(self, url: str, model: str, timeout: float = 30.0) -> None:
+        from ..client.sync_client import LaneDetClient
+
+        self.name = f"grpc://{url}/{model}"
+        self.client = LaneDetClient(url, model=model)
+        self.client.wait_until_ready(timeout=timeout)
+
+    def detect(self, frame: np.ndarray) -> list[Lane]:
+        return self.client.detect(frame)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def open_runner(spec: str) -> Any:
+    """The runner a spec names (see the module docstring); one-line EvaluationError when it cannot."""
+    if spec.startswith("grpc://"):
+        rest = spec[len("grpc://"):]
+        url, _, model = rest.partition("/")
+        if not url or not model:
+            raise EvaluationError(f"cannot read the model spec {spec!r}; write grpc://HOST:PORT/MODEL.")
+        return ServedRunner(url, model)
+    path, _, precision = spec.rpartition(":") if spec.endswith((":fp16", ":fp32")) else (spec, "", "fp32")
+    if not Path(path).is_dir():
+        raise EvaluationError(f"{path} is not an artifact directory; give one written by `edge-deploy convert`, "
+                              "or grpc://HOST:PORT/MODEL for a served model.")
+    return OnnxRunner(Path(path), precision)

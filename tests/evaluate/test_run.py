@@ -1,0 +1,106 @@
+"""`evaluate` end to end: the scoring loop with real metrics, the ONNX Runtime runner on a real artifact, the CLI."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from small_artifact import make_artifact
+
+from edge_deploy.evaluate.datasets import synthetic_frames
+from edge_deploy.evaluate.run import evaluate
+from edge_deploy.evaluate.runners import OnnxRunner
+
+
+class TruthRunner:
+    """A 'model' that returns the truth (shifted by dx pixels, minus `drop` lanes): known scores by construction."""
+
+    def __init__(self, truths: dict[int, list[np.ndarray]], dx: float = 0.0, drop: int = 0) -> None:
+        self.truths, self.dx, self.drop, self.name = truths, dx, drop, "truth"
+
+    def detect(self, frame: np.ndarray) -> list[np.ndarray]:
+        lanes = self.truths[id(frame)]
+        return [lane + np.float32([self.dx, 0]) for lane in lanes[: len(lanes) - self.drop]]
+
+
+def _frames(n: int) -> tuple[list, dict[int, list[np.ndarray]]]:
+    frames = list(synthetic_frames(n, seed=3))
+    return frames, {id(f[1]): f[2] for f in frames}
+
+
+def test_perfect_lanes_score_one_and_dropped_lanes_cost_recall() -> None:
+    frames, truths = _frames(4)
+    report, worst = evaluate(TruthRunner(truths), frames, keep_frames=2)
+    assert report.frames == 4 and [r.f1 for r in report.culane] == [1.0, 1.0]
+    assert report.by_condition and all(r.f1 == 1.0 for results in report.by_condition.values() for r in results)
+    assert report.culane[0].mean_abs_dx == 0.0 and len(worst) == 2
+    dropped, _ = evaluate(TruthRunner(truths, drop=1), frames)
+    total = sum(len(f[2]) for f in frames)
+    assert dropped.culane[0].recall == pytest.approx((total - 4) / total) and dropped.culane[0].precision == 1.0
+
+
+def test_against_gives_the_retention_of_a_shifted_model() -> None:
+    frames, truths = _frames(3)
+    report, _ = evaluate(TruthRunner(truths), frames, against=TruthRunner(truths, dx=4.0))
+    (at05, _) = report.retention
+    assert at05.reference.f1 == 1.0 and at05.lane_count_agreement == 1.0
+    assert at05.mean_abs_dx == pytest.approx(4.0, abs=0.01)
+
+
+def test_frames_of_two_sizes_are_refused() -> None:
+    from edge_deploy.errors import EvaluationError
+
+    frames, truths = _frames(1)
+    small = np.zeros((295, 820, 3), np.uint8)
+    truths[id(small)] = []
+    with pytest.raises(EvaluationError, match="one image size at a time"):
+        evaluate(TruthRunner(truths), [*frames, ("small", small, [])])
+
+
+@pytest.fixture(scope="module")
+def tiny_artifact(tmp_path_factory, laneatt_data: Path) -> Path:
+    return make_artifact(tmp_path_factory.mktemp("eval") / "artifact", laneatt_data / "anchors_2784x77.npy")
+
+
+def test_onnx_runner_decodes_what_onnxruntime_computes(tiny_artifact: Path) -> None:
+    from edge_deploy.lanedet.decode import decode_lanes
+    from edge_deploy.lanedet.preprocess import preprocess
+    from edge_deploy.parity import ort_session
+
+    frame = next(synthetic_frames(1, seed=9))[1]
+    runner = OnnxRunner(tiny_artifact)
+    lanes = runner.detect(frame)
+    raw = ort_session(tiny_artifact / "model.onnx").run(None, {"input": preprocess(frame)})[0][0]
+    expected = decode_lanes(raw, image_size=frame.shape[:2])
+    assert lanes == expected and len(lanes) > 0
+
+
+def test_cli_writes_the_report_and_the_worst_frames(tiny_artifact: Path, tmp_path: Path) -> None:
+    out = tmp_path / "eval"
+    cmd = [sys.executable, "-m", "edge_deploy", "evaluate", str(tiny_artifact), "--synthetic", "3",
+           "--json", str(out / "report.json"), "--show", "2", "--out", str(out)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["frames"] == 3 and [r["iou_threshold"] for r in report["culane"]] == [0.5, 0.7]
+    assert (out / "worst_frames.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--synthetic", "2", "--data", "x.txt"], "exactly one of"),
+    (["--synthetic", "2", "--against", "grpc://127.0.0.1"], "grpc://HOST:PORT/MODEL"),
+])
+def test_cli_errors_are_one_line(tiny_artifact: Path, args: list[str], message: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "edge_deploy", "evaluate", str(tiny_artifact), *args],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_missing_artifact_is_one_line(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "edge_deploy", "evaluate", str(tmp_path / "nope"), "--synthetic", "1"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "not an artifact directory" in result.stderr
