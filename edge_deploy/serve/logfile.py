@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 DEFAULT_MAX_BYTES = 50 * 2**20  # the log and its predecessor together
@@ -57,6 +58,10 @@ class CappedLog:
         """Flush (`write` already does; here so a CappedLog stands in for a file)."""
         self._file.flush()
 
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
     def close(self) -> None:
         """Close the file."""
         self._file.close()
@@ -91,10 +96,25 @@ def run(argv: list[str], log_file: Path, max_bytes: int) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
     assert proc.stdout is not None
-    with CappedLog(log_file, max_bytes) as log:
+    lock = threading.Lock()
+    log = CappedLog(log_file, max_bytes)
+
+    def pump() -> None:
         for line in proc.stdout:
-            log.write(line)
+            with lock:
+                if log.closed:
+                    return
+                log.write(line)
+
+    # The pipe is read in a thread and the exit is judged by the process itself: when tritonserver is
+    # killed, its Python-backend stubs still hold the pipe open, so EOF may never come, and a pump that
+    # waited for it would keep the unit "running" with no server (no restart).
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
     code = proc.wait()
+    reader.join(timeout=2.0)
+    with lock:
+        log.close()
     return code if code >= 0 else 128 - code
 
 

@@ -61,6 +61,25 @@ def test_the_pump_caps_the_output_passes_signals_and_the_exit_code(tmp_path) -> 
     assert log.stat().st_size + Path(f"{log}.1").stat().st_size <= 65536
 
 
+def test_the_pump_exits_with_its_child_while_a_grandchild_holds_the_pipe(tmp_path) -> None:
+    # As when tritonserver is SIGKILLed and its Python-backend stubs live on with its stdout: the pump
+    # must end with the server, or systemd never sees the unit fail and never restarts it.
+    from edge_deploy.serve.logfile import pump_argv
+
+    log = tmp_path / "server.log"
+    pid_file = tmp_path / "grandchild.pid"
+    argv = ["/bin/sh", "-c", f"sleep 60 & echo $! > {pid_file}; echo started; kill -KILL $$"]
+    started = time.monotonic()
+    proc = subprocess.Popen(pump_argv(sys.executable, log, 65536, argv))
+    try:
+        assert proc.wait(20) == 128 + signal.SIGKILL
+    finally:
+        proc.kill()
+        if pid_file.is_file():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert time.monotonic() - started < 20 and log.read_text() == "started\n"
+
+
 def test_the_system_unit_logs_to_the_journal_by_default_and_caps_a_log_file(tmp_path) -> None:
     install = find_tritonserver(cache_dir=tmp_path / "cache")
     repo = tmp_path / "repo"
