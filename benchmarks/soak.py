@@ -274,7 +274,7 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=4, help="client processes, half shm and half gRPC")
     parser.add_argument("--rate", type=float, default=4.0, help="requests per second per client")
-    parser.add_argument("--install-every", type=float, default=3.0, help="minutes between installs")
+    parser.add_argument("--install-every", type=float, default=3.0, help="minutes between installs (0: none)")
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between samples")
     parser.add_argument("--warmup", type=float, default=60.0, help="seconds after each start left out of slopes")
     parser.add_argument("--plot", type=Path, default=ROOT / "benchmarks" / "soak.png")
@@ -313,7 +313,7 @@ def main() -> int:
         t0 = time.time()
         end = t0 + args.minutes * 60
         restart_at = t0 + args.minutes * 60 / 2
-        next_install = t0 + args.install_every * 60
+        next_install = t0 + args.install_every * 60 if args.install_every > 0 else float("inf")
         installs_done = 0
         while time.time() < end:
             time.sleep(max(0.0, args.interval - (time.time() - (run.samples[-1]["t"] if run.samples else t0))))
