@@ -1,4 +1,5 @@
-"""`edge-deploy infer`: lanes for image files (PNG with the lanes drawn and/or JSON); `edge-deploy sample`."""
+"""`edge-deploy infer`: lanes for images (PNG with the lanes drawn and/or JSON) and videos or cameras (an annotated
+video and JSON lines); `edge-deploy sample`: synthetic frames or a synthetic drive to try it on."""
 from __future__ import annotations
 
 import json
@@ -98,16 +99,19 @@ def run_infer(
     return records
 
 
-def synthetic_frames(count: int, width: int = 1640, height: int = 590) -> list[tuple[str, Any]]:
-    """`count` synthetic road frames named road-000.png, ... (seeds 0..count-1)."""
-    from ..lanedet.synthetic import road_scene
+def synthetic_frames(count: int, width: int = 1640, height: int = 590, seed: int = 0) -> list[tuple[str, Any]]:
+    """`count` synthetic road frames named road-000.png, ...: evaluation seeds (never used to train the demo
+    weights), from EVAL_SEED_BASE + seed on."""
+    from ..lanedet.synthetic import EVAL_SEED_BASE, scene
 
-    return [(f"road-{i:03d}.png", road_scene(width, height, seed=i)[0]) for i in range(count)]
+    return [(f"road-{i:03d}.png", scene(EVAL_SEED_BASE + seed + i, width, height).frame) for i in range(count)]
 
 
 @app.command()
 def infer(
-    images: Annotated[Optional[list[Path]], typer.Argument(help="Image files (PNG/JPEG, any size, BGR as cv2 reads them).")] = None,
+    images: Annotated[Optional[list[str]], typer.Argument(
+        help="Image files (PNG/JPEG, any size), video files (.mp4 .avi .mkv .mov .webm), cameras (/dev/video0) or "
+             "GStreamer pipelines ending in appsink.", show_default=False)] = None,
     url: Annotated[str, typer.Option(help="Triton gRPC address.")] = "127.0.0.1:8001",
     model: Annotated[str, typer.Option(help="Served model: the lane model NAME or NAME_pipeline.")] = "lanedet",
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for <image>.lanes.png / .lanes.json.")] = Path("lanes"),
@@ -120,8 +124,11 @@ def infer(
     transport: Annotated[Transport, typer.Option(help="auto: shared memory when the server is on this host.")] = Transport.auto,
     timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 30.0,
     wait: Annotated[float, typer.Option(help="Wait up to this many seconds for the server and model to be ready.")] = 0.0,
+    max_frames: Annotated[int, typer.Option(help="Stop a video or camera after this many frames (0: until it ends; "
+                                                 "Ctrl-C stops a camera and keeps what was written).")] = 0,
 ) -> None:
-    """Detect lanes in images with a served model; write each image with its lanes drawn (PNG) and/or JSON."""
+    """Detect lanes with a served model: each image written with its lanes drawn (PNG) and/or as JSON; each video
+    or camera as OUT/<name>.lanes.mp4 with the lanes drawn and OUT/<name>.lanes.jsonl (one JSON line per frame)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -129,8 +136,14 @@ def infer(
     from ..errors import ClientError
 
     _check_numbers(synthetic=synthetic, timeout=timeout, wait=wait, conf=conf, nms=nms, top_k=top_k)
-    paths = list(images or [])
-    if not paths and synthetic <= 0:
+    from .video import is_video_source, open_video
+
+    if max_frames < 0:
+        raise ClientError(f"--max-frames must be 0 (no limit) or more (got {max_frames}).")
+    sources = list(images or [])
+    videos = [s for s in sources if is_video_source(s)]
+    paths = [Path(s) for s in sources if not is_video_source(s)]
+    if not sources and synthetic <= 0:
         raise ClientError("no images given; pass image files or --synthetic N.")
     if not png and not json_out:
         raise ClientError("--no-png without --json writes nothing; add --json.")
@@ -138,6 +151,8 @@ def infer(
     if blocker is not None:
         raise ClientError(f"--out {out} cannot be a directory: {blocker} is a file; pass a directory with --out.")
     frames = [(str(p), read_image(p)) for p in paths]  # every file is checked before the first request
+    for source in videos:
+        open_video(source).release()
     if synthetic > 0:
         from ..lanedet.draw import save_png
 
@@ -150,15 +165,37 @@ def infer(
             client.wait_until_ready(wait)
         records = run_infer(client, frames, out, write_png=png, write_json=json_out,
                             conf_threshold=conf, nms_threshold=nms, top_k=top_k)
+        played = [_play(client, source, out, max_frames, conf, nms, top_k) for source in videos]
     console = Console()
     table = Table("image", "size", "lanes", "scores", "written")
     for rec in records:
         scores = ", ".join(f"{lane['score']:.2f}" for lane in rec["lanes"]) or "-"
         written = ", ".join(Path(rec[k]).name for k in ("png", "json") if k in rec)
         table.add_row(Path(rec["image"]).name, f"{rec['width']}x{rec['height']}", str(len(rec["lanes"])), scores, written)
-    console.print(table)
-    if records and client.model is not None and client.model.kind == "raw":
+    if records:
+        console.print(table)
+    for result in played:
+        typer.echo(f"{result.source}: {result.frames} frames at {result.fps:.1f} frames/s "
+                      f"({result.lanes_per_frame:.1f} lanes per frame) -> {result.video}, {result.jsonl}")
+    if (records or played) and client.model is not None and client.model.kind == "raw":
         console.print(f"[dim]{model}: decoded on the client ({client.transport}); output in {out}[/]")
+
+
+def _play(client: Any, source: str, out: Path, max_frames: int, conf: float | None, nms: float | None,
+          top_k: int | None) -> Any:
+    """One video or camera through the client, with a progress line on stderr."""
+    from rich.console import Console
+
+    from .video import run_video
+
+    console = Console(stderr=True)
+
+    def progress(frames: int, seconds: float) -> None:
+        if frames % 30 == 0:
+            console.print(f"{source}: {frames} frames, {frames / max(seconds, 1e-9):.1f} frames/s", highlight=False)
+
+    return run_video(lambda f: client.detect(f, conf_threshold=conf, nms_threshold=nms, top_k=top_k), source, out,
+                     model=client.model_name, max_frames=max_frames, progress=progress)
 
 
 def _check_numbers(*, synthetic: int, timeout: float, wait: float, conf: float | None, nms: float | None,
@@ -182,12 +219,24 @@ def _check_numbers(*, synthetic: int, timeout: float, wait: float, conf: float |
 @app.command()
 def sample(
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the frames.")] = Path("samples"),
-    count: Annotated[int, typer.Option("--count", "-n", help="How many frames.", min=1, max=1000)] = 4,
+    count: Annotated[int, typer.Option("--count", "-n", help="How many frames (with --video: of the drive).",
+                                       min=1, max=100000)] = 4,
     width: Annotated[int, typer.Option(help="Frame width.", min=64, max=8192)] = 1640,
     height: Annotated[int, typer.Option(help="Frame height.", min=64, max=8192)] = 590,
+    seed: Annotated[int, typer.Option(help="Which roads (offset into the seeds held out from training).", min=0,
+                                      max=10**8)] = 0,
+    video: Annotated[bool, typer.Option("--video", help="Write one drive along a road (OUT/drive.mp4, 30 frames/s) "
+                                                        "instead of separate frames.")] = False,
 ) -> None:
-    """Write synthetic road frames (PNG, CULane size by default) to try `edge-deploy infer` on."""
+    """Write synthetic road frames (PNG, CULane size by default), or a synthetic drive as a video, to try
+    `edge-deploy infer` on. The roads are drawn from seeds the demo weights were never trained on."""
     from ..lanedet.draw import save_png
 
-    for name, frame in synthetic_frames(count, width, height):
+    if video:
+        from ..lanedet.synthetic import EVAL_SEED_BASE
+        from .video import write_drive
+
+        typer.echo(str(write_drive(out / "drive.mp4", EVAL_SEED_BASE + seed, count, width, height)))
+        return
+    for name, frame in synthetic_frames(count, width, height, seed):
         typer.echo(str(save_png(out / name, frame)))

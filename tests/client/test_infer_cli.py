@@ -125,3 +125,66 @@ def test_infer_synthetic_json_only_with_overrides(tmp_path, tiny_server):
             want = client.detect(cv2.imread(str(out / f"road-{i:03d}.png")), conf_threshold=0.2, top_k=6)
             got = json.loads((out / f"road-{i:03d}.lanes.json").read_text())["lanes"]
             assert len(got) == len(want) and all(lane["score"] > 0.2 for lane in got)
+
+
+# --- videos and cameras ---------------------------------------------------------------------------
+
+
+def read_video(path) -> list[np.ndarray]:
+    capture = cv2.VideoCapture(str(path))
+    frames = []
+    while True:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        frames.append(frame)
+    capture.release()
+    return frames
+
+
+def test_sample_video_writes_one_drive(tmp_path):
+    result = cli("sample", "--video", "--out", str(tmp_path), "-n", "12", "--width", "640", "--height", "360")
+    assert result.returncode == 0, result.stderr
+    frames = read_video(tmp_path / "drive.mp4")
+    assert len(frames) == 12 and frames[0].shape == (360, 640, 3)
+    assert cv2.VideoCapture(str(tmp_path / "drive.mp4")).get(cv2.CAP_PROP_FPS) == 30.0
+    # one road seen moving: consecutive frames differ, but far less than two different roads do
+    step = np.abs(frames[1].astype(int) - frames[0]).mean()
+    cli("sample", "--out", str(tmp_path / "still"), "-n", "2", "--width", "640", "--height", "360")
+    roads = [cv2.imread(str(tmp_path / "still" / f"road-00{i}.png")).astype(int) for i in range(2)]
+    assert 0 < step < np.abs(roads[1] - roads[0]).mean() / 2
+    assert "even width and height" in one_line_error(cli("sample", "--video", "--out", str(tmp_path / "odd"),
+                                                         "--width", "641"))
+
+
+def test_bad_video_sources_are_one_line(tmp_path):
+    out = tmp_path / "out"
+    assert "does not exist" in one_line_error(cli("infer", str(tmp_path / "missing.mp4"), "--out", str(out)))
+    (tmp_path / "notes.mp4").write_text("not a video")
+    assert "cannot open video" in one_line_error(cli("infer", str(tmp_path / "notes.mp4"), "--out", str(out)))
+    assert "cannot open camera /dev/video99" in one_line_error(cli("infer", "/dev/video99", "--out", str(out)))
+    gst = "videotestsrc num-buffers=3 ! videoconvert ! appsink"
+    assert "GStreamer" in one_line_error(cli("infer", gst, "--out", str(out)))
+    assert not out.exists()
+
+
+@pytest.mark.triton
+def test_infer_video_writes_an_annotated_video_and_a_json_line_per_frame(tmp_path, tiny_server):
+    assert cli("sample", "--video", "--out", str(tmp_path), "-n", "8", "--width", "820", "--height", "296").returncode == 0
+    out = tmp_path / "out"
+    result = cli("infer", str(tmp_path / "drive.mp4"), "--url", tiny_server.url, "--model", "tiny",
+                 "--out", str(out), "--max-frames", "6")
+    assert result.returncode == 0, result.stderr
+    assert "6 frames at" in result.stdout and "frames/s" in result.stdout
+    lines = [json.loads(line) for line in (out / "drive.lanes.jsonl").read_text().splitlines()]
+    assert [line["frame"] for line in lines] == list(range(6))
+    annotated = read_video(out / "drive.lanes.mp4")
+    assert len(annotated) == 6 and annotated[0].shape == (296, 820, 3)
+    with LaneDetClient(tiny_server.url, "tiny") as client:
+        expected = [client.detect(frame) for frame in read_video(tmp_path / "drive.mp4")[:6]]
+    assert sum(len(lanes) for lanes in expected) > 0
+    for line, want in zip(lines, expected):
+        assert len(line["lanes"]) == len(want)
+        for got, lane in zip(line["lanes"], want):
+            np.testing.assert_allclose(np.asarray(got["points"], np.float32), lane.points, atol=1e-3)
+    assert sorted(p.name for p in out.iterdir()) == ["drive.lanes.jsonl", "drive.lanes.mp4"]
