@@ -126,11 +126,13 @@ def convert(
     target: str = "auto",
     engine_options: EngineOptions | None = None,
     force: bool = False,
+    eval_data: str | None = None,
     reporter: Reporter | None = None,
 ) -> ConvertResult:
     """Convert MODEL to an artifact directory (model.onnx, manifest.json, model.plan when built).
 
-    `target`: "onnx" stops after ONNX; "auto" also builds the TensorRT plan when a
+    `eval_data` (synthetic:N, a CULane list, TuSimple JSON): record the F1 of the ONNX files made in the
+    manifest's "evaluation" section. `target`: "onnx" stops after ONNX; "auto" also builds the TensorRT plan when a
     builder is available here; "tensorrt" requires it. `engine_options` says how
     to build the plan (defaults: `EngineOptions()`). When MODEL is an
     existing artifact directory, the export is skipped and only the plan is built
@@ -142,7 +144,14 @@ def convert(
         raise ConvertError(f"--target must be auto, onnx or tensorrt (got {target!r}).")
     started = time.perf_counter()
     engine_options = engine_options or EngineOptions()
+    if eval_data:
+        from .evaluate.record import check_eval_data
+
+        check_eval_data(eval_data)
     if classify_model(source.model) == "artifact":
+        if eval_data:
+            raise ConvertError(f"--eval-data scores a new export; {source.model} is an artifact already: score it "
+                               f"with `edge-deploy evaluate {source.model} --synthetic N` (or --data).")
         result_dir, manifest = _convert_artifact(Path(source.model), output, target, engine_options, force,
                                                  reporter, fp16_io=settings.fp16_io)
         return _result(result_dir, manifest, reporter, started)
@@ -155,6 +164,10 @@ def convert(
         manifest["plan"] = _plan_stage(staging.path, manifest, target, engine_options, reporter)
         if manifest["plan"] is not None:
             manifest["files"][PLAN_NAME] = file_entry(staging.path / PLAN_NAME)
+        if eval_data:
+            from .evaluate.record import evaluate_artifact
+
+            manifest["evaluation"] = evaluate_artifact(staging.path, manifest, eval_data, reporter)
         with reporter.stage("write artifact"):
             manifest["timings"] = {k: round(v, 3) for k, v in reporter.timings.items()}
             write_manifest(staging.path, manifest)

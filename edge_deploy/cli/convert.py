@@ -120,6 +120,10 @@ def convert(
         "--weak-typing", help="TensorRT 10.x FP16: build model.onnx with the FP16 builder flag and FP32 layer pins "
                               "instead of the strongly typed model_fp16.onnx (not available on TensorRT 11).",
         rich_help_panel=_TRT)] = False,
+    eval_data: Annotated[Optional[str], typer.Option(
+        help="Score what convert builds (model.onnx, and model_fp16.onnx when made) on labelled frames and record "
+             "the CULane F1 in the manifest: synthetic:N, a CULane list file, or a TuSimple label_data_*.json.",
+        show_default=False)] = None,
     install: Annotated[bool, typer.Option("--install", help="Install the result into the model repository.")] = False,
     repository: Annotated[Path, typer.Option(help="Triton model repository for --install.")] = Path("model_repository"),
     name: Annotated[str, typer.Option(help="Model name in the repository for --install.")] = "lanedet",
@@ -145,7 +149,8 @@ def convert(
     reporter = ConsoleReporter(console)
     source = SourceSpec(
         model=model, backbone=backbone.value, checkpoint=checkpoint, anchors_freq=anchors_freq,
-        dataset=dataset.value if dataset else None, topk_anchors=topk_anchors, anchor_order=anchor_order.value, input_shape=parse_input_shape(input_shape) if input_shape else None, seed=seed,
+        dataset=dataset.value if dataset else None, topk_anchors=topk_anchors, anchor_order=anchor_order.value,
+        input_shape=parse_input_shape(input_shape) if input_shape else None, seed=seed,
     )
     settings = ExportSettings(
         opset=opset, batch=batch_range(batch, min_batch, opt_batch, max_batch), input_name=input_name,
@@ -160,7 +165,7 @@ def convert(
     )
     try:
         result = run_convert(source, output, settings, target=target.value, engine_options=engine_options,
-                             force=force, reporter=reporter)
+                             force=force, eval_data=eval_data, reporter=reporter)
     except OSError as exc:
         # Disk full or a file system gone read-only mid-way: the staging directory was discarded.
         where = output if output is not None else Path(model)
@@ -231,6 +236,11 @@ def _print_summary(console: Any, result: Any) -> None:
             console.print(f"{fp16_model['file']} lanes: {lanes['lanes_fp16']} (FP32 {lanes['lanes_fp32']}) over "
                           f"{lanes['images']} images, mean |dx| {lanes['mean_dx_px']:.2f} px "
                           f"(limit {lanes['max_mean_dx_px']:g} px)")
+    from ..evaluate.record import evaluation_summary
+
+    summary = evaluation_summary(manifest.get("evaluation"))
+    if summary:
+        console.print(summary)
     parity = manifest.get("parity")
     if parity:
         for out_name, entry in parity["outputs"].items():

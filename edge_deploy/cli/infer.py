@@ -165,7 +165,7 @@ def infer(
             client.wait_until_ready(wait)
         records = run_infer(client, frames, out, write_png=png, write_json=json_out,
                             conf_threshold=conf, nms_threshold=nms, top_k=top_k)
-        played = [_play(client, source, out, max_frames, conf, nms, top_k) for source in videos]
+        played = [_play(client, video, out, max_frames, conf, nms, top_k) for video in videos]
     console = Console()
     table = Table("image", "size", "lanes", "scores", "written")
     for rec in records:

@@ -33,7 +33,8 @@ class LaneRunner(Protocol):
 class OnnxRunner:
     """An artifact's ONNX model in ONNX Runtime (CPU), with the client's own preprocessing and decoding."""
 
-    def __init__(self, artifact_dir: Path, precision: str = "fp32") -> None:
+    def __init__(self, artifact_dir: Path, precision: str = "fp32", manifest: dict | None = None) -> None:
+        """`manifest`: the artifact's manifest when it is not written yet (convert's staging directory)."""
         from ..lanedet.preprocess import Preprocessor, PreprocessSpec
         from ..parity import ort_session
 
@@ -43,7 +44,7 @@ class OnnxRunner:
         if not path.is_file():
             hint = "convert with --precision fp16" if precision == "fp16" else "run `edge-deploy convert`"
             raise EvaluationError(f"{path} does not exist; {hint}.")
-        view = Manifest(read_manifest(artifact_dir))
+        view = Manifest(manifest if manifest is not None else read_manifest(artifact_dir))
         if not view.inputs or not view.outputs:
             raise EvaluationError(f"the manifest of {artifact_dir} lists no inputs/outputs; re-run `edge-deploy convert`.")
         self.name = f"{artifact_dir}:{precision}"

@@ -78,10 +78,13 @@ class InstallResult:
     pruned: dict[str, list[int]] = field(default_factory=dict)
     served: dict[str, list[int]] | None = None  # None: no running server for this repository
     server_url: str | None = None
+    evaluation: str | None = None  # the F1 convert --eval-data recorded, one line
 
     def summary(self) -> str:
         """What a person wants to read after an install (a few lines)."""
         lines = [f"installed {', '.join(self.models)} version {self.version} ({self.runtime}) in {self.repository}"]
+        if self.evaluation:
+            lines.append(self.evaluation)
         lines += [f"pruned {m} versions {', '.join(map(str, v))}" for m, v in self.pruned.items()]
         lines.append(served_line(self.served, self.server_url, self.repository))
         return "\n".join(lines)
@@ -358,8 +361,10 @@ def install(
                 )
         record = _server_for(repository, reporter)
     reporter.info(f"runtime: {chosen} ({why})")
+    from ..evaluate.record import evaluation_summary
+
     result = InstallResult(name=name, version=0, runtime=chosen, repository=repository,
-                           models=[i.model for i in items])
+                           models=[i.model for i in items], evaluation=evaluation_summary(manifest.get("evaluation")))
     with repository_lock(repository):
         try:
             clean_leftovers(repository)

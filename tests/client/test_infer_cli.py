@@ -170,7 +170,8 @@ def test_bad_video_sources_are_one_line(tmp_path):
 
 @pytest.mark.triton
 def test_infer_video_writes_an_annotated_video_and_a_json_line_per_frame(tmp_path, tiny_server):
-    assert cli("sample", "--video", "--out", str(tmp_path), "-n", "8", "--width", "820", "--height", "296").returncode == 0
+    made = cli("sample", "--video", "--out", str(tmp_path), "-n", "8", "--width", "820", "--height", "296")
+    assert made.returncode == 0, made.stderr
     out = tmp_path / "out"
     result = cli("infer", str(tmp_path / "drive.mp4"), "--url", tiny_server.url, "--model", "tiny",
                  "--out", str(out), "--max-frames", "6")

@@ -1,0 +1,75 @@
+"""`convert --eval-data`: the lane quality of what convert built, recorded in the manifest.
+
+Each ONNX file of the artifact (model.onnx; model_fp16.onnx when there is one) runs in ONNX
+Runtime on the same labelled frames; the manifest's "evaluation" section keeps the CULane
+F1/precision/recall at IoU 0.5 and 0.7 per file, so `install` can show what a version is
+worth and a later conversion can be compared with it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..artifact import FP16_ONNX_NAME, ONNX_NAME
+from ..errors import EvaluationError
+from ..progress import Reporter
+
+SYNTHETIC_PREFIX = "synthetic:"
+
+
+def check_eval_data(spec: str) -> None:
+    """One-line EvaluationError unless `spec` is synthetic:N or an existing file (checked before the export)."""
+    if spec.startswith(SYNTHETIC_PREFIX):
+        count = spec[len(SYNTHETIC_PREFIX):]
+        if not count.isdigit() or int(count) < 1:
+            raise EvaluationError(f"--eval-data {spec}: write synthetic:N with N frames (N >= 1).")
+    elif not Path(spec).is_file():
+        raise EvaluationError(f"--eval-data {spec} is not a file; give synthetic:N, a CULane list file "
+                              "(image paths relative to its folder) or a TuSimple label_data_*.json.")
+
+
+def eval_frames(spec: str) -> Any:
+    """The labelled frames an --eval-data value names: synthetic:N, a CULane list file, or TuSimple JSON."""
+    from . import datasets
+
+    check_eval_data(spec)
+    if spec.startswith(SYNTHETIC_PREFIX):
+        return datasets.synthetic_frames(int(spec[len(SYNTHETIC_PREFIX):]), 0)
+    path = Path(spec)
+    if path.suffix == ".json":
+        labelled = datasets.tusimple_frames(path.parent, [path])
+        return ((name, frame, label.polylines()) for name, frame, label in labelled)
+    return datasets.culane_frames(path.parent, path)
+
+
+def evaluate_artifact(artifact_dir: Path, manifest: dict[str, Any], spec: str,
+                      reporter: Reporter | None = None) -> dict[str, Any]:
+    """F1/precision/recall of each ONNX file of the artifact on the --eval-data frames (the manifest's section)."""
+    from .run import evaluate
+    from .runners import OnnxRunner
+
+    reporter = reporter or Reporter()
+    section: dict[str, Any] = {"data": spec, "frames": 0, "files": {}}
+    for precision, name in (("fp32", ONNX_NAME), ("fp16", FP16_ONNX_NAME)):
+        if not (Path(artifact_dir) / name).is_file():
+            continue
+        with reporter.stage(f"evaluate {name} on {spec}"):
+            runner = OnnxRunner(Path(artifact_dir), precision, manifest=manifest)
+            report, _ = evaluate(runner, eval_frames(spec))
+        section["frames"] = report.frames
+        section["files"][name] = {f"{r.iou_threshold:g}": {"f1": round(r.f1, 4), "precision": round(r.precision, 4),
+                                                           "recall": round(r.recall, 4)} for r in report.culane}
+    fp16 = (manifest.get("fp16") or {}).get("onnx")
+    scores = section["files"]
+    if isinstance(fp16, dict) and ONNX_NAME in scores and FP16_ONNX_NAME in scores:
+        ref, low = scores[ONNX_NAME]["0.5"]["f1"], scores[FP16_ONNX_NAME]["0.5"]["f1"]
+        fp16["f1"] = {"iou": 0.5, "fp32": ref, "fp16": low, "retention": round(low / ref, 4) if ref else None}
+    return section
+
+
+def evaluation_summary(section: dict[str, Any] | None) -> str | None:
+    """One line for `install`: 'F1 at IoU 0.5 on synthetic:200 (200 frames): model.onnx 0.93, model_fp16.onnx 0.93'."""
+    if not section or not section.get("files"):
+        return None
+    parts = [f"{name} {scores['0.5']['f1']:.3f}" for name, scores in section["files"].items() if "0.5" in scores]
+    return f"F1 at IoU 0.5 on {section.get('data')} ({section.get('frames')} frames): {', '.join(parts)}"
