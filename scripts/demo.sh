@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole job on the built-in defaults: convert LaneATT, install it, serve it,
-# detect lanes on a synthetic road frame and write the picture.
-#   CHECKPOINT=path/to/laneatt_r34_culane.pt bash scripts/demo.sh   # with trained weights
+# detect lanes on a synthetic road frame and a synthetic drive, and write the pictures.
+# The built-in LaneATT (ResNet-18, CULane top-1000 anchors) gets the demo weights in
+# weights/ (trained on synthetic roads only: see weights/README.md).
+#   CHECKPOINT=laneatt_r34_culane.pt BACKBONE=resnet34 bash scripts/demo.sh   # an official checkpoint
 #   OUT=dir PORT=8001 bash scripts/demo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,10 +11,11 @@ bash scripts/setup.sh
 ED=".venv/bin/edge-deploy"
 OUT=${OUT:-out/demo}
 PORT=${PORT:-8001}
-ckpt=()
-[ -n "${CHECKPOINT:-}" ] && ckpt=(--checkpoint "$CHECKPOINT")
+CHECKPOINT=${CHECKPOINT:-weights/laneatt_r18_synthetic.pt}
+BACKBONE=${BACKBONE:-resnet18}
 
-"$ED" convert laneatt "${ckpt[@]}" --output "$OUT/lanedet" --force
+"$ED" convert laneatt --checkpoint "$CHECKPOINT" --backbone "$BACKBONE" --dataset culane \
+    --output "$OUT/lanedet" --eval-data synthetic:20 --force
 "$ED" install "$OUT/lanedet" --repository "$OUT/model_repository" --name lanedet --pipeline
 
 # No systemd manager is assumed here: serve in the foreground (use `edge-deploy serve`
@@ -23,6 +26,7 @@ trap 'kill -TERM "$server" 2>/dev/null; wait "$server" 2>/dev/null || true' EXIT
 "$ED" health --wait 180 --url "127.0.0.1:$PORT" --model lanedet --model lanedet_pipeline
 
 "$ED" sample --out "$OUT/samples" --count 1
-"$ED" infer "$OUT"/samples/*.png --url "127.0.0.1:$PORT" --model lanedet --out "$OUT/lanes" --json
-echo "demo: lanes drawn in $OUT/lanes/; server log in $OUT/tritonserver.log"
-[ -n "${CHECKPOINT:-}" ] || echo "demo: the built-in LaneATT has untrained weights and finds no real lanes; set CHECKPOINT=... for a trained one"
+"$ED" sample --out "$OUT/samples" --video --count 90
+"$ED" infer "$OUT"/samples/*.png "$OUT/samples/drive.mp4" --url "127.0.0.1:$PORT" --model lanedet \
+    --out "$OUT/lanes" --json
+echo "demo: lanes drawn in $OUT/lanes/ (road-000.lanes.png, drive.lanes.mp4); server log in $OUT/tritonserver.log"

@@ -7,6 +7,7 @@ behind a pycuda whose device memory is host bytes.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from trt_double import (
 )
 
 from edge_deploy.build import plan as engine
-from edge_deploy.build.verify import compare_to_reference, parity_feeds
+from edge_deploy.build.verify import compare_to_reference, parity_feeds, road_feed
 from edge_deploy.errors import EngineError
 
 pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, ... (shared fixtures)
@@ -81,10 +82,28 @@ def test_compare_to_reference_fails_on_moved_lanes_missing_lanes_and_nan(ort_ref
 def test_parity_feeds_follow_the_manifest(artifact) -> None:
     _, manifest = artifact
     feeds = parity_feeds(manifest)
-    assert [f["input"].shape for f in feeds] == [(1, 3, 360, 640), (4, 3, 360, 640)]
-    assert all(f["input"].dtype == np.float32 and 0 <= f["input"].min() and f["input"].max() < 1 for f in feeds)
+    # the parity batches of convert, then one batch of road frames (a lane model must see lanes)
+    assert [f["input"].shape for f in feeds] == [(1, 3, 360, 640), (4, 3, 360, 640), (4, 3, 360, 640)]
+    assert all(f["input"].dtype == np.float32 and 0 <= f["input"].min() and f["input"].max() <= 1 for f in feeds)
     again = parity_feeds(manifest)
     assert all(np.array_equal(a["input"], b["input"]) for a, b in zip(feeds, again))
+
+
+def test_the_road_feed_is_the_clients_preprocessing_of_held_out_roads(artifact) -> None:
+    from edge_deploy.lanedet.preprocess import Preprocessor, PreprocessSpec
+    from edge_deploy.lanedet.synthetic import EVAL_SEED_BASE, scene
+
+    _, manifest = artifact
+    (feed,) = road_feed(manifest)
+    pre = Preprocessor(PreprocessSpec.from_dict(manifest["preprocess"]))
+    for i in range(4):
+        np.testing.assert_array_equal(feed["input"][i], pre(scene(EVAL_SEED_BASE + i, 1640, 590).frame)[0])
+    one = json.loads(json.dumps(manifest))
+    one["io"]["batch"] = {"min": 1, "opt": 1, "max": 1, "dynamic": False}
+    assert road_feed(one)[0]["input"].shape == (1, 3, 360, 640)  # within the batch range
+    two_inputs = json.loads(json.dumps(manifest))
+    two_inputs["io"]["inputs"].append({"name": "extra", "datatype": "FP32", "shape": [-1, 4]})
+    assert road_feed(two_inputs) == []
 
 
 # --------------------------------------------------------------------------- verification run (pycuda double)
@@ -119,10 +138,10 @@ def test_verify_runs_the_plan_on_the_parity_inputs(fake_gpu, board, artifact) ->
     gpu = fake_gpu(directory)
     section = engine.build_plan(directory, manifest, engine.EngineOptions(), root=board("agx_orin_jp60"))
     run = section["verify"]["run"]
-    assert run["status"] == "passed" and run["batches"] == [1, 4]
+    assert run["status"] == "passed" and run["batches"] == [1, 4, 4]  # parity batches, then the road frames
     assert run["outputs"]["predict_lanes"]["max_abs"] == 0.0
-    assert run["lanes"]["images"] == 5 and run["lanes"]["lanes_plan"] == run["lanes"]["lanes_onnxruntime"] > 0
-    assert gpu.pushes == gpu.pops == 2
+    assert run["lanes"]["images"] == 9 and run["lanes"]["lanes_plan"] == run["lanes"]["lanes_onnxruntime"] > 0
+    assert gpu.pushes == gpu.pops == 3  # one context push per feed
     assert sorted(gpu.freed) == sorted(gpu.buffers)  # every device buffer was freed
 
 

@@ -47,6 +47,8 @@ def test_the_manifest_records_each_onnx_files_f1_as_evaluate_computes_it(scored)
                 "f1": round(r.f1, 4), "precision": round(r.precision, 4), "recall": round(r.recall, 4)}
     fp32, fp16 = (section["files"][n]["0.5"]["f1"] for n in ("model.onnx", "model_fp16.onnx"))
     assert fp32 > 0.3  # trained weights: a real score, not 0 = 0
+    # and convert's own FP16 lane check saw lanes (on road frames; random inputs give a trained model none)
+    assert manifest["fp16"]["onnx"]["verify"]["lanes"]["lanes_fp32"] > 0
     assert manifest["fp16"]["onnx"]["f1"] == {"iou": 0.5, "fp32": fp32, "fp16": fp16,
                                               "retention": round(fp16 / fp32, 4)}
     assert f"F1 at IoU 0.5 on synthetic:4 (4 frames): model.onnx {fp32:.3f}, model_fp16.onnx {fp16:.3f}" in stdout

@@ -88,12 +88,12 @@ def test_it_is_verified_with_onnx_runtime_and_recorded(tmp_path: Path) -> None:
     directory, manifest = _lane_artifact(tmp_path / "a")
     section = make_fp16_onnx(directory, manifest)
     check = section["verify"]
-    assert check["passed"] and check["batches"] == [1, 4]
+    assert check["passed"] and check["batches"] == [1, 4, 4]  # parity batches, then the road frames
     assert "ONNX Runtime" in check["reference"]
     out = check["outputs"]["predict_lanes"]
     assert 0 < out["max_abs"] < 1.0 and out["max_rel"] < 1e-3  # FP16 rounding, nothing worse
     lanes = check["lanes"]
-    assert lanes["images"] == 5 and lanes["lanes_fp16"] == lanes["lanes_fp32"] > 0
+    assert lanes["images"] == 9 and lanes["lanes_fp16"] == lanes["lanes_fp32"] > 0
     assert lanes["mean_dx_px"] <= MAX_LANE_DX_PX == lanes["max_mean_dx_px"] == 1.0
     assert section["f1"] is None  # the evaluation's hook
     assert "onnxconverter-common" in section["converter"]
@@ -144,7 +144,7 @@ def test_a_model_that_loses_lanes_in_fp16_fails_in_one_line_unless_the_node_is_k
     # Listed by the FP16 report, "head" stays FP32 and the lanes survive.
     manifest = lane_manifest(directory, 4, fp32_nodes=("head",))
     section = make_fp16_onnx(directory, manifest)
-    assert section["verify"]["lanes"]["lanes_fp16"] == section["verify"]["lanes"]["lanes_fp32"] == 20
+    assert section["verify"]["lanes"]["lanes_fp16"] == section["verify"]["lanes"]["lanes_fp32"] == 36  # 4 lanes in each of 9 images
 
 
 def test_an_output_made_by_a_kept_node_is_not_squeezed_through_fp16(tmp_path: Path) -> None:
