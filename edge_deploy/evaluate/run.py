@@ -40,6 +40,7 @@ class EvaluationReport:
     against: str | None = None
     retention: list[RetentionResult] | None = None
     by_condition: dict[str, list[CULaneResult]] = field(default_factory=dict)
+    against_latency_ms: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +52,7 @@ class EvaluationReport:
             "by_condition": {k: [r.to_dict() for r in v] for k, v in self.by_condition.items()},
             "against": self.against,
             "retention": [r.to_dict() for r in self.retention] if self.retention is not None else None,
+            "against_latency_ms": self.against_latency_ms,
             "worst_frames": [vars(r) for r in sorted(self.records, key=lambda r: r.f1)[:20]],
         }
 
@@ -85,6 +87,7 @@ def evaluate(
     retention: RetentionComparison | None = None
     records: list[FrameRecord] = []
     worst: list[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]] = []
+    against_seconds: list[float] = []
     for item in frames:
         name, frame, truth = item[0], item[1], item[2]
         tags = tuple(item[3]) if len(item) > 3 else ()
@@ -104,7 +107,9 @@ def evaluate(
         record = FrameRecord(name, len(lanes), len(truth), _f1(counts.tp, counts.fp, counts.fn), seconds, tags)
         records.append(record)
         if retention is not None:
-            retention.add(lanes, _timed(against, frame)[0], truth)
+            other, other_seconds = _timed(against, frame)
+            retention.add(lanes, other, truth)
+            against_seconds.append(other_seconds)
         if keep_frames:
             worst.append((record, frame, lanes, truth))
             worst.sort(key=lambda w: w[0].f1)
@@ -114,15 +119,20 @@ def evaluate(
     if not records:
         raise EvaluationError("no frames to evaluate; check the data set (list file, labels or --synthetic N).")
     ms = np.array([r.seconds for r in records]) * 1000.0
+
+    def summary(ms: np.ndarray) -> dict[str, float]:
+        return {"mean": float(ms.mean()), "p50": float(np.percentile(ms, 50)), "p90": float(np.percentile(ms, 90))}
+
     report = EvaluationReport(
         model=str(getattr(runner, "name", runner)),
         frames=len(records),
         culane=evaluators.pop("all").results(),
-        latency_ms={"mean": float(ms.mean()), "p50": float(np.percentile(ms, 50)), "p90": float(np.percentile(ms, 90))},
+        latency_ms=summary(ms),
         records=records,
         against=str(getattr(against, "name", against)) if against is not None else None,
         retention=retention.results() if retention is not None else None,
         by_condition={tag: ev.results() for tag, ev in sorted(evaluators.items())},
+        against_latency_ms=summary(np.array(against_seconds) * 1000.0) if against_seconds else None,
     )
     return report, worst
 

@@ -48,6 +48,9 @@ def test_against_gives_the_retention_of_a_shifted_model() -> None:
     (at05, _) = report.retention
     assert at05.reference.f1 == 1.0 and at05.lane_count_agreement == 1.0
     assert at05.mean_abs_dx == pytest.approx(4.0, abs=0.01)
+    assert report.against_latency_ms is not None and report.against_latency_ms["mean"] > 0
+    alone, _ = evaluate(TruthRunner(truths), frames)
+    assert alone.against_latency_ms is None and alone.to_dict()["against_latency_ms"] is None
 
 
 def test_frames_of_two_sizes_are_refused() -> None:

@@ -1,0 +1,80 @@
+"""Evaluate's frames/s through the served model vs in-process ONNX Runtime, on the same frames, in one run.
+
+Converts the demo weights (weights/laneatt_r18_synthetic.pt) unless --artifact is given, installs
+the artifact in a temporary repository (Python-backend ONNX Runtime model, the bundled
+tritonserver), serves it with `serve --foreground`, and runs `evaluate` once with the served
+model as MODEL and the artifact as --against: both see every frame, interleaved, so the
+machine's load hits both alike. Prints F1 per model, lane-count agreement, and frames/s.
+
+    nice -n 5 python3 benchmarks/bench_evaluate.py --frames 200 [--artifact out/demo/lanedet]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True, cwd=ROOT)
+    if result.returncode != 0:
+        sys.exit(f"edge-deploy {args[0]} failed: {result.stderr.strip()}")
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--frames", type=int, default=200)
+    parser.add_argument("--artifact", type=Path, help="an artifact to use instead of converting the demo weights")
+    parser.add_argument("--json", type=Path, help="write the evaluate report here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-evaluate-") as tmp:
+        work = Path(tmp)
+        artifact = args.artifact
+        if artifact is None:
+            artifact = work / "artifact"
+            cli("convert", "laneatt", "--checkpoint", str(ROOT / "weights" / "laneatt_r18_synthetic.pt"),
+                "--backbone", "resnet18", "--dataset", "culane", "--output", str(artifact), "--target", "onnx")
+        cli("install", str(artifact), "--repository", str(work / "repo"), "--runtime", "python")
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        log = open(work / "server.log", "w")  # noqa: SIM115 - lives as long as the server
+        server = subprocess.Popen([sys.executable, "-m", "edge_deploy", "serve", "--foreground", "--repository",
+                                   str(work / "repo"), "--grpc-port", str(port)], stdout=log, stderr=log, cwd=ROOT)
+        try:
+            cli("health", "--wait", "180", "--url", f"127.0.0.1:{port}", "--model", "lanedet")
+            report_path = args.json or work / "report.json"
+            started = time.perf_counter()
+            cli("evaluate", f"grpc://127.0.0.1:{port}/lanedet", "--synthetic", str(args.frames),
+                "--against", str(artifact), "--json", str(report_path))
+            wall = time.perf_counter() - started
+        finally:
+            server.terminate()
+            server.wait(60)
+            log.close()
+        report = json.loads(report_path.read_text())
+    served_ms, local_ms = report["latency_ms"]["mean"], report["against_latency_ms"]["mean"]
+    at05 = report["retention"][0]
+    print(json.dumps({
+        "frames": report["frames"],
+        "served": {"f1@0.5": at05["reference"]["f1"], "ms_per_frame": round(served_ms, 1),
+                   "frames_per_s": round(1000.0 / served_ms, 2)},
+        "onnxruntime_in_process": {"f1@0.5": at05["candidate"]["f1"], "ms_per_frame": round(local_ms, 1),
+                                   "frames_per_s": round(1000.0 / local_ms, 2)},
+        "served_over_in_process_time": round(served_ms / local_ms, 3),
+        "lane_count_agreement": at05["lane_count_agreement"],
+        "mean_abs_dx_between_models_px": at05["agreement"]["mean_abs_dx"] if at05.get("agreement") else None,
+        "evaluate_wall_s": round(wall, 1),
+    }, indent=1))
+
+
+if __name__ == "__main__":
+    main()
