@@ -453,3 +453,33 @@ def test_async_client_unreachable_server_and_bad_arguments():
     with pytest.raises(ClientError, match="max_in_flight"):
         AsyncLaneDetClient(max_in_flight=0)
     assert leftover_regions(os.getpid()) == []
+
+
+def test_what_is_retried_depends_on_whether_the_model_was_ever_served():
+    """A model that was never ready is an install problem (fail now); one that was served and is gone is a
+    restart or a reload (retry). A dead server is retried either way."""
+    from tritonclient.utils import InferenceServerException
+
+    from edge_deploy.client.base import is_retryable
+    from edge_deploy.errors import ModelChangedError, ModelNotReadyError
+
+    def grpc(status: str, msg: str) -> InferenceServerException:
+        return InferenceServerException(msg=msg, status=f"StatusCode.{status}")
+
+    only_after_served = [
+        ModelNotReadyError("model 'x' is not ready"),
+        ModelChangedError("model 'x' now returns other tensors"),
+        grpc("INVALID_ARGUMENT", "unexpected shape for input 'input' for model 'x'"),
+        grpc("NOT_FOUND", "Request for unknown model: 'x' is not found"),
+    ]
+    always = [
+        grpc("UNAVAILABLE", "failed to connect to all addresses"),
+        grpc("INVALID_ARGUMENT", "Unable to find system shared memory region: 'edge-deploy-1'"),
+    ]
+    never = [grpc("INVALID_ARGUMENT", "input 'input' has no data"), ValueError("not a gRPC error")]
+    for exc in only_after_served:
+        assert (is_retryable(exc, was_ready=True), is_retryable(exc, was_ready=False)) == (True, False), exc
+    for exc in always:
+        assert is_retryable(exc, was_ready=True) and is_retryable(exc, was_ready=False), exc
+    for exc in never:
+        assert not is_retryable(exc, was_ready=True) and not is_retryable(exc, was_ready=False), exc

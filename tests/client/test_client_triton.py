@@ -77,8 +77,9 @@ def tiny_fixed3_artifact(tmp_path_factory, laneatt_data):
                          dynamic=False, fixed_batch=3)
 
 
-def with_fp16_input(src: Path, out: Path) -> Path:
-    """A copy of artifact `src` whose model takes FP16 input (a Cast to float32 in front), as a model converted for FP16 input."""
+def with_fp16_input(src: Path, out: Path, output: bool = False) -> Path:
+    """A copy of artifact `src` whose model takes FP16 input (a Cast to float32 in front), as a model converted for
+    FP16 input; with `output`, its output is FP16 too (a Cast at the end)."""
     import shutil
 
     import onnx
@@ -93,10 +94,18 @@ def with_fp16_input(src: Path, out: Path) -> Path:
         node.input[:] = ["input_fp32" if name == "input" else name for name in node.input]
     graph.node.insert(0, helper.make_node("Cast", ["input"], ["input_fp32"], to=TensorProto.FLOAT))
     graph.input[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    if output:
+        name = graph.output[0].name
+        for node in graph.node:
+            node.output[:] = [f"{name}_fp32" if o == name else o for o in node.output]
+        graph.node.append(helper.make_node("Cast", [f"{name}_fp32"], [name], to=TensorProto.FLOAT16))
+        graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT16
     onnx.checker.check_model(model)
     onnx.save(model, str(out / "model.onnx"))
     manifest = read_manifest(out)
     manifest["io"]["inputs"][0]["datatype"] = "FP16"
+    if output:
+        manifest["io"]["outputs"][0]["datatype"] = "FP16"
     manifest["files"]["model.onnx"] = file_entry(out / "model.onnx")
     write_manifest(out, manifest)
     return out
@@ -535,12 +544,16 @@ def test_a_new_version_with_other_dims_loaded_while_clients_are_connected(tmp_pa
         no_retries = {t: LaneDetClient(proc.url, "tiny", transport=t, retry_deadline=0) for t in ("shm", "grpc")}
         for client in [*clients.values(), *no_retries.values()]:
             client.detect(stream[0])
-        # fewer rows, then more, then another input size, then FP16 input
-        for n, seed, hw, dtype in ((500, 5, (360, 640), "FP32"), (2000, 6, (360, 640), "FP32"),
-                                   (700, 7, (288, 800), "FP32"), (700, 8, (288, 800), "FP16")):
+        # fewer rows, then more, then another input size, then FP16 input, then FP16 output with the same
+        # rows (the answer fits the old FP32 output region: only its datatype tells)
+        for n, seed, hw, dtype, out_dtype in ((500, 5, (360, 640), "FP32", "FP32"),
+                                              (2000, 6, (360, 640), "FP32", "FP32"),
+                                              (700, 7, (288, 800), "FP32", "FP32"),
+                                              (700, 8, (288, 800), "FP16", "FP32"),
+                                              (700, 9, (288, 800), "FP16", "FP16")):
             art = make_artifact(tmp_path / f"art{seed}", anchors, n=n, seed=seed, hw=hw)
             if dtype == "FP16":
-                art = with_fp16_input(art, tmp_path / "art16")
+                art = with_fp16_input(art, tmp_path / f"art16-{seed}", output=out_dtype == "FP16")
             install(art, repo, "tiny", runtime="python")
             admin.load_model("tiny")
             with LaneDetClient(proc.url, "tiny", transport="grpc") as fresh:
@@ -554,7 +567,8 @@ def test_a_new_version_with_other_dims_loaded_while_clients_are_connected(tmp_pa
                 assert same_lanes(client.detect(stream[0]), want[0]), transport
             for transport, client in clients.items():
                 got = [client.detect(f) for f in stream]
-                assert (client.model.num_rows, client.model.input_size, client.model.input_datatype) == (n, hw, dtype)
+                assert (client.model.num_rows, client.model.input_size, client.model.input_datatype,
+                        client.model.output_datatype) == (n, hw, dtype, out_dtype)
                 assert all(same_lanes(a, b) for a, b in zip(want, got)), (transport, n)
                 assert all(same_lanes(a, b) for a, b in zip(want_batch, client.detect_batch(stream))), (transport, n)
 
