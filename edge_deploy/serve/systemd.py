@@ -55,7 +55,7 @@ SYSTEMCTL_TIMEOUT = 30.0
 USER_SCOPE_DROPS = frozenset(
     {
         "User", "Group", "SupplementaryGroups", "CapabilityBoundingSet", "AmbientCapabilities",
-        "ProtectSystem", "ProtectHome", "BindReadOnlyPaths", "PrivateTmp", "ProtectKernelTunables",
+        "ProtectSystem", "ProtectHome", "BindReadOnlyPaths", "PrivateTmp", "PrivateMounts", "ProtectKernelTunables",
         "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups", "ProtectClock",
         "ProtectHostname", "ProtectProc", "DevicePolicy", "DeviceAllow", "IPAddressDeny", "IPAddressAllow",
         "RemoveIPC", "LogsDirectory", "ReadWritePaths",
