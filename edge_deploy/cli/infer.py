@@ -120,6 +120,9 @@ def infer(
     transport: Annotated[Transport, typer.Option(help="auto: shared memory when the server is on this host.")] = Transport.auto,
     timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 30.0,
     wait: Annotated[float, typer.Option(help="Wait up to this many seconds for the server and model to be ready.")] = 0.0,
+    tls_ca: Annotated[Optional[Path], typer.Option(help="Connect over TLS: the CA that signed the server's certificate.")] = None,
+    tls_cert: Annotated[Optional[Path], typer.Option(help="This client's certificate (for a mutual-TLS server).")] = None,
+    tls_key: Annotated[Optional[Path], typer.Option(help="Its private key.")] = None,
 ) -> None:
     """Detect lanes in images with a served model; write each image with its lanes drawn (PNG) and/or JSON."""
     from rich.console import Console
@@ -144,7 +147,10 @@ def infer(
         for name, frame in synthetic_frames(synthetic):
             save_png(out / name, frame)
             frames.append((str(out / name), frame))
-    client = LaneDetClient(url, model, transport=transport.value, client_timeout=timeout, connect=wait <= 0)
+    from .serve import _cli_tls
+
+    tls = _cli_tls(tls_ca, tls_cert, tls_key) if tls_ca or tls_cert or tls_key else None
+    client = LaneDetClient(url, model, transport=transport.value, client_timeout=timeout, connect=wait <= 0, tls=tls)
     with client:
         if wait > 0:
             client.wait_until_ready(wait)

@@ -219,3 +219,37 @@ def test_unit_serves_the_service_copies_with_mutual_tls(link, pki, tmp_path) -> 
         assert flag in unit, flag
     post = next(line for line in unit.splitlines() if line.startswith("ExecStartPost="))
     assert f"--tls-cert {copies / 'client.pem'}" in post and f"--tls-ca {copies / 'ca.pem'}" in post
+
+
+def test_install_loads_over_tls_and_infer_evaluate_use_it(served, link, pki, tiny_artifact) -> None:
+    """install (in the server namespace) reaches the TLS server through its record's client identity;
+    infer and evaluate (in the client namespace) take --tls-*."""
+    work, _ = served
+    state, ca, _ = pki
+    env = _env(state)
+    installed = subprocess.run(link.exec_argv(link.server_ns, [
+        sys.executable, "-m", "edge_deploy", "install", str(tiny_artifact), "--repository", str(work / "repo"),
+        "--name", "tiny", "--runtime", "python"]), capture_output=True, text=True, env=env, timeout=180)
+    assert installed.returncode == 0, installed.stderr
+    served_now = probe(link, [{"url": URL, "model": "tiny", "tls": tls_of(ca, "lane-consumer"), "action": "detect"}])
+    assert served_now[0]["ok"]
+    models = subprocess.run(link.exec_argv(link.server_ns, [
+        sys.executable, "-m", "edge_deploy", "models", "--repository", str(work / "repo"), "--json"]),
+        capture_output=True, text=True, env=env, timeout=60)
+    assert models.returncode == 0, models.stderr
+    import json
+
+    assert json.loads(models.stdout)[0]["served"] == [2]  # the new version, loaded by install over TLS
+
+    tls_args = ["--tls-ca", str(ca.ca_cert), "--tls-cert", str(ca.cert_path("lane-consumer")),
+                "--tls-key", str(ca.key_path("lane-consumer"))]
+    infer = subprocess.run(link.exec_argv(link.client_ns, [
+        sys.executable, "-m", "edge_deploy", "infer", "--synthetic", "1", "--url", URL, "--model", "tiny",
+        "--out", str(work / "lanes"), "--json", "--no-png", *tls_args]), capture_output=True, text=True, env=env,
+        timeout=120)
+    assert infer.returncode == 0, infer.stderr
+    assert list((work / "lanes").glob("*.lanes.json"))
+    evaluate = subprocess.run(link.exec_argv(link.client_ns, [
+        sys.executable, "-m", "edge_deploy", "evaluate", f"grpc://{URL}/tiny", "--synthetic", "2", *tls_args]),
+        capture_output=True, text=True, env=env, timeout=180)
+    assert evaluate.returncode == 0, evaluate.stderr
