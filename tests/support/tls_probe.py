@@ -34,6 +34,8 @@ def run(case: dict, frame: np.ndarray) -> dict:
                 client.detect(frame)
                 times.append(time.perf_counter() - t0)
             result = {"ok": True, "lanes": len(lanes)}
+            if times and case.get("raw"):
+                result["times_ms"] = [t * 1e3 for t in times]
             if times:
                 result.update(p50_ms=float(np.percentile(times, 50) * 1e3), p90_ms=float(np.percentile(times, 90) * 1e3),
                               n=len(times))
