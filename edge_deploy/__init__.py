@@ -11,11 +11,12 @@ from .errors import EdgeDeployError
 
 __version__ = "0.1.0"
 
-__all__ = ["EdgeDeployError", "LaneDetClient", "AsyncLaneDetClient", "Lane", "decode_lanes", "__version__"]
+__all__ = ["EdgeDeployError", "LaneDetClient", "AsyncLaneDetClient", "TLSConfig", "Lane", "decode_lanes", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client.async_client import AsyncLaneDetClient
     from .client.sync_client import LaneDetClient
+    from .client.tls import TLSConfig
     from .lanedet.decode import Lane, decode_lanes
 
 
@@ -29,6 +30,10 @@ def __getattr__(name: str) -> Any:
         from .client.async_client import AsyncLaneDetClient
 
         return AsyncLaneDetClient
+    if name == "TLSConfig":
+        from .client.tls import TLSConfig
+
+        return TLSConfig
     if name in ("Lane", "decode_lanes"):
         from .lanedet import decode
 

@@ -17,6 +17,7 @@ _HINTS = {
     ),
     "pycuda": "install it with `pip install 'edge-deploy[jetson]'` (builds against the CUDA toolkit from JetPack)",
     "matplotlib": "install it with `pip install matplotlib`",
+    "cryptography": "install it with `pip install 'edge-deploy[tls]'`",
 }
 
 

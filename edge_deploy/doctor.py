@@ -240,6 +240,58 @@ def repository_checks(repository: Path, facts: device_mod.DeviceFacts) -> list[C
     return checks
 
 
+def tls_checks(repository: Path | None = None, scopes: tuple[str, ...] = ("system", "user")) -> list[Check]:
+    """Servers listening beyond loopback without TLS, and certificates that expire within 30 days."""
+    from .certs import EXPIRY_WARN_DAYS, CertificateAuthority, expiring
+    from .serve.addresses import is_loopback
+    from .serve.record import find_record, state_dir
+    from .serve.systemd import read_installed_unit
+
+    checks: list[Check] = []
+    served: list[tuple[str, str, Path | None, bool]] = []  # (who, url, server cert, tls)
+    for scope in scopes:
+        unit = read_installed_unit(scope)
+        if unit is not None:
+            served.append((f"the {scope} unit", unit.url, unit.server_cert, unit.server_cert is not None))
+    record = find_record(Path(repository)) if repository is not None else None
+    if record is not None and record.kind == "foreground":
+        served.append((record.describe(), record.url, None, record.tls is not None))
+    for who, url, cert, tls in served:
+        host = url.rpartition(":")[0]
+        if not is_loopback(host) and not tls:
+            checks.append(Check("gRPC exposure", WARN,
+                                f"{who} serves plaintext gRPC on {url}, beyond loopback: anyone allowed to connect "
+                                "can run inference and read the model-repository key; serve with TLS "
+                                "(`edge-deploy certs init`, then `edge-deploy serve` again)", ("serve",)))
+        elif tls:
+            checks.append(Check("gRPC exposure", OK, f"{who} serves {url} with TLS"))
+        if cert is not None:
+            notes = expiring({"the served server": cert})
+            checks += [Check("TLS certificate", WARN, n, ("serve",)) for n in notes]
+    seen: set[Path] = set()
+    for scope in scopes:
+        authority = CertificateAuthority(state_dir(scope) / "tls")
+        if authority.dir in seen or not authority.exists():
+            continue
+        seen.add(authority.dir)
+        try:
+            items = [i for i in authority.issued() if not i.revoked]
+        except EdgeDeployError as exc:
+            checks.append(Check("TLS certificates", WARN, one_line(exc, 300)))
+            continue
+        soon = [i for i in items if i.days_left() < EXPIRY_WARN_DAYS]
+        for item in soon:
+            state = "EXPIRED" if item.days_left() < 0 else f"expires in {item.days_left():.0f} days"
+            checks.append(Check("TLS certificate", WARN,
+                                f"{item.name} ({item.kind}, {item.cert}) {state} ({item.not_after:%Y-%m-%d}); "
+                                f"issue a new one with `edge-deploy certs issue {item.name}`", ("serve",)))
+        if not soon and items:
+            first = min(items, key=lambda i: i.not_after)
+            checks.append(Check("TLS certificates", OK, f"{len(items)} in {authority.dir}; the first to expire: "
+                                                        f"{first.name} on {first.not_after:%Y-%m-%d}"))
+    return checks
+
+
 def _guarded(name: str, stages: tuple[str, ...], make: Callable[[], list[Check]]) -> list[Check]:
     try:
         return make()
@@ -266,4 +318,5 @@ def run_checks(root: Path | None = None, repository: Path | None = None) -> list
     checks += _guarded("resources", (), lambda: _resource_checks(facts, disk))
     if repository is not None:
         checks += _guarded("repository", ("serve",), lambda: repository_checks(Path(repository), facts))
+    checks += _guarded("TLS", (), lambda: tls_checks(repository))
     return checks

@@ -61,6 +61,14 @@ class ModelMismatchError(ClientError):
     """The served model's inputs/outputs do not fit a lane model."""
 
 
+class TLSRefusedError(ServerUnavailableError):
+    """The TLS handshake with the server failed (certificate refused, unknown CA, wrong server name, no TLS)."""
+
+
+class CertificateError(EdgeDeployError):
+    """Making, reading or using a TLS certificate or the vehicle CA failed."""
+
+
 class EvaluationError(EdgeDeployError):
     """An evaluation data set, its files, or the lanes given to a metric are not usable."""
 

@@ -14,6 +14,15 @@ if ! [ -x /lib/systemd/systemd ] || ! command -v systemd-analyze >/dev/null 2>&1
   fi
 fi
 
+# iproute2 (`ip netns`) for the TLS tests, which put the server and the client in two network namespaces.
+if ! command -v ip >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null
+  else
+    echo "setup: iproute2 is missing (the TLS tests skip); install it with: sudo apt-get install iproute2" >&2
+  fi
+fi
+
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 PIP=".venv/bin/python -m pip"
 # torch first and pinned: a CPU build is available locally; an unpinned torch pulls CUDA wheels.

@@ -29,6 +29,9 @@ def evaluate(
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the full report as JSON here.")] = None,
     show: Annotated[int, typer.Option(help="Write a PNG grid of the K worst frames (truth green, lanes red).")] = 0,
     out: Annotated[Path, typer.Option(help="Folder for --show pictures.")] = Path("out/evaluate"),
+    tls_ca: Annotated[Optional[Path], typer.Option(help="grpc:// models over TLS: the CA that signed the server's certificate.")] = None,
+    tls_cert: Annotated[Optional[Path], typer.Option(help="grpc:// models: this client's certificate (mutual TLS).")] = None,
+    tls_key: Annotated[Optional[Path], typer.Option(help="grpc:// models: its private key.")] = None,
 ) -> None:
     """Score a model's lanes on labelled frames: CULane F1/precision/recall at IoU 0.5 and 0.7, mean |dx| of
     matched lanes, latency per frame; with --against, how much of the first model's quality the second keeps."""
@@ -52,8 +55,11 @@ def evaluate(
     else:
         frames = datasets.synthetic_frames(synthetic, seed)
     console = Console(stderr=True, soft_wrap=True)
-    runner = open_runner(model)
-    other = open_runner(against) if against else None
+    from .serve import _cli_tls
+
+    tls = _cli_tls(tls_ca, tls_cert, tls_key) if tls_ca or tls_cert or tls_key else None
+    runner = open_runner(model, tls)
+    other = open_runner(against, tls) if against else None
     try:
         report, worst = run_evaluate(runner, frames, against=other, reporter=ConsoleReporter(console),
                                      keep_frames=max(0, show))

@@ -126,6 +126,9 @@ def infer(
     wait: Annotated[float, typer.Option(help="Wait up to this many seconds for the server and model to be ready.")] = 0.0,
     max_frames: Annotated[int, typer.Option(help="Stop a video or camera after this many frames (0: until it ends; "
                                                  "Ctrl-C stops a camera and keeps what was written).")] = 0,
+    tls_ca: Annotated[Optional[Path], typer.Option(help="Connect over TLS: the CA that signed the server's certificate.")] = None,
+    tls_cert: Annotated[Optional[Path], typer.Option(help="This client's certificate (for a mutual-TLS server).")] = None,
+    tls_key: Annotated[Optional[Path], typer.Option(help="Its private key.")] = None,
 ) -> None:
     """Detect lanes with a served model: each image written with its lanes drawn (PNG) and/or as JSON; each video
     or camera as OUT/<name>.lanes.mp4 with the lanes drawn and OUT/<name>.lanes.jsonl (one JSON line per frame)."""
@@ -159,7 +162,10 @@ def infer(
         for name, frame in synthetic_frames(synthetic):
             save_png(out / name, frame)
             frames.append((str(out / name), frame))
-    client = LaneDetClient(url, model, transport=transport.value, client_timeout=timeout, connect=wait <= 0)
+    from .serve import _cli_tls
+
+    tls = _cli_tls(tls_ca, tls_cert, tls_key) if tls_ca or tls_cert or tls_key else None
+    client = LaneDetClient(url, model, transport=transport.value, client_timeout=timeout, connect=wait <= 0, tls=tls)
     with client:
         if wait > 0:
             client.wait_until_ready(wait)

@@ -57,8 +57,19 @@ def serve(
     log_verbose: Annotated[int, typer.Option(help="tritonserver verbose log level (0 = off).")] = 0,
     log_file: Annotated[Optional[Path], typer.Option(help="Keep the server's output in this file (size-capped) instead of the journal.")] = None,
     log_max_size: Annotated[str, typer.Option(help="Cap on --log-file and its one rotated predecessor together, e.g. 50M.")] = "50M",
+    tls_cert: Annotated[Optional[Path], typer.Option(help="Server certificate (PEM) for gRPC over TLS (default beyond loopback: `edge-deploy certs`' server.pem).")] = None,
+    tls_key: Annotated[Optional[Path], typer.Option(help="The server certificate's private key (PEM).")] = None,
+    tls_ca: Annotated[Optional[Path], typer.Option(help="CA whose client certificates are admitted (mutual TLS: clients without one are refused).")] = None,
+    tls_client_cert: Annotated[Optional[Path], typer.Option(help="Client certificate edge-deploy's own health checks and model loads present (default: the CA's `edge-deploy` certificate).")] = None,
+    tls_client_key: Annotated[Optional[Path], typer.Option(help="Its private key.")] = None,
+    allow_from: Annotated[Optional[list[str]], typer.Option("--allow-from", help="Network (CIDR) allowed to connect beyond loopback (repeatable; default: the --grpc-address's own subnet).")] = None,
+    insecure: Annotated[bool, typer.Option(help="Serve plaintext gRPC beyond loopback: anyone on the network can run inference, read results and the model-repository key.")] = False,
 ) -> None:
-    """Serve the model repository with tritonserver under systemd; returns when every model is ready."""
+    """Serve the model repository with tritonserver under systemd; returns when every model is ready.
+
+    Beyond loopback (--grpc-address other than 127.0.0.1), gRPC is served only with mutual TLS
+    (`edge-deploy certs init` makes the files) unless --insecure.
+    """
     from ..progress import ConsoleReporter
     from ..serve import systemd as su
     from ..serve.tritonserver import ServerOptions, check_options, find_tritonserver, generate_key
@@ -84,6 +95,8 @@ def serve(
         su.require_root(scope)
         su.require_systemd(scope)
 
+    server_tls, allowed = _network_policy(scope, grpc_address, tls_cert, tls_key, tls_ca, tls_client_cert,
+                                          tls_client_key, allow_from or [], insecure, reporter)
     system_service = scope == "system" and not foreground
     cache = SYSTEM_CACHE if system_service and su.effective_uid() == 0 else None
     install = find_tritonserver(tritonserver, cache_dir=cache, prepare=not print_unit)
@@ -98,6 +111,7 @@ def serve(
         metrics_port=metrics_port,
         exit_timeout=exit_timeout,
         log_verbose=log_verbose,
+        tls=server_tls,
     )
     if foreground:
         _serve_foreground(install, options, "user" if user or su.effective_uid() != 0 else "system", wait,
@@ -116,7 +130,15 @@ def serve(
         log_file=log_file,
         log_max_bytes=log_max_bytes,
         device_nodes=su.gpu_device_nodes() if scope == "system" else [],
+        allow_from=allowed,
     )
+    if server_tls is not None:
+        from dataclasses import replace
+
+        from ..serve.record import state_dir
+
+        config.tls_sources = server_tls
+        config.options = replace(options, tls=su.service_tls(server_tls, state_dir(scope)))
     if print_unit:
         typer.echo(su.render_unit(config), nl=False)
         return
@@ -126,6 +148,77 @@ def serve(
     _print_models(result.models)
     if result.already_running:
         typer.echo("(unchanged: the installed unit has these settings; the model-repository key was kept)")
+
+
+def _network_policy(scope: str, address: str, cert, key, ca, client_cert, client_key,  # noqa: ANN001
+                    allow_from: list[str], insecure: bool, reporter) -> tuple:  # noqa: ANN001
+    """(ServerTLS or None, CIDRs for IPAddressAllow=) for a listen address; ServerError for plaintext beyond loopback."""
+    from ..serve.addresses import check_cidrs, is_loopback, local_subnets
+    from ..serve.tritonserver import ServerTLS
+
+    loopback = is_loopback(address)
+    given = [p for p in (cert, key, ca) if p is not None]
+    if insecure and given:
+        raise ServerError("--insecure serves plaintext; it cannot go with --tls-cert/--tls-key/--tls-ca (drop one).")
+    tls = None
+    if given:
+        if len(given) != 3:
+            raise ServerError("TLS needs all three of --tls-cert, --tls-key and --tls-ca (`edge-deploy certs init` "
+                              "writes them: issued/server.pem, issued/server.key, ca.pem).")
+        tls = _server_tls(Path(cert), Path(key), Path(ca), client_cert, client_key)
+    elif not loopback and not insecure:
+        from ..certs import SERVER, CertificateAuthority
+        from ..serve.record import state_dir
+
+        authority = CertificateAuthority(state_dir(scope) / "tls")
+        if not authority.cert_path(SERVER).is_file():
+            raise ServerError(
+                f"serving gRPC on {address} (beyond loopback) needs TLS: run `edge-deploy certs init --ip {address}` "
+                "and serve again, or pass --tls-cert/--tls-key/--tls-ca; --insecure serves plaintext to anyone "
+                "who can reach the address."
+            )
+        typer.echo(f"mutual TLS with the certificates in {authority.dir}", err=True)
+        tls = _server_tls(authority.cert_path(SERVER), authority.key_path(SERVER), authority.ca_cert,
+                          client_cert, client_key)
+    if loopback:
+        return tls, []
+    if insecure:
+        reporter.warn(f"--insecure: gRPC on {address} is plaintext and open to every host allowed to connect: they "
+                      "can run inference, read its results, and read the model-repository key from request "
+                      "headers (and then load models). Serve with TLS (`edge-deploy certs init`) instead.")
+    allowed = check_cidrs(allow_from) if allow_from else local_subnets(address)
+    typer.echo(f"accepting connections from {', '.join(allowed)} and localhost (IPAddressAllow=)", err=True)
+    return tls, allowed
+
+
+def _server_tls(cert: Path, key: Path, ca: Path, client_cert, client_key):  # noqa: ANN001, ANN202
+    """ServerTLS from the files given; the admin client identity defaults to the CA's `edge-deploy` certificate."""
+    from ..certs import ADMIN_CLIENT, cert_not_after
+    from ..serve.tritonserver import ServerTLS
+
+    cert, key, ca = cert.expanduser().absolute(), key.expanduser().absolute(), ca.expanduser().absolute()
+    if (client_cert is None) != (client_key is None):
+        raise ServerError("--tls-client-cert and --tls-client-key go together.")
+    if client_cert is None:
+        guess = cert.parent / f"{ADMIN_CLIENT}.pem"
+        if not guess.is_file():
+            raise ServerError(
+                f"no client certificate for edge-deploy's own health checks (looked for {guess}); pass "
+                "--tls-client-cert/--tls-client-key (`edge-deploy certs issue edge-deploy` makes one)."
+            )
+        client_cert, client_key = guess, guess.with_suffix(".key")
+    for what, path in (("--tls-cert", cert), ("--tls-key", key), ("--tls-ca", ca),
+                       ("--tls-client-cert", client_cert), ("--tls-client-key", client_key)):
+        if not Path(path).is_file():
+            raise ServerError(f"{what} {path} does not exist; `edge-deploy certs init` writes the TLS files.")
+    import datetime as dt
+
+    expires = cert_not_after(cert)
+    if expires < dt.datetime.now(dt.timezone.utc):
+        raise ServerError(f"the server certificate {cert} expired on {expires:%Y-%m-%d}; issue a new one "
+                          "(`edge-deploy certs init --force` or `certs issue server --server`).")
+    return ServerTLS(cert=cert, key=key, ca=ca, client_cert=Path(client_cert).expanduser().absolute(),
+                     client_key=Path(client_key).expanduser().absolute())
 
 
 def _log_max_bytes(text: str) -> int:
@@ -192,9 +285,11 @@ def status(user: UserOpt = False) -> None:
         f"{props.get('UnitFileState', '?')}, main PID {props.get('MainPID', '?')}, restarts {props.get('NRestarts', '?')}"
     )
     health = check_health(installed.url, repository_models(installed.repository),
-                          headers=repository_headers(installed.repository))
+                          headers=repository_headers(installed.repository), tls=_record_tls(installed.repository))
     server_state = "ready" if health.all_ready else ("live, not ready" if health.live else f"not reachable ({health.error})")
     typer.echo(f"server {installed.url}: {server_state}; repository {installed.repository}")
+    if installed.server_cert is not None:
+        typer.echo(f"TLS: {_expiry_line(installed.server_cert)}")
     _print_models(health.models)
     if props.get("ActiveState") != "active" or not health.all_ready:
         raise typer.Exit(3)
@@ -257,6 +352,9 @@ def health(
     model: Annotated[Optional[list[str]], typer.Option("--model", help="Model that must be ready (repeatable; default: every model of the repository).")] = None,
     url: Annotated[Optional[str], typer.Option(help="Server gRPC address (default: from the installed unit, else 127.0.0.1:8001).")] = None,
     repository: Annotated[Optional[Path], typer.Option(help="Repository whose models must be ready (default: the unit's).")] = None,
+    tls_ca: Annotated[Optional[Path], typer.Option(help="Dial over TLS trusting this CA (default: as the server record says).")] = None,
+    tls_cert: Annotated[Optional[Path], typer.Option(help="Client certificate for a mutual-TLS server.")] = None,
+    tls_key: Annotated[Optional[Path], typer.Option(help="Its private key.")] = None,
 ) -> None:
     """Exit 0 when the server (and every model) is ready; otherwise say what is not."""
     from ..serve import systemd as su
@@ -277,10 +375,11 @@ def health(
         return None
 
     headers = repository_headers(repo)
+    tls = _cli_tls(tls_ca, tls_cert, tls_key) if tls_ca or tls_cert or tls_key else _record_tls(repo)
     if wait > 0:
-        result = wait_healthy(target, models, wait, alive=server_gone, headers=headers)
+        result = wait_healthy(target, models, wait, alive=server_gone, headers=headers, tls=tls)
     else:
-        result = check_health(target, models, headers=headers)
+        result = check_health(target, models, headers=headers, tls=tls)
         if not result.all_ready:
             what = result.not_ready()
             verb = "are" if what.startswith("models") else "is"
@@ -291,3 +390,34 @@ def health(
             raise ServerError(f"{what} at {target} {verb} not ready{reason}; {advice}.")
     typer.echo(f"ready: {target}")
     _print_models(result.models)
+
+
+def _cli_tls(ca, cert, key):  # noqa: ANN001, ANN202
+    """A TLSConfig from --tls-ca/--tls-cert/--tls-key."""
+    from ..client.tls import TLSConfig
+
+    return TLSConfig(ca=ca, cert=cert, key=key)
+
+
+def _record_tls(repository):  # noqa: ANN001, ANN202
+    """The TLS identity the server record of `repository` names (None: plaintext, or no record)."""
+    from ..serve.record import find_record
+
+    record = find_record(repository) if repository is not None else None
+    return record.client_tls() if record is not None else None
+
+
+def _expiry_line(cert: Path) -> str:
+    """"server certificate PATH expires 2028-11-22 (730 days)", with a warning inside 30 days."""
+    import datetime as dt
+
+    from ..certs import EXPIRY_WARN_DAYS, cert_not_after
+    from ..errors import CertificateError
+
+    try:
+        expires = cert_not_after(cert)
+    except CertificateError as exc:
+        return str(exc)
+    left = (expires - dt.datetime.now(dt.timezone.utc)).days
+    state = "EXPIRED" if left < 0 else ("expires soon" if left < EXPIRY_WARN_DAYS else "expires")
+    return f"server certificate {cert} {state} {expires:%Y-%m-%d} ({left} days)"

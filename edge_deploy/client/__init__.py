@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["LaneDetClient", "AsyncLaneDetClient"]
+__all__ = ["LaneDetClient", "AsyncLaneDetClient", "TLSConfig"]
 
 
 def __getattr__(name: str) -> Any:
@@ -19,4 +19,8 @@ def __getattr__(name: str) -> Any:
         from .async_client import AsyncLaneDetClient
 
         return AsyncLaneDetClient
+    if name == "TLSConfig":
+        from .tls import TLSConfig
+
+        return TLSConfig
     raise AttributeError(f"module 'edge_deploy.client' has no attribute {name!r}")

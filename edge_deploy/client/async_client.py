@@ -36,6 +36,7 @@ from .base import (
 )
 from .model_io import LaneModel, Slot, check_frames, read_lanes
 from .shm import ShmRegion
+from .tls import TLSConfig, client_options
 
 __all__ = ["AsyncLaneDetClient"]
 
@@ -61,11 +62,12 @@ class AsyncLaneDetClient(ClientBase):
         nms_threshold: float | None = None,
         top_k: int | None = None,
         max_in_flight: int = 4,
+        tls: TLSConfig | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ClientError(f"max_in_flight must be >= 1, got {max_in_flight}.")
         super().__init__(url, model, version=version, transport=transport, client_timeout=client_timeout,
-                         retry_deadline=retry_deadline, overrides=(conf_threshold, nms_threshold, top_k))
+                         retry_deadline=retry_deadline, overrides=(conf_threshold, nms_threshold, top_k), tls=tls)
         self.max_in_flight = int(max_in_flight)
         self._grpc: Any = None  # made on first use, inside the event loop
         self._setup_lock = asyncio.Lock()
@@ -160,7 +162,7 @@ class AsyncLaneDetClient(ClientBase):
         if self._grpc is None:
             import tritonclient.grpc.aio as aio
 
-            self._grpc = aio.InferenceServerClient(self.url, channel_args=CHANNEL_ARGS)
+            self._grpc = aio.InferenceServerClient(self.url, **client_options(self.tls, CHANNEL_ARGS))
         return self._grpc
 
     def _make_slots(self, model: LaneModel) -> None:

@@ -15,7 +15,14 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import ClientError, ModelChangedError, ModelNotReadyError, ServerUnavailableError, one_line
+from ..errors import (
+    ClientError,
+    ModelChangedError,
+    ModelNotReadyError,
+    ServerUnavailableError,
+    TLSRefusedError,
+    one_line,
+)
 from .model_io import (
     DecodeParams,
     LaneModel,
@@ -26,6 +33,7 @@ from .model_io import (
     describe_model,
 )
 from .shm import ShmRegion
+from .tls import SOCKET_CLOSED, TLSConfig, explain_refusal, handshake_failure
 
 DEFAULT_URL = "127.0.0.1:8001"
 DEFAULT_MODEL = "lanedet"
@@ -111,17 +119,24 @@ def is_retryable(exc: Exception, was_ready: bool) -> bool:
     if isinstance(exc, ModelNotReadyError) or model_changed(exc):
         return was_ready
     status = status_of(exc)
-    if status == "UNAVAILABLE":
-        return True
     msg = one_line(exc, 2000).lower()
+    if handshake_failure(msg):
+        return False  # certificates do not change by waiting
+    if status == "UNAVAILABLE":
+        # A server that closes the connection before we were ever served refuses our TLS (or lack of it).
+        return was_ready or SOCKET_CLOSED not in msg
     if "shared memory region" in msg and ("unable to find" in msg or "not found" in msg):
         return True
     return was_ready and status == "NOT_FOUND" and "model" in msg
 
 
-def to_client_error(exc: Any, url: str, model: str, client_timeout: float | None) -> ClientError:
+def to_client_error(exc: Any, url: str, model: str, client_timeout: float | None,
+                    tls: TLSConfig | None = None) -> ClientError:
     """A one-line ClientError for a tritonclient exception."""
     status, msg = status_of(exc), one_line(exc, 2000)
+    refusal = explain_refusal(tls, msg) if status in ("UNAVAILABLE", "UNKNOWN") else None
+    if refusal is not None:
+        return TLSRefusedError(f"{'TLS connection' if tls else 'connection'} to Triton at {url} failed: {refusal}.")
     if status == "UNAVAILABLE":
         return ServerUnavailableError(
             f"Triton at {url} is unreachable ({msg}); start it with `edge-deploy serve` or check --url."
@@ -212,8 +227,12 @@ class ClientBase:
     max_in_flight = 1
 
     def __init__(self, url: str, model: str, *, version: str, transport: str, client_timeout: float,
-                 retry_deadline: float, overrides: tuple[float | None, float | None, int | None]) -> None:
+                 retry_deadline: float, overrides: tuple[float | None, float | None, int | None],
+                 tls: TLSConfig | None = None) -> None:
+        if tls is not None and not isinstance(tls, TLSConfig):
+            raise ClientError(f"tls must be a TLSConfig(ca=..., cert=..., key=...) or None, not {type(tls).__name__}.")
         self.url = url
+        self.tls = tls
         self.model_name = model
         self.version = str(version)
         self.transport = resolve_transport(transport, url)
@@ -239,7 +258,7 @@ class ClientBase:
     def _error(self, exc: Exception) -> ClientError:
         if isinstance(exc, ClientError):
             return exc
-        return to_client_error(exc, self.url, self.model_name, self.client_timeout)
+        return to_client_error(exc, self.url, self.model_name, self.client_timeout, self.tls)
 
     def _adopt(self, metadata: Any, config: Any, ready: bool) -> list[str]:
         """Take the model the server describes, with new slots if it changed; returns region names to unregister."""

@@ -47,6 +47,7 @@ from .base import (
 )
 from .model_io import Slot, check_frames, read_lanes
 from .shm import ShmRegion
+from .tls import TLSConfig, client_options
 
 __all__ = ["DEFAULT_URL", "DEFAULT_MODEL", "LaneDetClient"]
 
@@ -110,12 +111,13 @@ class LaneDetClient(ClientBase):
         nms_threshold: float | None = None,
         top_k: int | None = None,
         connect: bool = True,
+        tls: TLSConfig | None = None,
     ) -> None:
         import tritonclient.grpc as grpcclient
 
         super().__init__(url, model, version=version, transport=transport, client_timeout=client_timeout,
-                         retry_deadline=retry_deadline, overrides=(conf_threshold, nms_threshold, top_k))
-        self._grpc = grpcclient.InferenceServerClient(url, channel_args=CHANNEL_ARGS)
+                         retry_deadline=retry_deadline, overrides=(conf_threshold, nms_threshold, top_k), tls=tls)
+        self._grpc = grpcclient.InferenceServerClient(url, **client_options(tls, CHANNEL_ARGS))
         self._lock = threading.RLock()
         self._finalizer = weakref.finalize(self, _release_all, self._grpc, self._slots, self._registered,
                                           self.client_timeout)

@@ -73,11 +73,11 @@ class OnnxRunner:
 class ServedRunner:
     """A served model through LaneDetClient (configured from the served config)."""
 
-    def __init__(self, url: str, model: str, timeout: float = 30.0) -> None:
+    def __init__(self, url: str, model: str, timeout: float = 30.0, tls: Any = None) -> None:
         from ..client.sync_client import LaneDetClient
 
         self.name = f"grpc://{url}/{model}"
-        self.client = LaneDetClient(url, model=model)
+        self.client = LaneDetClient(url, model=model, tls=tls)
         self.client.wait_until_ready(timeout=timeout)
 
     def detect(self, frame: np.ndarray) -> list[Lane]:
@@ -87,14 +87,17 @@ class ServedRunner:
         self.client.close()
 
 
-def open_runner(spec: str) -> Any:
-    """The runner a spec names (see the module docstring); one-line EvaluationError when it cannot."""
+def open_runner(spec: str, tls: Any = None) -> Any:
+    """The runner a spec names (see the module docstring); one-line EvaluationError when it cannot.
+
+    tls: a TLSConfig for a served model behind mutual TLS (`edge-deploy serve --tls-*`).
+    """
     if spec.startswith("grpc://"):
         rest = spec[len("grpc://"):]
         url, _, model = rest.partition("/")
         if not url or not model:
             raise EvaluationError(f"cannot read the model spec {spec!r}; write grpc://HOST:PORT/MODEL.")
-        return ServedRunner(url, model)
+        return ServedRunner(url, model, tls=tls)
     path, _, precision = spec.rpartition(":") if spec.endswith((":fp16", ":fp32")) else (spec, "", "fp32")
     if not Path(path).is_dir():
         raise EvaluationError(f"{path} is not an artifact directory; give one written by `edge-deploy convert`, "

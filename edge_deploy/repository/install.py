@@ -385,7 +385,7 @@ def install(
                 except RepositoryError:
                     _pin(repository, previous)
                     raise
-            result.served = {m: admin.served_versions(record.url, m) for m in result.models}
+            result.served = {m: admin.served_versions(record.url, m, record.client_tls()) for m in result.models}
         if keep is not None:
             # Only now: the new version is complete on disk and, with a server, confirmed served.
             # A failed load above has raised, so the versions that still serve are never pruned.
@@ -421,7 +421,7 @@ def _server_for(repository: Path, reporter: Reporter) -> Any:
     record = find_record(repository)
     if record is None:
         return None
-    if not admin.server_live(record.url):
+    if not admin.server_live(record.url, tls=record.client_tls()):
         reporter.warn(f"the server recorded for {repository} ({record.url}) does not answer; writing files only.")
         return None
     read_key(record)
@@ -471,7 +471,7 @@ def prune(repository: Path, name: str, keep: int) -> dict[str, list[int]]:
         out = {}
         for model in (name, *(name + s for s in PIPELINE_SUFFIXES)):
             if (repository / model / CONFIG).is_file():
-                served = admin.served_versions(record.url, model) if record is not None else []
+                served = admin.served_versions(record.url, model, record.client_tls()) if record is not None else []
                 removed = _prune(repository, model, keep, served)
                 if removed:
                     out[model] = removed
@@ -518,7 +518,7 @@ def rollback(
         raise RepositoryError(f"{repository} has no model {name!r}; see `edge-deploy models --repository {repository}`.")
     avail = versions(repository, name)
     record = _server_for(repository, reporter)
-    current = (admin.served_versions(record.url, name) if record else []) or _policy_now(repository, name)
+    current = (admin.served_versions(record.url, name, record.client_tls()) if record else []) or _policy_now(repository, name)
     if to is None:
         older = [v for v in avail if current and v < min(current)]
         if not older:
@@ -560,5 +560,5 @@ def rollback(
                 except RepositoryError:
                     restore()  # the server keeps serving what it served: make the configs say so again
                     raise
-            result.served = {m: admin.served_versions(record.url, m) for m in models}
+            result.served = {m: admin.served_versions(record.url, m, record.client_tls()) for m in models}
     return result

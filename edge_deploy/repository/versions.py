@@ -143,6 +143,6 @@ def list_models(repository: Path = DEFAULT_REPOSITORY, name: str | None = None) 
             role=role,
             versions=[version_info(repository, model, v) for v in avail],
             policy=policy,
-            served=admin.served_versions(record.url, model) if record else None,
+            served=admin.served_versions(record.url, model, record.client_tls()) if record else None,
         ))
     return infos

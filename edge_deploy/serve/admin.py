@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import RepositoryError, ServerError, one_line
+from .addresses import dial_url
 from .record import ServerRecord, find_record, read_key
 
 LOAD_TIMEOUT_S = 300.0
@@ -60,15 +61,18 @@ class Health:
 
 def check_health(
     url: str, models: list[str] | tuple[str, ...] = (), timeout: float = 2.0, *, headers: dict[str, str] | None = None,
+    tls=None,  # noqa: ANN001 - edge_deploy.client.tls.TLSConfig
 ) -> Health:
     """Ask the server at `url` whether it and each model in `models` are ready (never raises).
 
     With `headers` (the model-repository key), a model that is not ready, or whose newest
-    version failed to load, gets the server's reason from its repository index.
+    version failed to load, gets the server's reason from its repository index. With `tls`
+    (a TLSConfig), the server is dialed over TLS with that identity.
     """
-    import tritonclient.grpc as grpcclient
-
-    client = grpcclient.InferenceServerClient(url)
+    try:
+        client = _client(url, tls)
+    except Exception as exc:  # noqa: BLE001 - unreadable TLS files, a bad URL
+        return Health(url, False, False, error=_short(exc))
     try:
         try:
             live = client.is_server_live(client_timeout=timeout)
@@ -119,6 +123,7 @@ def wait_healthy(
     *,
     alive: "Callable[[], str | None] | None" = None,
     headers: dict[str, str] | None = None,
+    tls=None,  # noqa: ANN001 - edge_deploy.client.tls.TLSConfig
 ) -> Health:
     """Poll until the server and `models` are ready; ServerError after `timeout`.
 
@@ -132,7 +137,7 @@ def wait_healthy(
             dead = alive()
             if dead:
                 raise ServerError(dead)
-        health = check_health(url, models, headers=headers)
+        health = check_health(url, models, headers=headers, tls=tls)
         if health.all_ready:
             return health
         if time.monotonic() >= deadline:
@@ -143,8 +148,16 @@ def wait_healthy(
 
 
 def _short(exc: BaseException) -> str:
-    text = one_line(exc, first_line=True)
-    return "connection refused: nothing listens there" if "failed to connect to all addresses" in text else text
+    from ..client.tls import SOCKET_CLOSED, explain_refusal
+
+    text = one_line(exc, 2000, first_line=True)
+    if SOCKET_CLOSED in text.lower():
+        return ("TLS handshake failed: the server closed the connection (it refused our client certificate, "
+                "or it serves TLS and we spoke plaintext)")
+    refusal = explain_refusal(None, text)
+    if refusal is not None:
+        return f"TLS handshake failed: {refusal}"
+    return "connection refused: nothing listens there" if "failed to connect to all addresses" in text else text[:200]
 
 
 GRPC_PROTOCOL_PREFIX = "triton-grpc-protocol-"
@@ -158,16 +171,19 @@ def key_headers(record: ServerRecord, key: str) -> dict[str, str]:
     return {header: key}
 
 
-def _client(url: str):
+def _client(url: str, tls=None):  # noqa: ANN001, ANN202 - TLSConfig | None
     import tritonclient.grpc as grpcclient
 
-    return grpcclient.InferenceServerClient(url)
+    if tls is None:
+        return grpcclient.InferenceServerClient(url)
+    # 0.0.0.0 is dialed as 127.0.0.1, which edge-deploy's server certificates name.
+    return grpcclient.InferenceServerClient(dial_url(url), **tls.client_kwargs(), channel_args=tls.channel_args([]))
 
 
-def server_live(url: str, timeout: float = 3.0) -> bool:
-    """True when a tritonserver at `url` answers its liveness check."""
+def server_live(url: str, timeout: float = 3.0, tls=None) -> bool:  # noqa: ANN001
+    """True when a tritonserver at `url` answers its liveness check (over TLS with `tls`)."""
     try:
-        client = _client(url)
+        client = _client(url, tls)
     except Exception:  # noqa: BLE001 - a bad URL is "not live"
         return False
     try:
@@ -178,9 +194,9 @@ def server_live(url: str, timeout: float = 3.0) -> bool:
         client.close()
 
 
-def served_versions(url: str, name: str) -> list[int]:
+def served_versions(url: str, name: str, tls=None) -> list[int]:  # noqa: ANN001
     """Versions of `name` the server has loaded and ready ([] when none or not loaded)."""
-    client = _client(url)
+    client = _client(url, tls)
     try:
         meta = client.get_model_metadata(name, client_timeout=10.0)
         versions = sorted(int(v) for v in meta.versions)
@@ -194,7 +210,7 @@ def served_versions(url: str, name: str) -> list[int]:
 def load_models(record: ServerRecord, names: list[str], *, key: str | None = None) -> None:
     """Ask the server to (re)load `names` in order with the key header; RepositoryError with its reason."""
     headers = key_headers(record, key if key is not None else read_key(record))
-    client = _client(record.url)
+    client = _client(record.url, record.client_tls())
     try:
         for name in names:
             try:
@@ -221,6 +237,6 @@ def repository_headers(repository: Path | None) -> dict[str, str] | None:
 def live_server(repository: Path) -> ServerRecord | None:
     """The record of the server serving `repository` when it answers, else None."""
     record = find_record(repository)
-    if record is not None and server_live(record.url):
+    if record is not None and server_live(record.url, tls=record.client_tls()):
         return record
     return None

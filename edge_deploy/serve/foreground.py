@@ -20,6 +20,7 @@ from .leftovers import Leftovers, become_subreaper
 from .logfile import DEFAULT_MAX_BYTES
 from .record import (
     ServerRecord,
+    tls_record,
     find_record,
     foreground_claim,
     process_start,
@@ -137,7 +138,7 @@ def serve_foreground(
             if on_note is not None:
                 on_note(note)
         other = find_record(repository)
-        if other is not None and (other.kind == "foreground" or server_live(other.url)):
+        if other is not None and (other.kind == "foreground" or server_live(other.url, tls=other.client_tls())):
             raise ServerError(
                 f"{Path(repository).resolve()} is already served by {other.describe()} at {other.url}; "
                 "stop that server first (two servers of one repository would fight over its versions), "
@@ -163,7 +164,8 @@ def _serve_claimed(
     options.restricted_key = (RESTRICTED_KEY_NAME, key)
     pid = os.getpid()
     record = ServerRecord(url=options.url, repository=options.model_repository, key_header=GRPC_KEY_HEADER,
-                          key_file=key_file, scope=scope, unit=None, pid=pid, pid_start=process_start(pid))
+                          key_file=key_file, scope=scope, unit=None, pid=pid, pid_start=process_start(pid),
+                          tls=tls_record(options.tls))
     saved = False
 
     def ready(health: Health) -> None:

@@ -51,6 +51,15 @@ class ServerRecord:
     unit: str | None = None
     pid: int | None = None  # the `serve --foreground` process that owns the record (None: the unit's)
     pid_start: int | None = None  # that process's start time (clock ticks after boot, /proc/PID/stat)
+    tls: dict[str, str] | None = None  # {"ca", "cert", "key"}: the client identity to dial a TLS server with
+
+    def client_tls(self):  # noqa: ANN201 - edge_deploy.client.tls.TLSConfig | None
+        """The TLSConfig for edge-deploy's own calls to this server (None: plaintext)."""
+        if not self.tls:
+            return None
+        from ..client.tls import TLSConfig
+
+        return TLSConfig(ca=self.tls.get("ca"), cert=self.tls.get("cert"), key=self.tls.get("key"))
 
     @property
     def kind(self) -> str:
@@ -84,7 +93,18 @@ class ServerRecord:
             unit=data.get("unit"),
             pid=int(data["pid"]) if data.get("pid") is not None else None,
             pid_start=int(data["pid_start"]) if data.get("pid_start") is not None else None,
+            tls=dict(data["tls"]) if data.get("tls") else None,
         )
+
+
+def tls_record(tls) -> dict[str, str] | None:  # noqa: ANN001 - tritonserver.ServerTLS | None
+    """The record's `tls` entry for a server's TLS settings: the client identity edge-deploy dials it with."""
+    if tls is None:
+        return None
+    entry = {"ca": str(tls.ca)}
+    if tls.client_cert is not None and tls.client_key is not None:
+        entry.update(cert=str(tls.client_cert), key=str(tls.client_key))
+    return entry
 
 
 def process_start(pid: int) -> int | None:

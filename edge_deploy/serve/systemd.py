@@ -27,11 +27,13 @@ from ..errors import ServerError
 from ..fsutil import write_text_atomic
 from .admin import ModelHealth
 from .logfile import DEFAULT_MAX_BYTES, pump_argv
-from .record import ServerRecord, find_record, record_path, save_record
+from .addresses import dial_url, is_loopback
+from .record import ServerRecord, find_record, record_path, save_record, tls_record
 from .tritonserver import (
     KEY_ENV,
     RESTRICTED_KEY_NAME,
     ServerOptions,
+    ServerTLS,
     TritonInstall,
     tritonserver_argv,
 )
@@ -53,7 +55,7 @@ SYSTEMCTL_TIMEOUT = 30.0
 USER_SCOPE_DROPS = frozenset(
     {
         "User", "Group", "SupplementaryGroups", "CapabilityBoundingSet", "AmbientCapabilities",
-        "ProtectSystem", "ProtectHome", "BindReadOnlyPaths", "PrivateTmp", "ProtectKernelTunables",
+        "ProtectSystem", "ProtectHome", "BindReadOnlyPaths", "PrivateTmp", "PrivateMounts", "ProtectKernelTunables",
         "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups", "ProtectClock",
         "ProtectHostname", "ProtectProc", "DevicePolicy", "DeviceAllow", "IPAddressDeny", "IPAddressAllow",
         "RemoveIPC", "LogsDirectory", "ReadWritePaths",
@@ -151,6 +153,8 @@ class UnitConfig:
     start_limit_interval: int = 600
     start_limit_burst: int = 5
     device_nodes: list[Path] = field(default_factory=list)
+    allow_from: list[str] = field(default_factory=list)  # CIDRs IPAddressAllow= admits beyond localhost
+    tls_sources: ServerTLS | None = None  # the files given to `serve`; options.tls names the service's copies
 
     def server_options(self) -> ServerOptions:
         """The options with the key replaced by the environment-file reference (what ExecStart= shows)."""
@@ -189,10 +193,15 @@ def render_unit(config: UnitConfig) -> str:
         argv = pump_argv(config.python, Path(config.log_file), config.log_max_bytes, argv)
     health = [
         config.python, "-m", "edge_deploy", "health", "--wait", str(config.health_wait),
-        "--url", options.url, "--repository", str(options.model_repository),
+        "--url", dial_url(options.url), "--repository", str(options.model_repository),
     ]
+    if options.tls is not None:
+        health += ["--tls-ca", str(options.tls.ca)]
+        if options.tls.client_cert is not None and options.tls.client_key is not None:
+            health += ["--tls-cert", str(options.tls.client_cert), "--tls-key", str(options.tls.client_key)]
     home_paths = [p for p in readable_paths(config) if _under_home(p)]
-    loopback = all(addr.startswith("127.") or addr in ("localhost", "::1") for _, addr, _ in options.ports())
+    loopback = all(is_loopback(addr) for _, addr, _ in options.ports())
+    allowed = " ".join(["localhost", *config.allow_from])
     values = {
         "repository": str(options.model_repository).replace("%", "%%"),
         "user": config.user,
@@ -210,7 +219,8 @@ def render_unit(config: UnitConfig) -> str:
         # tmpfs over /home etc., with only what the service needs bound back read-only.
         "protect_home": "tmpfs" if home_paths else "yes",
         "bind_read_only_paths": "\n".join(f"BindReadOnlyPaths={systemd_quote(str(p))}" for p in home_paths),
-        "ip_address_policy": "IPAddressDeny=any\nIPAddressAllow=localhost" if loopback else "",
+        # Beyond loopback, only the --allow-from networks (default: the listen address's own subnet).
+        "ip_address_policy": f"IPAddressDeny=any\nIPAddressAllow={'localhost' if loopback else allowed}",
         "device_allow": "\n".join(f"DeviceAllow={systemd_quote(str(p))} rw" for p in config.device_nodes),
         "wanted_by": "multi-user.target" if config.scope == "system" else "default.target",
     }
@@ -370,6 +380,31 @@ def write_public(path: Path, text: str) -> None:
     write_text_atomic(path, text, 0o644)
 
 
+TLS_DIR_NAME = "triton-tls"
+
+
+def service_tls(tls: ServerTLS, state: Path) -> ServerTLS:
+    """Where the service's copies of the TLS files go (<state dir>/triton-tls/, written by `install_and_start`).
+
+    The service user reads copies kept beside the model-repository key, 0640 root:edge-deploy,
+    so the files given to `serve` may stay where only root reads them.
+    """
+    directory = state / TLS_DIR_NAME
+    has_client = tls.client_cert is not None and tls.client_key is not None
+    return ServerTLS(cert=directory / "server.pem", key=directory / "server.key", ca=directory / "ca.pem",
+                     mutual=tls.mutual, client_cert=directory / "client.pem" if has_client else None,
+                     client_key=directory / "client.key" if has_client else None)
+
+
+def _copy_tls(sources: ServerTLS, copies: ServerTLS, group: str | None) -> None:
+    for role, src in sources.files().items():
+        try:
+            data = Path(src).read_text()
+        except OSError as exc:
+            raise ServerError(f"cannot read the TLS {role} file {src} ({exc.strerror or exc}).") from exc
+        write_private(copies.files()[role], data, group=group)
+
+
 @dataclass
 class InstalledUnit:
     """What an installed unit serves, read back from its ExecStart= and StandardOutput= lines."""
@@ -378,6 +413,7 @@ class InstalledUnit:
     url: str
     repository: Path
     log_file: Path | None
+    server_cert: Path | None = None  # --grpc-server-cert: the unit serves TLS
 
 
 def read_installed_unit(scope: str) -> InstalledUnit | None:
@@ -389,7 +425,7 @@ def read_installed_unit(scope: str) -> InstalledUnit | None:
         text = path.read_text()
     except OSError:
         return None
-    address, port, repository, log_file = "127.0.0.1", "8001", Path("."), None
+    address, port, repository, log_file, server_cert = "127.0.0.1", "8001", Path("."), None, None
     for line in text.splitlines():
         if line.startswith("ExecStart="):
             for word in shlex.split(line[len("ExecStart="):].replace("$$", "$").replace("%%", "%")):
@@ -400,11 +436,14 @@ def read_installed_unit(scope: str) -> InstalledUnit | None:
                     port = value
                 elif key == "--model-repository":
                     repository = Path(value)
+                elif key == "--grpc-server-cert":
+                    server_cert = Path(value)
                 elif key == "--log-file":  # edge_deploy.serve.logfile's (tritonserver's own is never used)
                     log_file = Path(value)
         elif line.startswith("StandardOutput=append:"):  # units written by older versions
             log_file = Path(line.split(":", 1)[1])
-    return InstalledUnit(path=path, url=f"{address}:{port}", repository=repository, log_file=log_file)
+    return InstalledUnit(path=path, url=f"{address}:{port}", repository=repository, log_file=log_file,
+                         server_cert=server_cert)
 
 
 def failure_reason(scope: str, log_file: Path | None, log_offset: int = 0, since: float | None = None) -> str:
@@ -470,7 +509,7 @@ def install_and_start(
     state = unit_properties(scope, "ActiveState", "UnitFileState")
     if state.get("ActiveState") in ("active", "activating", "reloading"):
         if path.is_file() and path.read_text() == text:
-            health = check_health(options.url, models)
+            health = check_health(options.url, models, tls=options.tls.client() if options.tls else None)
             return ServeResult(path, options.url, health.models, already_running=True)
         raise ServerError(
             f"{UNIT_NAME} is already running with other settings; nothing was changed. "
@@ -483,12 +522,15 @@ def install_and_start(
     group = config.user if scope == "system" else None
 
     env = {**config.install.env, KEY_ENV: key}
-    saved = {p: (p.read_bytes() if p.is_file() else None) for p in (path, config.environment_file, key_file)}
+    tls_files = list(options.tls.files().values()) if options.tls is not None else []
+    saved = {p: (p.read_bytes() if p.is_file() else None) for p in (path, config.environment_file, key_file, *tls_files)}
     was_enabled = state.get("UnitFileState") == "enabled"
     log_offset = config.log_file.stat().st_size if config.log_file and config.log_file.is_file() else 0
     started_at = time.time()
     try:
         write_private(key_file, key + "\n", group=group)
+        if config.tls_sources is not None and options.tls is not None and config.tls_sources != options.tls:
+            _copy_tls(config.tls_sources, options.tls, group)
         write_private(config.environment_file, environment_file_text(env))
         if config.log_file is not None:
             prepare_log_directory(scope, Path(config.log_file), config.user)
@@ -504,7 +546,7 @@ def install_and_start(
     except BaseException:
         _restore(scope, saved, was_enabled)
         raise
-    health = check_health(options.url, models)
+    health = check_health(options.url, models, tls=options.tls.client() if options.tls else None)
     record = ServerRecord(
         url=options.url,
         repository=Path(options.model_repository).resolve(),
@@ -512,6 +554,7 @@ def install_and_start(
         key_file=key_file,
         scope=scope,
         unit=UNIT_NAME,
+        tls=tls_record(options.tls),
     )
     save_record(record)
     return ServeResult(path, options.url, health.models)
@@ -555,7 +598,8 @@ def uninstall_unit(scope: str, environment_file: Path, key_file: Path) -> list[P
         if unit_record.is_file():
             unit_record.unlink()
             removed.append(unit_record)
-    for file in (environment_file, key_file):
+    tls_copies = sorted((key_file.parent / TLS_DIR_NAME).glob("*")) if (key_file.parent / TLS_DIR_NAME).is_dir() else []
+    for file in (environment_file, key_file, *tls_copies):
         if file.exists():
             file.unlink()
             removed.append(file)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ServerError
+from .addresses import dial_url
 from .admin import Health, wait_healthy
 
 DEFAULT_GRPC_PORT = 8001
@@ -192,6 +193,37 @@ def find_tritonserver(
     raise ServerError(f"no tritonserver found (looked at {', '.join(looked)}); {INSTALL_HINT}.")
 
 
+@dataclass(frozen=True)
+class ServerTLS:
+    """TLS of the gRPC endpoint (PEM files) and the client identity edge-deploy itself dials it with.
+
+    cert/key: the server's certificate and key; ca: the CA that signed the clients' certificates (and,
+    as `edge-deploy certs` makes them, the server's). mutual: refuse clients without a certificate
+    signed by `ca` (tritonserver --grpc-use-ssl-mutual). client_cert/client_key: what health checks
+    and model loads present (`edge-deploy certs` issues one named edge-deploy).
+    """
+
+    cert: Path
+    key: Path
+    ca: Path
+    mutual: bool = True
+    client_cert: Path | None = None
+    client_key: Path | None = None
+
+    def client(self):  # noqa: ANN201 - edge_deploy.client.tls.TLSConfig
+        """The TLSConfig edge-deploy's own admin calls use."""
+        from ..client.tls import TLSConfig
+
+        return TLSConfig(ca=self.ca, cert=self.client_cert, key=self.client_key)
+
+    def files(self) -> dict[str, Path]:
+        """role -> file, for copying and checking."""
+        found = {"server-cert": self.cert, "server-key": self.key, "ca": self.ca}
+        if self.client_cert is not None and self.client_key is not None:
+            found.update({"client-cert": self.client_cert, "client-key": self.client_key})
+        return found
+
+
 @dataclass
 class ServerOptions:
     """How tritonserver is launched; `tritonserver_argv` turns this into a command line."""
@@ -212,6 +244,7 @@ class ServerOptions:
     strict_readiness: bool = True
     exit_timeout: int = 30
     log_verbose: int = 0
+    tls: ServerTLS | None = None  # None: plaintext gRPC (loopback, or `serve --insecure`)
     extra_args: tuple[str, ...] = ()
 
     @property
@@ -260,6 +293,12 @@ def tritonserver_argv(install: TritonInstall, options: ServerOptions) -> list[st
         # Only servers from 2.40 (r23.11) have it; older ones (JetPack 5's 2.34/2.35) would exit on it.
         if options.http and install.has_option("--http-restricted-api"):
             argv.append(f"--http-restricted-api=model-repository:{name}={value}")
+    if options.tls is not None:
+        # The same five options from 2.34/2.35 (JetPack 5) to 2.51: triton-inference-server/server
+        # src/command_line_parser.cc (v2.34.0, v2.35.0, v2.51.0); --grpc-use-ssl-mutual implies --grpc-use-ssl.
+        tls = options.tls
+        argv.append("--grpc-use-ssl-mutual=true" if tls.mutual else "--grpc-use-ssl=true")
+        argv += [f"--grpc-server-cert={tls.cert}", f"--grpc-server-key={tls.key}", f"--grpc-root-cert={tls.ca}"]
     argv += list(options.extra_args)
     return argv
 
@@ -432,7 +471,8 @@ class TritonProcess:
     def wait_ready(self, timeout: float = 60.0, models: list[str] | tuple[str, ...] = ()) -> Health:
         """Block until the server (and `models`) report ready, or raise ServerError with the log's reason."""
         try:
-            return wait_healthy(self.url, models, timeout, alive=self.exited)
+            tls = self.options.tls.client() if self.options.tls is not None else None
+            return wait_healthy(dial_url(self.url), models, timeout, alive=self.exited, tls=tls)
         except ServerError as exc:
             if self.exited():
                 raise

@@ -259,3 +259,42 @@ def _record_for(m: UserManager, repo: Path, missing_ok: bool = False) -> dict | 
             return data
     assert missing_ok, f"no server record for {repo} in {records}"
     return None
+
+
+def test_serve_user_with_mutual_tls(user_manager, tmp_path) -> None:
+    """The unit with --tls-*: its ExecStartPost health check, status and health dial over TLS with the
+    client identity the service copies hold; a plaintext client is refused; uninstall removes the copies."""
+    m = user_manager
+    repo = tmp_path / "repo"
+    write_model(repo, "add_one")
+    # The unit's ExecStartPost runs `python -m edge_deploy health` with the PYTHONPATH of the environment
+    # file (this interpreter's site-packages entries), which may hold another checkout's editable install:
+    # a "site-packages" folder linking to this checkout, first on PYTHONPATH, makes it import this one.
+    shim = tmp_path / "shim" / "site-packages"
+    shim.mkdir(parents=True)
+    (shim / "edge_deploy").symlink_to(Path(__file__).resolve().parents[2] / "edge_deploy")
+    m = UserManager(env={**m.env, "PYTHONPATH": os.pathsep.join([str(shim), m.env.get("PYTHONPATH", "")])},
+                    home=m.home, base=m.base, pid=m.pid)
+    certs = tmp_path / "tls"
+    made = m.cli("certs", "init", "--dir", str(certs), "--name", "orin", "--ip", "10.77.0.1")
+    assert made.returncode == 0, made.stderr
+    port = free_port()
+    issued = certs / "issued"
+    result = m.cli("serve", "--user", "--repository", str(repo), "--grpc-port", str(port), "--wait", "60",
+                   "--log-file", str(tmp_path / "triton.log"), "--tls-cert", str(issued / "server.pem"),
+                   "--tls-key", str(issued / "server.key"), "--tls-ca", str(certs / "ca.pem"))
+    assert result.returncode == 0, result.stderr
+    assert "add_one: ready" in result.stdout
+    copies = m.home / ".config" / "edge-deploy" / "triton-tls"
+    assert sorted(p.name for p in copies.iterdir()) == ["ca.pem", "client.key", "client.pem", "server.key", "server.pem"]
+    assert all(oct(p.stat().st_mode & 0o777) == "0o600" for p in copies.iterdir())  # user scope: no service group
+    status = m.cli("status", "--user")
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert f"TLS: server certificate {copies / 'server.pem'} expires" in status.stdout
+    health = m.cli("health", "--user")
+    assert health.returncode == 0, health.stderr
+    with pytest.raises(Exception, match="Socket closed|UNAVAILABLE"):
+        infer(f"127.0.0.1:{port}", timeout=3)
+    removed = m.cli("serve", "--user", "--uninstall")
+    assert removed.returncode == 0, removed.stderr
+    assert not any(copies.iterdir())

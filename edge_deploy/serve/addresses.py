@@ -1,0 +1,70 @@
+"""Listen addresses: loopback or not, how to dial one from this host, and the subnets it faces."""
+from __future__ import annotations
+
+import ipaddress
+import json
+import subprocess
+
+from ..errors import ServerError
+
+
+def is_loopback(address: str) -> bool:
+    """Whether a listen address is reachable from this host only."""
+    if address in ("localhost", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def dial_url(url: str) -> str:
+    """The URL to dial a server listening on `url` from this host (0.0.0.0 / :: become loopback)."""
+    host, _, port = url.rpartition(":")
+    if host in ("0.0.0.0", ""):
+        return f"127.0.0.1:{port}"
+    if host in ("[::]", "::"):
+        return f"[::1]:{port}"
+    return url
+
+
+def _interfaces() -> list[dict]:
+    try:
+        out = subprocess.run(["ip", "-j", "addr", "show"], capture_output=True, text=True, timeout=10).stdout
+        return json.loads(out or "[]")
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return []
+
+
+def local_subnets(address: str) -> list[str]:
+    """The networks (CIDR) of this host's interfaces that `address` listens on; all of them for 0.0.0.0 / ::.
+
+    ServerError when the address is on no interface here (then --allow-from must say who may connect).
+    """
+    wildcard = address in ("0.0.0.0", "::", "[::]")
+    found: list[str] = []
+    for iface in _interfaces():
+        for info in iface.get("addr_info", []):
+            local, prefix = info.get("local"), info.get("prefixlen")
+            if not local or prefix is None:
+                continue
+            ip = ipaddress.ip_address(local)
+            if ip.is_loopback or ip.is_link_local:
+                continue
+            if (wildcard and (ip.version == 4) == (address == "0.0.0.0")) or local == address.strip("[]"):
+                found.append(str(ipaddress.ip_interface(f"{local}/{prefix}").network))
+    if not found:
+        raise ServerError(f"no network interface here has the address {address}, so its subnet is unknown; "
+                          "pass --allow-from CIDR (who may connect, e.g. 192.168.1.0/24).")
+    return list(dict.fromkeys(found))
+
+
+def check_cidrs(cidrs: list[str]) -> list[str]:
+    """--allow-from values as normalised networks; ServerError for one that is not a CIDR."""
+    out = []
+    for cidr in cidrs:
+        try:
+            out.append(str(ipaddress.ip_network(cidr, strict=False)))
+        except ValueError:
+            raise ServerError(f"--allow-from {cidr!r} is not an address or network (write it like 10.11.17.0/24).") from None
+    return out
