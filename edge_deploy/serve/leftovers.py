@@ -128,6 +128,8 @@ class Leftovers:
                     time.sleep(0.05)
                 if not any(_alive(p) for p in orphans):
                     break
+            for pid in orphans:  # a child that died between the last reap and the check is a zombie still
+                _reap(pid)
             notes.append(
                 f"stopped {len(orphans)} process(es) the server left running ({', '.join(names)}: "
                 f"PID {', '.join(map(str, orphans))})"
