@@ -73,6 +73,9 @@ def parity_feeds(manifest: dict[str, Any]) -> list[dict[str, Any]]:
         raise EngineError("the manifest lists no model inputs; re-run `edge-deploy convert`.")
     # input k gets seed + k: a single-input model (LaneATT) sees exactly convert's arrays
     per_input = [parity_inputs(t["shape"][1:], sizes, seed + k) for k, t in enumerate(inputs)]
+    for k, tensor in enumerate(inputs):
+        if tensor.get("datatype") == "UINT8":  # a fused model's camera frames (--fuse-preprocess)
+            per_input[k] = [(array * 256).astype("uint8") for array in per_input[k]]
     return [{t["name"]: arrays[i] for t, arrays in zip(inputs, per_input)} for i in range(len(sizes))]
 
 
