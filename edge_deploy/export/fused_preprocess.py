@@ -84,7 +84,7 @@ def preprocess_graph(spec: dict[str, Any], frame_size: tuple[int, int], batch_di
                            const("crop_axes", np.array([1, 2], np.int64))], "crop")
     x = node("Transpose", [x], "nchw", perm=[0, 3, 1, 2])
     if pre.color != "bgr":  # FRAME is BGR; the model wants RGB
-        x = node("Gather", [x, const("rgb", np.array([2, 1, 0], np.int64))], "rgb", axis=1)
+        x = node("Gather", [x, const("rgb_order", np.array([2, 1, 0], np.int64))], "rgb", axis=1)
     if (box_h, box_w) != (pre.height, pre.width):
         shape = node("Shape", [x], "shape")
         lead = node("Slice", [shape, const("zero", np.array([0], np.int64)), const("two", np.array([2], np.int64))],
