@@ -165,3 +165,22 @@ def test_fused_pipeline_has_no_preprocess_step(server):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             assert close_lanes(today.detect(small), pipe.detect(small), 3.0)
+
+
+def test_async_client_serves_the_fused_model(server):
+    import asyncio
+
+    from edge_deploy.client.async_client import AsyncLaneDetClient
+
+    test_frames = frames(14, 15, 16)
+    with LaneDetClient(server.url, "tinyf") as sync:
+        want = [sync.detect(f) for f in test_frames]
+    assert sum(len(lanes) for lanes in want) > 0
+
+    async def run():
+        async with AsyncLaneDetClient(server.url, "tinyf", max_in_flight=2) as client:
+            assert client.model.kind == "fused"
+            return await asyncio.gather(*(client.detect(f) for f in test_frames))
+
+    for a, b in zip(want, asyncio.run(run())):
+        assert close_lanes(a, b, 1e-4), (a, b)

@@ -155,3 +155,16 @@ def test_convert_cli_fuses_laneatt(laneatt_fused_artifact):
     for name in ("model.onnx", FP16_ONNX_NAME):
         lanes = parity["lanes"][name]["lanes"]
         assert lanes["lanes_fused"] == lanes["lanes_client"] > 0 and lanes["mean_dx_px"] <= 0.5, (name, lanes)
+
+
+def test_evaluate_runs_a_fused_artifact_like_the_unfused_one(tiny_fused):
+    from edge_deploy.evaluate.runners import OnnxRunner
+    from edge_deploy.parity import lane_dx
+
+    out, _, unfused = tiny_fused
+    fused_runner, plain_runner = OnnxRunner(out), OnnxRunner(unfused)
+    assert fused_runner.frame_size == FRAME
+    for frame, tolerance in ((_frames()[0], 0.01), (road_scene(1280, 720, seed=5)[0], 3.0)):
+        want, got = plain_runner.detect(frame), fused_runner.detect(frame)
+        assert len(want) == len(got) > 0
+        assert float(np.mean(lane_dx(want, got))) <= tolerance
