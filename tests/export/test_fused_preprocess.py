@@ -64,6 +64,8 @@ def test_crop_colour_order_and_normalisation_follow_the_spec():
                 mean=[0.4, 0.5, 0.6], std=[0.2, 0.25, 0.3], height=288, width=512)
     levels = _worst(spec) / (LEVEL / 0.2)  # largest change of one uint8 level in these units: 1 / (255 * 0.2)
     assert levels <= 1.0 + 1e-4, levels
+    # convert's own check counts uint8 levels per channel (scale / std), so normalised models pass it too.
+    assert fp.pixel_parity(spec, FRAME, [], seed=0)["max_levels"] <= 1.0 + 1e-4
 
 
 def test_frame_size_option():
