@@ -237,6 +237,12 @@ def _ensure_fp16_onnx(artifact_dir: Path, manifest: dict[str, Any], engine_optio
     present = record is not None and (artifact_dir / FP16_ONNX_NAME).is_file()
     if present and not (fp16_io and record.get("io_precision") != "fp16"):
         return False
+    if manifest.get("fused_preprocess"):
+        # The FP16 pass would turn the fused preprocessing (uint8 frame, resize, rounding) into FP16 too.
+        raise ConvertError(
+            f"{artifact_dir} has the preprocessing fused in and no {FP16_ONNX_NAME} made for this build; "
+            "convert the model again with --fuse-preprocess and the --precision/--fp16-io you want."
+        )
     from .export.fp16_onnx import make_fp16_onnx
 
     with reporter.stage("FP16 ONNX"):

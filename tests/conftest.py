@@ -92,3 +92,20 @@ def laneatt_artifact(tmp_path_factory, laneatt_data, laneatt_checkpoint) -> Path
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, f"convert failed: {result.stderr[-2000:]}"
     return out
+
+
+@pytest.fixture(scope="session")
+def laneatt_fused_artifact(tmp_path_factory, laneatt_checkpoint) -> Path:
+    """`laneatt_artifact`'s model converted with --fuse-preprocess (FRAME uint8 [B, 590, 1640, 3])."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("fused_artifact") / "lanedet"
+    cmd = [
+        sys.executable, "-m", "edge_deploy", "convert", "laneatt",
+        "--backbone", "resnet18", "--checkpoint", str(laneatt_checkpoint), "--dataset", "culane",
+        "--fuse-preprocess", "--frame-size", "1640x590", "--target", "onnx", "--output", str(out),
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"convert failed: {result.stderr[-2000:]}"
+    return out

@@ -279,6 +279,9 @@ def _resolve(manifest: dict[str, Any], options: EngineOptions, facts: device_mod
     onnx_sha = sha256_file(onnx)
     digest = None
     if options.precision == "int8":
+        if manifest.get("fused_preprocess"):
+            raise EngineError("INT8 calibration feeds preprocessed images, but this model takes camera frames "
+                              "(--fuse-preprocess); build it with --precision fp16 or fp32.")
         images = calibration_images(options.calibration_images)
         digest = calibration_digest(onnx_sha, images, Manifest(manifest).preprocess)
         settings.calibration = make_calibration(artifact_dir, manifest, images, digest, settings.profile)

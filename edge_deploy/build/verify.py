@@ -58,10 +58,6 @@ def check_io(tensors: Sequence[tensorrt_api.TensorInfo], io: dict[str, Any], whe
                 )
 
 
-
-
-
-
 def parity_feeds(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     """The feeds `convert` checked ONNX Runtime on: `parity_inputs` per input, one feed per parity batch size,
     then `road_feed` (for a lane model) so that the lane comparison sees lanes, not noise."""
@@ -74,6 +70,9 @@ def parity_feeds(manifest: dict[str, Any]) -> list[dict[str, Any]]:
         raise EngineError("the manifest lists no model inputs; re-run `edge-deploy convert`.")
     # input k gets seed + k: a single-input model (LaneATT) sees exactly convert's arrays
     per_input = [parity_inputs(t["shape"][1:], sizes, seed + k) for k, t in enumerate(inputs)]
+    for k, tensor in enumerate(inputs):
+        if tensor.get("datatype") == "UINT8":  # a fused model's camera frames (--fuse-preprocess)
+            per_input[k] = [(array * 256).astype("uint8") for array in per_input[k]]
     feeds = [{t["name"]: arrays[i] for t, arrays in zip(inputs, per_input)} for i in range(len(sizes))]
     return feeds + road_feed(manifest)
 
@@ -82,14 +81,19 @@ ROAD_FRAMES = 4
 
 
 def road_feed(manifest: dict[str, Any], count: int = ROAD_FRAMES) -> list[dict[str, Any]]:
-    """Synthetic road frames (held-out seeds) preprocessed as the client does, as one feed of a lane model
-    (one image input with a preprocessing spec); [] for other models. A trained model finds no lane in
-    random inputs, so without these the lane comparison would compare nothing with nothing."""
+    """Synthetic road frames (held-out seeds) as one feed of a lane model (one image input with a
+    preprocessing spec): preprocessed as the client does, or as UINT8 camera frames for a fused model;
+    [] for other models. A trained model finds no lane in random inputs, so without these the lane
+    comparison would compare nothing with nothing."""
     import numpy as np
 
     view = Manifest(manifest)
     inputs = view.io.get("inputs", [])
-    if len(inputs) != 1 or not view.preprocess or list(inputs[0].get("shape", []))[1:2] != [3]:
+    if len(inputs) != 1 or not view.preprocess:
+        return []
+    shape = [int(d) for d in inputs[0].get("shape", [])]
+    fused = inputs[0].get("datatype") == "UINT8" and len(shape) == 4 and shape[3] == 3
+    if not fused and shape[1:2] != [3]:
         return []
     from ..lanedet.preprocess import Preprocessor, PreprocessSpec
     from ..lanedet.synthetic import EVAL_SEED_BASE, scene
@@ -97,6 +101,10 @@ def road_feed(manifest: dict[str, Any], count: int = ROAD_FRAMES) -> list[dict[s
     batch = view.batch
     low, high = int(batch.get("min", 1)), int(batch.get("max", 1))
     size = min(max(count, low), high)
+    if fused:
+        height, width = shape[1], shape[2]
+        frames = [scene(EVAL_SEED_BASE + i, width, height).frame for i in range(size)]
+        return [{inputs[0]["name"]: np.stack(frames)}]
     pre = Preprocessor(PreprocessSpec.from_dict(view.preprocess), np.float32, size)
     for i in range(size):
         pre(scene(EVAL_SEED_BASE + i, 1640, 590).frame, index=i)

@@ -47,6 +47,7 @@ class Precision(str, Enum):
 _TRT = "TensorRT plan (on the device)"
 _LANEATT = "LaneATT"
 _BATCH = "Batch"
+_FUSED = "Fused preprocessing"
 
 
 @app.command()
@@ -124,6 +125,12 @@ def convert(
         help="Score what convert builds (model.onnx, and model_fp16.onnx when made) on labelled frames and record "
              "the CULane F1 in the manifest: synthetic:N, a CULane list file, or a TuSimple label_data_*.json.",
         show_default=False)] = None,
+    fuse_preprocess: Annotated[bool, typer.Option(
+        "--fuse-preprocess", help="Put the preprocessing (bicubic resize, scale, NCHW, FP16/FP32) into the model: it "
+                                  "takes the camera's UINT8 BGR frames (FRAME [B, H, W, 3]) and the GPU does the work.",
+        rich_help_panel=_FUSED)] = False,
+    frame_size: Annotated[str, typer.Option(
+        help="Camera frame size WIDTHxHEIGHT for --fuse-preprocess.", rich_help_panel=_FUSED)] = "1640x590",
     install: Annotated[bool, typer.Option("--install", help="Install the result into the model repository.")] = False,
     repository: Annotated[Path, typer.Option(help="Triton model repository for --install.")] = Path("model_repository"),
     name: Annotated[str, typer.Option(help="Model name in the repository for --install.")] = "lanedet",
@@ -156,6 +163,7 @@ def convert(
         opset=opset, batch=batch_range(batch, min_batch, opt_batch, max_batch), input_name=input_name,
         output_names=tuple(n.strip() for n in output_name.split(",") if n.strip()), atol=atol, rtol=rtol,
         simplify=simplify, seed=seed, fp16_onnx=precision == Precision.fp16, fp16_io=fp16_io,
+        fuse_frame=_fuse_frame(fuse_preprocess, frame_size, precision.value),
     )
     engine_options = EngineOptions(
         builder=builder.value, precision=precision.value,
@@ -177,6 +185,19 @@ def convert(
 
         summary = install_artifact(result.artifact_dir, repository, name, reporter=reporter)
         console.print(summary)
+
+
+def _fuse_frame(fuse: bool, frame_size: str, precision: str) -> tuple[int, int] | None:
+    """(height, width) for --fuse-preprocess, or None."""
+    from ..errors import ConvertError
+    from ..export.fused_preprocess import parse_frame_size
+
+    if not fuse:
+        return None
+    if precision == "int8":
+        # INT8 calibration feeds preprocessed images (build/calibration.py), not camera frames.
+        raise ConvertError("--fuse-preprocess does not support --precision int8 yet; use fp16 or fp32.")
+    return parse_frame_size(frame_size)
 
 
 def _check_opset(opset: int) -> None:

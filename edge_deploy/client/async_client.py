@@ -63,11 +63,13 @@ class AsyncLaneDetClient(ClientBase):
         top_k: int | None = None,
         max_in_flight: int = 4,
         tls: TLSConfig | None = None,
+        strict: bool = False,
     ) -> None:
         if max_in_flight < 1:
             raise ClientError(f"max_in_flight must be >= 1, got {max_in_flight}.")
         super().__init__(url, model, version=version, transport=transport, client_timeout=client_timeout,
-                         retry_deadline=retry_deadline, overrides=(conf_threshold, nms_threshold, top_k), tls=tls)
+                         retry_deadline=retry_deadline, overrides=(conf_threshold, nms_threshold, top_k), tls=tls,
+                         strict=strict)
         self.max_in_flight = int(max_in_flight)
         self._grpc: Any = None  # made on first use, inside the event loop
         self._setup_lock = asyncio.Lock()

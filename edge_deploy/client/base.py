@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import time
+import warnings
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -228,7 +229,7 @@ class ClientBase:
 
     def __init__(self, url: str, model: str, *, version: str, transport: str, client_timeout: float,
                  retry_deadline: float, overrides: tuple[float | None, float | None, int | None],
-                 tls: TLSConfig | None = None) -> None:
+                 tls: TLSConfig | None = None, strict: bool = False) -> None:
         if tls is not None and not isinstance(tls, TLSConfig):
             raise ClientError(f"tls must be a TLSConfig(ca=..., cert=..., key=...) or None, not {type(tls).__name__}.")
         self.url = url
@@ -245,6 +246,8 @@ class ClientBase:
         self._registered: set[str] = set()  # names of our regions the server has
         self._stale = False  # the server may have restarted: re-read the model before the next request
         self._closed = False
+        self.strict = bool(strict)  # fused models: refuse frames of another size instead of resizing them
+        self._warned_resize = False
 
     @property
     def shm_regions(self) -> list[str]:
@@ -302,7 +305,15 @@ class ClientBase:
 
     def _prepare(self, slot: Slot, frames: list[np.ndarray], color: str) -> tuple[Request, list[str], list[ShmRegion]]:
         """Write `frames` into `slot`: the request, the region names to unregister and the regions to register."""
-        request, replaced = build_request(slot, frames, color)
+        request, replaced = build_request(slot, frames, color, strict=self.strict)
+        if request.resized and not self._warned_resize:
+            self._warned_resize = True
+            size = slot.model.frame_size or (0, 0)
+            warnings.warn(
+                f"{slot.model.name} takes {size[1]}x{size[0]} camera frames (preprocessing fused into the model); "
+                "frames of other sizes are resized on the CPU first (warned once; strict=True refuses them)",
+                RuntimeWarning, stacklevel=4,
+            )
         gone = forget_regions([replaced], self._registered) if replaced is not None else []
         return request, gone, self._unregistered([slot])
 

@@ -9,7 +9,11 @@ the server's answer turned into `Lane`s. Two kinds of model are accepted:
 - a raw lane model (input [B,] 3 x H x W float, output [B,] N x 77): the client
   preprocesses the frame and decodes the raw output (`decode_lanes`);
 - an ``NAME_pipeline`` ensemble (input a UINT8 H x W x 3 frame): the server
-  preprocesses and decodes, the client only turns its padded lanes into `Lane`s.
+  preprocesses and decodes, the client only turns its padded lanes into `Lane`s;
+- a fused lane model (`convert --fuse-preprocess`; input UINT8 [B,] H x W x 3 camera
+  frames, output [B,] N x 77, config parameter ``edge_deploy.fused_preprocess``): the
+  model preprocesses, the client copies frames into the request buffer and decodes.
+  Frames of another size than the model's are resized here (or refused with strict).
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ from ..lanedet.contract import (
     NUM_LANES,
     NUM_POINTS,
     PARAM_DECODE,
+    PARAM_FUSED,
     PARAM_PREPROCESS,
     SCORES,
 )
@@ -54,10 +59,10 @@ class LaneModel:
     """A served lane model as the client understands it (from metadata + config)."""
 
     name: str
-    kind: str  # "raw" (client-side pre/post) | "pipeline" (server-side pre/post)
+    kind: str  # "raw" (client-side pre/post) | "pipeline" (server-side pre/post) | "fused" (model-side pre)
     input_name: str
     input_datatype: str  # FP32 | FP16 | UINT8
-    input_shape: tuple[int, ...]  # the request shape for one batch (raw: [B,]3,H,W; pipeline: -1,-1,3)
+    input_shape: tuple[int, ...]  # the request shape for one batch (raw: [B,]3,H,W; pipeline: -1,-1,3; fused: [B,]H,W,3)
     max_batch_size: int  # Triton's; 0 = no batch axis
     output_name: str = ""  # raw: the N x 77 tensor
     output_datatype: str = "FP32"
@@ -65,6 +70,7 @@ class LaneModel:
     preprocess: dict[str, Any] = field(default_factory=dict)
     decode: dict[str, Any] = field(default_factory=dict)
     version: str = ""
+    frame_size: tuple[int, int] | None = None  # fused model or pipeline: the (H, W) of the frames it takes
 
     @property
     def batch_capacity(self) -> int:
@@ -77,7 +83,9 @@ class LaneModel:
 
     @property
     def input_size(self) -> tuple[int, int]:
-        """(H, W) of the model input (raw models)."""
+        """(H, W) of the model input (raw and fused models)."""
+        if self.kind == "fused":
+            return int(self.preprocess["height"]), int(self.preprocess["width"])
         return int(self.input_shape[-2]), int(self.input_shape[-1])
 
 
@@ -118,8 +126,25 @@ def describe_model(metadata: Any, config: Any) -> LaneModel:
         )
     tin = inputs[0]
     in_shape = shape_of(tin)
+    fused = _config_json(cfg, PARAM_FUSED)
+    frame_size = (int(fused["height"]), int(fused["width"])) if fused and "height" in fused else None
+    if tin.datatype == "UINT8" and fused and not set(PIPE_OUTPUTS) <= {t.name for t in outputs}:
+        frame = sample(in_shape)
+        frame = frame[1:] if max_batch == 0 and len(frame) == 4 else frame
+        if frame_size is None or tuple(frame) != (*frame_size, 3):
+            raise ModelMismatchError(
+                f"model {name!r} takes UINT8 {list(in_shape)} but its config says fused frames of "
+                f"{fused.get('height')}x{fused.get('width')}; reinstall it with `edge-deploy install`."
+            )
+        tout, rows = _lane_output(name, outputs, sample)
+        return LaneModel(name=name, kind="fused", input_name=tin.name, input_datatype="UINT8", input_shape=in_shape,
+                         max_batch_size=max_batch, output_name=tout.name, output_datatype=tout.datatype,
+                         num_rows=rows, preprocess=preprocess, decode=decode, version=version,
+                         frame_size=frame_size)
     if tin.datatype == "UINT8":
         frame = sample(in_shape)
+        if frame_size is not None and len(frame) == 4 and frame[0] == 1:  # the pipeline of a fused model
+            frame = frame[1:]
         names = {t.name for t in outputs}
         if len(frame) != 3 or frame[2] != 3 or not set(PIPE_OUTPUTS) <= names:
             raise ModelMismatchError(
@@ -128,7 +153,7 @@ def describe_model(metadata: Any, config: Any) -> LaneModel:
             )
         return LaneModel(name=name, kind="pipeline", input_name=tin.name, input_datatype="UINT8",
                          input_shape=in_shape, max_batch_size=max_batch, preprocess=preprocess, decode=decode,
-                         version=version)
+                         version=version, frame_size=frame_size)
     if tin.datatype not in _NUMPY_DTYPES:
         raise ModelMismatchError(
             f"model {name!r} input {tin.name!r} is {tin.datatype}; a lane model takes an FP32 or FP16 image "
@@ -142,6 +167,25 @@ def describe_model(metadata: Any, config: Any) -> LaneModel:
             f"model {name!r} input {tin.name!r} has shape {list(in_shape)}; a lane model takes [batch,] 3 x H x W "
             "with fixed H and W: check --model."
         )
+    tout, rows = _lane_output(name, outputs, sample)
+    h, w = chw[1], chw[2]
+    if (int(preprocess.get("height", h)), int(preprocess.get("width", w))) != (h, w):
+        raise ModelMismatchError(
+            f"model {name!r} takes {h}x{w} images but its config says preprocess to "
+            f"{preprocess.get('height')}x{preprocess.get('width')}; reinstall it with `edge-deploy install`."
+        )
+    preprocess["height"], preprocess["width"] = h, w
+    return LaneModel(name=name, kind="raw", input_name=tin.name, input_datatype=tin.datatype,
+                     input_shape=in_shape, max_batch_size=max_batch, output_name=tout.name,
+                     output_datatype=tout.datatype, num_rows=rows, preprocess=preprocess, decode=decode,
+                     version=version)
+
+
+def _lane_output(name: str, outputs: list[Any], sample: Any) -> tuple[Any, int]:
+    """The [B,] N x 77 output of a lane model and its N, or ModelMismatchError."""
+    def shape_of(tensor: Any) -> tuple[int, ...]:
+        return tuple(int(d) for d in tensor.shape)
+
     lane_outputs = [t for t in outputs if len(sample(shape_of(t))) in (2, 3) and shape_of(t)[-1] == ROW_WIDTH]
     if not lane_outputs:
         shapes = ", ".join(f"{t.name} {list(shape_of(t))}" for t in outputs)
@@ -156,17 +200,7 @@ def describe_model(metadata: Any, config: Any) -> LaneModel:
             f"model {name!r} output {tout.name!r} is {tout.datatype} {list(shape_of(tout))}; the client needs a "
             f"fixed number of FP32/FP16 rows of {ROW_WIDTH}: check the exported model."
         )
-    h, w = chw[1], chw[2]
-    if (int(preprocess.get("height", h)), int(preprocess.get("width", w))) != (h, w):
-        raise ModelMismatchError(
-            f"model {name!r} takes {h}x{w} images but its config says preprocess to "
-            f"{preprocess.get('height')}x{preprocess.get('width')}; reinstall it with `edge-deploy install`."
-        )
-    preprocess["height"], preprocess["width"] = h, w
-    return LaneModel(name=name, kind="raw", input_name=tin.name, input_datatype=tin.datatype,
-                     input_shape=in_shape, max_batch_size=max_batch, output_name=tout.name,
-                     output_datatype=tout.datatype, num_rows=rows, preprocess=preprocess, decode=decode,
-                     version=version)
+    return tout, rows
 
 
 # --- frames --------------------------------------------------------------------------------
@@ -276,6 +310,18 @@ class Slot:
         self.input: np.ndarray | None = None
         self.output: np.ndarray | None = None
         self.pre: Any = None
+        if model.kind == "fused":  # uint8 frames in, rows out: no preprocessing buffers at all
+            cap = model.batch_capacity
+            in_shape, out_shape = (cap, *model.frame_size, 3), (cap, model.num_rows, ROW_WIDTH)
+            out_dtype = np.dtype(_NUMPY_DTYPES[model.output_datatype])
+            if use_shm:
+                self.regions = [ShmRegion(int(np.prod(in_shape)), "in"),
+                                ShmRegion(int(np.prod(out_shape)) * out_dtype.itemsize, "out")]
+                self.input = self.regions[0].array(np.uint8, in_shape)
+                self.output = self.regions[1].array(out_dtype, out_shape)
+            else:
+                self.input = np.empty(in_shape, np.uint8)
+            return
         if model.kind != "raw":
             return
         cap = model.batch_capacity
@@ -325,20 +371,53 @@ class Request:
     inputs: list[Any]
     outputs: list[Any]
     boxes: list[tuple[int, int, int, int]]  # (top, left, H, W) of the part of each frame the model sees
+    # Fused models and their pipelines: (x, y) factors from the frames sent back to the caller's frames,
+    # which differ when a frame of another size was resized here; and how many were.
+    scales: list[tuple[float, float]] = field(default_factory=list)
+    resized: int = 0
 
 
-def build_request(slot: Slot, frames: Sequence[np.ndarray], color: str) -> tuple[Request, ShmRegion | None]:
+def fit_frame(frame: np.ndarray, size: tuple[int, int], interpolation: str, strict: bool) -> np.ndarray:
+    """`frame` at `size` (H, W): itself when it has that size, else resized here (FrameError with `strict`)."""
+    if frame.shape[:2] == tuple(size):
+        return frame
+    if strict:
+        raise FrameError(
+            f"frame is {frame.shape[1]}x{frame.shape[0]} but the model takes {size[1]}x{size[0]} camera frames "
+            "(preprocessing fused in); send frames of that size, or pass strict=False to resize them here."
+        )
+    import cv2
+
+    from ..lanedet.preprocess import INTERPOLATIONS
+
+    return cv2.resize(frame, (size[1], size[0]), interpolation=INTERPOLATIONS.get(interpolation, cv2.INTER_CUBIC))
+
+
+def _frame_scale(frame: np.ndarray, size: tuple[int, int]) -> tuple[float, float]:
+    return frame.shape[1] / size[1], frame.shape[0] / size[0]
+
+
+def build_request(slot: Slot, frames: Sequence[np.ndarray], color: str, *,
+                  strict: bool = False) -> tuple[Request, ShmRegion | None]:
     """The request for checked `frames` (at most the model's batch capacity), its tensors written into `slot`.
 
     Also returns the region the slot replaced by a bigger one (pipeline), for the
-    caller to unregister and close.
+    caller to unregister and close. strict: refuse (FrameError) frames of another size
+    than a fused model's, instead of resizing them.
     """
     import tritonclient.grpc as grpcclient  # its InferInput/InferRequestedOutput serve the aio client too
 
     model = slot.model
+    if model.kind == "fused":
+        return _fused_request(slot, frames, color, strict), None
     if model.kind == "pipeline":
         frame = frames[0] if color == "bgr" else frames[0][:, :, ::-1]
-        shape = list(frame.shape) if model.max_batch_size == 0 else [1, *frame.shape]
+        scales, resized = [], 0
+        if model.frame_size is not None:  # a fused model's pipeline takes one frame size
+            scales = [_frame_scale(frame, model.frame_size)]
+            fitted = fit_frame(frame, model.frame_size, str(model.preprocess.get("interpolation")), strict)
+            resized, frame = int(fitted is not frame), fitted
+        shape = list(frame.shape) if model.max_batch_size == 0 and len(model.input_shape) == 3 else [1, *frame.shape]
         inp = grpcclient.InferInput(model.input_name, shape, "UINT8")
         old = None
         if slot.use_shm:
@@ -348,7 +427,7 @@ def build_request(slot: Slot, frames: Sequence[np.ndarray], color: str) -> tuple
         else:
             inp.set_data_from_numpy(np.ascontiguousarray(frame).reshape(shape))
         outputs = [grpcclient.InferRequestedOutput(name) for name in PIPE_OUTPUTS]
-        return Request([inp], outputs, [(0, 0, *frame.shape[:2])]), old
+        return Request([inp], outputs, [(0, 0, *frame.shape[:2])], scales, resized), old
 
     from ..lanedet.preprocess import InvalidFrameError
 
@@ -372,11 +451,45 @@ def build_request(slot: Slot, frames: Sequence[np.ndarray], color: str) -> tuple
     return Request([inp], [out], boxes), None
 
 
+def _fused_request(slot: Slot, frames: Sequence[np.ndarray], color: str, strict: bool) -> Request:
+    """Fused model: the frames copied as they are into the input buffer (the model does the rest)."""
+    import tritonclient.grpc as grpcclient
+
+    model = slot.model
+    size = model.frame_size
+    assert size is not None and slot.input is not None
+    scales, resized = [], 0
+    for i, frame in enumerate(frames):
+        scales.append(_frame_scale(frame, size))
+        fitted = fit_frame(frame, size, str(model.preprocess.get("interpolation")), strict)
+        resized += fitted is not frame
+        np.copyto(slot.input[i], fitted if color == "bgr" else fitted[:, :, ::-1])
+    from ..lanedet.preprocess import InvalidFrameError, PreprocessSpec
+
+    spec = PreprocessSpec.from_dict(model.preprocess)
+    try:
+        boxes = [spec.crop_box(*size) for _ in frames]
+    except InvalidFrameError as exc:
+        raise FrameError(f"{exc}.") from None
+    fixed = model.max_batch_size == 0
+    shape = list(model.input_shape) if fixed else [len(frames), *model.input_shape[1:]]
+    sent = model.batch_capacity if fixed and len(model.input_shape) == 4 else len(frames)
+    inp = grpcclient.InferInput(model.input_name, shape, "UINT8")
+    out = grpcclient.InferRequestedOutput(model.output_name)
+    if slot.use_shm:
+        inp.set_shared_memory(slot.regions[0].name, slot.input[0].nbytes * sent)
+        out.set_shared_memory(slot.regions[1].name, slot.output[0].nbytes * sent)
+    else:
+        inp.set_data_from_numpy(slot.input[:sent].reshape(shape))
+    return Request([inp], [out], boxes, scales, resized)
+
+
 def read_lanes(slot: Slot, request: Request, result: Any, params: DecodeParams) -> list[list[Lane]]:
     """The lanes of each frame of `request` from the server's answer (`result`: a tritonclient InferResult)."""
     model = slot.model
     if model.kind == "pipeline":
-        return [_pipeline_lanes(model, result, params)]
+        lanes = _pipeline_lanes(model, result, params)
+        return [_scaled(lanes, request.scales[0]) if request.scales else lanes]
     _check_output(model, result)
     if slot.use_shm:
         raw = slot.output
@@ -393,8 +506,15 @@ def read_lanes(slot: Slot, request: Request, result: Any, params: DecodeParams) 
             raise ClientError(f"cannot decode the output of {model.name}: {exc}") from None
         if top or left:
             lanes = [Lane(lane.points + np.float32([left, top]), lane.score) for lane in lanes]
-        out.append(lanes)
+        out.append(_scaled(lanes, request.scales[i]) if request.scales else lanes)
     return out
+
+
+def _scaled(lanes: list[Lane], scale: tuple[float, float]) -> list[Lane]:
+    """Lanes in the frame sent, mapped to the caller's frame (resized here when its size differed)."""
+    if scale == (1.0, 1.0):
+        return lanes
+    return [Lane(lane.points * np.float32(scale), lane.score) for lane in lanes]
 
 
 def _check_output(model: LaneModel, result: Any) -> None:

@@ -88,7 +88,10 @@ class LaneDetClient(ClientBase):
     conf_threshold, nms_threshold, top_k: decode defaults for this client (else the
     model config's). connect=False defers reading the model to the first call or
     `wait_until_ready`. One request at a time per client (calls are serialised by a
-    lock); use AsyncLaneDetClient for several frames in flight.
+    lock); use AsyncLaneDetClient for several frames in flight. strict: with a model
+    that has the preprocessing fused in (`convert --fuse-preprocess`), refuse frames of
+    another size than the model's (FrameError) instead of resizing them on the CPU
+    with a one-time warning.
 
     Shared memory regions are made with mode 0660 and, when this process is in
     the group named by $EDGE_DEPLOY_SHM_GROUP (default ``video``), given that group,
@@ -112,11 +115,13 @@ class LaneDetClient(ClientBase):
         top_k: int | None = None,
         connect: bool = True,
         tls: TLSConfig | None = None,
+        strict: bool = False,
     ) -> None:
         import tritonclient.grpc as grpcclient
 
         super().__init__(url, model, version=version, transport=transport, client_timeout=client_timeout,
-                         retry_deadline=retry_deadline, overrides=(conf_threshold, nms_threshold, top_k), tls=tls)
+                         retry_deadline=retry_deadline, overrides=(conf_threshold, nms_threshold, top_k), tls=tls,
+                         strict=strict)
         self._grpc = grpcclient.InferenceServerClient(url, **client_options(tls, CHANNEL_ARGS))
         self._lock = threading.RLock()
         self._finalizer = weakref.finalize(self, _release_all, self._grpc, self._slots, self._registered,

@@ -55,8 +55,13 @@ class OnnxRunner:
         self.input_name = model_input.name
         self.pre = Preprocessor(PreprocessSpec.from_dict(view.preprocess), dtype, 1)
         self.decode = {**LANEATT_DECODE, **view.decode}
+        # convert --fuse-preprocess: the model takes the uint8 frame at one size and preprocesses it itself.
+        frame = (view.data.get("fused_preprocess") or {}).get("frame")
+        self.frame_size = (int(frame["height"]), int(frame["width"])) if "uint8" in model_input.type and frame else None
 
     def detect(self, frame: np.ndarray) -> list[Lane]:
+        if self.frame_size is not None:
+            return self._detect_fused(frame)
         top, left, height, width = self.pre.spec.crop_box(*frame.shape[:2])
         raw = self.session.run(None, {self.input_name: self.pre(frame)})[0][0]
         lanes = decode_lanes(np.asarray(raw, dtype=np.float32), conf_threshold=self.decode["conf_threshold"],
@@ -65,6 +70,22 @@ class OnnxRunner:
         if top or left:
             lanes = [Lane(lane.points + np.float32([left, top]), lane.score) for lane in lanes]
         return lanes
+
+    def _detect_fused(self, frame: np.ndarray) -> list[Lane]:
+        """A fused model: the frame (resized to the model's frame size if needed) in, lanes mapped back."""
+        import cv2
+
+        size = self.frame_size
+        assert size is not None
+        fitted = frame if frame.shape[:2] == size else cv2.resize(frame, (size[1], size[0]),
+                                                                  interpolation=cv2.INTER_CUBIC)
+        top, left, height, width = self.pre.spec.crop_box(*size)
+        raw = self.session.run(None, {self.input_name: np.ascontiguousarray(fitted)[None]})[0][0]
+        lanes = decode_lanes(np.asarray(raw, dtype=np.float32), conf_threshold=self.decode["conf_threshold"],
+                             nms_threshold=self.decode["nms_threshold"], top_k=int(self.decode["top_k"]),
+                             image_size=(height, width), model_width=self.pre.spec.width)
+        scale = np.float32([frame.shape[1] / size[1], frame.shape[0] / size[0]])
+        return [Lane((lane.points + np.float32([left, top])) * scale, lane.score) for lane in lanes]
 
     def close(self) -> None:
         pass

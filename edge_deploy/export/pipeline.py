@@ -181,6 +181,11 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
     if settings.fp16_onnx:
         with reporter.stage("FP16 ONNX"):
             make_fp16_onnx(workdir, manifest, fp16_io=settings.fp16_io, reporter=reporter)
+    if settings.fuse_frame is not None:
+        with reporter.stage("fuse preprocessing"):
+            from .fused_preprocess import fuse_artifact
+
+            fuse_artifact(workdir, manifest, settings.fuse_frame, settings.seed, reporter)
     return manifest
 
 

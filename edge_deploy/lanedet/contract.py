@@ -33,6 +33,9 @@ PARAM_DECODE = "edge_deploy.decode"
 PARAM_ROLE = "edge_deploy.role"
 PARAM_RUNTIME = "edge_deploy.runtime"
 PARAM_MANIFEST_SHA256 = "edge_deploy.manifest_sha256"
+# A model with the preprocessing fused in (convert --fuse-preprocess): JSON {"input", "height", "width", "color"},
+# the UINT8 [B, height, width, 3] camera frame it takes instead of the preprocessed image.
+PARAM_FUSED = "edge_deploy.fused_preprocess"
 
 # Pipeline tensor names (the server-side pre/postprocess models and the ensemble).
 FRAME = "FRAME"  # UINT8 [H, W, 3] BGR, any size

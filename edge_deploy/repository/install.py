@@ -276,13 +276,14 @@ def _plan_versions(
             )
         plain = mc.ConfigOptions()
         pre, post, ens = (name + s for s in PIPELINE_SUFFIXES)
-        items += [
-            NewVersion(pre, {
+        if mc.fused_frame(manifest) is None:  # a fused model preprocesses the frame itself
+            items.append(NewVersion(pre, {
                 MANIFEST_NAME: manifest_bytes,
                 "model.py": source("preprocess_model.py"),
                 "preprocess.py": _copy_lanedet_module("preprocess.py"),
                 INSTALL_RECORD: _install_record("python", "preprocess", plain, artifact),
-            }, mc.preprocess_config(manifest, name=pre)),
+            }, mc.preprocess_config(manifest, name=pre)))
+        items += [
             NewVersion(post, {
                 MANIFEST_NAME: manifest_bytes,
                 "model.py": source("postprocess_model.py"),

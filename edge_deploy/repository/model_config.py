@@ -13,6 +13,9 @@ Parameters that edge-deploy writes (all values are strings, Triton's only kind):
   (conf_threshold, nms_threshold, top_k).
 - ``edge_deploy.role``: ``model`` | ``preprocess`` | ``postprocess`` | ``pipeline``.
 - ``edge_deploy.runtime``: ``tensorrt`` | ``onnxruntime`` | ``python`` (the lane model only).
+- ``edge_deploy.fused_preprocess`` (fused models only, `convert --fuse-preprocess`): JSON
+  {"input", "height", "width", "color"} of the UINT8 camera frame the model takes; the
+  client then sends frames as they are and only decodes.
 - ``edge_deploy.manifest_sha256``: sha256 of the manifest.json of the version
   the config was written for.
 - ``edge_deploy.ort_threads`` (optional, not written by install): ONNX Runtime
@@ -38,6 +41,7 @@ from ..lanedet.contract import (
     NUM_POINTS,
     ORIGINAL_SIZE,
     PARAM_DECODE,
+    PARAM_FUSED,
     PARAM_MANIFEST_SHA256,
     PARAM_PREPROCESS,
     PARAM_ROLE,
@@ -89,6 +93,16 @@ def served_io(manifest: dict[str, Any], runtime: str, options: ConfigOptions | N
     if options is not None and options.fp16:
         return view.io_of(FP16_ONNX_NAME)
     return view.io
+
+
+def fused_frame(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """The camera frame a fused model takes ({"input", "height", "width", "color"}), or None when not fused."""
+    section = manifest.get("fused_preprocess")
+    if not isinstance(section, dict):
+        return None
+    frame = section.get("frame") or {}
+    return {"input": section.get("input", FRAME), "height": int(frame["height"]), "width": int(frame["width"]),
+            "color": frame.get("color", "bgr")}
 
 
 def data_type(name: str) -> int:
@@ -192,6 +206,9 @@ def model_config(
         PARAM_DECODE: Manifest(manifest).decode,
         PARAM_MANIFEST_SHA256: manifest_sha256,
     })
+    fused = fused_frame(manifest)
+    if fused is not None:
+        _set_params(config, {PARAM_FUSED: fused})
     return config
 
 
@@ -243,7 +260,8 @@ def postprocess_config(manifest: dict[str, Any], *, name: str, version_policy: i
     config = pb.ModelConfig(name=name, backend="python", max_batch_size=0)
     _policy(config, version_policy)
     _add_one_frame(config.input, model_out, manifest)
-    config.input.add(name=ORIGINAL_SIZE, data_type=pb.TYPE_INT32, dims=[2])
+    if fused_frame(manifest) is None:  # a fused model's frames have one size: the manifest's
+        config.input.add(name=ORIGINAL_SIZE, data_type=pb.TYPE_INT32, dims=[2])
     _add_lane_outputs(config, manifest)
     config.instance_group.add(count=1, kind=pb.ModelInstanceGroup.KIND_CPU)
     _set_params(config, {PARAM_ROLE: "postprocess", PARAM_DECODE: Manifest(manifest).decode})
@@ -254,24 +272,34 @@ def pipeline_config(
     manifest: dict[str, Any], *, name: str, model: str, preprocess: str, postprocess: str,
     version_policy: int | None = None,
 ) -> Any:
-    """NAME_pipeline: the ensemble preprocess -> model -> postprocess (latest loaded version of each)."""
+    """NAME_pipeline: the ensemble preprocess -> model -> postprocess (latest loaded version of each).
+
+    A fused model (convert --fuse-preprocess) takes the frame itself: the ensemble is model ->
+    postprocess, and its FRAME is the model's one frame, [1, H, W, 3] at the camera's size.
+    """
     pb = _pb()
     model_in, model_out = _model_io(manifest)
+    fused = fused_frame(manifest) is not None
     config = pb.ModelConfig(name=name, platform="ensemble", max_batch_size=0)
     _policy(config, version_policy)
-    config.input.add(name=FRAME, data_type=pb.TYPE_UINT8, dims=[-1, -1, 3])
+    if fused:
+        _add_one_frame(config.input, model_in, manifest)
+    else:
+        config.input.add(name=FRAME, data_type=pb.TYPE_UINT8, dims=[-1, -1, 3])
     _add_lane_outputs(config, manifest)
     steps = config.ensemble_scheduling.step
-    pre = steps.add(model_name=preprocess, model_version=-1)
-    pre.input_map[FRAME] = FRAME
-    pre.output_map[model_in["name"]] = "_model_input"
-    pre.output_map[ORIGINAL_SIZE] = "_original_size"
+    if not fused:
+        pre = steps.add(model_name=preprocess, model_version=-1)
+        pre.input_map[FRAME] = FRAME
+        pre.output_map[model_in["name"]] = "_model_input"
+        pre.output_map[ORIGINAL_SIZE] = "_original_size"
     mid = steps.add(model_name=model, model_version=-1)
-    mid.input_map[model_in["name"]] = "_model_input"
+    mid.input_map[model_in["name"]] = model_in["name"] if fused else "_model_input"
     mid.output_map[model_out["name"]] = "_raw"
     post = steps.add(model_name=postprocess, model_version=-1)
     post.input_map[model_out["name"]] = "_raw"
-    post.input_map[ORIGINAL_SIZE] = "_original_size"
+    if not fused:
+        post.input_map[ORIGINAL_SIZE] = "_original_size"
     for out in (LANES, SCORES, NUM_POINTS, NUM_LANES):
         post.output_map[out] = out
     _set_params(config, {
@@ -279,6 +307,8 @@ def pipeline_config(
         PARAM_PREPROCESS: Manifest(manifest).preprocess,
         PARAM_DECODE: Manifest(manifest).decode,
     })
+    if fused:
+        _set_params(config, {PARAM_FUSED: fused_frame(manifest)})
     return config
 
 

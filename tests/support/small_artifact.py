@@ -118,3 +118,16 @@ def make_unloadable(out: Path, anchors_npy: Path, *, n: int = 100) -> Path:
     manifest["files"]["model.onnx"] = file_entry(out / "model.onnx")
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return out
+
+
+def make_fused_artifact(out: Path, anchors_npy: Path, *, frame_size: tuple[int, int] = (590, 1640),
+                        **options) -> Path:
+    """`make_artifact`'s model with the preprocessing fused in by the product (`convert --fuse-preprocess`)."""
+    from edge_deploy.artifact import read_manifest
+    from edge_deploy.export.fused_preprocess import fuse_artifact
+
+    out = make_artifact(out, anchors_npy, **options)
+    manifest = read_manifest(out)
+    fuse_artifact(out, manifest, frame_size)
+    write_manifest(out, manifest)
+    return out

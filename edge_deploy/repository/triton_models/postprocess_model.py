@@ -3,7 +3,8 @@
 Written by `edge-deploy install --pipeline` as NAME_postprocess/V/model.py beside
 decode.py (copied from edge_deploy/lanedet/decode.py, the decoder the client
 uses) and manifest.json (decode defaults). Inputs: the model's raw output
-[1, N, 77] and ORIGINAL_SIZE (height, width). Outputs, padded to top_k lanes:
+[1, N, 77] and ORIGINAL_SIZE (height, width), or for a fused model (no preprocess
+step) the frame size its manifest records. Outputs, padded to top_k lanes:
 LANES [top_k, 72, 2] (x, y) with NaN padding, SCORES [top_k] (0 padding),
 NUM_POINTS [top_k] and NUM_LANES [1].
 """
@@ -34,10 +35,16 @@ class TritonPythonModel:
         # With a crop, the model saw only part of the frame: decode in that box, then shift.
         crop = (manifest.get("preprocess") or {}).get("crop") or {}
         self.crop = {side: int(crop.get(side, 0)) for side in ("top", "bottom", "left", "right")}
+        # A fused model (convert --fuse-preprocess) takes frames of one size: no ORIGINAL_SIZE input then.
+        frame = (manifest.get("fused_preprocess") or {}).get("frame")
+        self.frame_size = (int(frame["height"]), int(frame["width"])) if frame else None
 
     def _one(self, request):
         raw = pb_utils.get_input_tensor_by_name(request, self.raw_name).as_numpy()
-        size = pb_utils.get_input_tensor_by_name(request, "ORIGINAL_SIZE").as_numpy().reshape(-1)
+        if self.frame_size is not None:
+            size = self.frame_size
+        else:
+            size = pb_utils.get_input_tensor_by_name(request, "ORIGINAL_SIZE").as_numpy().reshape(-1)
         raw = raw.reshape(raw.shape[-2], raw.shape[-1])
         c = self.crop
         height = int(size[0]) - c["top"] - c["bottom"]

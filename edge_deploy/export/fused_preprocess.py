@@ -1,0 +1,304 @@
+"""`convert --fuse-preprocess`: the client's preprocessing as ONNX nodes in front of the model.
+
+The fused model takes the camera frame itself: UINT8 ``FRAME`` [B, H, W, 3] in the
+camera's colour order (BGR), at one fixed frame size. The graph in front of the model:
+
+    Cast(float32) -> [Slice: the spec's crop] -> Transpose(NCHW) [-> channel swap]
+    -> Resize(cubic, a = -0.75, half_pixel, exclude_outside 0: OpenCV's INTER_CUBIC)
+    -> Round -> Clip(0, 255)  (OpenCV resizes uint8 to uint8: its output is rounded and saturated)
+    -> Mul/Add per channel ((v * scale - mean) / std) -> [Cast(float16) for an FP16 input]
+
+The rounding sits after the resize because that is where the client's own
+preprocessing (lanedet/preprocess.py: cv2.resize on uint8, then a per-byte table) has
+it; the measured difference with and without it is recorded in the manifest.
+
+TensorRT: the Resize importer maps ``mode="cubic"`` to ``ResizeMode::kCUBIC`` with
+``setCubicCoeff(cubic_coeff_a)`` from release 8.5 (onnx-tensorrt 8.5-GA,
+builtin_op_importers.cpp, Resize; 8.4-GA refuses cubic), and a UINT8 network input
+may only be cast to FP32/FP16 (same file, Cast), which is what this graph does. Its
+docs/operators.md table still lists only nearest/linear; the importer is the fact.
+The sizes input is a shape tensor (dynamic batch), the path of the importer without
+the "cubic only on the innermost 2 dimensions" check for constant scales.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._deps import require
+from ..errors import ConvertError, one_line
+
+FRAME_INPUT = "FRAME"
+DEFAULT_FRAME_SIZE = (590, 1640)  # (height, width) of a CULane camera frame
+PREFIX = "edge_deploy_pre/"
+MAX_PIXEL_LEVELS = 2.0  # per value, in uint8 levels: OpenCV's fixed-point kernel vs float32 (measured: 1)
+MAX_LANE_DX_PX = 0.5  # mean |dx| at 640 wide between fused and client-side preprocessing
+
+
+def parse_frame_size(text: str) -> tuple[int, int]:
+    """'1640x590' (width x height, as cameras are described) -> (height, width)."""
+    try:
+        width, height = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise ConvertError(f"--frame-size {text!r} is not WIDTHxHEIGHT (e.g. 1640x590).") from None
+    if not (1 <= width <= 16384 and 1 <= height <= 16384):
+        raise ConvertError(f"--frame-size {text!r} must have both sides between 1 and 16384 pixels.")
+    return height, width
+
+
+def preprocess_graph(spec: dict[str, Any], frame_size: tuple[int, int], batch_dim: Any, out_name: str,
+                     out_dtype: str, opset: int = 17, *, round_uint8: bool = True) -> Any:
+    """The preprocessing ModelProto: FRAME uint8 [batch_dim, H, W, 3] -> `out_name` [batch_dim, 3, h, w].
+
+    round_uint8=False leaves out the Round/Clip after the resize (only to measure what it is worth).
+    """
+    onnx = require("onnx", "fusing the preprocessing into the model")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from ..lanedet.preprocess import PreprocessSpec
+
+    pre = PreprocessSpec.from_dict(spec)
+    if pre.interpolation != "bicubic":
+        raise ConvertError(
+            f"--fuse-preprocess implements bicubic resizing only, but the model's preprocessing uses "
+            f"{pre.interpolation!r}; convert without --fuse-preprocess."
+        )
+    frame_h, frame_w = frame_size
+    top, left, box_h, box_w = pre.crop_box(frame_h, frame_w)
+    nodes, inits = [], []
+
+    def const(name: str, value: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(value, PREFIX + name))
+        return PREFIX + name
+
+    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
+        nodes.append(helper.make_node(op, inputs, [PREFIX + output], name=PREFIX + output, **attrs))
+        return PREFIX + output
+
+    x = node("Cast", [FRAME_INPUT], "float", to=TensorProto.FLOAT)
+    if (top, left, box_h, box_w) != (0, 0, frame_h, frame_w):
+        x = node("Slice", [x, const("crop_starts", np.array([top, left], np.int64)),
+                           const("crop_ends", np.array([top + box_h, left + box_w], np.int64)),
+                           const("crop_axes", np.array([1, 2], np.int64))], "crop")
+    x = node("Transpose", [x], "nchw", perm=[0, 3, 1, 2])
+    if pre.color != "bgr":  # FRAME is BGR; the model wants RGB
+        x = node("Gather", [x, const("rgb_order", np.array([2, 1, 0], np.int64))], "rgb", axis=1)
+    if (box_h, box_w) != (pre.height, pre.width):
+        shape = node("Shape", [x], "shape")
+        lead = node("Slice", [shape, const("zero", np.array([0], np.int64)), const("two", np.array([2], np.int64))],
+                    "lead")
+        sizes = node("Concat", [lead, const("hw", np.array([pre.height, pre.width], np.int64))], "sizes", axis=0)
+        x = node("Resize", [x, "", "", sizes], "resized", mode="cubic", cubic_coeff_a=-0.75,
+                 coordinate_transformation_mode="half_pixel", exclude_outside=0)
+        if round_uint8:  # OpenCV's uint8 output, see the module docstring
+            x = node("Round", [x], "rounded")
+            x = node("Clip", [x, const("lo", np.array(0.0, np.float32)), const("hi", np.array(255.0, np.float32))],
+                     "clipped")
+    # (v * scale - mean) / std as one multiply-add per channel.
+    mul = np.array([pre.scale / s for s in pre.std], np.float32).reshape(1, 3, 1, 1)
+    add = np.array([-m / s for m, s in zip(pre.mean, pre.std)], np.float32).reshape(1, 3, 1, 1)
+    x = node("Mul", [x, const("mul", mul)], "scaled")
+    if np.any(add != 0):
+        x = node("Add", [x, const("add", add)], "normalized")
+    if out_dtype == "FP16":
+        x = node("Cast", [x], "half", to=TensorProto.FLOAT16)
+    nodes.append(helper.make_node("Identity", [x], [out_name], name=PREFIX + "out"))
+    elem = TensorProto.FLOAT16 if out_dtype == "FP16" else TensorProto.FLOAT
+    graph = helper.make_graph(
+        nodes, "edge_deploy_preprocess",
+        [helper.make_tensor_value_info(FRAME_INPUT, TensorProto.UINT8, [batch_dim, frame_h, frame_w, 3])],
+        [helper.make_tensor_value_info(out_name, elem, [batch_dim, 3, pre.height, pre.width])],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def fuse(model: Any, spec: dict[str, Any], frame_size: tuple[int, int]) -> Any:
+    """`model` (one image input [B, 3, h, w]) with the preprocessing in front: its input becomes FRAME."""
+    onnx = require("onnx", "fusing the preprocessing into the model")
+    from onnx import TensorProto, compose
+
+    inputs = [i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    if len(inputs) != 1:
+        raise ConvertError(f"--fuse-preprocess needs a model with one image input; this one has {len(inputs)}.")
+    image = inputs[0]
+    ttype = image.type.tensor_type
+    dtypes = {TensorProto.FLOAT: "FP32", TensorProto.FLOAT16: "FP16"}
+    if ttype.elem_type not in dtypes or len(ttype.shape.dim) != 4:
+        raise ConvertError(
+            f"--fuse-preprocess needs a float [batch, 3, H, W] model input; {image.name!r} is not one."
+        )
+    lead = ttype.shape.dim[0]
+    batch_dim = lead.dim_param if lead.HasField("dim_param") else int(lead.dim_value)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
+    pre = preprocess_graph(spec, frame_size, batch_dim, image.name, dtypes[ttype.elem_type], opset)
+    pre.ir_version = model.ir_version
+    # The preprocessing graph's output is named like the model input: merge joins the two by that name.
+    try:
+        fused = compose.merge_models(pre, model, io_map=[(image.name, image.name)], prefix1="", prefix2="")
+        onnx.checker.check_model(fused)
+    except Exception as exc:  # noqa: BLE001 - onnx raises plain exceptions
+        raise ConvertError(f"cannot fuse the preprocessing into the model: {one_line(exc, 200)}") from exc
+    return fused
+
+
+def fused_io(io: dict[str, Any], frame_size: tuple[int, int]) -> dict[str, Any]:
+    """The manifest io of a fused model: the FRAME input instead of the image input, outputs unchanged."""
+    lead = int(io["inputs"][0]["shape"][0])
+    return {**io, "inputs": [{"name": FRAME_INPUT, "datatype": "UINT8", "shape": [lead, *frame_size, 3]}]}
+
+
+def fuse_file(path: Path, spec: dict[str, Any], frame_size: tuple[int, int]) -> None:
+    """Rewrite the ONNX file at `path` with the preprocessing fused in."""
+    onnx = require("onnx", "fusing the preprocessing into the model")
+    fused = fuse(onnx.load(str(path)), spec, frame_size)
+    tmp = path.with_name(f".{path.name}.fused.tmp")
+    onnx.save(fused, str(tmp))
+    tmp.replace(path)
+
+
+# --------------------------------------------------------------------------- parity and the artifact stage
+
+
+def parity_frames(frame_size: tuple[int, int], seed: int, count: int = 3) -> list[np.ndarray]:
+    """Synthetic road scenes at the camera's size (lanes to compare), seeded."""
+    from ..lanedet.synthetic import road_scene
+
+    height, width = frame_size
+    return [road_scene(width, height, seed=seed + i)[0] for i in range(count)]
+
+
+def pixel_parity(spec: dict[str, Any], frame_size: tuple[int, int], frames: list[np.ndarray],
+                 seed: int) -> dict[str, Any]:
+    """The fused preprocessing (ONNX Runtime) vs the client's (lanedet/preprocess.py), per pixel.
+
+    The frames plus one of uniform noise (the worst case for a cubic kernel's overshoot).
+    Differences are in model-input units (1/255 = one uint8 level with LaneATT's scale).
+    """
+    from ..lanedet.preprocess import Preprocessor, PreprocessSpec
+    from ..parity import ort_session
+
+    noise = np.random.default_rng(seed).integers(0, 256, (*frame_size, 3), dtype=np.uint8)
+    pre = PreprocessSpec.from_dict(spec)
+    client = Preprocessor(pre)
+    # One uint8 level in model-input units, per channel: scale / std.
+    level = np.array([abs(pre.scale / s) for s in pre.std], np.float64).reshape(1, 3, 1, 1)
+    report: dict[str, Any] = {"frames": len(frames) + 1}
+    for key, rounded in (("rounded", True), ("unrounded", False)):
+        session = ort_session(preprocess_graph(spec, frame_size, 1, "image", "FP32", round_uint8=rounded))
+        worst, levels, differing, total = 0.0, 0.0, 0, 0
+        for frame in [*frames, noise]:
+            want = client(frame)
+            got = session.run(None, {FRAME_INPUT: frame[None]})[0]
+            diff = np.abs(got.astype(np.float64) - want)
+            worst = max(worst, float(diff.max()))
+            levels = max(levels, float((diff / level).max()))
+            differing += int(np.count_nonzero(diff > 1e-6))
+            total += diff.size
+        report[key] = {"max_abs": worst, "max_levels": levels, "fraction_differing": differing / total}
+    report["max_abs"] = report["rounded"]["max_abs"]
+    report["max_levels"] = report["rounded"]["max_levels"]
+    return report
+
+
+def lane_parity(raw_path: Path, fused_path: Path, manifest: dict[str, Any], frames: list[np.ndarray]) -> dict[str, Any]:
+    """Lanes of the fused model on frames vs the unfused model on the client's preprocessing of them."""
+    from ..build.verify import compare_to_reference, lane_output_name
+    from ..lanedet.preprocess import Preprocessor, PreprocessSpec
+    from ..parity import ort_session
+
+    raw, fused = ort_session(raw_path), ort_session(fused_path)
+    image = raw.get_inputs()[0]
+    dtype = np.float16 if image.type == "tensor(float16)" else np.float32
+    client = Preprocessor(PreprocessSpec.from_dict(manifest["preprocess"]), dtype=dtype)
+    names = [o.name for o in raw.get_outputs()]
+    reference, actual = [], []
+    for frame in frames:
+        reference.append(dict(zip(names, raw.run(None, {image.name: client(frame)}))))
+        actual.append(dict(zip(names, fused.run(None, {FRAME_INPUT: frame[None]}))))
+    from ..artifact import Manifest
+
+    report = compare_to_reference(reference, actual, Manifest(manifest).decode, lane_output_name(manifest),
+                                  Manifest(manifest).input_size, max_dx_px=MAX_LANE_DX_PX,
+                                  subject="the fused model")
+    lanes = report["lanes"]
+    if lanes is not None:
+        lanes = {"images": lanes["images"], "lanes_client": lanes["lanes_onnxruntime"],
+                 "lanes_fused": lanes["lanes_plan"], "mean_dx_px": lanes["mean_dx_px"],
+                 "max_mean_dx_px": lanes["max_mean_dx_px"]}
+    return {"outputs": report["outputs"], "lanes": lanes, "passed": report["passed"], "problems": report["problems"]}
+
+
+def fuse_artifact(workdir: Path, manifest: dict[str, Any], frame_size: tuple[int, int], seed: int = 0,
+                  reporter: Any = None) -> dict[str, Any]:
+    """Fuse the preprocessing into model.onnx (and model_fp16.onnx), check parity, record it in `manifest`.
+
+    Runs after export's own checks (which compare the unfused graph with torch). The
+    files are replaced in `workdir`; io, files and fp16.onnx.io of the manifest follow.
+    ConvertError when the fused model does not give the client-side lanes.
+    """
+    from ..artifact import FP16_ONNX_NAME, ONNX_NAME, Manifest, file_entry
+    from ..progress import Reporter
+
+    reporter = reporter or Reporter()
+    workdir = Path(workdir)
+    spec = Manifest(manifest).preprocess
+    frames = parity_frames(frame_size, seed)
+    pixels = pixel_parity(spec, frame_size, frames, seed)
+    if pixels["max_levels"] > MAX_PIXEL_LEVELS:
+        raise ConvertError(
+            f"the fused preprocessing differs from the client's by {pixels['max_levels']:.2f} uint8 levels at most "
+            f"(limit {MAX_PIXEL_LEVELS:g}); convert without --fuse-preprocess."
+        )
+    names = [n for n in (ONNX_NAME, FP16_ONNX_NAME) if (workdir / n).is_file()]
+    lanes: dict[str, Any] = {}
+    for name in names:
+        path = workdir / name
+        original = path.with_name(f".{name}.unfused")
+        path.replace(original)
+        try:
+            shutil.copyfile(original, path)
+            fuse_file(path, spec, frame_size)
+            lanes[name] = lane_parity(original, path, manifest, frames)
+        finally:
+            original.unlink(missing_ok=True)
+        if not lanes[name]["passed"]:
+            raise ConvertError(
+                f"the fused preprocessing does not reproduce the client's in {name}: "
+                f"{'; '.join(lanes[name]['problems'][:3])}; convert without --fuse-preprocess."
+            )
+        manifest["files"][name] = file_entry(path)
+    manifest["io"] = fused_io(manifest["io"], frame_size)
+    record = Manifest(manifest).fp16_onnx
+    if record and isinstance(record.get("io"), dict):
+        record["io"] = fused_io(record["io"], frame_size)
+    section = {
+        "input": FRAME_INPUT,
+        "frame": {"height": frame_size[0], "width": frame_size[1], "datatype": "UINT8", "layout": "NHWC",
+                  "color": "bgr"},
+        "graph": ("Cast -> [crop Slice] -> Transpose NCHW -> Resize(cubic, cubic_coeff_a=-0.75, half_pixel, "
+                  "exclude_outside=0) -> Round -> Clip(0, 255) -> Mul/Add (scale, mean, std) -> model input dtype"),
+        "parity": {
+            "reference": "lanedet/preprocess.py (cv2.resize INTER_CUBIC on uint8, per-byte table) vs the fused "
+                         "graph in ONNX Runtime (CPU)",
+            "seed": seed,
+            "pixels": pixels,
+            "lanes": lanes,
+            "max_mean_dx_px": MAX_LANE_DX_PX,
+        },
+    }
+    manifest["fused_preprocess"] = section
+    first = next(iter(lanes.values()), {}).get("lanes") or {}
+    reporter.info(
+        f"fused preprocessing: FRAME uint8 {frame_size[1]}x{frame_size[0]}; vs client-side max "
+        f"{pixels['max_levels']:.2f} level(s) per pixel ({pixels['rounded']['fraction_differing']:.2%} of values "
+        f"differ; {pixels['unrounded']['max_levels']:.1f} without uint8 rounding)"
+        + (f"; lanes {first.get('lanes_fused')} (client-side {first.get('lanes_client')}), mean |dx| "
+           f"{first.get('mean_dx_px', 0.0):.3f} px" if first else "")
+    )
+    return section
