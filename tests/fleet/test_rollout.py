@@ -1,0 +1,136 @@
+"""`edge-deploy rollout` and `fleet status` against real vehicles: network namespaces reached over SSH.
+
+Each vehicle (tests/support/fleet_hosts.py) is a network namespace with a veth pair, a real
+OpenSSH sshd and its own `edge-deploy serve --foreground --user` tritonserver on 127.0.0.1:8001 of
+that namespace, with its own repository, HOME and state directory. Ansible (ansible-core) runs the
+shipped role over real SSH. This machine has no TensorRT, so every vehicle serves the ONNX model
+with ONNX Runtime (the Python-backend fallback `install` chooses) and the plan step is skipped;
+the plan-reuse path is in test_plan_reuse.py.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fleet_hosts import Fleet, controller_env, missing_parts
+from small_artifact import build_onnx, make_artifact
+
+from edge_deploy.artifact import file_entry, read_manifest, sha256_file, write_manifest
+
+pytestmark = [pytest.mark.triton, pytest.mark.slow, pytest.mark.skipif(missing_parts() is not None,
+                                                                        reason=str(missing_parts()))]
+N = 300  # anchors of the small test model
+
+
+def artifact(out: Path, anchors: Path, seed: int) -> Path:
+    make_artifact(out, anchors, n=N, seed=seed)
+    done = run_cli(out.parent, "fleet", "reference", str(out))
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def broken_artifact(out: Path, anchors: Path) -> Path:
+    """An artifact whose model.onnx no longer gives the lanes it recorded (replaced, manifest re-signed)."""
+    artifact(out, anchors, seed=2)
+    table = __import__("numpy").load(anchors)
+    build_onnx(out / "model.onnx", table[__import__("numpy").linspace(0, len(table) - 1, N).astype(int)], seed=5)
+    manifest = read_manifest(out)
+    manifest["files"]["model.onnx"] = file_entry(out / "model.onnx")
+    write_manifest(out, manifest)
+    return out
+
+
+def run_cli(workdir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], env=controller_env(workdir),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory, laneatt_data):
+    work = tmp_path_factory.mktemp("fleet")
+    anchors = laneatt_data / "anchors_2784x77.npy"
+    old = artifact(work / "artifacts" / "old", anchors, seed=0)
+    fleet = Fleet(work / "vehicles", 3)
+    try:
+        fleet.open()
+        for vehicle in fleet.vehicles:  # each vehicle serves the old version (1) before any rollout
+            done = vehicle.cli("install", str(old), "--repository", str(vehicle.repository))
+            assert done.returncode == 0, done.stderr
+            vehicle.start_server()
+        fleet.wait_ssh()
+        for vehicle in fleet.vehicles:
+            vehicle.wait_serving()
+        fleet.work = work
+        fleet.anchors = anchors
+        fleet.inv = fleet.inventory(work / "inventory.yml")
+        yield fleet
+    finally:
+        fleet.close()
+
+
+def status(fleet) -> dict:
+    done = run_cli(fleet.work, "fleet", "status", "--inventory", str(fleet.inv), "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_clean_rollout_to_three_vehicles(fleet) -> None:
+    new = artifact(fleet.work / "artifacts" / "new", fleet.anchors, seed=1)
+    reference = json.loads((new / "smoke" / "reference.json").read_text())
+    assert sum(len(lanes) for lanes in reference["lanes"]) > 0  # the smoke check compares real lanes
+    done = run_cli(fleet.work, "rollout", str(new), "--inventory", str(fleet.inv), "--canary", "1", "--batch", "2",
+                   "--json")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["batches"] == [["vehicle1"], ["vehicle2", "vehicle3"]]
+    assert result["ok"] and not result["untouched"]
+    payload = result["payload"]
+    for vehicle in fleet.vehicles:
+        r = result["results"][vehicle.name]
+        assert r["status"] == "ok" and int(r["serving"]) == 2 and int(r["before"]) == 1, r
+        state = vehicle.report()
+        assert state["served"] == [2] and state["health"] == "ready"
+        assert state["manifest_sha256"].startswith(payload)
+        # only the device-independent part travelled: no plan, the smoke reference did
+        stage = vehicle.root / "stage" / payload
+        assert sorted(p.name for p in stage.iterdir()) == ["manifest.json", "model.onnx", "smoke"]
+    rows = status(fleet)
+    assert list(rows) == ["vehicle1", "vehicle2", "vehicle3"]
+    for row in rows.values():
+        assert row["served_version"] == 2 and row["health"] == "ready"
+        assert row["manifest_sha256"].startswith(payload)
+        assert row["last_rollout"]["status"] == "ok" and row["last_rollout"]["payload"] == payload
+        assert row["fingerprint"]["tensorrt"] is None  # no TensorRT here: ONNX Runtime serves
+    fleet.good_payload = payload
+
+
+def test_failed_canary_stops_the_rollout_and_rolls_back(fleet) -> None:
+    if not hasattr(fleet, "good_payload"):
+        pytest.skip("needs the clean rollout first")
+    before = {v.name: v.report() for v in fleet.vehicles}
+    bad = broken_artifact(fleet.work / "artifacts" / "broken", fleet.anchors)
+    done = run_cli(fleet.work, "rollout", str(bad), "--inventory", str(fleet.inv), "--canary", "1", "--batch", "2")
+    assert done.returncode == 2, done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: rollout stopped: 1 of 1 host(s) of the canary batch failed") and \
+        "untouched: vehicle2, vehicle3" in last, last
+    assert "vehicle1 FAILED at smoke" in done.stdout and "rolled back, serving version 2" in done.stdout, done.stdout
+    canary, *others = fleet.vehicles
+    state = canary.report()
+    assert state["served"] == [2] and state["health"] == "ready"  # the old version serves again
+    assert state["versions"] == [1, 2, 3] and state["policy"] == [2]  # 3 stays on disk, pinned away from
+    assert state["last_rollout"]["status"] == "failed" and state["last_rollout"]["step"] == "smoke"
+    for vehicle in others:  # never contacted: same state, same last rollout, no new payload copied
+        now = vehicle.report()
+        assert now["served"] == [2] and now["versions"] == before[vehicle.name]["versions"]
+        assert now["last_rollout"] == before[vehicle.name]["last_rollout"]
+        assert [p.name for p in (vehicle.root / "stage").iterdir()] == [fleet.good_payload]
+    rows = status(fleet)
+    assert rows["vehicle1"]["last_rollout"]["status"] == "failed" and rows["vehicle1"]["served_version"] == 2
+    assert rows["vehicle2"]["last_rollout"]["status"] == "ok"
+    table = run_cli(fleet.work, "fleet", "status", "--inventory", str(fleet.inv))
+    assert table.returncode == 0, table.stderr
+    assert "failed" in table.stdout and "at smoke" in table.stdout and "ready" in table.stdout
