@@ -14,6 +14,16 @@ if ! [ -x /lib/systemd/systemd ] || ! command -v systemd-analyze >/dev/null 2>&1
   fi
 fi
 
+# OpenSSH (server and client) and iproute2: the fleet tests run an sshd per test vehicle in a network namespace.
+if ! [ -x /usr/sbin/sshd ] || ! command -v ssh >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      openssh-server openssh-client iproute2 >/dev/null
+  else
+    echo "setup: sshd/ssh/ip are missing (fleet tests skip); sudo apt-get install openssh-server iproute2" >&2
+  fi
+fi
+
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 PIP=".venv/bin/python -m pip"
 # torch first and pinned: a CPU build is available locally; an unpinned torch pulls CUDA wheels.

@@ -148,9 +148,11 @@ def report(
 @fleet_app.command("record", hidden=True)
 def record(
     result: Annotated[str, typer.Argument(help="The rollout result (JSON).")],
+    repository: Annotated[Optional[Path], typer.Option(help="Add what this repository serves now.")] = None,
+    name: Annotated[str, typer.Option(help="Model name.")] = "lanedet",
     user: UserOpt = False,
 ) -> None:
-    """(on a vehicle, run by the role) Keep the last rollout's result."""
+    """(on a vehicle, run by the role) Keep the last rollout's result, with what is served now; print it."""
     from ..fleet.device import record_result
     from ..fleet.policy import FleetError
 
@@ -158,7 +160,7 @@ def record(
         data = json.loads(result)
     except ValueError as exc:
         raise FleetError(f"the rollout result is not JSON ({exc}).") from exc
-    typer.echo(str(record_result("user" if user else "system", data)))
+    typer.echo(json.dumps(record_result("user" if user else "system", data, repository, name)))
 
 
 @fleet_app.command("smoke")

@@ -22,11 +22,20 @@ def last_rollout_path(scope: str) -> Path:
     return state_dir(scope) / "fleet" / LAST_ROLLOUT
 
 
-def record_result(scope: str, result: dict[str, Any]) -> Path:
-    """Keep `result` (the role's per-host outcome) as this vehicle's last rollout."""
+def record_result(scope: str, result: dict[str, Any], repository: Path | None = None,
+                  name: str = "lanedet") -> dict[str, Any]:
+    """Keep `result` (the role's per-host outcome, plus what is served now) as this vehicle's last rollout."""
+    import datetime
+
+    result = dict(result)
+    if repository is not None:
+        now = report(repository, name, scope)
+        result.update(serving=now["served_version"], manifest_sha256=now["manifest_sha256"], health=now["health"])
+    result["finished"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     path = last_rollout_path(scope)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return write_json_atomic(path, result)
+    write_json_atomic(path, result)
+    return result
 
 
 def report(repository: Path, name: str, scope: str) -> dict[str, Any]:

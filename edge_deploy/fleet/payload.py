@@ -6,6 +6,7 @@ builds (or reuses) its own plan from it.
 """
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -31,6 +32,19 @@ def make_payload(artifact_dir: Path, out_dir: Path) -> tuple[Path, bool]:
         return out_dir, False
     record_reference(out_dir, out_dir)
     return out_dir, True
+
+
+def archive(payload_dir: Path) -> Path:
+    """PAYLOAD.tar beside the payload directory (its files at the top): one copy per vehicle, not one per file."""
+    import tarfile
+
+    target = Path(f"{payload_dir}.tar")
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    with tarfile.open(partial, "w") as tar:
+        for path in sorted(Path(payload_dir).rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(payload_dir)), recursive=False)
+    os.replace(partial, target)
+    return target
 
 
 def payload_id(payload_dir: Path) -> str:

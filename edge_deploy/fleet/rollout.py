@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from .ansible import playbook, run_playbook
 from .inventory import inventory_hosts
-from .payload import make_payload, payload_id
+from .payload import archive, make_payload, payload_id
 from .policy import Amount, FleetError, batches, exceeds
 
 
@@ -82,6 +82,8 @@ def rollout(
     else:
         payload_dir.parent.mkdir(parents=True, exist_ok=True)
         staging.rename(payload_dir)
+    if not Path(f"{payload_dir}.tar").is_file():
+        archive(payload_dir)
     run_dir = root / "runs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{pid}"
     run_dir.mkdir(parents=True, exist_ok=True)
     cache = root / "plans" / pid

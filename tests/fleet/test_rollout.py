@@ -121,7 +121,8 @@ def test_failed_canary_stops_the_rollout_and_rolls_back(fleet) -> None:
     canary, *others = fleet.vehicles
     state = canary.report()
     assert state["served"] == [2] and state["health"] == "ready"  # the old version serves again
-    assert state["versions"] == [1, 2, 3] and state["policy"] == [2]  # 3 stays on disk, pinned away from
+    # --keep 2 pruned version 1 once 3 was in; 3 stays on disk, the config pinned back to 2
+    assert state["versions"] == [2, 3] and state["policy"] == [2]
     assert state["last_rollout"]["status"] == "failed" and state["last_rollout"]["step"] == "smoke"
     for vehicle in others:  # never contacted: same state, same last rollout, no new payload copied
         now = vehicle.report()
