@@ -3,9 +3,18 @@
 Each vehicle (tests/support/fleet_hosts.py) is a network namespace with a veth pair, a real
 OpenSSH sshd and its own `edge-deploy serve --foreground --user` tritonserver on 127.0.0.1:8001 of
 that namespace, with its own repository, HOME and state directory. Ansible (ansible-core) runs the
-shipped role over real SSH. This machine has no TensorRT, so every vehicle serves the ONNX model
-with ONNX Runtime (the Python-backend fallback `install` chooses) and the plan step is skipped;
-the plan-reuse path is in test_plan_reuse.py.
+shipped role over real SSH. The vehicles differ the way a fleet does:
+
+- vehicle1 and vehicle2 "have TensorRT 10.3 on an Orin Nano, JetPack 6.2": TensorRT cannot be
+  installed here (no NVIDIA GPU), so their facts come from the fake board root of
+  tests/data/jetson_root/orin_nano_jp62 (EDGE_DEPLOY_ROOT) and their builder is the stand-in trtexec
+  of tests/support/jetson_fixtures.py (a process-boundary double that writes a fake plan and logs
+  each build). Both have the same fingerprint, so the canary (vehicle1) builds the plan and vehicle2
+  must reuse it: its trtexec must never run. The double's plan is no engine and the bundled
+  tritonserver has no TensorRT backend, so these two serve the payload's model.onnx
+  (`install --runtime python`, through the role's edge_deploy_install_args): the plan path is
+  tested up to the plan, not served.
+- vehicle3 has no TensorRT at all: no plan step, `install` picks the ONNX Runtime fallback.
 """
 from __future__ import annotations
 
@@ -27,6 +36,9 @@ N = 300  # anchors of the small test model
 
 def artifact(out: Path, anchors: Path, seed: int) -> Path:
     make_artifact(out, anchors, n=N, seed=seed)
+    manifest = read_manifest(out)  # the FP16 report convert prints on the vehicles (every tensor fits)
+    manifest["fp16"] = {"rule": "test", "tensors_checked": 5, "max_abs": 1.0, "nodes": [], "fp32_nodes": []}
+    write_manifest(out, manifest)
     done = run_cli(out.parent, "fleet", "reference", str(out))
     assert done.returncode == 0, done.stderr
     return out
@@ -65,10 +77,32 @@ def fleet(tmp_path_factory, laneatt_data):
             vehicle.wait_serving()
         fleet.work = work
         fleet.anchors = anchors
-        fleet.inv = fleet.inventory(work / "inventory.yml")
+        fleet.inv = fleet.inventory(work / "inventory.yml", {v.name: trt_vars(v) for v in fleet.vehicles[:2]})
         yield fleet
     finally:
         fleet.close()
+
+
+def trt_vars(vehicle) -> dict:
+    """Role variables of a vehicle with "TensorRT 10.3" (see the module docstring): its own board root and trtexec."""
+    import shutil
+
+    from jetson_fixtures import FAKE_TRTEXEC
+
+    root = vehicle.root / "board"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "jetson_root" / "orin_nano_jp62", root)
+    (root / "usr" / "sbin" / "nvpmodel").chmod(0o755)
+    tool = vehicle.root / "trtexec"
+    tool.write_text(FAKE_TRTEXEC.format(python=sys.executable, banner="100300"))
+    tool.chmod(0o755)
+    env = {k: vehicle.env[k] for k in ("HOME", "EDGE_DEPLOY_STATE_DIR", "PYTHONPATH")}
+    env.update(EDGE_DEPLOY_ROOT=str(root), TRTEXEC=str(tool), FAKE_TRTEXEC_LOG=str(vehicle.root / "trtexec.jsonl"))
+    return {"edge_deploy_environment": env, "edge_deploy_install_args": ["--runtime", "python"]}
+
+
+def trtexec_builds(vehicle) -> int:
+    log = vehicle.root / "trtexec.jsonl"
+    return len(log.read_text().splitlines()) if log.exists() else 0
 
 
 def status(fleet) -> dict:
@@ -77,7 +111,7 @@ def status(fleet) -> dict:
     return json.loads(done.stdout)
 
 
-def test_clean_rollout_to_three_vehicles(fleet) -> None:
+def test_clean_rollout_to_three_vehicles_reusing_the_plan(fleet) -> None:
     new = artifact(fleet.work / "artifacts" / "new", fleet.anchors, seed=1)
     reference = json.loads((new / "smoke" / "reference.json").read_text())
     assert sum(len(lanes) for lanes in reference["lanes"]) > 0  # the smoke check compares real lanes
@@ -93,17 +127,29 @@ def test_clean_rollout_to_three_vehicles(fleet) -> None:
         assert r["status"] == "ok" and int(r["serving"]) == 2 and int(r["before"]) == 1, r
         state = vehicle.report()
         assert state["served"] == [2] and state["health"] == "ready"
-        assert state["manifest_sha256"].startswith(payload)
-        # only the device-independent part travelled: no plan, the smoke reference did
-        stage = vehicle.root / "stage" / payload
-        assert sorted(p.name for p in stage.iterdir()) == ["manifest.json", "model.onnx", "smoke"]
+    # the plan: built once by the canary, reused by the vehicle of the same fingerprint, none without TensorRT
+    plans = {name: result["results"][name]["plan"] for name in ("vehicle1", "vehicle2", "vehicle3")}
+    assert plans["vehicle1"]["built"] and not plans["vehicle1"]["reused"]
+    assert plans["vehicle2"]["reused"] and not plans["vehicle2"]["built"]
+    assert plans["vehicle1"]["fingerprint_key"] == plans["vehicle2"]["fingerprint_key"]
+    assert not plans["vehicle3"]["built"] and not plans["vehicle3"]["reused"]
+    assert [trtexec_builds(v) for v in fleet.vehicles] == [1, 0, 0]
+    v1, v2, v3 = (vehicle.root / "stage" / payload for vehicle in fleet.vehicles)
+    assert (v1 / "model.plan").read_bytes() == (v2 / "model.plan").read_bytes() == b"PLAN-from-trtexec"
+    # vehicle3: only the device-independent part travelled (no plan), with the smoke reference
+    assert sorted(p.name for p in v3.iterdir()) == ["manifest.json", "model.onnx", "smoke"]
+    manifest = json.loads((v3 / "manifest.json").read_text())
+    assert manifest["plan"] is None and "model.plan" not in manifest["files"]
     rows = status(fleet)
     assert list(rows) == ["vehicle1", "vehicle2", "vehicle3"]
     for row in rows.values():
         assert row["served_version"] == 2 and row["health"] == "ready"
-        assert row["manifest_sha256"].startswith(payload)
         assert row["last_rollout"]["status"] == "ok" and row["last_rollout"]["payload"] == payload
-        assert row["fingerprint"]["tensorrt"] is None  # no TensorRT here: ONNX Runtime serves
+    # the served manifest: the payload's where no plan was built, the plan's (shared) where it was
+    assert rows["vehicle3"]["manifest_sha256"].startswith(payload)
+    assert rows["vehicle1"]["manifest_sha256"] == rows["vehicle2"]["manifest_sha256"] != rows["vehicle3"]["manifest_sha256"]
+    assert rows["vehicle1"]["fingerprint"]["tensorrt"] == rows["vehicle2"]["fingerprint"]["tensorrt"] == "10.3.0"
+    assert rows["vehicle3"]["fingerprint"]["tensorrt"] is None  # ONNX Runtime serves there
     fleet.good_payload = payload
 
 
