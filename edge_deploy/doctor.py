@@ -37,12 +37,14 @@ class Check:
 
 
 def stages_for(choice: str) -> tuple[str, ...]:
-    """'convert' | 'serve' | 'all' -> the stages to judge."""
-    if choice == "all":
+    """'convert' | 'serve' | 'all', or a comma list such as 'convert,serve' -> the stages to judge."""
+    names = [part.strip() for part in str(choice).split(",") if part.strip()]
+    if "all" in names:
         return STAGES
-    if choice not in STAGES:
-        raise EdgeDeployError(f"--for must be convert, serve or all (got {choice!r}).")
-    return (choice,)
+    wrong = [n for n in names if n not in STAGES]
+    if not names or wrong:
+        raise EdgeDeployError(f"--for must be convert, serve, all or a comma list of them (got {choice!r}).")
+    return tuple(dict.fromkeys(names))
 
 
 def ready(checks: Iterable[Check], stages: Iterable[str]) -> bool:
@@ -320,3 +322,34 @@ def run_checks(root: Path | None = None, repository: Path | None = None) -> list
         checks += _guarded("repository", ("serve",), lambda: repository_checks(Path(repository), facts))
     checks += _guarded("TLS", (), lambda: tls_checks(repository))
     return checks
+
+
+def report(checks: list[Check], stages: Iterable[str], root: Path | None = None) -> dict[str, Any]:
+    """`doctor --json`: the checks, each judged stage's readiness and blockers, and this machine's plan fingerprint.
+
+    "fingerprint" is what a TensorRT plan built here depends on (build/fingerprint.py's machine part,
+    plus JetPack); "plan_builder" says whether a plan can be built here at all (None: no TensorRT, the
+    models are served with ONNX Runtime). Fleet rollouts read this to decide where a plan may be reused.
+    """
+    from .build import fingerprint as fp
+
+    stages = tuple(stages)
+    verdicts = {}
+    for stage in stages:
+        blockers = [c.name for c in checks if c.status == FAIL and stage in c.needed_for]
+        verdicts[stage] = {"ready": not blockers, "blockers": list(dict.fromkeys(blockers))}
+    try:
+        facts = device_mod.device_facts(Path(root) if root is not None else device_mod.default_root())
+        machine: dict[str, Any] | None = fp.machine_fingerprint(facts)
+        machine["jetpack"] = facts.jetpack
+    except Exception:  # noqa: BLE001 - doctor reports, it never crashes
+        machine = None
+    builder = next((c for c in checks if c.name == "plan builder"), None)
+    return {
+        "ready": all(v["ready"] for v in verdicts.values()),
+        "stages": verdicts,
+        "fingerprint": machine,
+        "plan_builder": builder.detail if builder is not None and builder.status == OK else None,
+        "checks": [{"name": c.name, "status": c.status, "detail": c.detail, "needed_for": list(c.needed_for)}
+                   for c in checks],
+    }

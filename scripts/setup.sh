@@ -14,12 +14,14 @@ if ! [ -x /lib/systemd/systemd ] || ! command -v systemd-analyze >/dev/null 2>&1
   fi
 fi
 
-# iproute2 (`ip netns`) for the TLS tests, which put the server and the client in two network namespaces.
-if ! command -v ip >/dev/null 2>&1; then
+# OpenSSH (server and client) and iproute2 (`ip netns`): the TLS and fleet tests put servers, clients and
+# vehicles' sshd in network namespaces.
+if ! [ -x /usr/sbin/sshd ] || ! command -v ssh >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      openssh-server openssh-client iproute2 >/dev/null
   else
-    echo "setup: iproute2 is missing (the TLS tests skip); install it with: sudo apt-get install iproute2" >&2
+    echo "setup: sshd/ssh/ip are missing (TLS and fleet tests skip); sudo apt-get install openssh-server iproute2" >&2
   fi
 fi
 

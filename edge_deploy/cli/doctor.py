@@ -1,7 +1,6 @@
 """`edge-deploy doctor`: one table of what this machine has, stage by stage."""
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,33 +9,36 @@ import typer
 from .app import app
 
 
-class Stage(str, Enum):
-    convert = "convert"
-    serve = "serve"
-    all = "all"
-
-
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "red", "info": "dim"}
 
 
 @app.command()
 def doctor(
-    for_: Annotated[Stage, typer.Option(
-        "--for", help="Judge readiness for this stage (exit 0 when ready, 1 otherwise).")] = Stage.all,
+    for_: Annotated[str, typer.Option(
+        "--for", help="Judge readiness for these stages: convert, serve, all or a comma list "
+                      "(exit 0 when ready, 1 otherwise).")] = "all",
     repository: Annotated[Optional[Path], typer.Option(
         help="Also check each model's plan in this Triton model repository against this machine.")] = None,
     root: Annotated[Optional[Path], typer.Option(
         hidden=True, help="Read /etc, /proc and /sys under this directory (tests).")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the checks, readiness and this machine's plan fingerprint as JSON.")] = False,
 ) -> None:
     """Show what this machine has for convert and serve, and whether each stage is ready."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    from ..doctor import ready, run_checks, stages_for
+    from ..doctor import ready, report, run_checks, stages_for
 
-    stages = stages_for(for_.value)
+    stages = stages_for(for_)
     checks = run_checks(root=root, repository=repository)
+    if as_json:
+        import json
+
+        data = report(checks, stages, root)
+        typer.echo(json.dumps(data, indent=2))
+        raise typer.Exit(0 if data["ready"] else 1)
     table = Table(title="edge-deploy doctor", show_lines=False)
     table.add_column("check")
     table.add_column("status")

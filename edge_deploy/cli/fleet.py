@@ -1,0 +1,196 @@
+"""`edge-deploy rollout` and `edge-deploy fleet ...`: a model to a fleet of vehicles with Ansible."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .app import app
+
+fleet_app = typer.Typer(help="A fleet of vehicles: status, and the commands the Ansible role runs on a vehicle.",
+                        no_args_is_help=True)
+app.add_typer(fleet_app, name="fleet")
+
+InventoryOpt = Annotated[Path, typer.Option("--inventory", "-i", help="Ansible inventory of the vehicles.")]
+VarsOpt = Annotated[Optional[list[str]], typer.Option(
+    "--extra-vars", "-e", help="Role variables for every host: KEY=VALUE, JSON, or @FILE (repeatable).")]
+LimitOpt = Annotated[Optional[str], typer.Option("--limit", help="Only these hosts (an Ansible host pattern).")]
+UserOpt = Annotated[bool, typer.Option("--user", help="The user scope's state directory (serve --user).")]
+
+
+def _extra_vars(items: list[str] | None) -> dict[str, Any]:
+    from ..fleet.policy import FleetError
+
+    out: dict[str, Any] = {}
+    for item in items or []:
+        try:
+            if item.startswith("@"):
+                out.update(json.loads(Path(item[1:]).read_text()))
+            elif item.lstrip().startswith("{"):
+                out.update(json.loads(item))
+            else:
+                key, sep, value = item.partition("=")
+                if not sep or not key:
+                    raise ValueError("not KEY=VALUE")
+                out[key] = value
+        except (OSError, ValueError) as exc:
+            raise FleetError(f"--extra-vars {item!r} is not KEY=VALUE, a JSON object or @FILE with one ({exc}).") from exc
+    return out
+
+
+@app.command()
+def rollout(
+    artifact: Annotated[Path, typer.Argument(help="Artifact directory written by `edge-deploy convert`.")],
+    inventory: InventoryOpt,
+    canary: Annotated[int, typer.Option(help="Hosts in the first batch; any failure there stops the rollout.")] = 1,
+    batch: Annotated[str, typer.Option(help="Hosts per batch after the canary: N or P% of all hosts.")] = "25%",
+    max_fail: Annotated[str, typer.Option(
+        "--max-fail", help="Failures a batch may have before the rollout stops: N or P% of the batch.")] = "0",
+    name: Annotated[Optional[str], typer.Option(help="Model name on the vehicles (edge_deploy_model_name).")] = None,
+    keep: Annotated[Optional[int], typer.Option(help="Versions kept per vehicle (install --keep; at least 2).")] = None,
+    extra_vars: VarsOpt = None,
+    limit: LimitOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Roll ARTIFACT out to the vehicles: canary, then batches; a failed host rolls back; too many stop it."""
+    from ..fleet.policy import FleetError
+    from ..fleet.rollout import rollout as do_rollout
+
+    variables = _extra_vars(extra_vars)
+    if name is not None:
+        variables["edge_deploy_model_name"] = name
+    if keep is not None:
+        if keep < 2:
+            raise FleetError(f"--keep must be at least 2 (got {keep}): the previous version is what a failed "
+                             "vehicle rolls back to.")
+        variables["edge_deploy_keep"] = keep
+
+    def progress(index: int, group: list[str], results: dict[str, dict[str, Any]]) -> None:
+        if as_json:
+            return
+        label = "canary" if index == 0 and canary > 0 else f"batch {index + 1}"
+        for host in group:
+            typer.echo(f"{label}: {_result_line(host, results[host])}")
+
+    result = do_rollout(artifact, inventory, canary=canary, batch=batch, max_fail=max_fail, limit=limit,
+                        extra_vars=variables, on_batch=progress)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        done = len(result.results) - len(result.failed)
+        typer.echo(f"payload {result.payload}: {done} host(s) updated, {len(result.failed)} failed, "
+                   f"{len(result.untouched)} untouched, {result.seconds:.1f} s (log: {result.run_dir / 'ansible.log'})")
+    if result.stopped:
+        raise FleetError(f"rollout stopped: {result.stopped}; untouched: {', '.join(result.untouched) or 'none'}.")
+    if result.failed:
+        raise FleetError(f"rollout finished with {len(result.failed)} failed host(s) ({', '.join(result.failed)}), "
+                         "each rolled back to the version it served before.")
+
+
+def _result_line(host: str, r: dict[str, Any]) -> str:
+    if r.get("status") == "ok":
+        plan = r.get("plan") or {}
+        how = " (plan reused)" if plan.get("reused") else " (plan built)" if plan.get("built") else ""
+        return f"{host} ok, serving version {r.get('serving')}{how}"
+    back = "rolled back, " if r.get("rolled_back") in (True, "True", "true") else ""
+    return f"{host} FAILED at {r.get('step')}: {r.get('message')} ({back}serving version {r.get('serving')})"
+
+
+@fleet_app.command("status")
+def status(
+    inventory: InventoryOpt,
+    extra_vars: VarsOpt = None,
+    limit: LimitOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """One row per vehicle: served version, manifest sha256, fingerprint, health, last rollout."""
+    from ..fleet.rollout import fleet_status
+
+    reports = fleet_status(inventory, _extra_vars(extra_vars), limit)
+    if as_json:
+        typer.echo(json.dumps(reports, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("host", "served version", "manifest sha256", "fingerprint", "health", "last rollout")
+    for host, r in reports.items():
+        fp = r.get("fingerprint") or {}
+        finger = " ".join(str(fp[k]) for k in ("gpu", "tensorrt", "jetpack") if fp.get(k)) or (
+            "no TensorRT (ONNX Runtime)" if fp else "?")
+        last = r.get("last_rollout") or {}
+        last_text = f"{last.get('status')} {last.get('payload', '')}" if last else "-"
+        if last and last.get("status") != "ok":
+            last_text += f" at {last.get('step')}"
+        health = r.get("health", "?") + (f" ({r['health_detail']})" if r.get("health_detail") else "")
+        table.add_row(host, str(r.get("served_version") if r.get("served_version") is not None else "-"),
+                      (r.get("manifest_sha256") or "-")[:16], finger, health, last_text)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)
+    console.print(table)
+
+
+@fleet_app.command("report", hidden=True)
+def report(
+    repository: Annotated[Path, typer.Option(help="The model repository.")] = Path("model_repository"),
+    name: Annotated[str, typer.Option(help="Model name.")] = "lanedet",
+    user: UserOpt = False,
+) -> None:
+    """(on a vehicle, run by the role) This vehicle's state as JSON."""
+    from ..fleet.device import report as device_report
+
+    typer.echo(json.dumps(device_report(repository, name, "user" if user else "system"), indent=2))
+
+
+@fleet_app.command("record", hidden=True)
+def record(
+    result: Annotated[str, typer.Argument(help="The rollout result (JSON).")],
+    repository: Annotated[Optional[Path], typer.Option(help="Add what this repository serves now.")] = None,
+    name: Annotated[str, typer.Option(help="Model name.")] = "lanedet",
+    user: UserOpt = False,
+) -> None:
+    """(on a vehicle, run by the role) Keep the last rollout's result, with what is served now; print it."""
+    from ..fleet.device import record_result
+    from ..fleet.policy import FleetError
+
+    try:
+        data = json.loads(result)
+    except ValueError as exc:
+        raise FleetError(f"the rollout result is not JSON ({exc}).") from exc
+    typer.echo(json.dumps(record_result("user" if user else "system", data, repository, name)))
+
+
+@fleet_app.command("smoke")
+def smoke(
+    smoke_dir: Annotated[Path, typer.Argument(help="The smoke/ directory of an artifact (frames + reference.json).")],
+    repository: Annotated[Path, typer.Option(help="The model repository a running server serves.")] = Path("model_repository"),
+    name: Annotated[str, typer.Option(help="Model name.")] = "lanedet",
+    url: Annotated[Optional[str], typer.Option(help="Server gRPC address (default: the server of --repository).")] = None,
+) -> None:
+    """Run the reference frames through the served model; exit 0 when its lanes match the recorded ones."""
+    from ..fleet.policy import FleetError
+    from ..fleet.smoke import check_served
+    from ..serve import admin
+
+    if url is None:
+        record = admin.live_server(repository)
+        if record is None:
+            raise FleetError(f"no running edge-deploy server serves {repository}; start one with `edge-deploy serve`.")
+        url = record.url
+    result = check_served(smoke_dir, url, name)
+    if not result.passed:
+        raise FleetError(result.summary() + "; the served model does not give the artifact's lanes.")
+    typer.echo(result.summary())
+
+
+@fleet_app.command("reference")
+def reference(
+    artifact: Annotated[Path, typer.Argument(help="Artifact directory: smoke/ is written into it.")],
+) -> None:
+    """Record the smoke reference of an artifact: synthetic frames and the lanes its model.onnx gives."""
+    from ..fleet.smoke import record_reference
+
+    typer.echo(f"wrote {record_reference(artifact)}")

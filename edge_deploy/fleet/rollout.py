@@ -1,0 +1,147 @@
+"""`edge-deploy rollout`: the payload to every host of an inventory, canary first, batch by batch.
+
+Each batch is one `ansible-playbook` run of the shipped playbook limited to the batch's hosts
+(Ansible runs them in parallel, one fork per host). Every host reports its result to the run
+directory; a host with no report (unreachable, or Ansible itself failed) counts as failed. When a
+batch has more failures than --max-fail (the canary: any failure) the rollout stops, and the
+hosts of later batches are never contacted.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .ansible import playbook, run_playbook
+from .inventory import inventory_hosts
+from .payload import archive, make_payload, payload_id
+from .policy import Amount, FleetError, batches, exceeds
+
+
+@dataclass
+class RolloutResult:
+    """What a rollout did, host by host."""
+
+    payload: str
+    run_dir: Path
+    batches: list[list[str]]
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    untouched: list[str] = field(default_factory=list)
+    stopped: str | None = None  # why the rollout stopped early (None: it reached every host)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> list[str]:
+        return [h for h, r in self.results.items() if r.get("status") != "ok"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"payload": self.payload, "run_dir": str(self.run_dir), "batches": self.batches,
+                "results": self.results, "untouched": self.untouched, "stopped": self.stopped,
+                "seconds": round(self.seconds, 2), "ok": not self.failed and self.stopped is None}
+
+
+def default_run_root() -> Path:
+    """Where rollouts keep their payloads, plan caches, logs and results: ~/.cache/edge-deploy/fleet."""
+    import os
+
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "edge-deploy" / "fleet"
+
+
+def rollout(
+    artifact: Path,
+    inventory: Path,
+    *,
+    canary: int = 1,
+    batch: str = "25%",
+    max_fail: str = "0",
+    limit: str | None = None,
+    extra_vars: dict[str, Any] | None = None,
+    run_root: Path | None = None,
+    batch_timeout: float = 3600.0,
+    on_batch: Callable[[int, list[str], dict[str, dict[str, Any]]], None] | None = None,
+) -> RolloutResult:
+    """Roll `artifact` out to the hosts of `inventory`; returns every host's result (never raises for a host)."""
+    started = time.monotonic()
+    size = Amount.parse(batch, "--batch")
+    allowed = Amount.parse(max_fail, "--max-fail")
+    hosts = inventory_hosts(Path(inventory), limit)
+    plan = batches(hosts, canary, size)
+    root = Path(run_root) if run_root is not None else default_run_root()
+    root.mkdir(parents=True, exist_ok=True)
+    staging = root / f".payload-{time.strftime('%Y%m%dT%H%M%S')}-{id(plan)}"
+    make_payload(Path(artifact), staging)
+    pid = payload_id(staging)
+    payload_dir = root / "payloads" / pid
+    if payload_dir.exists():
+        import shutil
+
+        shutil.rmtree(staging)
+    else:
+        payload_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging.rename(payload_dir)
+    if not Path(f"{payload_dir}.tar").is_file():
+        archive(payload_dir)
+    run_dir = root / "runs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{pid}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cache = root / "plans" / pid
+    cache.mkdir(parents=True, exist_ok=True)
+    result = RolloutResult(payload=pid, run_dir=run_dir, batches=plan)
+    variables = {**(extra_vars or {}), "edge_deploy_payload": str(payload_dir), "edge_deploy_payload_id": pid,
+                 "edge_deploy_plan_cache": str(cache)}
+    for index, group in enumerate(plan):
+        reports = run_dir / f"batch{index}"
+        reports.mkdir()
+        vars_file = run_dir / f"batch{index}.vars.json"
+        vars_file.write_text(json.dumps({**variables, "edge_deploy_report_dir": str(reports)}, indent=2))
+        code = run_playbook(playbook("rollout.yml"), Path(inventory), group, vars_file, run_dir / "ansible.log",
+                            forks=len(group), timeout=batch_timeout)
+        for host in group:
+            path = reports / f"{host}.json"
+            try:
+                result.results[host] = json.loads(path.read_text())
+            except (OSError, ValueError):
+                result.results[host] = {"host": host, "status": "failed", "step": "unreachable",
+                                        "message": f"no result from the host (ansible-playbook exit {code}; "
+                                                   f"see {run_dir / 'ansible.log'})", "serving": None}
+            result.results[host]["batch"] = index
+        failed = sum(1 for h in group if result.results[h].get("status") != "ok")
+        if on_batch is not None:
+            on_batch(index, group, {h: result.results[h] for h in group})
+        is_canary = index == 0 and canary > 0
+        if exceeds(failed, len(group), allowed, is_canary):
+            what = "the canary batch" if is_canary else f"batch {index + 1}"
+            result.stopped = f"{failed} of {len(group)} host(s) of {what} failed (allowed: {max_fail})"
+            result.untouched = [h for later in plan[index + 1:] for h in later]
+            break
+    result.seconds = time.monotonic() - started
+    (run_dir / "result.json").write_text(json.dumps(result.to_dict(), indent=2))
+    return result
+
+
+def fleet_status(inventory: Path, extra_vars: dict[str, Any] | None = None, limit: str | None = None,
+                 run_root: Path | None = None, timeout: float = 600.0) -> dict[str, dict[str, Any]]:
+    """Each host's report (served version, manifest sha256, fingerprint, health, last rollout), or why none came."""
+    import tempfile
+
+    hosts = inventory_hosts(Path(inventory), limit)
+    root = Path(run_root) if run_root is not None else default_run_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root, prefix=".status-") as tmp:
+        reports = Path(tmp)
+        vars_file = reports / "vars.json"
+        vars_file.write_text(json.dumps({**(extra_vars or {}), "edge_deploy_report_dir": str(reports)}))
+        code = run_playbook(playbook("status.yml"), Path(inventory), hosts, vars_file, reports / "ansible.log",
+                            forks=min(len(hosts), 32), timeout=timeout)
+        out = {}
+        for host in hosts:
+            try:
+                out[host] = json.loads((reports / f"{host}.json").read_text())
+            except (OSError, ValueError):
+                log = (reports / "ansible.log").read_text(errors="replace")
+                reason = next((ln.strip() for ln in log.splitlines() if host in ln and
+                               ("UNREACHABLE" in ln or "FAILED" in ln)), f"ansible-playbook exit {code}")
+                out[host] = {"health": "unreachable", "health_detail": reason[:200]}
+    return out

@@ -1,0 +1,82 @@
+"""The rollout policy, the shipped role's layout and syntax (ansible-playbook --syntax-check), doctor --json."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from edge_deploy.fleet import ansible as fa
+from edge_deploy.fleet.policy import Amount, FleetError, batches, exceeds
+
+REPO = Path(__file__).resolve().parents[2]
+HOSTS = [f"v{i}" for i in range(1, 11)]
+
+
+def test_batches_canary_first_then_counts_or_percentages() -> None:
+    assert batches(HOSTS, 1, Amount.parse("3", "--batch")) == [["v1"], ["v2", "v3", "v4"], ["v5", "v6", "v7"],
+                                                               ["v8", "v9", "v10"]]
+    # a percentage is of all hosts, rounded up: 25% of 10 -> 3
+    assert [len(b) for b in batches(HOSTS, 2, Amount.parse("25%", "--batch"))] == [2, 3, 3, 2]
+    assert batches(HOSTS[:2], 0, Amount.parse("100%", "--batch")) == [["v1", "v2"]]
+    assert batches(HOSTS[:1], 3, Amount.parse("1", "--batch")) == [["v1"]]
+    for bad in ("0", "-1", "x", "150%"):
+        with pytest.raises(FleetError, match="--batch"):
+            batches(HOSTS, 1, Amount.parse(bad, "--batch"))
+
+
+def test_max_fail_counts_and_percentages_the_canary_tolerates_nothing() -> None:
+    assert exceeds(1, 1, Amount.parse("5", "--max-fail"), canary=True)
+    assert not exceeds(0, 1, Amount.parse("0", "--max-fail"), canary=True)
+    assert exceeds(1, 4, Amount.parse("0", "--max-fail"), canary=False)
+    assert not exceeds(1, 4, Amount.parse("1", "--max-fail"), canary=False)
+    assert exceeds(2, 4, Amount.parse("1", "--max-fail"), canary=False)
+    assert not exceeds(1, 4, Amount.parse("25%", "--max-fail"), canary=False)  # "exceeds": more than 25 %
+    assert exceeds(2, 4, Amount.parse("25%", "--max-fail"), canary=False)
+
+
+def test_role_is_laid_out_as_ansible_expects_and_parses() -> None:
+    role = fa.ROLES_DIR / "edge_deploy"
+    for part in ("tasks/main.yml", "tasks/rollout.yml", "tasks/plan.yml", "tasks/status.yml", "defaults/main.yml",
+                 "meta/main.yml"):
+        assert (role / part).is_file(), part
+    if not Path(sys.executable).with_name("ansible-playbook").exists():
+        pytest.skip("ansible-core is not installed")
+    env = fa.ansible_env({"ANSIBLE_HOME": "/tmp/edge-deploy-ansible-syntax"})
+    for book in ("rollout.yml", "status.yml"):
+        done = subprocess.run([fa.find_tool("ansible-playbook"), "-i", "localhost,", "--syntax-check",
+                               str(fa.playbook(book))], capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_wheel_ships_the_role(tmp_path) -> None:
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                           str(tmp_path), str(REPO)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    wheel = next(tmp_path.glob("edge_deploy-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for part in ("tasks/main.yml", "tasks/rollout.yml", "tasks/plan.yml", "tasks/status.yml", "defaults/main.yml",
+                 "meta/main.yml"):
+        assert f"edge_deploy/fleet/ansible/roles/edge_deploy/{part}" in names, part
+    assert "edge_deploy/fleet/ansible/rollout.yml" in names and "edge_deploy/fleet/ansible/status.yml" in names
+
+
+def test_doctor_json_for_a_comma_list(tmp_path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO), EDGE_DEPLOY_ROOT=str(REPO / "tests/data/jetson_root/orin_nano_jp62"))
+    done = subprocess.run([sys.executable, "-m", "edge_deploy", "doctor", "--for", "convert,serve", "--json"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    data = json.loads(done.stdout)
+    assert set(data["stages"]) == {"convert", "serve"}
+    assert done.returncode == (0 if data["ready"] else 1)
+    # no TensorRT module or trtexec here: convert is blocked by the plan builder, and no plan can be built
+    assert "plan builder" in data["stages"]["convert"]["blockers"] and data["plan_builder"] is None
+    assert data["fingerprint"]["tensorrt"] == "10.3.0" and data["fingerprint"]["jetpack"]  # read from the board's files
+    assert any(c["name"] == "tritonserver" for c in data["checks"])
+    bad = subprocess.run([sys.executable, "-m", "edge_deploy", "doctor", "--for", "convert,deploy", "--json"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --for must be")
