@@ -113,6 +113,19 @@ def test_versions_keep_and_rollback(tmp_path, artifacts) -> None:
     assert read_config(repo, "lane").version_policy.latest.num_versions == 1
 
 
+def test_only_version_directories_are_versions(tmp_path, artifacts) -> None:
+    # Triton serves numeric directories only: a stray file named like a version ("5", a copied-in
+    # tarball, an editor's save) or a zero-padded directory must not move install's next version or
+    # become a rollback target.
+    repo = tmp_path / "repo"
+    install(artifacts["a"], repo, "lane", runtime="python")
+    (repo / "lane" / "5").write_text("not a version\n")
+    (repo / "lane" / "07").mkdir()
+    assert versions(repo, "lane") == [1]
+    assert install(artifacts["b"], repo, "lane", runtime="python").version == 2
+    assert rollback(repo, "lane").version == 1
+
+
 def test_rollback_rebuilds_the_config_from_that_versions_manifest_and_install_options(tmp_path, artifacts) -> None:
     from edge_deploy.repository import model_config as mc
 
