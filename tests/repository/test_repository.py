@@ -126,6 +126,21 @@ def test_only_version_directories_are_versions(tmp_path, artifacts) -> None:
     assert rollback(repo, "lane").version == 1
 
 
+def test_a_refused_load_pins_the_newest_version_served_before(tmp_path, artifacts) -> None:
+    # What install does when the server refuses the new version (the load itself is tested against the
+    # real server in test_repository_triton.py): with a hand-edited policy serving several versions,
+    # the config goes back to the newest of them, with that version's own I/O.
+    from edge_deploy.repository.install import _pin
+
+    repo = tmp_path / "repo"
+    for art in ("b", "a", "b"):
+        install(artifacts[art], repo, "lane", runtime="python")
+    _pin(repo, {"lane": [1, 2]})
+    config = read_config(repo, "lane")
+    assert list(config.version_policy.specific.versions) == [2]
+    assert list(config.output[0].dims) == [300, 77]  # version 2's ("a"), not version 3's
+
+
 def test_rollback_rebuilds_the_config_from_that_versions_manifest_and_install_options(tmp_path, artifacts) -> None:
     from edge_deploy.repository import model_config as mc
 
