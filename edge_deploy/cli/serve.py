@@ -154,7 +154,6 @@ def _network_policy(scope: str, address: str, cert, key, ca, client_cert, client
                     allow_from: list[str], insecure: bool, reporter) -> tuple:  # noqa: ANN001
     """(ServerTLS or None, CIDRs for IPAddressAllow=) for a listen address; ServerError for plaintext beyond loopback."""
     from ..serve.addresses import check_cidrs, is_loopback, local_subnets
-    from ..serve.tritonserver import ServerTLS
 
     loopback = is_loopback(address)
     given = [p for p in (cert, key, ca) if p is not None]

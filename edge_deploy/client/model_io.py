@@ -437,24 +437,31 @@ def build_request(slot: Slot, frames: Sequence[np.ndarray], color: str, *,
         except InvalidFrameError as exc:
             raise FrameError(f"frame {i}: {exc}.") from None
     boxes = [slot.pre.spec.crop_box(*frame.shape[:2]) for frame in frames]
+    return Request(*_model_tensors(slot, len(frames), model.input_datatype), boxes), None
+
+
+def _model_tensors(slot: Slot, count: int, datatype: str) -> tuple[list[Any], list[Any]]:
+    """The model's input (`count` frames already in slot.input) and output, in shared memory or inline."""
+    import tritonclient.grpc as grpcclient
+
+    model = slot.model
+    assert slot.input is not None
     fixed = model.max_batch_size == 0
-    shape = list(model.input_shape) if fixed else [len(frames), *model.input_shape[1:]]
+    shape = list(model.input_shape) if fixed else [count, *model.input_shape[1:]]
     # A fixed-batch model always gets its whole batch.
-    sent = model.batch_capacity if fixed and len(model.input_shape) == 4 else len(frames)
-    inp = grpcclient.InferInput(model.input_name, shape, model.input_datatype)
+    sent = model.batch_capacity if fixed and len(model.input_shape) == 4 else count
+    inp = grpcclient.InferInput(model.input_name, shape, datatype)
     out = grpcclient.InferRequestedOutput(model.output_name)
     if slot.use_shm:
         inp.set_shared_memory(slot.regions[0].name, slot.input[0].nbytes * sent)
         out.set_shared_memory(slot.regions[1].name, slot.output[0].nbytes * sent)
     else:
         inp.set_data_from_numpy(slot.input[:sent].reshape(shape))
-    return Request([inp], [out], boxes), None
+    return [inp], [out]
 
 
 def _fused_request(slot: Slot, frames: Sequence[np.ndarray], color: str, strict: bool) -> Request:
     """Fused model: the frames copied as they are into the input buffer (the model does the rest)."""
-    import tritonclient.grpc as grpcclient
-
     model = slot.model
     size = model.frame_size
     assert size is not None and slot.input is not None
@@ -471,17 +478,7 @@ def _fused_request(slot: Slot, frames: Sequence[np.ndarray], color: str, strict:
         boxes = [spec.crop_box(*size) for _ in frames]
     except InvalidFrameError as exc:
         raise FrameError(f"{exc}.") from None
-    fixed = model.max_batch_size == 0
-    shape = list(model.input_shape) if fixed else [len(frames), *model.input_shape[1:]]
-    sent = model.batch_capacity if fixed and len(model.input_shape) == 4 else len(frames)
-    inp = grpcclient.InferInput(model.input_name, shape, "UINT8")
-    out = grpcclient.InferRequestedOutput(model.output_name)
-    if slot.use_shm:
-        inp.set_shared_memory(slot.regions[0].name, slot.input[0].nbytes * sent)
-        out.set_shared_memory(slot.regions[1].name, slot.output[0].nbytes * sent)
-    else:
-        inp.set_data_from_numpy(slot.input[:sent].reshape(shape))
-    return Request([inp], [out], boxes, scales, resized)
+    return Request(*_model_tensors(slot, len(frames), "UINT8"), boxes, scales, resized)
 
 
 def read_lanes(slot: Slot, request: Request, result: Any, params: DecodeParams) -> list[list[Lane]]:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from .ansible import playbook, run_playbook
 from .inventory import inventory_hosts
 from .payload import archive, make_payload, payload_id
-from .policy import Amount, FleetError, batches, exceeds
+from .policy import Amount, batches, exceeds
 
 
 @dataclass

@@ -280,11 +280,23 @@ def inference_counts(url: str, model: str) -> dict[str, int]:
             "executions": int(stats.get("execution_count", 0))}
 
 
+def settled_counts(url: str, model: str, quiet_s: float = 0.3, limit_s: float = 10.0) -> dict[str, int]:
+    """inference_counts once they stop changing: Triton records a request's statistics after it has
+    sent the response, so a read right after the client got its answer can miss the last request."""
+    counts, since, deadline = inference_counts(url, model), time.monotonic(), time.monotonic() + limit_s
+    while time.monotonic() - since < quiet_s and time.monotonic() < deadline:
+        time.sleep(0.05)
+        latest = inference_counts(url, model)
+        if latest != counts:
+            counts, since = latest, time.monotonic()
+    return counts
+
+
 def counted(url: str, model: str, call):
     """(call(), how much each of inference_counts grew during it)."""
-    before = inference_counts(url, model)
+    before = settled_counts(url, model)
     result = call()
-    after = inference_counts(url, model)
+    after = settled_counts(url, model)
     return result, {k: after[k] - before[k] for k in after}
 
 

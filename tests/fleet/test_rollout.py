@@ -27,7 +27,7 @@ import pytest
 from fleet_hosts import Fleet, controller_env, missing_parts
 from small_artifact import build_onnx, make_artifact
 
-from edge_deploy.artifact import file_entry, read_manifest, sha256_file, write_manifest
+from edge_deploy.artifact import file_entry, read_manifest, write_manifest
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow, pytest.mark.skipif(missing_parts() is not None,
                                                                         reason=str(missing_parts()))]

@@ -9,19 +9,17 @@ systemd is not init: "not root" (the `effective_uid` seam) and "no systemd"
 from __future__ import annotations
 
 import json
-import os
 import queue
 import signal
 import socket
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import free_port
-from triton_helpers import ADD_TWO, BROKEN, write_model
+from triton_helpers import ADD_TWO, BROKEN, cli_env, run_cli, write_model
 
 from edge_deploy.serve import admin
 from edge_deploy.serve import record as control
@@ -31,18 +29,6 @@ from edge_deploy.serve.tritonserver import port_in_use
 EXIT_TIMEOUT = 5
 
 
-def cli_env(tmp_path: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(HOME=str(tmp_path / "home"), EDGE_DEPLOY_STATE_DIR=str(tmp_path / "state"))
-    for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "TRITONSERVER", "EDGE_DEPLOY_DEBUG"):
-        env.pop(name, None)
-    return env
-
-
-def run_cli(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "edge_deploy", *args], env=cli_env(tmp_path), capture_output=True, text=True, timeout=timeout
-    )
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port
-from triton_helpers import BROKEN, write_model
+from triton_helpers import BROKEN, cli_env, run_cli, write_model
 
 from edge_deploy.serve import admin
 from edge_deploy.serve import record as control
@@ -32,17 +32,6 @@ def _state_dir(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "state"))  # what the CLI subprocesses use
 
 
-def cli_env(tmp_path: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(HOME=str(tmp_path / "home"), EDGE_DEPLOY_STATE_DIR=str(tmp_path / "state"))
-    for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "TRITONSERVER", "EDGE_DEPLOY_DEBUG"):
-        env.pop(name, None)
-    return env
-
-
-def run_cli(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], env=cli_env(tmp_path), capture_output=True,
-                          text=True, timeout=timeout)
 
 
 class Foreground:

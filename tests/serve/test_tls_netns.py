@@ -114,7 +114,7 @@ def test_serve_found_the_certificates_and_says_so(served) -> None:
     _, log = served
     text = log.read_text()
     assert "mutual TLS with the certificates in" in text
-    assert f"serving" in text and URL in text
+    assert "serving" in text and URL in text
 
 
 def test_a_trusted_client_gets_lanes_across_the_link(served, link, pki) -> None:

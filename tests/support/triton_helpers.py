@@ -1,6 +1,9 @@
 """For tests with a real tritonserver: a tiny Python-backend model, and reading the server's log."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 # Errors a GPU-less machine always logs (no CUDA driver): at startup, and when an ensemble loads.
@@ -53,3 +56,18 @@ def write_model(repo: Path, name: str, code: str = ADD_ONE, versions: tuple[int,
         (model / str(version) / "model.py").write_text(code)
     (model / "config.pbtxt").write_text(ADD_ONE_CONFIG.format(name=name))
     return model
+
+
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of an `edge-deploy` subprocess with its own HOME and state directory under tmp_path."""
+    env = dict(os.environ)
+    env.update(HOME=str(tmp_path / "home"), EDGE_DEPLOY_STATE_DIR=str(tmp_path / "state"))
+    for name in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "TRITONSERVER", "EDGE_DEPLOY_DEBUG"):
+        env.pop(name, None)
+    return env
+
+
+def run_cli(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`python -m edge_deploy ARGS` in cli_env(tmp_path)."""
+    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], env=cli_env(tmp_path), capture_output=True,
+                          text=True, timeout=timeout)
