@@ -18,7 +18,6 @@ import torch
 from edge_deploy.lanedet.model import LaneATT, build_laneatt, load_checkpoint
 from edge_deploy.parity import ort_session
 
-RECORDED = {"culane", "tusimple"}  # datasets whose full torch 1.6 order is recorded in tests/data
 
 
 def _convert(args: list[str], out: Path) -> subprocess.CompletedProcess[str]:
@@ -37,11 +36,8 @@ def test_official_checkpoint_converts_to_the_same_model(dataset: str, laneatt_da
     result = _convert(["--checkpoint", str(checkpoint), "--dataset", dataset], tmp_path / "art")
     assert result.returncode == 0, result.stderr
 
-    if dataset in RECORDED:
-        order = np.load(laneatt_data / f"torch16_argsort_{dataset}.npy")[:1000]
-        reference = load_checkpoint(LaneATT("resnet18", order), checkpoint).eval()
-    else:  # LLAMAS: no recorded torch 1.6 order here; the product's order (checked on the others) is used
-        reference = build_laneatt("resnet18", checkpoint=checkpoint, dataset=dataset)
+    order = np.load(laneatt_data / f"torch16_argsort_{dataset}.npy")[:1000]
+    reference = load_checkpoint(LaneATT("resnet18", order), checkpoint).eval()
     x = np.random.default_rng(5).random((1, 3, 360, 640), dtype=np.float32)
     with torch.no_grad():
         expected = reference(torch.from_numpy(x)).numpy()

@@ -15,7 +15,7 @@ def _freq(laneatt_data: Path, dataset: str) -> np.ndarray:
     return torch.load(laneatt_data / f"{dataset}_anchors_freq.pt").numpy()
 
 
-@pytest.mark.parametrize("dataset", ["culane", "tusimple"])
+@pytest.mark.parametrize("dataset", ["culane", "tusimple", "llamas"])
 def test_torch16_order_equals_the_recorded_torch16_order(laneatt_data: Path, dataset: str) -> None:
     recorded = np.load(laneatt_data / f"torch16_argsort_{dataset}.npy")
     order = AO.torch16_argsort_descending(_freq(laneatt_data, dataset))
