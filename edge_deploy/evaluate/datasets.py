@@ -51,6 +51,16 @@ __all__ = [
 LINES_SUFFIX = ".lines.txt"
 
 
+def _read_text(path: Path, what: str, hint: str = "", *, shown: str | Path | None = None) -> str:
+    """The text of a data set file, or one EvaluationError saying which file and why."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise EvaluationError(f"{what} not found: {shown if shown is not None else path}{hint}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EvaluationError(f"cannot read {what} {path}: {exc}") from None
+
+
 # --- synthetic ----------------------------------------------------------------------------
 
 
@@ -112,12 +122,7 @@ def read_lines_file(path: str | Path, *, drop_negative: bool = False) -> list[np
     drop_negative=True drops points with a negative coordinate first (LaneATT's training loader).
     """
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise EvaluationError(f"lane annotation not found: {path}; each image needs a {LINES_SUFFIX} beside it") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EvaluationError(f"cannot read lane annotation {path}: {exc}") from None
+    text = _read_text(path, "lane annotation", f"; each image needs a {LINES_SUFFIX} beside it")
     lanes = []
     for number, line in enumerate(text.splitlines(), start=1):
         fields = line.split()
@@ -173,12 +178,7 @@ def read_culane_list(
     listed = Path(list_file)
     if not listed.is_absolute() and not listed.is_file() and (root / listed).is_file():
         listed = root / listed
-    try:
-        text = listed.read_text()
-    except FileNotFoundError:
-        raise EvaluationError(f"CULane list file not found: {list_file}; give a path like <root>/list/test.txt") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EvaluationError(f"cannot read CULane list file {listed}: {exc}") from None
+    text = _read_text(listed, "CULane list file", "; give a path like <root>/list/test.txt", shown=list_file)
     entries = []
     for number, line in enumerate(text.splitlines(), start=1):
         fields = line.split()
@@ -261,12 +261,7 @@ def read_tusimple_labels(*paths: str | Path) -> list[TuSimpleLabel]:
     """All labels of one or more TuSimple `label_data_*.json` files (one JSON object per line)."""
     labels = []
     for path in map(Path, paths):
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            raise EvaluationError(f"TuSimple label file not found: {path}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise EvaluationError(f"cannot read TuSimple label file {path}: {exc}") from None
+        text = _read_text(path, "TuSimple label file")
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
