@@ -153,6 +153,7 @@ def worst_frames_grid(worst: Sequence[tuple[FrameRecord, np.ndarray, list[Any], 
         tiles.append(cv2.resize(image, (width, int(round(image.shape[0] * scale))), interpolation=cv2.INTER_AREA))
     if not tiles:
         raise EvaluationError("no frames to draw.")
+    columns = min(columns, len(tiles))
     blank = np.zeros_like(tiles[0])
     while len(tiles) % columns:
         tiles.append(blank)

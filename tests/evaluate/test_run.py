@@ -92,6 +92,20 @@ def test_cli_writes_the_report_and_the_worst_frames(tiny_artifact: Path, tmp_pat
     assert (out / "worst_frames.png").stat().st_size > 1000
 
 
+@pytest.mark.parametrize("count, shape", [(1, (295, 820, 3)), (3, (590, 1640, 3))])
+def test_worst_frames_grid_has_one_tile_per_frame(tmp_path: Path, count: int, shape: tuple[int, int, int]) -> None:
+    import cv2
+
+    from edge_deploy.evaluate.run import FrameRecord, worst_frames_grid
+
+    worst = [(FrameRecord(name, len(truth), len(truth), 1.0, 0.01), frame, truth, truth)
+             for name, frame, truth, _ in synthetic_frames(count, seed=4)]
+    picture = cv2.imread(str(worst_frames_grid(worst, tmp_path / "grid.png")))
+    # 1640x590 frames drawn 820 wide, two columns at most: one frame is one tile, no blank half beside it
+    assert picture.shape == shape
+    assert picture[:, -10:].any()
+
+
 @pytest.mark.parametrize("args, message", [
     (["--synthetic", "2", "--data", "x.txt"], "exactly one of"),
     (["--synthetic", "2", "--against", "grpc://127.0.0.1"], "grpc://HOST:PORT/MODEL"),
