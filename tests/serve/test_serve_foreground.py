@@ -29,8 +29,6 @@ from edge_deploy.serve.tritonserver import port_in_use
 EXIT_TIMEOUT = 5
 
 
-
-
 def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> str:
     """edge-deploy's own message is the last line of stderr (--foreground echoes the server's log above it)."""
     assert result.returncode != 0, result.stdout

@@ -32,8 +32,6 @@ def _state_dir(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "state"))  # what the CLI subprocesses use
 
 
-
-
 class Foreground:
     """`edge-deploy serve --foreground` as a subprocess; stdout and stderr read by threads."""
 
