@@ -17,6 +17,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Callable
 
 REGION_PREFIX = "triton_python_backend_shm_region_"
 SHM_DIR = Path("/dev/shm")
@@ -84,11 +85,27 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
+def _settle(pids: list[int], seconds: float, still: Callable[[int], bool]) -> bool:
+    """Reap exited children until none of `pids` is `still` so; False if some are after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        _reap_children()
+        if not any(still(p) for p in pids):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _reap_children() -> None:
+    """Collect every child of this process that has exited (no zombie left behind)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 class Leftovers:
@@ -108,8 +125,9 @@ class Leftovers:
         Every child of this process is the server's orphan: `serve --foreground` starts no other process.
         """
         notes = []
-        orphans = [p for p in children(os.getpid()) if p != self.server_pid]
-        orphans += [p for p in descendants(self.server_pid) if p not in orphans]
+        # Everything below this process: the server's orphans and their own children (a child of a
+        # stub killed here is re-parented to this subreaper, so it is taken in the same sweep).
+        orphans = [p for p in descendants(os.getpid()) if p != self.server_pid]
         self.regions |= mapped_regions(orphans)
         if orphans:
             names = sorted({_name(p) for p in orphans})
@@ -119,17 +137,11 @@ class Leftovers:
                         os.kill(pid, sig)
                     except ProcessLookupError:
                         pass
-                deadline = time.monotonic() + grace
-                while time.monotonic() < deadline:
-                    for pid in orphans:
-                        _reap(pid)
-                    if not any(_alive(p) for p in orphans):
-                        break
-                    time.sleep(0.05)
-                if not any(_alive(p) for p in orphans):
+                if _settle(orphans, grace, _alive):
                     break
-            for pid in orphans:  # a child that died between the last reap and the check is a zombie still
-                _reap(pid)
+            # Dead is not gone: a multi-threaded process shows as a zombie before it can be reaped, and
+            # one left unreaped when this process exits goes to init, which may never reap it.
+            _settle(orphans, grace, lambda pid: Path(f"/proc/{pid}").exists())
             notes.append(
                 f"stopped {len(orphans)} process(es) the server left running ({', '.join(names)}: "
                 f"PID {', '.join(map(str, orphans))})"
