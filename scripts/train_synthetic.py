@@ -5,6 +5,7 @@
     python scripts/train_synthetic.py --out RUN --resume --minutes 30
     python scripts/train_synthetic.py --out RUN2 --init RUN/last.pt --seed 1 --lr 1.5e-4 --minutes 120
     python scripts/train_synthetic.py --out RUN --export weights_fp16.pt   # no training
+    python scripts/train_synthetic.py --out RUN --device cuda --bf16 --workers 15 --batch 32 --minutes 9
 
 Stops at --until (local wall clock, HH:MM) or after --minutes or --steps, whichever comes
 first; writes RUN/last.pt (full state, every --checkpoint-minutes), RUN/log.csv, and at the
@@ -73,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="cosine schedule length in steps (0: anneal over the time to --until/--minutes)")
     ap.add_argument("--anchor-indices", type=Path, help=".npy of anchor indices (default: 1000 top CULane, torch-1.6 order)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="cpu, or a CUDA device (cuda, cuda:1)")
+    ap.add_argument("--workers", type=int, default=0, help="processes drawing frames ahead (0: none)")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast (faster only on CPUs with AMX or avx512_bf16)")
     ap.add_argument("--no-train-nms", action="store_true", help="skip the NMS before the loss (not the reference setup)")
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0)
@@ -90,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             out=str(args.out), anchor_indices=[int(i) for i in np.asarray(idx).reshape(-1)], batch=args.batch,
             lr=args.lr, seed=args.seed, schedule_steps=args.schedule_steps,
             deadline=deadline_from(args.until, args.minutes), max_steps=args.steps, bf16=args.bf16,
-            threads=args.threads, checkpoint_every_s=60.0 * args.checkpoint_minutes, train_nms=not args.no_train_nms,
+            threads=args.threads, device=args.device, workers=args.workers, checkpoint_every_s=60.0 * args.checkpoint_minutes, train_nms=not args.no_train_nms,
             init=str(args.init or ""),
         )
         print(f"training LaneATT-resnet18 with {len(cfg.anchor_indices)} anchors into {args.out}", flush=True)

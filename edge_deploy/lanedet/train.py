@@ -10,20 +10,22 @@ Pieces, following the LaneATT paper and its reference training setup (written an
   negatives, smooth-L1 on length and x offsets of positives; total = 10 * cls + reg. As in
   the reference training, proposals first go through lane NMS (threshold 15, top 3000).
 - `train`: Adam (lr 3e-4), cosine schedule (over steps, or over the time to a deadline), frames drawn on the fly from
-  `synthetic.scene` (training seeds only), bf16 autocast + channels_last on CPU,
-  checkpoints with full state for exact resume, a CSV log.
+  `synthetic.scene` (training seeds only; in worker processes with `workers`), bf16 autocast + channels_last on
+  CPU or a CUDA device, checkpoints with full state for exact resume, a CSV log.
 
 torch is imported inside functions: importing this module is cheap.
 """
 from __future__ import annotations
 
+import collections
 import csv
 import math
+import multiprocessing
 import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -140,6 +142,39 @@ def focal_loss(logits: Any, labels: Any) -> Any:
     return (-FOCAL_ALPHA * (1.0 - log_p.exp()).pow(FOCAL_GAMMA) * log_p).sum()
 
 
+def train_nms_keep(rows: Any, order: Any, nms_threshold: float, top_k: int) -> Any:
+    """`decode.nms_keep`'s rule for proposals on a GPU: every pair's suppression at once on the device
+    (float64, as the NumPy version), then the greedy scan over that matrix. Returns kept row indices (CPU)."""
+    import torch
+
+    r = rows[order].double()
+    c2, c4 = r[:, 2], r[:, 4]
+    s = torch.floor(c2 * N_STRIPS + 0.5)
+    e = torch.trunc(s + c4 - 1.0 + 0.5 - (c4 < 1.0).double())
+    lo = s.clamp(min=0, max=N_STRIPS + 1)
+    hi = e.clamp(min=-1, max=N_STRIPS)
+    start = torch.maximum(lo[:, None], lo[None, :])
+    end = torch.minimum(hi[:, None], hi[None, :])
+    width = end - start + 1
+    k = torch.arange(A.N_OFFSETS, device=r.device, dtype=torch.float64)
+    x = r[:, 5:]
+    dist = torch.zeros_like(width)
+    for i0 in range(0, len(r), 256):  # bounded memory: 256 x M x 72 per chunk
+        sl = slice(i0, i0 + 256)
+        inside = (k >= start[sl, :, None]) & (k <= end[sl, :, None])
+        dist[sl] = ((x[sl, None, :] - x[None, :, :]).abs() * inside).sum(-1)
+    suppress = ((width > 0) & (dist < nms_threshold * width)).cpu().numpy()
+    alive = np.ones(len(r), dtype=bool)
+    kept: list[int] = []
+    for i in range(len(r)):
+        if alive[i]:
+            kept.append(i)
+            if len(kept) >= top_k:
+                break
+            alive[i + 1 :] &= ~suppress[i, i + 1 :]
+    return order.cpu()[torch.as_tensor(kept, dtype=torch.long)]
+
+
 def laneatt_loss(
     proposals: Any, anchors: Any, targets: Sequence[Any], *, train_nms: bool = True
 ) -> tuple[Any, dict[str, float]]:
@@ -158,17 +193,22 @@ def laneatt_loss(
         if train_nms:
             with torch.no_grad():
                 scores = torch.softmax(props[:, :2], dim=1)[:, 1]
-                order = torch.argsort(scores, descending=True, stable=True).cpu().numpy()
-                keep = torch.from_numpy(
-                    nms_keep(props.detach().cpu().numpy(), order=order, nms_threshold=TRAIN_NMS_THRESHOLD,
-                             top_k=TRAIN_NMS_TOPK)
-                )
+                order = torch.argsort(scores, descending=True, stable=True)
+                if props.is_cuda:
+                    keep = train_nms_keep(props.detach(), order, TRAIN_NMS_THRESHOLD, TRAIN_NMS_TOPK)
+                else:
+                    keep = torch.from_numpy(
+                        nms_keep(props.detach().cpu().numpy(), order=order.numpy(), nms_threshold=TRAIN_NMS_THRESHOLD,
+                                 top_k=TRAIN_NMS_TOPK)
+                    )
+                keep = keep.to(props.device)
             props = props[keep]
             anc = anchors[keep]
         else:
             anc = anchors
         target = targets[b]
-        zeros = torch.zeros(len(props), dtype=torch.long)
+        dev = props.device
+        zeros = torch.zeros(len(props), dtype=torch.long, device=dev)
         if len(target) == 0:
             cls_total = cls_total + focal_loss(props[:, :2], zeros)
             continue
@@ -181,7 +221,8 @@ def laneatt_loss(
         positives_total += n_pos
         pos, neg = props[pos_mask], props[neg_mask]
         logits = torch.cat([pos[:, :2], neg[:, :2]])
-        labels = torch.cat([torch.ones(n_pos, dtype=torch.long), torch.zeros(len(neg), dtype=torch.long)])
+        labels = torch.cat([torch.ones(n_pos, dtype=torch.long, device=dev),
+                            torch.zeros(len(neg), dtype=torch.long, device=dev)])
         cls_total = cls_total + focal_loss(logits, labels) / n_pos
 
         reg_pred = pos[:, 4:]  # length, then the 72 x
@@ -191,9 +232,9 @@ def laneatt_loss(
             tgt_start = (tgt[:, 2] * N_STRIPS).round().long()
             tgt[:, 4] -= (pos_start - tgt_start).float()  # length counted from the anchor's start
             ends = (pos_start + tgt[:, 4] - 1).round().long()
-            k = torch.arange(A.N_OFFSETS)
+            k = torch.arange(A.N_OFFSETS, device=dev)
             valid = (k[None, :] >= pos_start[:, None]) & (k[None, :] <= ends[:, None])
-            valid = torch.cat([torch.ones(n_pos, 1, dtype=torch.bool), valid], dim=1)
+            valid = torch.cat([torch.ones(n_pos, 1, dtype=torch.bool, device=dev), valid], dim=1)
             reg_target = torch.where(valid, tgt[:, 4:], reg_pred.detach())
         reg_total = reg_total + F.smooth_l1_loss(reg_pred, reg_target)
     cls_total = cls_total / batch
@@ -203,25 +244,53 @@ def laneatt_loss(
     return loss, parts
 
 
-def make_batch(
-    run_seed: int, first: int, size: int, *, flip: bool = True
-) -> tuple[np.ndarray, list[np.ndarray], list[int]]:
-    """Frames first..first+size-1 of a run: (uint8 [B, 360, 640, 3] BGR, target rows per image, seeds).
+def make_example(run_seed: int, index: int, flip: bool = True) -> tuple[np.ndarray, np.ndarray, int]:
+    """Training frame `index` of a run: (uint8 [360, 640, 3] BGR, its target rows, its seed).
 
     Half of the frames (chosen by the seed) are mirrored, like LaneATT's horizontal-flip augmentation.
     """
-    frames, targets, seeds = [], [], []
-    for i in range(first, first + size):
-        seed = training_seed(run_seed, i)
-        s = scene(seed, A.IMG_W, A.IMG_H)
-        frame, lanes = s.frame, s.lanes
-        if flip and seed % 2 == 1:
-            frame = np.ascontiguousarray(frame[:, ::-1])
-            lanes = [np.stack([A.IMG_W - 1 - lane[:, 0], lane[:, 1]], 1) for lane in lanes]
-        frames.append(frame)
-        targets.append(lane_targets(lanes, A.IMG_W, A.IMG_H))
-        seeds.append(seed)
-    return np.stack(frames), targets, seeds
+    seed = training_seed(run_seed, index)
+    s = scene(seed, A.IMG_W, A.IMG_H)
+    frame, lanes = s.frame, s.lanes
+    if flip and seed % 2 == 1:
+        frame = np.ascontiguousarray(frame[:, ::-1])
+        lanes = [np.stack([A.IMG_W - 1 - lane[:, 0], lane[:, 1]], 1) for lane in lanes]
+    return frame, lane_targets(lanes, A.IMG_W, A.IMG_H), seed
+
+
+def make_batch(
+    run_seed: int, first: int, size: int, *, flip: bool = True
+) -> tuple[np.ndarray, list[np.ndarray], list[int]]:
+    """Frames first..first+size-1 of a run: (uint8 [B, 360, 640, 3] BGR, target rows per image, seeds)."""
+    examples = [make_example(run_seed, i, flip) for i in range(first, first + size)]
+    return np.stack([e[0] for e in examples]), [e[1] for e in examples], [e[2] for e in examples]
+
+
+def _quiet_worker() -> None:
+    import cv2
+
+    cv2.setNumThreads(1)
+
+
+def batches(
+    run_seed: int, first: int, size: int, *, flip: bool = True, workers: int = 0
+) -> Iterator[tuple[np.ndarray, list[np.ndarray], list[int]]]:
+    """`make_batch` for first, first + size, ... without end; with `workers`, frames are drawn ahead in
+    that many processes (the same frames, in the same order: each is a function of its seed)."""
+    if workers <= 0:
+        while True:
+            yield make_batch(run_seed, first, size, flip=flip)
+            first += size
+    # spawn: the parent may hold CUDA and OpenMP threads, which forked children must not inherit
+    with multiprocessing.get_context("spawn").Pool(workers, initializer=_quiet_worker) as pool:
+        pending: collections.deque[Any] = collections.deque()
+        ahead = first
+        while True:
+            while len(pending) < max(4 * workers, 2 * size):
+                pending.append(pool.apply_async(make_example, (run_seed, ahead, flip)))
+                ahead += 1
+            examples = [pending.popleft().get() for _ in range(size)]
+            yield np.stack([e[0] for e in examples]), [e[1] for e in examples], [e[2] for e in examples]
 
 
 def to_input(frames: np.ndarray) -> Any:
@@ -246,9 +315,11 @@ class TrainConfig:
     schedule_seconds: float = 0.0  # cosine over training time (to the deadline when 0 and one is set)
     deadline: float = 0.0  # time.time() at which to stop (0: none)
     max_steps: int = 0  # stop after this many steps (0: none)
-    bf16: bool = False  # bf16 autocast pays only on CPUs with AMX / avx512_bf16
+    bf16: bool = False  # bf16 autocast pays only on CPUs with AMX / avx512_bf16, or on a GPU
     channels_last: bool = True
     threads: int = 2
+    device: str = "cpu"  # where the model trains: "cpu" or a CUDA device ("cuda", "cuda:1")
+    workers: int = 0  # processes drawing frames ahead (0: drawn in the training process)
     checkpoint_every_s: float = 300.0
     train_nms: bool = True
     flip: bool = True
@@ -300,10 +371,17 @@ def train(cfg: TrainConfig, *, resume: bool = False, log: Callable[[str], None] 
     import torch
 
     torch.set_num_threads(cfg.threads)
+    try:
+        device = torch.device(cfg.device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("this torch sees no CUDA device")
+    except RuntimeError as exc:
+        raise TrainingError(f"cannot train on {cfg.device!r}: {exc}; use --device cpu") from None
+    torch.backends.cudnn.benchmark = True
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     ckpt_path = out / CHECKPOINT
-    model = build_model(cfg.backbone, cfg.anchor_indices, cfg.seed)
+    model = build_model(cfg.backbone, cfg.anchor_indices, cfg.seed).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     step, images, elapsed = 0, 0, 0.0
     if resume:
@@ -355,6 +433,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, log: Callable[[str], None] 
     start_elapsed = elapsed
     last_ckpt = time.time()
     window_t, window_n = time.perf_counter(), 0
+    frames_ahead = batches(cfg.seed, images, cfg.batch, flip=cfg.flip, workers=cfg.workers)
     try:
         while True:
             if cfg.max_steps and step >= cfg.max_steps:
@@ -364,10 +443,10 @@ def train(cfg: TrainConfig, *, resume: bool = False, log: Callable[[str], None] 
             lr = _lr_at(step, elapsed, cfg)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            frames, targets, _ = make_batch(cfg.seed, images, cfg.batch, flip=cfg.flip)
-            x = to_input(frames)
-            tgts = [torch.from_numpy(t) for t in targets]
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+            frames, targets, _ = next(frames_ahead)
+            x = to_input(frames).to(device, non_blocking=True)
+            tgts = [torch.from_numpy(t).to(device) for t in targets]
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
                 proposals = model(x)
             loss, parts = laneatt_loss(proposals.float(), anchors, tgts, train_nms=cfg.train_nms)
             optimizer.zero_grad(set_to_none=True)
@@ -393,6 +472,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, log: Callable[[str], None] 
                 last_ckpt = time.time()
                 log(f"checkpoint {ckpt_path} (step {step})")
     finally:
+        frames_ahead.close()
         log_file.close()
     checkpoint()
     log(f"stopped at step {step} ({images} images); checkpoint {ckpt_path}")

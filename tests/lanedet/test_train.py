@@ -18,11 +18,14 @@ from edge_deploy.lanedet.train import (  # noqa: E402
     export_fp16,
     lane_targets,
     laneatt_loss,
+    batches,
     make_batch,
     match_anchors,
     train,
+    train_nms_keep,
     training_seed,
 )
+from edge_deploy.lanedet.decode import nms_keep  # noqa: E402
 
 IDX = np.arange(0, A.N_ANCHORS, 14)[:200]  # a spread of anchors, enough for matching
 
@@ -121,6 +124,34 @@ def test_make_batch_is_seeded_and_mirrors_half():
     assert all(np.array_equal(a, b) for a, b in zip(targets, targets_again))
     plain, _, _ = make_batch(0, 1, 1, flip=False)
     np.testing.assert_array_equal(frames[1], plain[0][:, ::-1])  # seed 1 is odd: mirrored
+
+
+def test_frames_drawn_in_workers_are_the_same_frames():
+    direct = [make_batch(0, 3, 2), make_batch(0, 5, 2)]
+    drawn = batches(0, 3, 2, workers=2)
+    try:
+        for (frames, targets, seeds), (f2, t2, s2) in zip(direct, [next(drawn), next(drawn)]):
+            assert seeds == s2
+            np.testing.assert_array_equal(frames, f2)
+            assert all(np.array_equal(a, b) for a, b in zip(targets, t2))
+    finally:
+        drawn.close()
+
+
+def test_gpu_training_nms_keeps_what_the_decoder_nms_keeps():
+    # train_nms_keep is what training runs on a CUDA device (the pairwise matrix on the device); it runs
+    # on CPU tensors too, so it is checked here against decode.nms_keep on proposal-like rows.
+    rng = np.random.default_rng(3)
+    rows = A.generate_anchors()[:600].astype(np.float32)
+    rows[:, 5:] += rng.normal(0, 20, rows[:, 5:].shape).astype(np.float32)
+    rows[:, 4] = rng.uniform(0, 80, len(rows)).astype(np.float32)
+    rows[:, 2] = rng.uniform(-0.1, 1.1, len(rows)).astype(np.float32)
+    order = torch.argsort(torch.from_numpy(rng.uniform(size=len(rows))), descending=True, stable=True)
+    for threshold, top_k in ((15.0, 3000), (50.0, 4), (15.0, 37)):
+        want = nms_keep(rows, order=order.numpy(), nms_threshold=threshold, top_k=top_k)
+        got = train_nms_keep(torch.from_numpy(rows), order, threshold, top_k).numpy()
+        assert 0 < len(want) <= top_k and len(want) < len(rows)
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.slow
