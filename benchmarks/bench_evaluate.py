@@ -53,7 +53,7 @@ def main() -> None:
             cli("health", "--wait", "180", "--url", f"127.0.0.1:{port}", "--model", "lanedet")
             report_path = args.json or work / "report.json"
             started = time.perf_counter()
-            cli("evaluate", f"grpc://127.0.0.1:{port}/lanedet", "--synthetic", str(args.frames),
+            cli("evaluate", "--url", f"127.0.0.1:{port}", "--model", "lanedet", "--synthetic", str(args.frames),
                 "--against", str(artifact), "--json", str(report_path))
             wall = time.perf_counter() - started
         finally:

@@ -30,6 +30,6 @@ trap 'kill -TERM "$server" 2>/dev/null; wait "$server" 2>/dev/null || true' EXIT
 "$ED" infer "$OUT"/samples/*.png "$OUT/samples/drive.mp4" --url "127.0.0.1:$PORT" --model lanedet \
     --out "$OUT/lanes" --json
 # One held-out synthetic frame scored against its ground truth (truth green, lanes red, F1 in the caption).
-"$ED" evaluate "grpc://127.0.0.1:$PORT/lanedet" --synthetic 1 --show 1 --out "$OUT/evaluate"
+"$ED" evaluate --url "127.0.0.1:$PORT" --model lanedet --synthetic 1 --show 1 --out "$OUT/evaluate"
 echo "demo: lanes drawn in $OUT/lanes/ (road-000.lanes.png, drive.lanes.mp4), scored against the truth in" \
      "$OUT/evaluate/worst_frames.png; server log in $OUT/tritonserver.log"

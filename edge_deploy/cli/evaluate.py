@@ -9,12 +9,15 @@ import typer
 from .app import app
 
 _MODEL_HELP = ("An artifact directory (its model.onnx; DIR:fp16 for model_fp16.onnx), or grpc://HOST:PORT/MODEL "
-               "for a served model.")
+               "for a served model (or give --url and --model instead).")
 
 
 @app.command()
 def evaluate(
-    model: Annotated[str, typer.Argument(help=_MODEL_HELP, show_default=False)],
+    model: Annotated[Optional[str], typer.Argument(help=_MODEL_HELP, show_default=False)] = None,
+    url: Annotated[Optional[str], typer.Option(
+        help="A served model's Triton gRPC address (HOST:PORT), instead of MODEL; same as grpc://URL/NAME.")] = None,
+    served_model: Annotated[str, typer.Option("--model", help="With --url: the served model's name.")] = "lanedet",
     data: Annotated[Optional[Path], typer.Option(
         help="CULane layout: the list file (image paths relative to --root; .lines.txt beside each image).")] = None,
     tusimple: Annotated[Optional[list[Path]], typer.Option(
@@ -34,7 +37,7 @@ def evaluate(
     tls_key: Annotated[Optional[Path], typer.Option(help="grpc:// models: its private key.")] = None,
 ) -> None:
     """Score a model's lanes on labelled frames: CULane F1/precision/recall at IoU 0.5 and 0.7, mean |dx| of
-    matched lanes, latency per frame; with --against, how much of the first model's quality the second keeps."""
+    matched lanes, TuSimple accuracy/FP/FN on TuSimple labels, latency per frame; with --against, how much of the first model's quality the second keeps."""
     from rich.console import Console
 
     from ..errors import EvaluationError
@@ -44,14 +47,17 @@ def evaluate(
     from ..evaluate.runners import open_runner
     from ..progress import ConsoleReporter
 
+    if (model is None) == (url is None):
+        raise EvaluationError("give the model to evaluate: an artifact directory or grpc://HOST:PORT/MODEL, "
+                              "or --url HOST:PORT [--model NAME] for a served model (not both).")
+    model = model or f"grpc://{url}/{served_model}"
     sources = [s for s in (data, tusimple, synthetic) if s]
     if len(sources) != 1:
         raise EvaluationError("give exactly one of --data LIST, --tusimple LABELS or --synthetic N.")
     if data is not None:
         frames = datasets.culane_frames(root or data.parent, data, limit=limit)
     elif tusimple:
-        labelled = datasets.tusimple_frames(root or tusimple[0].parent, tusimple, limit=limit)
-        frames = ((name, frame, label.polylines()) for name, frame, label in labelled)
+        frames = datasets.tusimple_frames(root or tusimple[0].parent, tusimple, limit=limit)
     else:
         frames = datasets.synthetic_frames(synthetic, seed)
     console = Console(stderr=True, soft_wrap=True)
@@ -94,6 +100,9 @@ def _print(report) -> None:  # noqa: ANN001
             table.add_row(subset, f"{r.iou_threshold:g}", f"{r.f1:.4f}", f"{r.precision:.4f}", f"{r.recall:.4f}",
                           str(r.tp), str(r.fp), str(r.fn), dx)
     console.print(table)
+    if report.tusimple is not None:
+        t = report.tusimple
+        console.print(f"TuSimple ({t.frames} frames): accuracy {t.accuracy:.4f}  FP {t.fp:.4f}  FN {t.fn:.4f}")
     if report.retention is not None:
         ret = Table(title=f"retention: {report.against} against {report.model}")
         for column in ("IoU", "F1 reference", "F1 candidate", "lane count agreement", "mean |dx| px"):

@@ -10,7 +10,15 @@ import numpy as np
 
 from ..errors import EvaluationError
 from ..progress import Reporter
-from .metrics import CULaneEvaluator, CULaneResult, RetentionComparison, RetentionResult
+from .metrics import (
+    CULaneEvaluator,
+    CULaneResult,
+    RetentionComparison,
+    RetentionResult,
+    TuSimpleEvaluator,
+    TuSimpleResult,
+    lanes_to_tusimple,
+)
 
 TRUTH_COLOR = (80, 220, 80)  # BGR green
 PRED_COLOR = (60, 60, 255)  # BGR red
@@ -41,12 +49,14 @@ class EvaluationReport:
     retention: list[RetentionResult] | None = None
     by_condition: dict[str, list[CULaneResult]] = field(default_factory=dict)
     against_latency_ms: dict[str, float] | None = None
+    tusimple: TuSimpleResult | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.model,
             "frames": self.frames,
             "culane": [r.to_dict() for r in self.culane],
+            "tusimple": self.tusimple.to_dict() if self.tusimple is not None else None,
             "latency_ms": self.latency_ms,
             "frames_per_second": 1000.0 / self.latency_ms["mean"] if self.latency_ms.get("mean") else None,
             "by_condition": {k: [r.to_dict() for r in v] for k, v in self.by_condition.items()},
@@ -78,7 +88,8 @@ def evaluate(
 ) -> tuple[EvaluationReport, list[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]]]:
     """Score `runner` on `frames` ((name, BGR frame, truth lanes[, condition tags])).
 
-    With `against`, both models see every frame and the retention table compares them.
+    The truth may be a TuSimple label (`datasets.TuSimpleLabel`): the report then adds TuSimple's
+    accuracy/FP/FN, and the CULane metric scores its lanes as polylines. With `against`, both models see every frame and the retention table compares them.
     Returns the report and the `keep_frames` worst frames (record, frame, lanes, truth) for pictures.
     """
     reporter = reporter or Reporter()
@@ -88,9 +99,13 @@ def evaluate(
     records: list[FrameRecord] = []
     worst: list[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]] = []
     against_seconds: list[float] = []
+    tusimple: TuSimpleEvaluator | None = None
     for item in frames:
         name, frame, truth = item[0], item[1], item[2]
         tags = tuple(item[3]) if len(item) > 3 else ()
+        label = truth if hasattr(truth, "h_samples") else None
+        if label is not None:
+            truth = label.polylines()
         frame_size = (int(frame.shape[1]), int(frame.shape[0]))
         if size is None:
             size = frame_size
@@ -101,6 +116,9 @@ def evaluate(
             raise EvaluationError(f"frame {name} is {frame_size[0]}x{frame_size[1]}, the first frame was "
                                   f"{size[0]}x{size[1]}; evaluate one image size at a time.")
         lanes, seconds = _timed(runner, frame)
+        if label is not None:
+            tusimple = tusimple or TuSimpleEvaluator()
+            tusimple.add(lanes_to_tusimple(lanes, label.h_samples), label.lanes, label.h_samples)
         counts = evaluators["all"].add(lanes, truth).counts(thresholds[0])
         for tag in tags:
             evaluators.setdefault(tag, CULaneEvaluator(thresholds=thresholds, image_size=size)).add(lanes, truth)
@@ -133,6 +151,7 @@ def evaluate(
         retention=retention.results() if retention is not None else None,
         by_condition={tag: ev.results() for tag, ev in sorted(evaluators.items())},
         against_latency_ms=summary(np.array(against_seconds) * 1000.0) if against_seconds else None,
+        tusimple=tusimple.result() if tusimple is not None else None,
     )
     return report, worst
 

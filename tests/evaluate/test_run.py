@@ -53,6 +53,28 @@ def test_against_gives_the_retention_of_a_shifted_model() -> None:
     assert alone.against_latency_ms is None and alone.to_dict()["against_latency_ms"] is None
 
 
+def test_tusimple_labels_add_tusimple_accuracy() -> None:
+    from edge_deploy.evaluate.datasets import TuSimpleLabel
+
+    h = np.arange(160.0, 590.0, 10.0)
+    frames, truths = [], {}
+    for i, (name, frame, truth) in enumerate(f[:3] for f in synthetic_frames(3, seed=6)):
+        label = TuSimpleLabel(f"f{i}.jpg", h, tuple(
+            np.where((h >= lane[:, 1].min()) & (h <= lane[:, 1].max()),
+                     np.interp(h, lane[::-1, 1], lane[::-1, 0]), -2.0) for lane in truth))
+        frames.append((name, frame, label))
+        truths[id(frame)] = label.polylines()
+    report, _ = evaluate(TruthRunner(truths), frames)
+    assert report.tusimple is not None and report.tusimple.frames == 3
+    assert (report.tusimple.accuracy, report.tusimple.fp, report.tusimple.fn) == (1.0, 0.0, 0.0)
+    assert report.culane[0].f1 == 1.0 and report.to_dict()["tusimple"]["accuracy"] == 1.0
+    far, _ = evaluate(TruthRunner(truths, dx=60.0), frames)  # every point 60 px off (20 px is TuSimple's limit)
+    # h_samples where both lane and truth have no point still count as right, so accuracy stays above 0
+    assert far.tusimple.accuracy < 0.85 and far.tusimple.fn > 0.9 and far.tusimple.fp > 0.9
+    plain, _ = evaluate(TruthRunner(truths), [(n, f, lab.polylines()) for n, f, lab in frames])
+    assert plain.tusimple is None
+
+
 def test_frames_of_two_sizes_are_refused() -> None:
     from edge_deploy.errors import EvaluationError
 
@@ -109,6 +131,7 @@ def test_worst_frames_grid_has_one_tile_per_frame(tmp_path: Path, count: int, sh
 @pytest.mark.parametrize("args, message", [
     (["--synthetic", "2", "--data", "x.txt"], "exactly one of"),
     (["--synthetic", "2", "--against", "grpc://127.0.0.1"], "grpc://HOST:PORT/MODEL"),
+    (["--synthetic", "2", "--url", "127.0.0.1:8001"], "not both"),
 ])
 def test_cli_errors_are_one_line(tiny_artifact: Path, args: list[str], message: str) -> None:
     result = subprocess.run([sys.executable, "-m", "edge_deploy", "evaluate", str(tiny_artifact), *args],

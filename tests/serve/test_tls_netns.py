@@ -250,6 +250,7 @@ def test_install_loads_over_tls_and_infer_evaluate_use_it(served, link, pki, tin
     assert infer.returncode == 0, infer.stderr
     assert list((work / "lanes").glob("*.lanes.json"))
     evaluate = subprocess.run(link.exec_argv(link.client_ns, [
-        sys.executable, "-m", "edge_deploy", "evaluate", f"grpc://{URL}/tiny", "--synthetic", "2", *tls_args]),
+        sys.executable, "-m", "edge_deploy", "evaluate", "--url", URL, "--model", "tiny", "--synthetic", "2",
+        *tls_args]),
         capture_output=True, text=True, env=env, timeout=180)
     assert evaluate.returncode == 0, evaluate.stderr
