@@ -1,7 +1,7 @@
 """Benchmarks 3 and 4: LaneDetClient against a real tritonserver on loopback.
 
 The served lane model has LaneATT's I/O (input [B, 3, 360, 640] FP32 ->
-predict_lanes [B, 1000, 77]) but negligible compute (tests/small_artifact.py:
+predict_lanes [B, 1000, 77]) but negligible compute (tests/support/small_artifact.py:
 a global average pool and one small matmul whose bias holds real anchor rows), so
 what is measured is the client and the transport. It is installed by the real
 `edge-deploy install` (Python-backend model running ONNX Runtime, the runtime the
@@ -34,14 +34,14 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # small_artifact.py: the negligible-compute lane model
+sys.path.insert(0, str(ROOT / "tests" / "support"))  # small_artifact.py: the negligible-compute lane model
 
 from edge_deploy.client.async_client import AsyncLaneDetClient  # noqa: E402
 from edge_deploy.client.sync_client import LaneDetClient  # noqa: E402
 from edge_deploy.lanedet.preprocess import Preprocessor  # noqa: E402
 from edge_deploy.lanedet.synthetic import road_scene  # noqa: E402
 
-SHARED = Path(os.environ.get("EDGE_DEPLOY_SHARED", ROOT.parent / "shared"))
+ANCHORS = ROOT / "tests" / "data" / "laneatt" / "anchors_2784x77.npy"
 
 
 def free_port() -> int:
@@ -62,7 +62,7 @@ def start_server(work: Path):
         find_tritonserver,
     )
 
-    artifact = make_artifact(work / "artifact", SHARED / "laneatt" / "anchors_2784x77.npy")
+    artifact = make_artifact(work / "artifact", ANCHORS)
     install(artifact, work / "repo", "lanedet", runtime="python", pipeline=True)
     options = ServerOptions(model_repository=work / "repo", grpc_port=free_port())
     proc = TritonProcess(find_tritonserver(cache_dir=work / "cache"), options, work / "triton.log")

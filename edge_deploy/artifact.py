@@ -58,6 +58,13 @@ MANIFEST_NAME = "manifest.json"
 ONNX_NAME = "model.onnx"
 PLAN_NAME = "model.plan"
 FP16_ONNX_NAME = "model_fp16.onnx"  # the FP16 graph (the FP16 report's nodes kept FP32), built strongly typed
+
+# ONNX TensorProto element type -> the Triton datatype name the manifest's `io` section uses.
+ONNX_TRITON_DTYPES = {
+    1: "FP32", 2: "UINT8", 3: "INT8", 4: "UINT16", 5: "INT16", 6: "INT32", 7: "INT64",
+    9: "BOOL", 10: "FP16", 11: "FP64", 12: "UINT32", 13: "UINT64", 16: "BF16",
+}
+
 FORMAT = 1
 
 

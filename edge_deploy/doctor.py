@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .artifact import Manifest
+from .artifact import MANIFEST_NAME, PLAN_NAME, Manifest
 from .build import device as device_mod
 from .errors import EdgeDeployError, EngineError, one_line
 
@@ -199,7 +199,7 @@ def _resource_checks(facts: device_mod.DeviceFacts, disk_path: Path) -> list[Che
 def _find_manifest(version_dir: Path) -> dict[str, Any] | None:
     import json
 
-    for candidate in (version_dir / "manifest.json", version_dir.parent / "manifest.json"):
+    for candidate in (version_dir / MANIFEST_NAME, version_dir.parent / MANIFEST_NAME):
         if candidate.is_file():
             try:
                 return json.loads(candidate.read_text())
@@ -221,7 +221,7 @@ def repository_checks(repository: Path, facts: device_mod.DeviceFacts) -> list[C
                           key=lambda p: int(p.name))
         for version_dir in versions:
             label = f"model {model_dir.name}/{version_dir.name}"
-            if not (version_dir / "model.plan").is_file():
+            if not (version_dir / PLAN_NAME).is_file():
                 kinds = sorted(p.name for p in version_dir.iterdir() if p.is_file())
                 checks.append(Check(label, INFO, f"no plan ({', '.join(kinds[:3]) or 'empty'})"))
                 continue
@@ -298,7 +298,7 @@ def _guarded(name: str, stages: tuple[str, ...], make: Callable[[], list[Check]]
     try:
         return make()
     except Exception as exc:  # noqa: BLE001 - doctor reports, it never crashes
-        return [Check(name, FAIL, f"the check itself failed: {' '.join(str(exc).split()) or type(exc).__name__}",
+        return [Check(name, FAIL, f"the check itself failed: {one_line(exc)}",
                       stages)]
 
 

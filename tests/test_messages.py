@@ -50,6 +50,30 @@ def test_laneatt_options_for_another_model_are_refused_not_ignored(factory_dir) 
     assert "--topk-anchors only applies to the built-in LaneATT" in line
 
 
+@pytest.mark.parametrize("args, needle", [
+    (["--dataset", "culane"], "--dataset only applies to the built-in LaneATT"),
+    (["--backbone", "resnet18", "--anchor-order", "stable"], "--backbone and --anchor-order only apply"),
+    (["--frame-size", "99x99"], "--frame-size is the camera frame size of --fuse-preprocess"),
+])
+def test_options_that_would_be_ignored_are_refused(factory_dir, args, needle) -> None:
+    line = error(cli("convert", "tinyfactory:make", "--input-shape", "1,8", "-o", "out", "--target", "onnx", *args,
+                     cwd=factory_dir))
+    assert needle in line
+    assert not (factory_dir / "out").exists()
+
+
+def test_export_options_for_an_artifact_are_refused(tmp_path, laneatt_data) -> None:
+    # an artifact MODEL only gets its TensorRT plan built; export options used to be ignored silently
+    from small_artifact import make_artifact
+
+    artifact = make_artifact(tmp_path / "artifact", laneatt_data / "anchors_2784x77.npy")
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in artifact.iterdir())
+    line = error(cli("convert", str(artifact), "--fuse-preprocess", "--opset", "18", "--max-batch", "8"))
+    assert "--opset, --max-batch, --fuse-preprocess describe the export from PyTorch" in line
+    assert "converted already" in line
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in artifact.iterdir()) == before
+
+
 def test_a_checkpoint_the_safe_loader_refuses_is_not_called_corrupt(tmp_path) -> None:
     class Payload:
         def __reduce__(self):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..artifact import Manifest, sha256_file
+from ..artifact import ONNX_NAME, Manifest, sha256_file
 from . import device as device_mod
 from . import tensorrt_api
 
@@ -56,7 +56,7 @@ def plan_fingerprint(
     onnx_sha256: str,
     settings: tensorrt_api.BuildSettings,
     calibration: str | None = None,
-    onnx_name: str = "model.onnx",
+    onnx_name: str = ONNX_NAME,
 ) -> dict[str, Any]:
     """What a plan depends on: this machine plus the ONNX model (the file built and its sha256) and the options."""
     fingerprint = machine_fingerprint(facts, tensorrt_version)

@@ -1,24 +1,21 @@
 """Is a built plan the model it was built from? Deserialize, check its I/O, run it against ONNX Runtime.
 
 `check_io` compares the engine's I/O tensors with the manifest's "io" section;
-`compare_to_reference` compares the plan's outputs with ONNX Runtime's on the same
-feeds twice: raw tensors (max abs/rel per output) and decoded lanes (same count,
-mean |dx| <= MAX_LANE_DX_PX at 640 wide). `verify_plan` does all of it on the
-parity inputs of `convert` (`parity_feeds`) and fails naming the worst output.
+`verify_plan` runs the plan on the parity inputs of `convert` (`parity.parity_feeds`) and
+compares its outputs with ONNX Runtime's (`parity.compare_to_reference`: raw tensors, then
+decoded lanes, mean |dx| <= parity.PLAN_MAX_LANE_DX_PX at 640 wide), failing on the worst output.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ..artifact import Manifest
 from ..errors import EngineError
-from ..parity import lane_dx, parity_inputs
+from ..parity import compare_to_reference, lane_output_name, parity_feeds
 from ..progress import Reporter
 from . import tensorrt_api
 
-MAX_LANE_DX_PX = 2.0  # mean |dx| allowed between ONNX Runtime and plan lanes, 640-wide pixels
-LANE_WIDTH = 77  # values per lane row of LaneATT's output (docs/design.md)
 
 
 def check_io(tensors: Sequence[tensorrt_api.TensorInfo], io: dict[str, Any], where: str = "the plan") -> None:
@@ -56,151 +53,6 @@ def check_io(tensors: Sequence[tensorrt_api.TensorInfo], io: dict[str, Any], whe
                     f"{where}: input {tensor.name!r} accepts batch {low}..{high}, the manifest says "
                     f"{batch.get('min')}..{batch.get('max')}; rebuild it."
                 )
-
-
-def parity_feeds(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """The feeds `convert` checked ONNX Runtime on: `parity_inputs` per input, one feed per parity batch size,
-    then `road_feed` (for a lane model) so that the lane comparison sees lanes, not noise."""
-    view = Manifest(manifest)
-    io, parity, batch = view.io, view.parity, view.batch
-    sizes = parity.get("batches") or sorted({int(batch.get("min", 1)), int(batch.get("max", 1))})
-    seed = int(parity.get("seed", 0))
-    inputs = io.get("inputs", [])
-    if not inputs:
-        raise EngineError("the manifest lists no model inputs; re-run `edge-deploy convert`.")
-    # input k gets seed + k: a single-input model (LaneATT) sees exactly convert's arrays
-    per_input = [parity_inputs(t["shape"][1:], sizes, seed + k) for k, t in enumerate(inputs)]
-    for k, tensor in enumerate(inputs):
-        if tensor.get("datatype") == "UINT8":  # a fused model's camera frames (--fuse-preprocess)
-            per_input[k] = [(array * 256).astype("uint8") for array in per_input[k]]
-    feeds = [{t["name"]: arrays[i] for t, arrays in zip(inputs, per_input)} for i in range(len(sizes))]
-    return feeds + road_feed(manifest)
-
-
-ROAD_FRAMES = 4
-
-
-def road_feed(manifest: dict[str, Any], count: int = ROAD_FRAMES) -> list[dict[str, Any]]:
-    """Synthetic road frames (held-out seeds) as one feed of a lane model (one image input with a
-    preprocessing spec): preprocessed as the client does, or as UINT8 camera frames for a fused model;
-    [] for other models. A trained model finds no lane in random inputs, so without these the lane
-    comparison would compare nothing with nothing."""
-    import numpy as np
-
-    view = Manifest(manifest)
-    inputs = view.io.get("inputs", [])
-    if len(inputs) != 1 or not view.preprocess:
-        return []
-    shape = [int(d) for d in inputs[0].get("shape", [])]
-    fused = inputs[0].get("datatype") == "UINT8" and len(shape) == 4 and shape[3] == 3
-    if not fused and shape[1:2] != [3]:
-        return []
-    from ..lanedet.preprocess import Preprocessor, PreprocessSpec
-    from ..lanedet.synthetic import EVAL_SEED_BASE, scene
-
-    batch = view.batch
-    low, high = int(batch.get("min", 1)), int(batch.get("max", 1))
-    size = min(max(count, low), high)
-    if fused:
-        height, width = shape[1], shape[2]
-        frames = [scene(EVAL_SEED_BASE + i, width, height).frame for i in range(size)]
-        return [{inputs[0]["name"]: np.stack(frames)}]
-    pre = Preprocessor(PreprocessSpec.from_dict(view.preprocess), np.float32, size)
-    for i in range(size):
-        pre(scene(EVAL_SEED_BASE + i, 1640, 590).frame, index=i)
-    return [{inputs[0]["name"]: pre.output.copy()}]
-
-
-def compare_to_reference(
-    reference: Sequence[dict[str, Any]],
-    actual: Sequence[dict[str, Any]],
-    decode: dict[str, Any],
-    lane_output: str | None,
-    image_size: tuple[int, int] = (360, 640),
-    decoder: Callable[..., list[Any]] | None = None,
-    *,
-    max_dx_px: float = MAX_LANE_DX_PX,
-    subject: str = "the plan",
-) -> dict[str, Any]:
-    """ONNX Runtime vs the plan (`subject`) on the same feeds: raw max abs/rel per output, then decoded lanes.
-
-    max_rel is max|plan - ort| / max|ort| over the output (relative to its range:
-    logits near 0 make per-element ratios meaningless). Lanes pass when every
-    image has the same number of lanes and the mean |dx| over matched lanes is
-    <= max_dx_px at 640 wide (the FP16 ONNX model is held to 1 px, a plan to 2 px).
-    """
-    import numpy as np
-
-    outputs: dict[str, dict[str, float]] = {}
-    for ref_feed, act_feed in zip(reference, actual):
-        for name, ref in ref_feed.items():
-            ref_arr = np.asarray(ref, dtype=np.float64)
-            act_arr = np.asarray(act_feed[name], dtype=np.float64)
-            if ref_arr.shape != act_arr.shape:
-                raise EngineError(
-                    f"output {name!r} has shape {list(act_arr.shape)} from {subject} but {list(ref_arr.shape)} "
-                    "from ONNX Runtime; rebuild with `edge-deploy convert --force`."
-                )
-            diff = np.abs(act_arr - ref_arr)
-            finite = bool(np.all(np.isfinite(act_arr)))
-            max_abs = float(diff.max()) if diff.size and finite else (0.0 if finite else float("inf"))
-            scale = float(np.abs(ref_arr).max()) if ref_arr.size else 0.0
-            max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
-            entry = outputs.setdefault(name, {"max_abs": 0.0, "max_rel": 0.0})
-            entry["max_abs"] = max(entry["max_abs"], max_abs)
-            entry["max_rel"] = max(entry["max_rel"], max_rel)
-    worst = max(outputs, key=lambda n: outputs[n]["max_rel"]) if outputs else None
-    report: dict[str, Any] = {"outputs": outputs, "worst_output": worst, "passed": True, "problems": []}
-    for name, entry in outputs.items():
-        if not np.isfinite(entry["max_abs"]):
-            report["passed"] = False
-            report["problems"].append(f"output {name!r} has inf/NaN values from {subject}")
-    if lane_output is None:
-        report["lanes"] = None
-        return report
-    if decoder is None:
-        from ..lanedet.decode import decode_lanes as decoder
-    params = {k: decode[k] for k in ("conf_threshold", "nms_threshold", "top_k") if k in decode}
-    counts_ref, counts_plan, dxs = [], [], []
-    image = 0
-    for ref_feed, act_feed in zip(reference, actual):
-        for ref_raw, act_raw in zip(np.asarray(ref_feed[lane_output]), np.asarray(act_feed[lane_output])):
-            try:
-                ref_lanes = decoder(ref_raw, image_size=image_size, **params)
-                act_lanes = decoder(act_raw, image_size=image_size, **params)
-            except ValueError as exc:
-                raise EngineError(f"cannot decode the output {lane_output!r} of {subject}: {exc}") from exc
-            counts_ref.append(len(ref_lanes))
-            counts_plan.append(len(act_lanes))
-            if len(ref_lanes) != len(act_lanes):
-                report["passed"] = False
-                report["problems"].append(
-                    f"image {image}: {len(act_lanes)} lane(s) from {subject}, {len(ref_lanes)} from the reference"
-                )
-            dxs.extend(lane_dx(ref_lanes, act_lanes))
-            image += 1
-    mean_dx = float(sum(dxs) / len(dxs)) if dxs else 0.0
-    # dx is in pixels of image_size's width; the limit is defined at 640 wide.
-    mean_dx_640 = mean_dx * 640.0 / float(image_size[1])
-    if mean_dx_640 > max_dx_px:
-        report["passed"] = False
-        report["problems"].append(f"lanes moved by {mean_dx_640:.2f} px on average (limit {max_dx_px:g} px)")
-    report["lanes"] = {
-        "images": image,
-        "lanes_onnxruntime": sum(counts_ref),
-        "lanes_plan": sum(counts_plan),
-        "mean_dx_px": mean_dx_640,
-        "max_mean_dx_px": max_dx_px,
-    }
-    return report
-
-
-def lane_output_name(manifest: dict[str, Any]) -> str | None:
-    """The output holding lane rows (last axis LANE_WIDTH), decoded for the lane comparison."""
-    for tensor in Manifest(manifest).io.get("outputs", []):
-        if tensor.get("shape") and int(tensor["shape"][-1]) == LANE_WIDTH:
-            return str(tensor["name"])
-    return None
 
 
 def verify_plan(plan_path: Path, onnx_path: Path, manifest: dict[str, Any], trt: tensorrt_api.TensorRT,

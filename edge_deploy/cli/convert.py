@@ -59,7 +59,8 @@ def convert(
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", help="Artifact directory to write (model.onnx, manifest.json, model.plan). "
                                "Required unless MODEL is an artifact directory.")] = None,
-    backbone: Annotated[Backbone, typer.Option(help="LaneATT backbone.", rich_help_panel=_LANEATT)] = Backbone.resnet34,
+    backbone: Annotated[Optional[Backbone], typer.Option(
+        help="LaneATT backbone (default resnet34).", rich_help_panel=_LANEATT, show_default=False)] = None,
     checkpoint: Annotated[Optional[Path], typer.Option(
         help="Official LaneATT checkpoint ({'model': state_dict} or a bare state_dict).", rich_help_panel=_LANEATT)] = None,
     dataset: Annotated[Optional[Dataset], typer.Option(
@@ -71,10 +72,10 @@ def convert(
         rich_help_panel=_LANEATT)] = None,
     topk_anchors: Annotated[Optional[int], typer.Option(
         help="Keep the top-k most frequent anchors (default 1000 with --dataset).", rich_help_panel=_LANEATT)] = None,
-    anchor_order: Annotated[AnchorOrder, typer.Option(
-        help="How tied frequencies are ordered: torch16 = PyTorch 1.6's argsort, what every official checkpoint was "
-             "trained with; stable = ties by anchor index, only for checkpoints trained with that rule.",
-        rich_help_panel=_LANEATT)] = AnchorOrder.torch16,
+    anchor_order: Annotated[Optional[AnchorOrder], typer.Option(
+        help="How tied frequencies are ordered: torch16 (the default) = PyTorch 1.6's argsort, what every official "
+             "checkpoint was trained with; stable = ties by anchor index, only for checkpoints trained with that rule.",
+        rich_help_panel=_LANEATT, show_default=False)] = None,
     input_shape: Annotated[Optional[str], typer.Option(
         help="Input shape for TorchScript/factory models, e.g. 1,3,360,640 (the batch dimension comes from "
              "--batch or --min/--max-batch).")] = None,
@@ -129,8 +130,9 @@ def convert(
         "--fuse-preprocess", help="Put the preprocessing (bicubic resize, scale, NCHW, FP16/FP32) into the model: it "
                                   "takes the camera's UINT8 BGR frames (FRAME [B, H, W, 3]) and the GPU does the work.",
         rich_help_panel=_FUSED)] = False,
-    frame_size: Annotated[str, typer.Option(
-        help="Camera frame size WIDTHxHEIGHT for --fuse-preprocess.", rich_help_panel=_FUSED)] = "1640x590",
+    frame_size: Annotated[Optional[str], typer.Option(
+        help="Camera frame size WIDTHxHEIGHT for --fuse-preprocess (default 1640x590).", rich_help_panel=_FUSED,
+        show_default=False)] = None,
     install: Annotated[bool, typer.Option("--install", help="Install the result into the model repository.")] = False,
     repository: Annotated[Path, typer.Option(help="Triton model repository for --install.")] = Path("model_repository"),
     name: Annotated[str, typer.Option(help="Model name in the repository for --install.")] = "lanedet",
@@ -146,6 +148,14 @@ def convert(
     from ..progress import ConsoleReporter
 
     _check_opset(opset)
+    _refuse_export_options_for_an_artifact(model, {
+        "--backbone": backbone, "--checkpoint": checkpoint, "--dataset": dataset, "--anchors-freq": anchors_freq,
+        "--topk-anchors": topk_anchors, "--anchor-order": anchor_order, "--input-shape": input_shape,
+        "--opset": opset != 17 or None, "--batch": batch, "--min-batch": min_batch, "--opt-batch": opt_batch,
+        "--max-batch": max_batch, "--input-name": input_name != "input" or None,
+        "--output-name": output_name != "predict_lanes" or None, "--no-simplify": not simplify or None,
+        "--fuse-preprocess": fuse_preprocess or None, "--frame-size": frame_size,
+    })
     for flag, value in (("--atol", atol), ("--rtol", rtol)):
         if not value >= 0:
             from ..errors import ConvertError
@@ -155,8 +165,9 @@ def convert(
     console = Console(soft_wrap=True)  # long lines stay whole in logs and pipes; the terminal wraps them
     reporter = ConsoleReporter(console)
     source = SourceSpec(
-        model=model, backbone=backbone.value, checkpoint=checkpoint, anchors_freq=anchors_freq,
-        dataset=dataset.value if dataset else None, topk_anchors=topk_anchors, anchor_order=anchor_order.value,
+        model=model, backbone=backbone.value if backbone else None, checkpoint=checkpoint, anchors_freq=anchors_freq,
+        dataset=dataset.value if dataset else None, topk_anchors=topk_anchors,
+        anchor_order=anchor_order.value if anchor_order else None,
         input_shape=parse_input_shape(input_shape) if input_shape else None, seed=seed,
     )
     settings = ExportSettings(
@@ -187,17 +198,33 @@ def convert(
         console.print(summary)
 
 
-def _fuse_frame(fuse: bool, frame_size: str, precision: str) -> tuple[int, int] | None:
+def _refuse_export_options_for_an_artifact(model: str, given: dict[str, Any]) -> None:
+    """An artifact MODEL only gets its TensorRT plan built: options of the torch export would be silently ignored."""
+    from ..errors import ConvertError
+    from ..export.source import classify_model
+
+    flags = [flag for flag, value in given.items() if value is not None]
+    if flags and classify_model(model) == "artifact":
+        raise ConvertError(
+            f"{', '.join(flags)} describe{'s' if len(flags) == 1 else ''} the export from PyTorch, but {model} is "
+            "converted already (only its TensorRT plan is built): drop them, or convert the torch model again with them."
+        )
+
+
+def _fuse_frame(fuse: bool, frame_size: str | None, precision: str) -> tuple[int, int] | None:
     """(height, width) for --fuse-preprocess, or None."""
     from ..errors import ConvertError
     from ..export.fused_preprocess import parse_frame_size
 
     if not fuse:
+        if frame_size is not None:
+            raise ConvertError("--frame-size is the camera frame size of --fuse-preprocess: add --fuse-preprocess, "
+                               "or drop --frame-size.")
         return None
     if precision == "int8":
         # INT8 calibration feeds preprocessed images (build/calibration.py), not camera frames.
         raise ConvertError("--fuse-preprocess does not support --precision int8 yet; use fp16 or fp32.")
-    return parse_frame_size(frame_size)
+    return parse_frame_size(frame_size or "1640x590")
 
 
 def _check_opset(opset: int) -> None:

@@ -175,12 +175,12 @@ def smoke(
     from ..fleet.smoke import check_served
     from ..serve import admin
 
+    record = admin.live_server(repository)
     if url is None:
-        record = admin.live_server(repository)
         if record is None:
             raise FleetError(f"no running edge-deploy server serves {repository}; start one with `edge-deploy serve`.")
         url = record.url
-    result = check_served(smoke_dir, url, name)
+    result = check_served(smoke_dir, url, name, tls=record.client_tls() if record is not None else None)
     if not result.passed:
         raise FleetError(result.summary() + "; the served model does not give the artifact's lanes.")
     typer.echo(result.summary())

@@ -120,7 +120,7 @@ def verify_fp16_onnx(fp32_path: Path, fp16_path: Path, manifest: dict[str, Any])
     """ONNX Runtime (CPU): model.onnx vs model_fp16.onnx on the parity inputs, raw outputs and lanes."""
     import numpy as np
 
-    from ..build.verify import compare_to_reference, lane_output_name, parity_feeds
+    from ..parity import compare_to_reference, lane_output_name, parity_feeds
     from ..parity import ort_session
 
     feeds = parity_feeds(manifest)

@@ -208,7 +208,7 @@ def pixel_parity(spec: dict[str, Any], frame_size: tuple[int, int], frames: list
 
 def lane_parity(raw_path: Path, fused_path: Path, manifest: dict[str, Any], frames: list[np.ndarray]) -> dict[str, Any]:
     """Lanes of the fused model on frames vs the unfused model on the client's preprocessing of them."""
-    from ..build.verify import compare_to_reference, lane_output_name
+    from ..parity import compare_to_reference, lane_output_name
     from ..lanedet.preprocess import Preprocessor, PreprocessSpec
     from ..parity import ort_session
 

@@ -14,15 +14,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from .._deps import require
+from ..artifact import ONNX_TRITON_DTYPES
 from ..errors import ConvertError, one_line
 from ..parity import ort_session, run_ort, tolerance_report
 from .settings import BatchRange, ExportSettings
-
-# ONNX TensorProto element type -> Triton datatype name.
-_TRITON_DTYPES = {
-    1: "FP32", 2: "UINT8", 3: "INT8", 4: "UINT16", 5: "INT16", 6: "INT32", 7: "INT64",
-    9: "BOOL", 10: "FP16", 11: "FP64", 12: "UINT32", 13: "UINT64", 16: "BF16",
-}
 
 
 @contextlib.contextmanager
@@ -158,7 +153,7 @@ def io_signature(model: Any, batch: BatchRange) -> dict[str, Any]:
     def describe(value: Any) -> dict[str, Any]:
         tensor = value.type.tensor_type
         dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
-        return {"name": value.name, "datatype": _TRITON_DTYPES.get(tensor.elem_type, str(tensor.elem_type)),
+        return {"name": value.name, "datatype": ONNX_TRITON_DTYPES.get(tensor.elem_type, str(tensor.elem_type)),
                 "shape": dims}
 
     return {

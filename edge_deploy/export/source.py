@@ -33,12 +33,12 @@ class SourceSpec:
     """What to convert: MODEL plus the options that describe how to build or load it."""
 
     model: str
-    backbone: str = "resnet34"
+    backbone: str | None = None  # LaneATT only; None: resnet34
     checkpoint: Path | None = None
     anchors_freq: Path | None = None
     dataset: str | None = None
     topk_anchors: int | None = None
-    anchor_order: str = "torch16"
+    anchor_order: str | None = None  # LaneATT only; None: torch16
     input_shape: tuple[int, ...] | None = None
     seed: int = 0
 
@@ -100,8 +100,10 @@ def load_source(spec: SourceSpec) -> LoadedModel:
         return _load_laneatt(spec)
     if kind == "artifact":
         raise ConvertError(f"{spec.model} is already converted (an artifact directory), not a torch model.")
-    laneatt_only = [flag for flag, value in (("--checkpoint", spec.checkpoint), ("--anchors-freq", spec.anchors_freq),
-                                             ("--topk-anchors", spec.topk_anchors)) if value is not None]
+    laneatt_only = [flag for flag, value in (
+        ("--backbone", spec.backbone), ("--checkpoint", spec.checkpoint), ("--dataset", spec.dataset),
+        ("--anchors-freq", spec.anchors_freq), ("--topk-anchors", spec.topk_anchors),
+        ("--anchor-order", spec.anchor_order)) if value is not None]
     if laneatt_only:
         raise ConvertError(
             f"{' and '.join(laneatt_only)} only appl{'ies' if len(laneatt_only) == 1 else 'y'} to the built-in "
@@ -134,13 +136,14 @@ def _load_laneatt(spec: SourceSpec) -> LoadedModel:
         )
     from ..lanedet.model import build_laneatt
 
+    backbone, anchor_order = spec.backbone or "resnet34", spec.anchor_order or "torch16"
     module = build_laneatt(
-        spec.backbone,
+        backbone,
         checkpoint=spec.checkpoint,
         anchors_freq=spec.anchors_freq,
         dataset=spec.dataset,
         topk_anchors=spec.topk_anchors,
-        anchor_order=spec.anchor_order,
+        anchor_order=anchor_order,
         seed=spec.seed,
     )
     module.eval()
@@ -148,7 +151,7 @@ def _load_laneatt(spec: SourceSpec) -> LoadedModel:
     source: dict[str, Any] = {
         "kind": "laneatt",
         "spec": "laneatt",
-        "backbone": spec.backbone,
+        "backbone": backbone,
         "checkpoint": None if spec.checkpoint is None else {
             "path": str(Path(spec.checkpoint).resolve()), "sha256": sha256_file(Path(spec.checkpoint))},
         "anchors_freq": None if spec.anchors_freq is None else {
@@ -156,8 +159,8 @@ def _load_laneatt(spec: SourceSpec) -> LoadedModel:
         "dataset": spec.dataset,
         "topk_anchors": module.num_anchors if module.num_anchors != N_ANCHORS else None,
         "anchor_order": None if module.num_anchors == N_ANCHORS else {
-            "rule": spec.anchor_order,
-            "description": ANCHOR_ORDER_RULES[spec.anchor_order],
+            "rule": anchor_order,
+            "description": ANCHOR_ORDER_RULES[anchor_order],
         },
         "num_anchors": module.num_anchors,
         "trained": trained,

@@ -84,7 +84,8 @@ def report(repository: Path, name: str, scope: str) -> dict[str, Any]:
         out["health_detail"] = f"no running edge-deploy server serves {repository}"
         return out
     out["url"] = record.url
-    health = admin.check_health(record.url, [name], headers=admin.repository_headers(repository))
+    health = admin.check_health(record.url, [name], headers=admin.repository_headers(repository),
+                                tls=record.client_tls())
     out["health"] = "ready" if health.all_ready else ("not ready" if health.live else "unreachable")
     out["health_detail"] = "" if health.all_ready else (health.error or health.not_ready())
     return out

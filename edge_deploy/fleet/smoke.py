@@ -78,8 +78,13 @@ class SmokeResult:
                 f"{first['got']} lane(s) served, {first['expected']} recorded, mean |dx| {first['mean_dx']}")
 
 
-def check_served(smoke_dir: Path, url: str, model: str, timeout: float = 30.0) -> SmokeResult:
-    """Run the reference frames through the model served at `url` and compare with the recorded lanes."""
+def check_served(
+    smoke_dir: Path, url: str, model: str, timeout: float = 30.0, *, tls: Any = None
+) -> SmokeResult:
+    """Run the reference frames through the model served at `url` and compare with the recorded lanes.
+
+    tls: the TLSConfig of a server that serves with (mutual) TLS, as its server record names it.
+    """
     import cv2
 
     from ..client.sync_client import LaneDetClient
@@ -96,7 +101,7 @@ def check_served(smoke_dir: Path, url: str, model: str, timeout: float = 30.0) -
                          "`edge-deploy fleet reference ARTIFACT`.") from exc
     tolerance = float(reference.get("tolerance_px", TOLERANCE_PX))
     result = SmokeResult(passed=True, lanes=sum(len(x) for x in recorded))
-    with LaneDetClient(url, model=model, transport="grpc") as client:
+    with LaneDetClient(url, model=model, transport="grpc", tls=tls) as client:
         client.wait_until_ready(timeout=timeout)
         for name, expected in zip(names, recorded):
             frame = cv2.imread(str(smoke_dir / name), cv2.IMREAD_COLOR)

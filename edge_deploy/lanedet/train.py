@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..errors import EdgeDeployError
+from ..errors import EdgeDeployError, one_line
 from . import anchors as A
 from .decode import nms_keep
 from .synthetic import EVAL_SEED_BASE, scene
@@ -407,7 +407,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, log: Callable[[str], None] 
             try:
                 model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in weights.items()})
             except RuntimeError as exc:
-                raise TrainingError(f"cannot start from {cfg.init}: {str(exc).splitlines()[0]}") from None
+                raise TrainingError(f"cannot start from {cfg.init}: {one_line(exc, first_line=True)}") from None
             log(f"weights from {cfg.init}")
         if not cfg.schedule_steps and not cfg.schedule_seconds and cfg.deadline:
             cfg.schedule_seconds = cfg.deadline - time.time()

@@ -163,7 +163,7 @@ def choose_runtime(artifact: Path, requested: str | None, tritonserver: Path | s
     fp16: serve model_fp16.onnx, so an ONNX Runtime runtime (the plan is not considered).
     """
     onnx_name = FP16_ONNX_NAME if fp16 else ONNX_NAME
-    has_plan = (artifact / "model.plan").is_file() and not fp16
+    has_plan = (artifact / PLAN_NAME).is_file() and not fp16
     has_onnx = (artifact / onnx_name).is_file()
     if fp16 and requested == "tensorrt":
         raise RepositoryError(
@@ -177,7 +177,7 @@ def choose_runtime(artifact: Path, requested: str | None, tritonserver: Path | s
     if requested is not None:
         if requested not in mc.RUNTIMES:
             raise RepositoryError(f"unknown runtime {requested!r}; use one of {', '.join(mc.RUNTIMES)}.")
-        needed = "model.plan" if requested == "tensorrt" else onnx_name
+        needed = PLAN_NAME if requested == "tensorrt" else onnx_name
         if not (artifact / needed).is_file():
             raise RepositoryError(
                 f"--runtime {requested} needs {needed}, which {artifact} does not have; "
@@ -258,7 +258,7 @@ def _plan_versions(
     manifest_sha = hashlib.sha256(manifest_bytes).hexdigest()
     files: dict[str, Path | bytes] = {MANIFEST_NAME: manifest_bytes}
     if runtime == "tensorrt":
-        files["model.plan"] = artifact / "model.plan"
+        files[PLAN_NAME] = artifact / PLAN_NAME
     else:  # Triton's ONNX Runtime backend and the Python runner both load model.onnx
         files[ONNX_NAME] = artifact / (FP16_ONNX_NAME if options.fp16 else ONNX_NAME)
     if runtime == "python":

@@ -31,7 +31,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..artifact import FP16_ONNX_NAME, Manifest
+from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, Manifest
 from ..errors import RepositoryError
 from ..lanedet.contract import (
     FRAME,
@@ -158,10 +158,10 @@ def model_config(
     config = pb.ModelConfig(name=name, max_batch_size=max_batch)
     if runtime == "tensorrt":
         config.platform = "tensorrt_plan"
-        config.default_model_filename = "model.plan"
+        config.default_model_filename = PLAN_NAME
     elif runtime == "onnxruntime":
         config.platform = "onnxruntime_onnx"
-        config.default_model_filename = "model.onnx"
+        config.default_model_filename = ONNX_NAME
     else:
         config.backend = "python"
     _policy(config, version_policy)

@@ -12,13 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from .._deps import require
+from ..artifact import MANIFEST_NAME, ONNX_TRITON_DTYPES
 from ..errors import EdgeDeployError, RepositoryError, one_line
-
-# ONNX TensorProto element type -> Triton datatype name.
-_TRITON_DTYPES = {
-    1: "FP32", 2: "UINT8", 3: "INT8", 4: "UINT16", 5: "INT16", 6: "INT32", 7: "INT64",
-    9: "BOOL", 10: "FP16", 11: "FP64", 12: "UINT32", 13: "UINT64", 16: "BF16",
-}
 
 
 def _onnx_tensors(path: Path) -> tuple[dict[str, tuple[str, list[int] | None]], dict[str, tuple[str, list[int] | None]]]:
@@ -35,7 +30,7 @@ def _onnx_tensors(path: Path) -> tuple[dict[str, tuple[str, list[int] | None]], 
 
     def describe(value: Any) -> tuple[str, list[int] | None]:
         tensor = value.type.tensor_type
-        dtype = _TRITON_DTYPES.get(tensor.elem_type, f"ONNX type {tensor.elem_type}")
+        dtype = ONNX_TRITON_DTYPES.get(tensor.elem_type, f"ONNX type {tensor.elem_type}")
         if not tensor.HasField("shape"):
             return dtype, None
         return dtype, [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
@@ -72,7 +67,7 @@ def check_onnx_signature(onnx_path: Path, io: dict[str, Any]) -> None:
     problems = _compare("input", inputs, io.get("inputs", [])) + _compare("output", outputs, io.get("outputs", []))
     if problems:
         raise RepositoryError(
-            f"{onnx_path.parent / 'manifest.json'} does not describe {onnx_path.name}: {'; '.join(problems[:3])}; "
+            f"{onnx_path.parent / MANIFEST_NAME} does not describe {onnx_path.name}: {'; '.join(problems[:3])}; "
             "the manifest was edited or belongs to another model: convert the model again."
         )
 

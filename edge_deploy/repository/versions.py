@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..artifact import MANIFEST_NAME, Manifest, sha256_file
+from ..artifact import MANIFEST_NAME, PLAN_NAME, Manifest, sha256_file
 from ..build.fingerprint import plan_mismatch
 from ..errors import EdgeDeployError, RepositoryError
 from ..lanedet import contract
@@ -105,10 +105,10 @@ def version_info(repository: Path, name: str, version: int) -> VersionInfo:
         version=version,
         runtime=record.get("runtime"),
         manifest_sha256=sha256_file(manifest_path) if manifest_path.is_file() else None,
-        plan=Manifest(manifest).plan if (vdir / "model.plan").is_file() else None,
+        plan=Manifest(manifest).plan if (vdir / PLAN_NAME).is_file() else None,
         installed=record.get("installed"),
     )
-    if (vdir / "model.plan").is_file():
+    if (vdir / PLAN_NAME).is_file():
         with contextlib.suppress(EdgeDeployError):
             info.plan_mismatch = list(plan_mismatch(info.plan))
     return info

@@ -23,7 +23,7 @@ from trt_double import (
 )
 
 from edge_deploy.build import plan as engine
-from edge_deploy.build.verify import compare_to_reference, parity_feeds, road_feed
+from edge_deploy.parity import compare_to_reference, parity_feeds, road_feed
 from edge_deploy.errors import EngineError
 
 pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, ... (shared fixtures)

@@ -12,6 +12,7 @@ import pytest
 from lane_onnx import lane_manifest, write_lane_onnx
 from trt_double import Recording
 
+from edge_deploy import parity
 from edge_deploy.artifact import file_entry
 from edge_deploy.build import plan as engine
 from edge_deploy.build import tensorrt_api
@@ -76,11 +77,11 @@ def test_run_and_compare_with_onnxruntime(built) -> None:
     assert section["verify"]["run"]["status"] == "passed"
     trt = tensorrt_api.load()
     plan = trt.deserialize((directory / "model.plan").read_bytes())
-    feeds = plan_verify.parity_feeds(manifest)
+    feeds = parity.parity_feeds(manifest)
     session = ort_session(directory / "model.onnx")
     reference = [{"predict_lanes": session.run(None, feed)[0]} for feed in feeds]
     actual = [trt.run(plan, feed) for feed in feeds]
-    report = plan_verify.compare_to_reference(reference, actual, manifest["decode"], "predict_lanes")
+    report = parity.compare_to_reference(reference, actual, manifest["decode"], "predict_lanes")
     assert report["passed"], report["problems"]
     assert report["lanes"]["lanes_onnxruntime"] > 0
     assert report["outputs"]["predict_lanes"]["max_rel"] < 1e-2

@@ -14,7 +14,9 @@ shipped role over real SSH. The vehicles differ the way a fleet does:
   tritonserver has no TensorRT backend, so these two serve the payload's model.onnx
   (`install --runtime python`, through the role's edge_deploy_install_args): the plan path is
   tested up to the plan, not served.
-- vehicle3 has no TensorRT at all: no plan step, `install` picks the ONNX Runtime fallback.
+- vehicle3 has no TensorRT at all: no plan step, `install` picks the ONNX Runtime fallback. It
+  serves its network (its veth address) with mutual TLS, as a vehicle whose lane model other ECUs
+  consume: the role's health check, smoke inference and `fleet status` must go through TLS.
 """
 from __future__ import annotations
 
@@ -71,7 +73,7 @@ def fleet(tmp_path_factory, laneatt_data):
         for vehicle in fleet.vehicles:  # each vehicle serves the old version (1) before any rollout
             done = vehicle.cli("install", str(old), "--repository", str(vehicle.repository))
             assert done.returncode == 0, done.stderr
-            vehicle.start_server()
+            vehicle.start_server(tls=vehicle.name == "vehicle3")  # one vehicle serves its network, mutual TLS
         fleet.wait_ssh()
         for vehicle in fleet.vehicles:
             vehicle.wait_serving()
@@ -150,6 +152,7 @@ def test_clean_rollout_to_three_vehicles_reusing_the_plan(fleet) -> None:
     assert rows["vehicle1"]["manifest_sha256"] == rows["vehicle2"]["manifest_sha256"] != rows["vehicle3"]["manifest_sha256"]
     assert rows["vehicle1"]["fingerprint"]["tensorrt"] == rows["vehicle2"]["fingerprint"]["tensorrt"] == "10.3.0"
     assert rows["vehicle3"]["fingerprint"]["tensorrt"] is None  # ONNX Runtime serves there
+    assert rows["vehicle3"]["url"] == f"{fleet.vehicles[2].address}:8001"  # reached over mutual TLS
     fleet.good_payload = payload
 
 

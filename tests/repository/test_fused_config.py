@@ -51,7 +51,7 @@ def test_fused_pipeline_is_model_then_postprocess():
 
 
 def test_plan_verification_feeds_frames_to_a_fused_model():
-    from edge_deploy.build.verify import parity_feeds
+    from edge_deploy.parity import parity_feeds
 
     feeds = parity_feeds(manifest(True))
     # the parity batches (random frames), then held-out road frames as the camera gives them

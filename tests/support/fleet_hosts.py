@@ -6,7 +6,8 @@ key and an authorized key generated for the run. The namespaces share the file s
 vehicle gets its own directories: model repository, HOME, state directory (EDGE_DEPLOY_STATE_DIR),
 payload stage directory. Its tritonserver is `edge-deploy serve --foreground --user` started
 inside the namespace, listening on 127.0.0.1:8001 of that namespace (every vehicle on the same
-port, as real vehicles would be). Ansible reaches them over real SSH. Used by tests/fleet and
+port, as real vehicles would be), or with `tls=True` on the vehicle's own address with mutual TLS
+(a CA made by `edge-deploy certs init` in its state directory). Ansible reaches them over real SSH. Used by tests/fleet and
 benchmarks/fleet_rollout.py.
 """
 from __future__ import annotations
@@ -73,13 +74,22 @@ class Vehicle:
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
-    def start_server(self) -> None:
-        """`edge-deploy serve --foreground --user` in the namespace; returns once it has started."""
+    def start_server(self, *, tls: bool = False) -> None:
+        """`edge-deploy serve --foreground --user` in the namespace; returns once it has started.
+
+        tls: serve on the vehicle's address (beyond loopback: mutual TLS, with certificates that
+        `certs init` makes in its state directory) instead of 127.0.0.1.
+        """
+        address: list[str] = []
+        if tls:
+            done = self.cli("certs", "init", "--ip", self.address, "--name", self.name)
+            assert done.returncode == 0, done.stderr
+            address = ["--grpc-address", self.address]
         log = open(self.root / "serve.log", "w")  # noqa: SIM115 - kept open by the child
         self.server = subprocess.Popen(
             ["ip", "netns", "exec", self.netns, sys.executable, "-m", "edge_deploy", "serve", "--foreground",
              "--user", "--repository", str(self.repository), "--grpc-port", str(GRPC_PORT), "--wait", "180",
-             "--exit-timeout", "5"],
+             "--exit-timeout", "5", *address],
             env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_serving(self, timeout: float = 180) -> None:
