@@ -34,6 +34,7 @@ from .build.options import EngineOptions
 from .errors import ConvertError, EngineError
 from .export.pipeline import ExportSettings, export_artifact
 from .export.source import SourceSpec, classify_model
+from .fsutil import fsync_dir, fsync_tree
 from .progress import Reporter
 
 
@@ -59,6 +60,7 @@ class StagingDir:
 
     def __init__(self, target: Path, force: bool) -> None:
         self.target = Path(os.path.abspath(target))
+        self._restore_interrupted_commit()
         if self.target.exists() or self.target.is_symlink():
             if not force:
                 raise ConvertError(f"{target} already exists; pass --force to replace it or choose another --output.")
@@ -82,12 +84,23 @@ class StagingDir:
                 f"cannot write the output {target}: {exc.strerror or exc}; choose a writable --output."
             ) from exc
 
+    def _restore_interrupted_commit(self) -> None:
+        """A commit cut short between its two renames (power loss) left the old artifact as .NAME.*.old and no
+        NAME: put the old one back, so the output is the old artifact or the new one, never neither."""
+        if self.target.exists() or self.target.is_symlink() or not self.target.parent.is_dir():
+            return
+        backups = sorted(self.target.parent.glob(f".{self.target.name}.*.old"), key=lambda p: p.stat().st_mtime)
+        if backups and (backups[-1] / MANIFEST_NAME).is_file():
+            os.replace(backups[-1], self.target)
+            fsync_dir(self.target.parent)
+
     def commit(self) -> None:
         """Move the staged directory into place (replacing an old artifact) in two renames."""
         # mkdtemp makes the directory 0700; the served artifact gets the usual umask permissions.
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(self.path, 0o777 & ~umask)
+        fsync_tree(self.path)  # complete on disk before it becomes the artifact
         backup = None
         if self.target.exists():
             backup = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.", suffix=".old", dir=self.target.parent))
@@ -99,6 +112,7 @@ class StagingDir:
             if backup is not None:
                 os.replace(backup, self.target)
             raise ConvertError(f"cannot move the result into {self.target}: {exc.strerror or exc}.") from exc
+        fsync_dir(self.target.parent)
         if backup is not None:
             shutil.rmtree(backup, ignore_errors=True)
 

@@ -23,6 +23,19 @@ def fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def fsync_tree(path: Path) -> None:
+    """Flush every file and directory under `path` (and `path` itself) to disk; best effort."""
+    for root, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                fd = os.open(os.path.join(root, name), os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        fsync_dir(Path(root))
+
+
 def _default_mode() -> int:
     """0o666 minus the umask: the mode open() would give a new file."""
     umask = os.umask(0)

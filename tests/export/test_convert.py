@@ -346,6 +346,22 @@ def test_force_does_not_replace_a_directory_that_is_not_an_artifact(models_dir: 
     assert (precious / "notes.txt").read_text() == "keep me"
 
 
+def test_power_loss_between_the_commit_renames_leaves_the_old_artifact(models_dir: Path, tmp_path: Path) -> None:
+    # commit() renames the old artifact to .NAME.*.old, then the staged one to NAME; a power loss between
+    # the two (simulated: the first rename done by hand) must not leave the output without an artifact
+    out = tmp_path / "art"
+    convert(tiny_source(), out, target="onnx")
+    old = read_manifest(out)
+    os.replace(out, tmp_path / ".art.k3j2.old")
+    (tmp_path / ".art.x9.partial").mkdir()  # the staged new one, never renamed in
+    with pytest.raises(ConvertError, match="already exists"):  # the old artifact is back, so refused without --force
+        convert(tiny_source(), out, target="onnx")
+    assert read_manifest(out) == old and verify_files(out, old) is None
+    assert not list(tmp_path.glob(".art.*.old"))
+    convert(tiny_source(), out, target="onnx", force=True)  # and replaced as usual with it
+    assert (out / "manifest.json").is_file() and not list(tmp_path.glob(".art.*.old"))
+
+
 # --------------------------------------------------------------------------- bad input (CLI)
 
 
