@@ -65,6 +65,25 @@ def test_disk_full_during_simplify_is_one_line_and_leaves_nothing(tmp_path, smal
     assert list(small_disk.iterdir()) == []  # the staging directory is gone
 
 
+def test_disk_full_during_install_is_one_line_and_keeps_the_installed_version(tmp_path, small_disk,
+                                                                              laneatt_data) -> None:
+    from small_artifact import make_artifact
+
+    artifact = make_artifact(tmp_path / "artifact", laneatt_data / "anchors_2784x77.npy")
+    repo = small_disk / "repo"
+    first = cli("install", str(artifact), "--repository", str(repo), "--runtime", "python")
+    assert first.returncode == 0, first.stderr
+    before = {p.relative_to(repo): p.read_bytes() for p in repo.rglob("*") if p.is_file()}
+    result = cli("install", str(artifact), "--repository", str(repo), "--runtime", "python")  # no room for a copy
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    error = result.stderr.strip().splitlines()[-1]  # install's progress goes to stderr before it
+    assert error == (f"error: cannot install into {repo}: No space left on device; the file system is full: "
+                     "free space there (`df -h`) or write somewhere else, then run it again."), error
+    after = {p.relative_to(repo): p.read_bytes() for p in repo.rglob("*") if p.is_file()}
+    assert after == before  # version 1 and its config untouched, no partial version 2 or staging leftovers
+    assert sorted(p.name for p in (repo / "lanedet").iterdir()) == ["1", "config.pbtxt"]
+
+
 @pytest.mark.parametrize("port", ["99999", "-5", "0"])
 def test_serve_port_out_of_range_is_one_line(tmp_path, port) -> None:
     for mode in ("--foreground", "--print-unit"):

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import RepositoryError
+from ..errors import RepositoryError, os_error_message
 from ..fsutil import fsync_dir, write_bytes_atomic
 from . import model_config as mc
 
@@ -43,11 +43,8 @@ STAGING_DIR = ".edge-deploy-staging"
 
 
 def repository_error(action: str, exc: OSError) -> RepositoryError:
-    """A one-line RepositoryError for an OSError while doing `action`."""
-    where = f" {exc.filename}" if exc.filename else ""
-    return RepositoryError(
-        f"cannot {action}:{where}: {exc.strerror or exc}; check the repository path and its permissions."
-    )
+    """A one-line RepositoryError for an OSError while doing `action` (the advice follows the error's kind)."""
+    return RepositoryError(f"cannot {action}: {os_error_message(exc)}")
 
 
 def check_writable(repository: Path) -> None:
