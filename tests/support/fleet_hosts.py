@@ -218,6 +218,9 @@ class Fleet:
             subprocess.run(["ip", "netns", "del", vehicle.netns], capture_output=True, timeout=30)
             for i in range(self.count):
                 subprocess.run(["ip", "link", "del", f"{self.prefix}h{i}"[:15]], capture_output=True, timeout=30)
+            shutil.rmtree(vehicle.root / "ssh", ignore_errors=True)  # host key and authorized key of the run
+        for key in (self.key, self.key.with_name(self.key.name + ".pub")):  # the run's SSH identity
+            key.unlink(missing_ok=True)
 
 
 def controller_env(workdir: Path) -> dict[str, str]:
