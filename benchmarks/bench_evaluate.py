@@ -41,7 +41,8 @@ def main() -> None:
         if artifact is None:
             artifact = work / "artifact"
             cli("convert", "laneatt", "--checkpoint", str(ROOT / "weights" / "laneatt_r18_synthetic.pt"),
-                "--backbone", "resnet18", "--dataset", "culane", "--output", str(artifact), "--target", "onnx")
+                "--backbone", "resnet18", "--dataset", "culane", "--top-k", "6", "--output", str(artifact),
+                "--target", "onnx")
         cli("install", str(artifact), "--repository", str(work / "repo"), "--runtime", "python")
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))

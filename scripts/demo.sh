@@ -11,10 +11,13 @@ bash scripts/setup.sh
 ED=".venv/bin/edge-deploy"
 OUT=${OUT:-out/demo}
 PORT=${PORT:-8001}
+# The demo weights' synthetic roads have up to 6 lane markings: decode up to 6 lanes. An official
+# checkpoint keeps its data set's default (CULane: 4).
+TOP_K=$([ -z "${CHECKPOINT:-}" ] && echo "--top-k 6" || true)
 CHECKPOINT=${CHECKPOINT:-weights/laneatt_r18_synthetic.pt}
 BACKBONE=${BACKBONE:-resnet18}
 
-"$ED" convert laneatt --checkpoint "$CHECKPOINT" --backbone "$BACKBONE" --dataset culane \
+"$ED" convert laneatt --checkpoint "$CHECKPOINT" --backbone "$BACKBONE" --dataset culane $TOP_K \
     --output "$OUT/lanedet" --eval-data synthetic:20 --force
 "$ED" install "$OUT/lanedet" --repository "$OUT/model_repository" --name lanedet --pipeline
 

@@ -48,6 +48,7 @@ _TRT = "TensorRT plan (on the device)"
 _LANEATT = "LaneATT"
 _BATCH = "Batch"
 _FUSED = "Fused preprocessing"
+_DECODE = "Decode defaults (recorded for clients)"
 
 
 @app.command()
@@ -133,6 +134,14 @@ def convert(
     frame_size: Annotated[Optional[str], typer.Option(
         help="Camera frame size WIDTHxHEIGHT for --fuse-preprocess (default 1640x590).", rich_help_panel=_FUSED,
         show_default=False)] = None,
+    conf: Annotated[Optional[float], typer.Option(
+        help="Score threshold (default: the data set's; CULane 0.5).", rich_help_panel=_DECODE, show_default=False)] = None,
+    nms: Annotated[Optional[float], typer.Option(
+        help="NMS threshold, pixels at 640 wide (default: the data set's; CULane 50).", rich_help_panel=_DECODE,
+        show_default=False)] = None,
+    top_k: Annotated[Optional[int], typer.Option(
+        help="At most this many lanes (default: the data set's; CULane 4, TuSimple 5): as many as your roads have.",
+        rich_help_panel=_DECODE, show_default=False)] = None,
     install: Annotated[bool, typer.Option("--install", help="Install the result into the model repository.")] = False,
     repository: Annotated[Path, typer.Option(help="Triton model repository for --install.")] = Path("model_repository"),
     name: Annotated[str, typer.Option(help="Model name in the repository for --install.")] = "lanedet",
@@ -155,6 +164,7 @@ def convert(
         "--max-batch": max_batch, "--input-name": input_name != "input" or None,
         "--output-name": output_name != "predict_lanes" or None, "--no-simplify": not simplify or None,
         "--fuse-preprocess": fuse_preprocess or None, "--frame-size": frame_size,
+        "--conf": conf, "--nms": nms, "--top-k": top_k,
     })
     for flag, value in (("--atol", atol), ("--rtol", rtol)):
         if not value >= 0:
@@ -175,6 +185,7 @@ def convert(
         output_names=tuple(n.strip() for n in output_name.split(",") if n.strip()), atol=atol, rtol=rtol,
         simplify=simplify, seed=seed, fp16_onnx=precision == Precision.fp16, fp16_io=fp16_io,
         fuse_frame=_fuse_frame(fuse_preprocess, frame_size, precision.value),
+        decode=_decode_defaults(conf, nms, top_k),
     )
     engine_options = EngineOptions(
         builder=builder.value, precision=precision.value,
@@ -209,6 +220,20 @@ def _refuse_export_options_for_an_artifact(model: str, given: dict[str, Any]) ->
             f"{', '.join(flags)} describe{'s' if len(flags) == 1 else ''} the export from PyTorch, but {model} is "
             "converted already (only its TensorRT plan is built): drop them, or convert the torch model again with them."
         )
+
+
+def _decode_defaults(conf: float | None, nms: float | None, top_k: int | None) -> dict[str, Any]:
+    """The decode defaults given on the command line, checked."""
+    from ..errors import ConvertError
+
+    if conf is not None and not 0.0 <= conf <= 1.0:
+        raise ConvertError(f"--conf is a score threshold from 0 to 1 (got {conf:g}).")
+    if nms is not None and not nms >= 0:
+        raise ConvertError(f"--nms must be 0 or more pixels (got {nms:g}).")
+    if top_k is not None and top_k < 1:
+        raise ConvertError(f"--top-k must be at least 1 lane (got {top_k}).")
+    given = (("conf_threshold", conf), ("nms_threshold", nms), ("top_k", top_k))
+    return {key: value for key, value in given if value is not None}
 
 
 def _fuse_frame(fuse: bool, frame_size: str | None, precision: str) -> tuple[int, int] | None:

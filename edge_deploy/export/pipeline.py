@@ -167,7 +167,7 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
             "simplify": simplify_report,
         },
         "preprocess": preprocess,
-        "decode": dict(loaded.decode or LANEATT_DECODE),
+        "decode": {**(loaded.decode or LANEATT_DECODE), **settings.decode},
         "parity": {
             "reference": "torch (CPU, FP32) vs ONNX Runtime (CPUExecutionProvider, FP32)",
             "tolerance": {"atol": settings.atol, "rtol": settings.rtol},

@@ -71,3 +71,5 @@ class ExportSettings:
     fp16_onnx: bool = True  # also write model_fp16.onnx (convert --precision fp16, the default)
     fp16_io: bool = False  # model_fp16.onnx with FP16 graph inputs/outputs (--fp16-io)
     fuse_frame: tuple[int, int] | None = None  # (height, width): fuse the preprocessing (--fuse-preprocess)
+    # decode defaults recorded for clients, over the data set's (--conf, --nms, --top-k): conf_threshold, ...
+    decode: dict[str, Any] = field(default_factory=dict)

@@ -346,6 +346,21 @@ def test_force_does_not_replace_a_directory_that_is_not_an_artifact(models_dir: 
     assert (precious / "notes.txt").read_text() == "keep me"
 
 
+def test_decode_defaults_given_to_convert_are_recorded(models_dir: Path, tmp_path: Path) -> None:
+    # what install writes into config.pbtxt and LaneDetClient decodes with (e.g. --top-k 6 for roads of 6 lanes)
+    out = tmp_path / "art"
+    result = run_cli("cv_models:tiny", "--input-shape", "1,3,16,24", "-o", str(out), "--target", "onnx",
+                     "--top-k", "6", "--conf", "0.4", cwd=models_dir)
+    assert result.returncode == 0, result.stderr
+    assert read_manifest(out)["decode"] == {"conf_threshold": 0.4, "nms_threshold": 50.0, "top_k": 6}
+    for args, fragment in ((["--top-k", "0"], "--top-k must be at least 1 lane"),
+                           (["--conf", "1.5"], "--conf is a score threshold from 0 to 1"),
+                           (["--nms", "-1"], "--nms must be 0 or more pixels")):
+        bad = tmp_path / "bad"
+        assert_user_error(run_cli("cv_models:tiny", "--input-shape", "1,3,16,24", "-o", str(bad), *args,
+                                  cwd=models_dir), bad, fragment)
+
+
 def test_power_loss_between_the_commit_renames_leaves_the_old_artifact(models_dir: Path, tmp_path: Path) -> None:
     # commit() renames the old artifact to .NAME.*.old, then the staged one to NAME; a power loss between
     # the two (simulated: the first rename done by hand) must not leave the output without an artifact
