@@ -129,6 +129,8 @@ BUILD_CASES = [
     ("calibration from none", {"digest": "c" * 64}, True, "INT8 calibration images: none -> cccccccccccc…"),
     ("calibration", {"before_digest": "c" * 64, "digest": "d" * 64}, True,
      "INT8 calibration images: cccccccccccc… -> dddddddddddd…"),
+    ("typing", {"settings": {"strongly_typed": True}}, True, "network typing: weak -> strong"),
+    ("onnx file", {"onnx": "model_fp16.onnx"}, True, "ONNX file built: model.onnx -> model_fp16.onnx"),
 ]
 
 
@@ -138,7 +140,8 @@ def test_build_fields(tmp_path, orin, what, change, rebuild, line) -> None:
     recorded = plan_fingerprint(orin, None, ONNX_SHA, before, change.get("before_digest"))
     plan, manifest = recorded_plan(tmp_path, recorded)
     after = replace(before, **change.get("settings", {}))
-    now = plan_fingerprint(orin, None, change.get("sha", ONNX_SHA), after, change.get("digest", change.get("before_digest")))
+    now = plan_fingerprint(orin, None, change.get("sha", ONNX_SHA), after, change.get("digest", change.get("before_digest")),
+                           onnx_name=change.get("onnx", "model.onnx"))
     current, changes = plan_is_current(plan, manifest, now)
     assert current is not rebuild
     assert changes == ([line] if rebuild else [])

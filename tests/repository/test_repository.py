@@ -422,3 +422,65 @@ def test_recorded_server_that_does_not_answer_means_files_only(tmp_path, artifac
     result = install(artifacts["a"], repo, "lane", runtime="python")
     assert result.served is None and result.version == 2
     assert "no running edge-deploy server" in result.summary()
+
+
+def test_versions_past_9_are_ordered_as_numbers(tmp_path, artifacts) -> None:
+    # Version 10 is newer than 9: as strings it would sort between 1 and 2, and --keep would remove it.
+    repo = tmp_path / "repo"
+    for _ in range(11):
+        install(artifacts["a"], repo, "lane", runtime="python")
+    assert versions(repo, "lane") == list(range(1, 12))
+    assert [v.version for v in list_models(repo, "lane")[0].versions] == list(range(1, 12))
+    assert prune(repo, "lane", 2) == {"lane": list(range(1, 10))}
+    assert versions(repo, "lane") == [10, 11]
+
+
+def test_a_new_version_is_above_every_pipeline_companion_left_on_disk(tmp_path, artifacts) -> None:
+    # The lane model removed by hand, its pipeline models left: the next version must be above theirs,
+    # never a number one of them already has.
+    repo = tmp_path / "repo"
+    for _ in range(2):
+        install(artifacts["a"], repo, "lane", runtime="python", pipeline=True)
+    shutil.rmtree(repo / "lane")
+    result = install(artifacts["b"], repo, "lane", runtime="python", pipeline=True)
+    assert result.version == 3
+    assert versions(repo, "lane") == [3]
+    for suffix in ("_preprocess", "_postprocess", "_pipeline"):
+        assert versions(repo, "lane" + suffix) == [1, 2, 3]
+    assert list(read_config(repo, "lane_postprocess").input[0].dims) == [1, 200, 77]
+
+
+def test_prune_spares_the_version_the_server_still_serves(tmp_path, artifacts, monkeypatch) -> None:
+    # A polling server that has not picked up version 3 yet still serves 2: --keep 1 must leave 2 on disk.
+    repo = tmp_path / "repo"
+    for art in ("a", "a", "b"):
+        install(artifacts[art], repo, "lane", runtime="python")
+
+    class Record:
+        url = "127.0.0.1:1"
+
+        def client_tls(self):
+            return None
+
+    monkeypatch.setattr(admin, "live_server", lambda repository: Record())
+    monkeypatch.setattr(admin, "served_versions", lambda url, name, tls=None: [2] if name == "lane" else [])
+    assert prune(repo, "lane", 1) == {"lane": [1]}
+    assert versions(repo, "lane") == [2, 3]
+
+
+def test_writers_of_one_repository_wait_for_each_other(tmp_path, artifacts) -> None:
+    # While one writer holds the repository lock, an install waits, then completes with the next version.
+    import threading
+
+    from edge_deploy.repository.files import repository_lock
+
+    repo = tmp_path / "repo"
+    install(artifacts["a"], repo, "lane", runtime="python")
+    done: list[int] = []
+    with repository_lock(repo):
+        writer = threading.Thread(target=lambda: done.append(install(artifacts["b"], repo, "lane", runtime="python").version))
+        writer.start()
+        writer.join(1.5)
+        assert writer.is_alive() and done == [] and versions(repo, "lane") == [1]
+    writer.join(60)
+    assert done == [2] and versions(repo, "lane") == [1, 2]
