@@ -17,7 +17,8 @@ def evaluate(
     model: Annotated[Optional[str], typer.Argument(help=_MODEL_HELP, show_default=False)] = None,
     url: Annotated[Optional[str], typer.Option(
         help="A served model's Triton gRPC address (HOST:PORT), instead of MODEL; same as grpc://URL/NAME.")] = None,
-    served_model: Annotated[str, typer.Option("--model", help="With --url: the served model's name.")] = "lanedet",
+    served_model: Annotated[Optional[str], typer.Option(
+        "--model", help="With --url: the served model's name (default lanedet).", show_default=False)] = None,
     data: Annotated[Optional[Path], typer.Option(
         help="CULane layout: the list file (image paths relative to --root; .lines.txt beside each image).")] = None,
     tusimple: Annotated[Optional[list[Path]], typer.Option(
@@ -37,7 +38,8 @@ def evaluate(
     tls_key: Annotated[Optional[Path], typer.Option(help="grpc:// models: its private key.")] = None,
 ) -> None:
     """Score a model's lanes on labelled frames: CULane F1/precision/recall at IoU 0.5 and 0.7, mean |dx| of
-    matched lanes, TuSimple accuracy/FP/FN on TuSimple labels, latency per frame; with --against, how much of the first model's quality the second keeps."""
+    matched lanes, TuSimple accuracy/FP/FN on TuSimple labels, latency per frame; with --against, how much of
+    the first model's quality the second keeps."""
     from rich.console import Console
 
     from ..errors import EvaluationError
@@ -50,7 +52,9 @@ def evaluate(
     if (model is None) == (url is None):
         raise EvaluationError("give the model to evaluate: an artifact directory or grpc://HOST:PORT/MODEL, "
                               "or --url HOST:PORT [--model NAME] for a served model (not both).")
-    model = model or f"grpc://{url}/{served_model}"
+    if served_model is not None and url is None:
+        raise EvaluationError("--model names a served model: give its server with --url HOST:PORT too.")
+    model = model or f"grpc://{url}/{served_model or 'lanedet'}"
     sources = [s for s in (data, tusimple, synthetic) if s]
     if len(sources) != 1:
         raise EvaluationError("give exactly one of --data LIST, --tusimple LABELS or --synthetic N.")

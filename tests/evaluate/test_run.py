@@ -132,6 +132,7 @@ def test_worst_frames_grid_has_one_tile_per_frame(tmp_path: Path, count: int, sh
     (["--synthetic", "2", "--data", "x.txt"], "exactly one of"),
     (["--synthetic", "2", "--against", "grpc://127.0.0.1"], "grpc://HOST:PORT/MODEL"),
     (["--synthetic", "2", "--url", "127.0.0.1:8001"], "not both"),
+    (["--synthetic", "2", "--model", "lanedet"], "give its server with --url"),
 ])
 def test_cli_errors_are_one_line(tiny_artifact: Path, args: list[str], message: str) -> None:
     result = subprocess.run([sys.executable, "-m", "edge_deploy", "evaluate", str(tiny_artifact), *args],
