@@ -89,7 +89,8 @@ def evaluate(
     """Score `runner` on `frames` ((name, BGR frame, truth lanes[, condition tags])).
 
     The truth may be a TuSimple label (`datasets.TuSimpleLabel`): the report then adds TuSimple's
-    accuracy/FP/FN, and the CULane metric scores its lanes as polylines. With `against`, both models see every frame and the retention table compares them.
+    accuracy/FP/FN, and the CULane metric scores its lanes as polylines. With `against`, both models
+    see every frame and the retention table compares them.
     Returns the report and the `keep_frames` worst frames (record, frame, lanes, truth) for pictures.
     """
     reporter = reporter or Reporter()
