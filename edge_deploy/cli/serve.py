@@ -101,6 +101,10 @@ def serve(
     cache = SYSTEM_CACHE if system_service and su.effective_uid() == 0 else None
     install = find_tritonserver(tritonserver, cache_dir=cache, prepare=not print_unit)
     typer.echo(f"using {install.describe()}", err=True)
+    if http and not install.has_option("--http-restricted-api"):
+        reporter.warn("this tritonserver (before 2.40) cannot restrict its HTTP model-repository API to the key: "
+                      "with --http, any local process can load and unload models over HTTP; serve without --http, "
+                      "or use tritonserver 2.40 or later.")
     options = ServerOptions(
         model_repository=repository.expanduser().resolve(),
         grpc_address=grpc_address,

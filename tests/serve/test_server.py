@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -125,6 +127,19 @@ def test_http_restricted_api_only_where_the_server_has_it(tmp_path, version: str
     a = argv_dict(srv.tritonserver_argv(_triton_tarball(tmp_path, version), options))
     assert ("--http-restricted-api" in a) is restricted
     assert a["--grpc-restricted-protocol"] == ["model-repository:edge-deploy-key=k"]
+
+
+@pytest.mark.parametrize(("version", "warned"), [("2.35.0", True), ("2.51.0", False)])
+def test_serve_warns_that_an_old_servers_http_repository_api_is_open(tmp_path, version: str, warned: bool) -> None:
+    install = _triton_tarball(tmp_path, version)
+    install.binary.write_text("#!/bin/sh\nexit 1\n")
+    install.binary.chmod(0o755)
+    (tmp_path / "repo").mkdir()
+    done = subprocess.run([sys.executable, "-m", "edge_deploy", "serve", "--print-unit", "--user", "--http",
+                           "--tritonserver", str(install.binary), "--repository", str(tmp_path / "repo")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert ("cannot restrict its HTTP model-repository API" in " ".join(done.stderr.split())) is warned, done.stderr
 
 
 def test_without_a_version_file_the_servers_help_decides(tmp_path) -> None:
