@@ -30,6 +30,7 @@ IMAGE_SIZE = (590, 1640)
 
 
 def load_reference():
+    sys.path.insert(0, str(ROOT / "tests" / "support"))  # the test module's helpers
     spec = importlib.util.spec_from_file_location("decode_reference", ROOT / "tests" / "lanedet" / "test_decode.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
