@@ -368,8 +368,10 @@ def main() -> int:
     }
     text = json.dumps(summary, indent=2)
     print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    if args.json:  # with every sample, so the slopes can be fitted again (another warm-up, another window)
+        samples = [{"t_s": round(x["t"] - t0, 2), **{key: x[key] for key in SERIES}} for x in run.samples]
+        restart = [round(v - t0, 2) for v in run.restart] if run.restart else None
+        args.json.write_text(json.dumps({**summary, "restart_at_s": restart, "samples": samples}, indent=1) + "\n")
     plot(run, t0, args.plot, f"soak: {args.minutes:g} min, {args.clients} clients x {args.rate:g} req/s, "
                              f"restart (grey), installs (dashed)")
     print(f"plot: {args.plot}", file=sys.stderr)
