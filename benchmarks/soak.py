@@ -229,6 +229,17 @@ def analyse(run: Run, t0: float, warmup: float) -> dict:
     }
 
 
+def refit(saved: dict, warmup: float) -> dict:
+    """The slopes per server lifetime of a saved run (its "samples"), leaving `warmup` s out after each start."""
+    t = np.array([x["t_s"] for x in saved["samples"]])
+    stop, ready = saved["restart_at_s"] or (np.inf, np.inf)
+    slopes = {}
+    for name, (lo, hi) in {"before_restart": (warmup, stop), "after_restart": (ready + warmup, np.inf)}.items():
+        keep = (t >= lo) & (t < hi)
+        slopes[name] = {key: slope(t[keep], np.array([x[key] for x in saved["samples"]])[keep]) for key in SERIES}
+    return {"warmup_s": warmup, "slopes": slopes}
+
+
 def plot(run: Run, t0: float, path: Path, title: str) -> None:
     import matplotlib
 
@@ -280,7 +291,12 @@ def main() -> int:
     parser.add_argument("--plot", type=Path, default=ROOT / "benchmarks" / "soak.png")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--keep-work", action="store_true")
+    parser.add_argument("--refit", type=Path, metavar="JSON",
+                        help="no run: fit the slopes of a saved --json run again, after --warmup seconds")
     args = parser.parse_args()
+    if args.refit:
+        print(json.dumps(refit(json.loads(args.refit.read_text()), args.warmup), indent=2))
+        return 0
     if args.minutes <= 0 or args.clients < 1 or args.rate <= 0 or args.interval <= 0:
         parser.error("--minutes, --clients, --rate and --interval must be positive")
 
