@@ -201,16 +201,23 @@ SERIES = {
 }
 
 
+def lifetime_slopes(t: np.ndarray, samples: list[dict], start: float, restart: tuple[float, float] | None,
+                    warmup: float) -> dict[str, dict]:
+    """Slopes of each series per server lifetime (before and after the restart), `warmup` s after each start."""
+    stop, ready = restart if restart else (np.inf, np.inf)
+    slopes: dict[str, dict] = {}
+    for name, (lo, hi) in {"before_restart": (start + warmup, stop), "after_restart": (ready + warmup, np.inf)}.items():
+        keep = (t >= lo) & (t < hi)
+        slopes[name] = {key: slope(t[keep], np.array([s[key] for s in samples])[keep]) for key in SERIES}
+        slopes[name]["seconds"] = float(t[keep][-1] - t[keep][0]) if keep.sum() > 1 else 0.0
+    return slopes
+
+
 def analyse(run: Run, t0: float, warmup: float) -> dict:
     """Failures, latency and slopes per server lifetime."""
     t = np.array([s["t"] for s in run.samples])
     stop, ready = run.restart if run.restart else (np.inf, np.inf)
-    lifetimes = {"before_restart": (t0 + warmup, stop), "after_restart": (ready + warmup, np.inf)}
-    slopes: dict[str, dict] = {}
-    for name, (lo, hi) in lifetimes.items():
-        keep = (t >= lo) & (t < hi)
-        slopes[name] = {key: slope(t[keep], np.array([s[key] for s in run.samples])[keep]) for key in SERIES}
-        slopes[name]["seconds"] = float(t[keep][-1] - t[keep][0]) if keep.sum() > 1 else 0.0
+    slopes = lifetime_slopes(t, run.samples, t0, run.restart, warmup)
     window = (stop, ready + 5.0)  # failures allowed while the server is down (and 5 s after it serves)
     failed = [r for r in run.requests if r[2]]
     outside = [r for r in failed if not window[0] <= r[0] <= window[1]]
@@ -232,12 +239,8 @@ def analyse(run: Run, t0: float, warmup: float) -> dict:
 def refit(saved: dict, warmup: float) -> dict:
     """The slopes per server lifetime of a saved run (its "samples"), leaving `warmup` s out after each start."""
     t = np.array([x["t_s"] for x in saved["samples"]])
-    stop, ready = saved["restart_at_s"] or (np.inf, np.inf)
-    slopes = {}
-    for name, (lo, hi) in {"before_restart": (warmup, stop), "after_restart": (ready + warmup, np.inf)}.items():
-        keep = (t >= lo) & (t < hi)
-        slopes[name] = {key: slope(t[keep], np.array([x[key] for x in saved["samples"]])[keep]) for key in SERIES}
-    return {"warmup_s": warmup, "slopes": slopes}
+    restart = tuple(saved["restart_at_s"]) if saved["restart_at_s"] else None
+    return {"warmup_s": warmup, "slopes": lifetime_slopes(t, saved["samples"], 0.0, restart, warmup)}
 
 
 def plot(run: Run, t0: float, path: Path, title: str) -> None:

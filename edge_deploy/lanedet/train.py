@@ -262,7 +262,10 @@ def make_batch(
     run_seed: int, first: int, size: int, *, flip: bool = True
 ) -> tuple[np.ndarray, list[np.ndarray], list[int]]:
     """Frames first..first+size-1 of a run: (uint8 [B, 360, 640, 3] BGR, target rows per image, seeds)."""
-    examples = [make_example(run_seed, i, flip) for i in range(first, first + size)]
+    return _stacked([make_example(run_seed, i, flip) for i in range(first, first + size)])
+
+
+def _stacked(examples: list[tuple[np.ndarray, np.ndarray, int]]) -> tuple[np.ndarray, list[np.ndarray], list[int]]:
     return np.stack([e[0] for e in examples]), [e[1] for e in examples], [e[2] for e in examples]
 
 
@@ -289,8 +292,7 @@ def batches(
             while len(pending) < max(4 * workers, 2 * size):
                 pending.append(pool.apply_async(make_example, (run_seed, ahead, flip)))
                 ahead += 1
-            examples = [pending.popleft().get() for _ in range(size)]
-            yield np.stack([e[0] for e in examples]), [e[1] for e in examples], [e[2] for e in examples]
+            yield _stacked([pending.popleft().get() for _ in range(size)])
 
 
 def to_input(frames: np.ndarray) -> Any:
