@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import EdgeDeployError
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = ["EdgeDeployError", "LaneDetClient", "AsyncLaneDetClient", "TLSConfig", "Lane", "decode_lanes", "__version__"]
 

@@ -3,7 +3,7 @@
 Everything is built in a hidden staging directory beside the requested output
 and renamed into place only when every stage succeeded, so a failure never
 leaves a partial artifact and never damages an existing one. The torch ->
-ONNX stages are edge_deploy.export; the TensorRT plan is edge_deploy.build.plan
+ONNX stages are edge_deploy.export; the TensorRT plan is edge_deploy.engine.plan
 (imported only when a plan is wanted, and optional: without it, or without
 TensorRT, the plan is built later on the device).
 """
@@ -30,7 +30,7 @@ from .artifact import (
     verify_files,
     write_manifest,
 )
-from .build.options import EngineOptions
+from .engine.options import EngineOptions
 from .errors import ConvertError, EngineError
 from .export.pipeline import ExportSettings, export_artifact
 from .export.source import SourceSpec, classify_model
@@ -199,11 +199,11 @@ def _result(artifact_dir: Path, manifest: dict[str, Any], reporter: Reporter, st
 
 
 def _engine_module() -> Any | None:
-    """edge_deploy.build.plan, or None when that stage is not part of this installation."""
+    """edge_deploy.engine.plan, or None when that stage is not part of this installation."""
     try:
-        return importlib.import_module("edge_deploy.build.plan")
+        return importlib.import_module("edge_deploy.engine.plan")
     except ModuleNotFoundError as exc:
-        if exc.name in ("edge_deploy.build.plan", "tensorrt", "pycuda"):
+        if exc.name in ("edge_deploy.engine.plan", "tensorrt", "pycuda"):
             return None
         raise
 

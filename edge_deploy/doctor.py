@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .artifact import MANIFEST_NAME, PLAN_NAME, Manifest
-from .build import device as device_mod
+from .engine import device as device_mod
 from .errors import EdgeDeployError, EngineError, one_line
 
 STAGES = ("convert", "serve")
@@ -98,8 +98,8 @@ def _machine_checks(facts: device_mod.DeviceFacts) -> list[Check]:
 
 
 def _tensorrt_checks(facts: device_mod.DeviceFacts) -> list[Check]:
-    from .build import plan as engine
-    from .build import tensorrt_api, trtexec
+    from .engine import plan as engine
+    from .engine import tensorrt_api, trtexec
 
     checks = []
     module = tensorrt_api.module_version()
@@ -210,7 +210,7 @@ def _find_manifest(version_dir: Path) -> dict[str, Any] | None:
 
 def repository_checks(repository: Path, facts: device_mod.DeviceFacts) -> list[Check]:
     """For each model version holding a model.plan: does its fingerprint still match this machine?"""
-    from .build.fingerprint import plan_mismatch
+    from .engine.fingerprint import plan_mismatch
 
     repository = Path(repository)
     if not repository.is_dir():
@@ -327,11 +327,11 @@ def run_checks(root: Path | None = None, repository: Path | None = None) -> list
 def report(checks: list[Check], stages: Iterable[str], root: Path | None = None) -> dict[str, Any]:
     """`doctor --json`: the checks, each judged stage's readiness and blockers, and this machine's plan fingerprint.
 
-    "fingerprint" is what a TensorRT plan built here depends on (build/fingerprint.py's machine part,
+    "fingerprint" is what a TensorRT plan built here depends on (engine/fingerprint.py's machine part,
     plus JetPack); "plan_builder" says whether a plan can be built here at all (None: no TensorRT, the
     models are served with ONNX Runtime). Fleet rollouts read this to decide where a plan may be reused.
     """
-    from .build import fingerprint as fp
+    from .engine import fingerprint as fp
 
     stages = tuple(stages)
     verdicts = {}

@@ -105,7 +105,7 @@ def test_client_imports_only_lanedet_and_errors() -> None:
 
 
 def test_lanedet_does_not_import_the_pipeline_stages() -> None:
-    stages = ("edge_deploy.export", "edge_deploy.build", "edge_deploy.repository", "edge_deploy.serve",
+    stages = ("edge_deploy.export", "edge_deploy.engine", "edge_deploy.repository", "edge_deploy.serve",
               "edge_deploy.client", "edge_deploy.cli", "edge_deploy.convert")
     graph = import_graph()
     offending = {m: sorted(t for t in targets if t.startswith(stages))

@@ -17,7 +17,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from .. import __version__
+        from .._version import __version__
 
         typer.echo(f"edge-deploy {__version__}")
         raise typer.Exit()

@@ -149,7 +149,7 @@ def convert(
     """Convert a PyTorch lane model to a verified ONNX model (and a TensorRT plan on the device)."""
     from rich.console import Console
 
-    from ..build.options import EngineOptions, parse_size
+    from ..engine.options import EngineOptions, parse_size
     from ..convert import convert as run_convert
     from ..errors import ConvertError, os_error_message
     from ..export.settings import ExportSettings, batch_range
@@ -247,7 +247,7 @@ def _fuse_frame(fuse: bool, frame_size: str | None, precision: str) -> tuple[int
                                "or drop --frame-size.")
         return None
     if precision == "int8":
-        # INT8 calibration feeds preprocessed images (build/calibration.py), not camera frames.
+        # INT8 calibration feeds preprocessed images (engine/calibration.py), not camera frames.
         raise ConvertError("--fuse-preprocess does not support --precision int8 yet; use fp16 or fp32.")
     return parse_frame_size(frame_size or "1640x590")
 

@@ -225,7 +225,7 @@ def _server_tls(cert: Path, key: Path, ca: Path, client_cert, client_key):  # no
 
 
 def _log_max_bytes(text: str) -> int:
-    from ..build.options import parse_size
+    from ..engine.options import parse_size
     from ..errors import EdgeDeployError
     from ..serve.logfile import MIN_MAX_BYTES
 

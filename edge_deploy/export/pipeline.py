@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from .. import __version__
+from .._version import __version__
 from .._deps import require
 from ..artifact import FORMAT, ONNX_NAME, file_entry
 from ..errors import ConvertError, one_line

@@ -40,8 +40,8 @@ def record_result(scope: str, result: dict[str, Any], repository: Path | None = 
 
 def report(repository: Path, name: str, scope: str) -> dict[str, Any]:
     """Served version, its manifest sha256, the server's health, this machine's fingerprint, the last rollout."""
-    from ..build.device import device_facts
-    from ..build.fingerprint import machine_fingerprint
+    from ..engine.device import device_facts
+    from ..engine.fingerprint import machine_fingerprint
     from ..errors import EdgeDeployError, one_line
     from ..serve import admin
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 from ..artifact import (
     FP16_ONNX_NAME,
     ONNX_NAME,
@@ -38,7 +38,7 @@ from ..artifact import (
     sha256_file,
     verify_files,
 )
-from ..build.fingerprint import plan_mismatch
+from ..engine.fingerprint import plan_mismatch
 from ..errors import EdgeDeployError, RepositoryError
 from ..fsutil import write_bytes_atomic
 from ..progress import Reporter

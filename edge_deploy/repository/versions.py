@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifact import MANIFEST_NAME, PLAN_NAME, Manifest, sha256_file
-from ..build.fingerprint import plan_mismatch
+from ..engine.fingerprint import plan_mismatch
 from ..errors import EdgeDeployError, RepositoryError
 from ..lanedet import contract
 from ..serve import admin

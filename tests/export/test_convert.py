@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from edge_deploy.artifact import read_manifest, sha256_file, verify_files
-from edge_deploy.build.options import EngineOptions
+from edge_deploy.engine.options import EngineOptions
 from edge_deploy.convert import _engine_module, convert
 from edge_deploy.errors import ConvertError, EngineError
 from edge_deploy.export.settings import ExportSettings, batch_range
@@ -546,13 +546,13 @@ def test_laneatt_r34_all_anchors_untrained(tmp_path: Path) -> None:
 
 @pytest.fixture
 def fake_engine(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
-    """Stands in for edge_deploy.build.plan: TensorRT cannot be installed here (docs/design.md).
+    """Stands in for edge_deploy.engine.plan: TensorRT cannot be installed here (docs/design.md).
 
     It records its calls and writes a placeholder model.plan, so the hand-off
     (where the plan is built, what the manifest records) is checked for real.
     """
     calls: list[dict] = []
-    fake = types.ModuleType("edge_deploy.build.plan")
+    fake = types.ModuleType("edge_deploy.engine.plan")
 
     def build_plan(artifact_dir, manifest, options, reporter):
         calls.append({"dir": Path(artifact_dir), "options": options.__dict__,
@@ -563,7 +563,7 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     fake.available_builder = lambda preference: "python"
     fake.build_plan = build_plan
     fake.tensorrt_missing_message = lambda: "no TensorRT"
-    monkeypatch.setitem(sys.modules, "edge_deploy.build.plan", fake)
+    monkeypatch.setitem(sys.modules, "edge_deploy.engine.plan", fake)
     return calls
 
 
@@ -590,7 +590,7 @@ def test_artifact_dir_builds_the_plan_in_place(models_dir: Path, tmp_path: Path,
     if engine is None or engine.available_builder("auto") is None:  # the real engine stage, no TensorRT here
         with pytest.raises(EngineError, match="TensorRT"):
             convert(SourceSpec(str(out)), None)
-    monkeypatch.setitem(sys.modules, "edge_deploy.build.plan", None)  # as if the engine stage were absent
+    monkeypatch.setitem(sys.modules, "edge_deploy.engine.plan", None)  # as if the engine stage were absent
     with pytest.raises(EngineError, match="TensorRT"):
         convert(SourceSpec(str(out)), None)
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model.onnx", "model_fp16.onnx"]

@@ -23,7 +23,7 @@ import pytest
 from lane_onnx import lane_manifest, write_lane_onnx
 from trt_double import ENGINE_IO, ROWS, make_tensorrt
 
-from edge_deploy.build import trtexec
+from edge_deploy.engine import trtexec
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "jetson_root"
 

@@ -4,7 +4,7 @@ TensorRT cannot be installed here: there is no NVIDIA GPU, and while PyPI's x86_
 tensorrt bindings wheels are real, the libraries (tensorrt-cu*-libs) are source packages
 that download from NVIDIA at install time, which this environment cannot reach. So the
 engine stage is tested against this double at the one module boundary,
-edge_deploy.build.tensorrt_api. It has only
+edge_deploy.engine.tensorrt_api. It has only
 the names the Python bindings of the given version have (NVIDIA/TensorRT
 python/src/infer/pyCore.cpp per release branch: 8.5 has no
 builder_optimization_level; 10.0 dropped STRICT_TYPES and max_workspace_size;
@@ -18,7 +18,7 @@ NetworkDefinitionCreationFlag values follow include/NvInfer.h per branch
 (`creation_flags`); an 11.x double has no EXPLICIT_BATCH, no weak-typing flags,
 no ILayer.precision/set_output_type, no int8_calibrator and no calibrators.
 It does not imitate what TensorRT computes: real builds are in
-tests/build/test_tensorrt.py, which runs on a Jetson. `FakePycuda` does the same for
+tests/engine/test_tensorrt.py, which runs on a Jetson. `FakePycuda` does the same for
 `pycuda.driver` (device memory is host bytes). The fixtures that install these
 doubles are in tests/support/jetson_fixtures.py.
 """
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge_deploy.build import tensorrt_api
+from edge_deploy.engine import tensorrt_api
 from edge_deploy.progress import Reporter
 
 

@@ -14,9 +14,9 @@ from trt_double import Recording
 
 from edge_deploy import parity
 from edge_deploy.artifact import file_entry
-from edge_deploy.build import plan as engine
-from edge_deploy.build import tensorrt_api
-from edge_deploy.build import verify as plan_verify
+from edge_deploy.engine import plan as engine
+from edge_deploy.engine import tensorrt_api
+from edge_deploy.engine import verify as plan_verify
 from edge_deploy.errors import EngineError
 from edge_deploy.export.fp16_onnx import make_fp16_onnx
 

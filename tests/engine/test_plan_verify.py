@@ -22,7 +22,7 @@ from trt_double import (
     install_pycuda,
 )
 
-from edge_deploy.build import plan as engine
+from edge_deploy.engine import plan as engine
 from edge_deploy.parity import compare_to_reference, parity_feeds, road_feed
 from edge_deploy.errors import EngineError
 
@@ -114,7 +114,7 @@ def fake_gpu(monkeypatch, fake_trt):
     """The trt double plus a pycuda double whose 'engine' computes with ONNX Runtime (optionally perturbed).
 
     No GPU here: this exercises verify_plan's run path (buffers, shapes, copies, the
-    comparison and its verdict), not TensorRT's numerics (tests/build/test_tensorrt.py does that).
+    comparison and its verdict), not TensorRT's numerics (tests/engine/test_tensorrt.py does that).
     """
     def install(directory: Path, shift_px: float = 0.0) -> FakePycuda:
         from edge_deploy.parity import ort_session

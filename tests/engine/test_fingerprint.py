@@ -5,14 +5,14 @@ decision as build_plan takes it is in tests/test_engine.py.
 """
 from __future__ import annotations
 
-from edge_deploy.build import plan as engine
-from edge_deploy.build.device import device_facts
-from edge_deploy.build.fingerprint import (
+from edge_deploy.engine import plan as engine
+from edge_deploy.engine.device import device_facts
+from edge_deploy.engine.fingerprint import (
     fingerprint_diff,
     plan_fingerprint,
     plan_mismatch,
 )
-from edge_deploy.build.plan import GiB
+from edge_deploy.engine.plan import GiB
 
 pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, ... (shared fixtures)
 

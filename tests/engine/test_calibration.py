@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from trt_double import install_pycuda, make_tensorrt
 
-from edge_deploy.build import plan as engine
-from edge_deploy.build import tensorrt_api
-from edge_deploy.build.calibration import calibration_images, make_calibration
+from edge_deploy.engine import plan as engine
+from edge_deploy.engine import tensorrt_api
+from edge_deploy.engine.calibration import calibration_images, make_calibration
 from edge_deploy.errors import EngineError
 
 pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, ... (shared fixtures)

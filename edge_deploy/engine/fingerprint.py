@@ -4,7 +4,7 @@ A plan only runs where it was built: the manifest's "plan" section records the
 machine (TensorRT, CUDA, GPU, compute capability, L4T) and the build inputs
 (ONNX sha256 and build options). `fingerprint_diff` says what differs in one
 readable line per key; `plan_is_current` is the rebuild decision of
-`edge_deploy.build.plan.build_plan`; `plan_mismatch` is what the repository and
+`edge_deploy.engine.plan.build_plan`; `plan_mismatch` is what the repository and
 doctor ask ("does this plan run here?").
 """
 from __future__ import annotations

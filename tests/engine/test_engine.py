@@ -4,10 +4,10 @@ TensorRT cannot be installed here: there is no NVIDIA GPU, and while PyPI's x86_
 tensorrt bindings wheels are real, the libraries (tensorrt-cu*-libs) are source packages
 that download from NVIDIA at install time, which this environment cannot reach. So
 tests/support/trt_double.py replaces the `tensorrt` module under
-edge_deploy.build.tensorrt_api (see tests/support/jetson_fixtures.py). Everything else is real: the ONNX file, ONNX Runtime, the
+edge_deploy.engine.tensorrt_api (see tests/support/jetson_fixtures.py). Everything else is real: the ONNX file, ONNX Runtime, the
 files, the fake Jetson roots of tests/data/jetson_root. The builders, verification,
 fingerprints and calibration have their own test modules; real builds are in
-tests/build/test_tensorrt.py and run on a Jetson.
+tests/engine/test_tensorrt.py and run on a Jetson.
 """
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from lane_onnx import write_lane_onnx
 from trt_double import ENGINE_IO, ROWS, FakeEngineSpec, Recording, file_names
 
 from edge_deploy.artifact import file_entry, sha256_file
-from edge_deploy.build import options
-from edge_deploy.build import plan as engine
-from edge_deploy.build.device import device_facts
-from edge_deploy.build.plan import GiB, MiB
+from edge_deploy.engine import options
+from edge_deploy.engine import plan as engine
+from edge_deploy.engine.device import device_facts
+from edge_deploy.engine.plan import GiB, MiB
 from edge_deploy.errors import EngineError
 
 pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, ... (shared fixtures)

@@ -5,11 +5,11 @@ serialized engine, as Triton's tensorrt_plan backend loads it). This module maps
 `EngineOptions` to the version-neutral `tensorrt_api.BuildSettings`, picks the
 builder and runs the stage; the steps live in their own modules:
 
-- edge_deploy.build.tensorrt_api: the "python" builder (the one module importing tensorrt/pycuda);
-- edge_deploy.build.trtexec: the "trtexec" builder (NVIDIA's command-line tool);
-- edge_deploy.build.calibration: the INT8 calibration feed;
-- edge_deploy.build.verify: deserialize, check the I/O, run and compare with ONNX Runtime;
-- edge_deploy.build.fingerprint: what a plan depends on, and whether it must be rebuilt.
+- edge_deploy.engine.tensorrt_api: the "python" builder (the one module importing tensorrt/pycuda);
+- edge_deploy.engine.trtexec: the "trtexec" builder (NVIDIA's command-line tool);
+- edge_deploy.engine.calibration: the INT8 calibration feed;
+- edge_deploy.engine.verify: deserialize, check the I/O, run and compare with ONNX Runtime;
+- edge_deploy.engine.fingerprint: what a plan depends on, and whether it must be rebuilt.
 
 The plan is written to a temporary file and renamed into place only after it
 was built and verified, so an existing plan is never damaged by a failed build.
