@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))  # small_artifact.py: the ne
 from edge_deploy.client.async_client import AsyncLaneDetClient  # noqa: E402
 from edge_deploy.client.sync_client import LaneDetClient  # noqa: E402
 from edge_deploy.lanedet.preprocess import Preprocessor  # noqa: E402
-from edge_deploy.lanedet.synthetic import road_scene  # noqa: E402
+from edge_deploy.training.synthetic import road_scene  # noqa: E402
 
 ANCHORS = ROOT / "tests" / "data" / "laneatt" / "anchors_2784x77.npy"
 
@@ -56,11 +56,9 @@ def start_server(work: Path):
     from small_artifact import make_artifact
 
     from edge_deploy.repository.install import install
-    from edge_deploy.serve.tritonserver import (
-        ServerOptions,
-        TritonProcess,
-        find_tritonserver,
-    )
+    from edge_deploy.serve.argv import ServerOptions
+    from edge_deploy.serve.discovery import find_tritonserver
+    from edge_deploy.serve.process import TritonProcess
 
     artifact = make_artifact(work / "artifact", ANCHORS)
     install(artifact, work / "repo", "lanedet", runtime="python", pipeline=True)

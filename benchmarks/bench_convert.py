@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     from edge_deploy.export.onnx_export import build_bare_export, trace_batch
     from edge_deploy.export.settings import ExportSettings
     from edge_deploy.export.source import SourceSpec
-    from edge_deploy.lanedet.model import build_laneatt
+    from edge_deploy.lanedet.laneatt.model import build_laneatt
     from edge_deploy.progress import Reporter
 
     settings = ExportSettings()  # convert's defaults: opset 17, dynamic batch 1..4

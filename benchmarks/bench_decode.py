@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_deploy.lanedet.decode import decode_lanes, select_rows
-from edge_deploy.lanedet.synthetic import raw_output
+from edge_deploy.lanedet.laneatt.decode import decode_lanes, select_rows
+from edge_deploy.training.synthetic import raw_output
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE_SIZE = (590, 1640)
@@ -50,7 +50,7 @@ def worst_case(rows: int = 2784) -> np.ndarray:
 
 def official_anchors() -> np.ndarray | None:
     """The 2784-anchor table (equal to the official one, see tests/lanedet) with model-like noise, all rows above threshold."""
-    from edge_deploy.lanedet.anchors import generate_anchors
+    from edge_deploy.lanedet.laneatt.anchors import generate_anchors
 
     raw = generate_anchors().astype(np.float32)
     rng = np.random.default_rng(0)

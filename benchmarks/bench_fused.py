@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))  # small_artifact.py
 
 from edge_deploy.client.sync_client import LaneDetClient  # noqa: E402
-from edge_deploy.lanedet.synthetic import road_scene  # noqa: E402
+from edge_deploy.training.synthetic import road_scene  # noqa: E402
 
 ANCHORS = ROOT / "tests" / "data" / "laneatt" / "anchors_2784x77.npy"
 
@@ -54,7 +54,9 @@ def start_server(work: Path):
     from small_artifact import make_artifact, make_fused_artifact
 
     from edge_deploy.repository.install import install
-    from edge_deploy.serve.tritonserver import ServerOptions, TritonProcess, find_tritonserver
+    from edge_deploy.serve.argv import ServerOptions
+    from edge_deploy.serve.discovery import find_tritonserver
+    from edge_deploy.serve.process import TritonProcess
 
     plain = make_artifact(work / "plain", ANCHORS)
     fused = make_fused_artifact(work / "fused", ANCHORS)
@@ -78,7 +80,7 @@ def linear_stand_in(fused: Path, out: Path) -> Path:
 
     import onnx
 
-    from edge_deploy.artifact import file_entry, read_manifest, write_manifest
+    from edge_deploy.artifact import Manifest, file_entry
 
     shutil.copytree(fused, out)
     model = onnx.load(str(out / "model.onnx"))
@@ -88,9 +90,9 @@ def linear_stand_in(fused: Path, out: Path) -> Path:
                 if attribute.name == "mode":
                     attribute.s = b"linear"
     onnx.save(model, str(out / "model.onnx"))
-    manifest = read_manifest(out)
-    manifest["files"]["model.onnx"] = file_entry(out / "model.onnx")
-    write_manifest(out, manifest)
+    manifest = Manifest.read(out)
+    manifest.files["model.onnx"] = file_entry(out / "model.onnx")
+    manifest.write(out)
     return out
 
 
@@ -146,7 +148,7 @@ def model_alone(plain: Path, fused: Path, frames: list[np.ndarray], n: int = 10)
 
 def client_work(frames: list[np.ndarray], n: int = 300) -> dict[str, float]:
     """CPU ms of the per-frame client work alone, in this process: what fusing removes and what stays."""
-    from edge_deploy.lanedet.decode import decode_lanes
+    from edge_deploy.lanedet.laneatt.decode import decode_lanes
     from edge_deploy.lanedet.preprocess import Preprocessor
 
     pre = Preprocessor()

@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 
 from edge_deploy.lanedet.preprocess import Preprocessor
-from edge_deploy.lanedet.synthetic import road_scene
+from edge_deploy.training.synthetic import road_scene
 
 W, H = 640, 360
 

@@ -28,7 +28,8 @@ from netns import SERVER_IP, NetnsTriton, netns_unavailable, probe, veth_link  #
 
 from edge_deploy.certs import CertificateAuthority  # noqa: E402
 from edge_deploy.repository.install import install  # noqa: E402
-from edge_deploy.serve.tritonserver import ServerOptions, ServerTLS, find_tritonserver  # noqa: E402
+from edge_deploy.serve.argv import ServerOptions, ServerTLS  # noqa: E402
+from edge_deploy.serve.discovery import find_tritonserver  # noqa: E402
 
 
 def main() -> None:

@@ -17,7 +17,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .client.async_client import AsyncLaneDetClient
     from .client.sync_client import LaneDetClient
     from .client.tls import TLSConfig
-    from .lanedet.decode import Lane, decode_lanes
+    from .lanedet.lane import Lane
+    from .lanedet.laneatt.decode import decode_lanes
 
 
 def __getattr__(name: str) -> Any:
@@ -34,8 +35,12 @@ def __getattr__(name: str) -> Any:
         from .client.tls import TLSConfig
 
         return TLSConfig
-    if name in ("Lane", "decode_lanes"):
-        from .lanedet import decode
+    if name == "Lane":
+        from .lanedet.lane import Lane
 
-        return getattr(decode, name)
+        return Lane
+    if name == "decode_lanes":
+        from .lanedet.laneatt.decode import decode_lanes
+
+        return decode_lanes
     raise AttributeError(f"module 'edge_deploy' has no attribute {name!r}")

@@ -1,58 +1,52 @@
-"""manifest.json: what an artifact directory holds and how it was made.
+"""manifest.json: what an artifact directory holds and how it was made, as one typed `Manifest`.
 
-An artifact directory (written by `convert`) contains model.onnx, model.plan
-when a TensorRT engine was built, and manifest.json with this shape::
+An artifact directory (written by `convert`) holds model.onnx, model_fp16.onnx
+(FP16 precision), model.plan when a TensorRT engine was built, and
+manifest.json. `Manifest` owns that file: reading (with the migration of older
+formats), validation, and writing. Every stage takes and returns a `Manifest`;
+nothing else parses manifest.json.
+
+Format 2 (this version)::
 
     {
-      "format": 1,
+      "format": 2,
       "tool": {"name": "edge-deploy", "version": "0.1.0"},
       "created": "2026-11-22T07:00:00Z",
-      "source": {"kind": "laneatt" | "torchscript" | "factory", "spec": str,
-                 "backbone": str | null, "checkpoint": {"path", "sha256"} | null,
-                 "anchors_freq": {"path", "sha256"} | null, "topk_anchors": int | null,
-                 "num_anchors": int | null, "trained": bool, "seed": int | null,
-                 "file": {"path", "sha256"} (TorchScript)},
-      "files": {"model.onnx": {"sha256": str, "bytes": int}, "model_fp16.onnx": {...}, "model.plan": {...}},
-      "io": {
-        "inputs":  [{"name": "input", "datatype": "FP32", "shape": [-1, 3, 360, 640]}],
-        "outputs": [{"name": "predict_lanes", "datatype": "FP32", "shape": [-1, 2784, 77]}],
-        "batch": {"min": 1, "opt": 1, "max": 4, "dynamic": true}
-      },
-      "export": {"exporter", "onnx", "opset", "trace_batch",
-                 "simplify": {"tool", "applied", "nodes_before", "nodes_after", "max_abs_change"}},
-      "preprocess": {"height": 360, "width": 640, "color": "bgr", "scale": 1/255,
-                     "mean": [0,0,0], "std": [1,1,1], "interpolation": "bicubic",
-                     "crop": null, "layout": "NCHW"},
-      "decode": {"conf_threshold": 0.5, "nms_threshold": 50.0, "top_k": 4},
-      "parity": {"reference", "tolerance": {"atol", "rtol"}, "batches": [...], "seed",
-                 "outputs": {name: {"max_abs", "max_rel"}}},
-      "fp16": {"rule", "tensors_checked", "samples", "max_abs", "fp32_nodes": [...],
-               "nodes": [{"node", "op", "output", "max_abs", "reason", ...}],
-               "onnx": null | {"file": "model_fp16.onnx", "converter", "io_precision": "fp32" | "fp16",
-                               "io": {like "io" above}, "kept_fp32": [...],
-                               "verify": {"reference", "batches", "outputs", "lanes", "passed"},
-                               "f1": null}},   (f1: filled by evaluation when data is given)
-      "plan": null | {"tensorrt", "cuda", "gpu", "compute_capability", "l4t",
-                      "jetpack", "nvpmodel", "precision", "dla_core", "profile",
-                      "workspace_bytes", "onnx", "onnx_sha256", "typing", "build_time",
-                      "fp32_layers", "verify", ...},
-      "timings": {stage: seconds}
+      "family": "laneatt" | null,          lane-model family (edge_deploy.lanedet.family); null: no lane decoder
+      "precision": "fp16" | "fp32" | "int8",    what convert was asked for (install follows it)
+      "source": {"kind": "laneatt" | "torchscript" | "factory" | <family>, "spec": str, ...},
+      "files": {"model.onnx": {"sha256": str, "bytes": int}, ...},
+      "io": {"inputs":  [{"name", "datatype", "shape"}], "outputs": [...],
+             "batch": {"min", "opt", "max", "dynamic"}},
+      "preprocess": {"height", "width", "color", "scale", "mean", "std", "interpolation", "crop", "layout"},
+      "decode": {"conf_threshold", "nms_threshold", "top_k"},
+      "export", "parity", "fp16", "plan", "timings", "evaluation", "fused_preprocess":
+          the reports of the stages that made them (docs/design.md, "The artifact and manifest")
     }
 
 Datatypes are Triton's names (FP32, FP16, INT64, ...). In "shape" a -1 on
 axis 0 is the dynamic batch axis; a fixed-batch model has its batch size there
 and batch.dynamic = false.
+
+Format 1 (edge-deploy 0.1.0 before the lane-family interface) had no "family"
+and no "precision" and could leave "decode"/"preprocess" partial; `migrate`
+derives them (see `_migrate_1`), so every artifact the released code wrote
+still installs and serves.
 """
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import EdgeDeployError
-from .fsutil import write_json_atomic  # (manifest.write_json_atomic stays importable)
+from ._version import __version__
+from .errors import ManifestError
+from .fsutil import sha256_file, write_json_atomic
+from .lanedet.family import DecodeDefaults, DecodeDefaultsError, TensorSpec, family_for_outputs, get_family
+from .lanedet.preprocess import PreprocessSpec, PreprocessSpecError
+from .precision import Precision
 
 MANIFEST_NAME = "manifest.json"
 ONNX_NAME = "model.onnx"
@@ -65,151 +59,301 @@ ONNX_TRITON_DTYPES = {
     9: "BOOL", 10: "FP16", 11: "FP64", 12: "UINT32", 13: "UINT64", 16: "BF16",
 }
 
-FORMAT = 1
+FORMAT = 2
+_RECORDS = ("export", "parity", "fp16", "plan", "evaluation", "fused_preprocess")
 
 
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    """Hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def file_entry(path: Path) -> dict[str, Any]:
-    """The manifest's record of one file: sha256 and size."""
-    return {"sha256": sha256_file(path), "bytes": path.stat().st_size}
-
-
-def read_manifest(artifact_dir: Path) -> dict[str, Any]:
-    """Load DIR/manifest.json, raising a one-line EdgeDeployError when absent or unreadable."""
-    path = Path(artifact_dir) / MANIFEST_NAME
-    if not path.is_file():
-        raise EdgeDeployError(
-            f"{artifact_dir} has no {MANIFEST_NAME}: it is not an edge-deploy artifact; "
-            "create one with `edge-deploy convert`."
-        )
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise EdgeDeployError(f"cannot read {path}: {exc}; re-run `edge-deploy convert`.") from exc
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise EdgeDeployError(
-            f"{path} is not a format-{FORMAT} edge-deploy manifest; re-run `edge-deploy convert`."
-        )
-    return data
-
-
-def write_manifest(artifact_dir: Path, data: dict[str, Any]) -> Path:
-    """Write DIR/manifest.json atomically and return its path."""
-    path = Path(artifact_dir) / MANIFEST_NAME
-    write_json_atomic(path, data)
-    return path
-
-
-def verify_files(artifact_dir: Path, manifest: dict[str, Any]) -> None:
-    """Check every file the manifest lists exists with the recorded sha256."""
-    for name, entry in manifest.get("files", {}).items():
-        path = Path(artifact_dir) / name
-        if not path.is_file():
-            raise EdgeDeployError(
-                f"{path} is listed in the manifest but missing; re-run `edge-deploy convert`."
-            )
-        actual = sha256_file(path)
-        if actual != entry.get("sha256"):
-            raise EdgeDeployError(
-                f"{path} does not match its manifest (sha256 {actual[:12]}… != {str(entry.get('sha256'))[:12]}…): "
-                "the file was changed after convert; re-run `edge-deploy convert`."
-            )
+# --------------------------------------------------------------------------- typed sections
 
 
 @dataclass(frozen=True)
-class TensorSpec:
-    """One input or output of the manifest's I/O signature (Triton datatype; -1 = dynamic batch)."""
+class FileEntry:
+    """The manifest's record of one file."""
 
-    name: str
-    datatype: str
-    shape: tuple[int, ...]
+    sha256: str
+    bytes: int
+
+    @classmethod
+    def of(cls, path: Path) -> FileEntry:
+        return cls(sha256_file(path), path.stat().st_size)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "bytes": self.bytes}
 
 
+def file_entry(path: Path) -> FileEntry:
+    """The manifest's record of one file: sha256 and size."""
+    return FileEntry.of(path)
+
+
+@dataclass(frozen=True)
+class BatchRange:
+    """The batch sizes the model must serve; `dynamic=False` means a fixed batch dimension."""
+
+    min: int
+    opt: int
+    max: int
+    dynamic: bool
+
+    def ends(self) -> list[int]:
+        """Batch sizes parity is checked at: both ends of the range."""
+        return sorted({self.min, self.max})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"min": self.min, "opt": self.opt, "max": self.max, "dynamic": self.dynamic}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BatchRange:
+        dynamic = bool(data.get("dynamic", True))
+        high = int(data.get("max", 1))
+        return cls(int(data.get("min", 1)), int(data.get("opt", data.get("min", 1))), high, dynamic)
+
+
+@dataclass(frozen=True)
+class IOSignature:
+    """Inputs, outputs and batch range of a model file."""
+
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    batch: BatchRange
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> IOSignature:
+        return cls(tuple(TensorSpec.from_dict(t) for t in data.get("inputs") or ()),
+                   tuple(TensorSpec.from_dict(t) for t in data.get("outputs") or ()),
+                   BatchRange.from_dict(data.get("batch") or {}))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"inputs": [t.to_dict() for t in self.inputs], "outputs": [t.to_dict() for t in self.outputs],
+                "batch": self.batch.to_dict()}
+
+    def output(self, name: str) -> TensorSpec:
+        return next(t for t in self.outputs if t.name == name)
+
+
+@dataclass(frozen=True)
+class FusedFrame:
+    """The UINT8 camera frame a fused model (convert --fuse-preprocess) takes instead of the preprocessed image."""
+
+    input: str
+    height: int
+    width: int
+    color: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"input": self.input, "height": self.height, "width": self.width, "color": self.color}
+
+
+# --------------------------------------------------------------------------- the manifest
+
+
+@dataclass
 class Manifest:
-    """A read-only typed view of a manifest dict: each section and its default, in one place."""
+    """manifest.json as one object: the typed seams every stage reads, and the stages' reports as records.
 
-    def __init__(self, data: Mapping[str, Any] | None) -> None:
-        self.data: Mapping[str, Any] = data or {}
+    Typed: family, precision, io, preprocess, decode, files. Records (dicts, written
+    by one stage and shown or checked by others): source, export, parity, fp16,
+    plan, timings, evaluation, fused_preprocess.
+    """
 
-    def _section(self, key: str) -> dict[str, Any]:
-        value = self.data.get(key)
-        return value if isinstance(value, dict) else {}
+    io: IOSignature
+    preprocess: PreprocessSpec
+    decode: DecodeDefaults
+    precision: Precision = Precision.FP32
+    family: str | None = None
+    source: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, FileEntry] = field(default_factory=dict)
+    tool: dict[str, Any] = field(default_factory=lambda: {"name": "edge-deploy", "version": __version__})
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    export: dict[str, Any] | None = None
+    parity: dict[str, Any] | None = None
+    fp16: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    evaluation: dict[str, Any] | None = None
+    fused_preprocess: dict[str, Any] | None = None
 
-    @property
-    def io(self) -> dict[str, Any]:
-        return self._section("io")
+    # ----------------------------------------------------------------- reading and writing
 
-    @property
-    def inputs(self) -> list[TensorSpec]:
-        return [_tensor(t) for t in self.io.get("inputs") or []]
+    @classmethod
+    def read(cls, artifact_dir: Path) -> Manifest:
+        """Load DIR/manifest.json (any known format), raising a one-line ManifestError when it cannot."""
+        path = Path(artifact_dir) / MANIFEST_NAME
+        if not path.is_file():
+            raise ManifestError(
+                f"{artifact_dir} has no {MANIFEST_NAME}: it is not an edge-deploy artifact; "
+                "create one with `edge-deploy convert`."
+            )
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ManifestError(f"cannot read {path}: {exc}; re-run `edge-deploy convert`.") from exc
+        return cls.from_dict(data, where=str(path))
 
-    @property
-    def outputs(self) -> list[TensorSpec]:
-        return [_tensor(t) for t in self.io.get("outputs") or []]
+    @classmethod
+    def from_dict(cls, data: Any, where: str = MANIFEST_NAME) -> Manifest:
+        """Validate a manifest mapping of any known format (migrated to this one)."""
+        if not isinstance(data, dict) or data.get("format") not in MIGRATIONS:
+            found = data.get("format") if isinstance(data, dict) else None
+            newer = isinstance(found, int) and found > FORMAT
+            raise ManifestError(
+                f"{where} is not an edge-deploy manifest of a known format (format {found!r}; this edge-deploy "
+                f"reads 1 to {FORMAT}): "
+                + ("it was written by a newer edge-deploy; upgrade edge-deploy." if newer
+                   else "re-run `edge-deploy convert`.")
+            )
+        data = migrate(data)
+        try:
+            decode = DecodeDefaults.from_dict(data["decode"])
+            preprocess = PreprocessSpec.from_dict(data["preprocess"])
+            precision = Precision(data["precision"])
+            io = IOSignature.from_dict(data["io"])
+            files = {name: FileEntry(str(e["sha256"]), int(e["bytes"])) for name, e in (data.get("files") or {}).items()}
+        except (KeyError, TypeError, ValueError, DecodeDefaultsError, PreprocessSpecError) as exc:
+            raise ManifestError(f"{where} is damaged ({type(exc).__name__}: {exc}); re-run `edge-deploy convert`.") \
+                from None
+        records = {key: data.get(key) if isinstance(data.get(key), dict) else None for key in _RECORDS}
+        return cls(io=io, preprocess=preprocess, decode=decode, precision=precision, family=data.get("family"),
+                   source=dict(data.get("source") or {}), files=files, tool=dict(data.get("tool") or {}),
+                   created=str(data.get("created", "")), timings=dict(data.get("timings") or {}), **records)
 
-    @property
-    def batch(self) -> dict[str, Any]:
-        value = self.io.get("batch")
-        return value if isinstance(value, dict) else {}
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest.json form (format 2)."""
+        data: dict[str, Any] = {
+            "format": FORMAT,
+            "tool": self.tool,
+            "created": self.created,
+            "family": self.family,
+            "precision": self.precision.value,
+            "source": self.source,
+            "files": {name: entry.to_dict() for name, entry in self.files.items()},
+            "io": self.io.to_dict(),
+            "export": self.export,
+            "preprocess": self.preprocess.to_dict(),
+            "decode": self.decode.to_dict(),
+            "parity": self.parity,
+            "fp16": self.fp16,
+            "plan": self.plan,
+            "timings": self.timings,
+        }
+        for key in ("evaluation", "fused_preprocess"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
+        return data
 
-    @property
-    def preprocess(self) -> dict[str, Any]:
-        return self._section("preprocess")
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n"
 
-    @property
-    def decode(self) -> dict[str, Any]:
-        return self._section("decode")
+    def write(self, artifact_dir: Path) -> Path:
+        """Write DIR/manifest.json atomically and return its path."""
+        path = Path(artifact_dir) / MANIFEST_NAME
+        write_json_atomic(path, self.to_dict())
+        return path
 
-    @property
-    def files(self) -> dict[str, Any]:
-        return self._section("files")
+    def verify_files(self, artifact_dir: Path, names: tuple[str, ...] | None = None) -> None:
+        """Check that the listed files (all, or `names` among them) exist with the recorded sha256."""
+        for name, entry in self.files.items():
+            if names is not None and name not in names:
+                continue
+            path = Path(artifact_dir) / name
+            if not path.is_file():
+                raise ManifestError(
+                    f"{path} is listed in the manifest but missing; re-run `edge-deploy convert`."
+                )
+            actual = sha256_file(path)
+            if actual != entry.sha256:
+                raise ManifestError(
+                    f"{path} does not match its manifest (sha256 {actual[:12]}… != {entry.sha256[:12]}…): "
+                    "the file was changed after convert; re-run `edge-deploy convert`."
+                )
 
-    @property
-    def parity(self) -> dict[str, Any]:
-        return self._section("parity")
-
-    @property
-    def fp16(self) -> dict[str, Any]:
-        return self._section("fp16")
+    # ----------------------------------------------------------------- derived views
 
     @property
     def fp16_onnx(self) -> dict[str, Any] | None:
         """The record of model_fp16.onnx (fp16.onnx), or None when the artifact has none."""
-        value = self.fp16.get("onnx")
+        value = (self.fp16 or {}).get("onnx")
         return value if isinstance(value, dict) else None
 
-    def io_of(self, onnx_name: str) -> dict[str, Any]:
+    def io_of(self, onnx_name: str) -> IOSignature:
         """The I/O signature of one of the artifact's ONNX files (model_fp16.onnx may have FP16 I/O)."""
         record = self.fp16_onnx
         if onnx_name == FP16_ONNX_NAME and record and isinstance(record.get("io"), dict):
-            return record["io"]
+            return IOSignature.from_dict(record["io"])
         return self.io
 
     @property
-    def plan_io(self) -> dict[str, Any]:
+    def plan_io(self) -> IOSignature:
         """The I/O of model.plan: that of the ONNX file it was built from."""
         return self.io_of(str((self.plan or {}).get("onnx") or ONNX_NAME))
 
     @property
-    def plan(self) -> dict[str, Any] | None:
-        """The plan section, or None for an ONNX-only artifact."""
-        value = self.data.get("plan")
-        return value if isinstance(value, dict) else None
+    def input_size(self) -> tuple[int, int]:
+        """The model input's (height, width) from the preprocessing spec."""
+        return self.preprocess.height, self.preprocess.width
 
     @property
-    def input_size(self) -> tuple[int, int]:
-        """The model input's (height, width) from the preprocessing spec (LaneATT's 360x640 by default)."""
-        return int(self.preprocess.get("height", 360)), int(self.preprocess.get("width", 640))
+    def fused_frame(self) -> FusedFrame | None:
+        """The camera frame a fused model takes, or None when the preprocessing is not fused in."""
+        section = self.fused_preprocess
+        if not section:
+            return None
+        frame = section.get("frame") or {}
+        return FusedFrame(str(section.get("input", "FRAME")), int(frame["height"]), int(frame["width"]),
+                          str(frame.get("color", "bgr")))
+
+    def lane_family(self) -> Any:
+        """The LaneFamily this artifact's outputs belong to (edge_deploy.lanedet.family), or None."""
+        return get_family(self.family) if self.family else None
+
+    def with_io(self, io: IOSignature) -> Manifest:
+        return replace(self, io=io)
 
 
-def _tensor(entry: Mapping[str, Any]) -> TensorSpec:
-    return TensorSpec(str(entry["name"]), str(entry["datatype"]), tuple(int(d) for d in entry["shape"]))
+def read_manifest(artifact_dir: Path) -> Manifest:
+    """Load DIR/manifest.json (see `Manifest.read`)."""
+    return Manifest.read(artifact_dir)
+
+
+# --------------------------------------------------------------------------- migrations
+
+
+def _migrate_1(data: dict[str, Any]) -> dict[str, Any]:
+    """Format 1 -> 2: add "family" and "precision", and complete "decode" and "preprocess".
+
+    - family: "laneatt" for a built-in LaneATT source; otherwise the family whose outputs the io
+      section has (format 1 served any model with N x 77 rows as LaneATT); null when none fits.
+    - precision: "fp16" when model_fp16.onnx was made (convert's default); else the plan's; else "fp32"
+      (format 1 did not record --precision int8 without a plan: fp32 serves the same model.onnx).
+    - decode / preprocess: format-1 readers filled missing keys with LaneATT's CULane values; the
+      family's defaults do the same here, once.
+    """
+    out = dict(data, io=data.get("io") or {})  # a plan-only manifest of another tool: doctor still reads its plan
+    source = data.get("source") or {}
+    outputs = [TensorSpec.from_dict(t) for t in (data.get("io") or {}).get("outputs") or ()]
+    dynamic = bool(((data.get("io") or {}).get("batch") or {}).get("dynamic", True))
+    family = get_family("laneatt") if source.get("kind") == "laneatt" else family_for_outputs(outputs, dynamic)
+    out["family"] = family.name if family else None
+    fp16 = data.get("fp16") if isinstance(data.get("fp16"), dict) else {}
+    plan = data.get("plan") if isinstance(data.get("plan"), dict) else {}
+    if isinstance(fp16.get("onnx"), dict):
+        out["precision"] = "fp16"
+    else:
+        out["precision"] = str(plan.get("precision") or "fp32")
+    base_decode = family.decode_defaults if family else get_family("laneatt").decode_defaults
+    base_pre = family.preprocess if family else get_family("laneatt").preprocess
+    out["decode"] = {**base_decode.to_dict(), **(data.get("decode") or {})}
+    out["preprocess"] = {**base_pre.to_dict(), **(data.get("preprocess") or {})}
+    out["format"] = 2
+    return out
+
+
+# format N -> the function that turns it into format N + 1
+MIGRATIONS = {1: _migrate_1, 2: None}
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """A manifest mapping of any known format, brought to the current one."""
+    while (step := MIGRATIONS.get(data.get("format"))) is not None:
+        data = step(data)
+    return data

@@ -19,17 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .artifact import (
-    FP16_ONNX_NAME,
-    MANIFEST_NAME,
-    ONNX_NAME,
-    PLAN_NAME,
-    Manifest,
-    file_entry,
-    read_manifest,
-    verify_files,
-    write_manifest,
-)
+from .artifact import FP16_ONNX_NAME, MANIFEST_NAME, ONNX_NAME, PLAN_NAME, Manifest, file_entry
 from .engine.options import EngineOptions
 from .errors import ConvertError, EngineError
 from .export.pipeline import ExportSettings, export_artifact
@@ -43,7 +33,7 @@ class ConvertResult:
     """What `convert` produced: the artifact directory, its manifest and the time of each stage."""
 
     artifact_dir: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     timings: dict[str, float]
 
 
@@ -163,6 +153,7 @@ def convert(
 
         check_eval_data(eval_data)
     if classify_model(source.model) == "artifact":
+        _refuse_export_options(source, settings)
         if eval_data:
             raise ConvertError(f"--eval-data scores a new export; {source.model} is an artifact already: score it "
                                f"with `edge-deploy evaluate {source.model} --synthetic N` (or --data).")
@@ -175,21 +166,32 @@ def convert(
         _require_builder(engine_options)  # fail before the export work, not after it
     with StagingDir(Path(output), force) as staging:
         manifest = export_artifact(source, settings, staging.path, reporter)
-        manifest["plan"] = _plan_stage(staging.path, manifest, target, engine_options, reporter)
-        if manifest["plan"] is not None:
-            manifest["files"][PLAN_NAME] = file_entry(staging.path / PLAN_NAME)
+        manifest.plan = _plan_stage(staging.path, manifest, target, engine_options, reporter)
+        if manifest.plan is not None:
+            manifest.files[PLAN_NAME] = file_entry(staging.path / PLAN_NAME)
         if eval_data:
             from .evaluate.record import evaluate_artifact
 
-            manifest["evaluation"] = evaluate_artifact(staging.path, manifest, eval_data, reporter)
+            manifest.evaluation = evaluate_artifact(staging.path, manifest, eval_data, reporter)
         with reporter.stage("write artifact"):
-            manifest["timings"] = {k: round(v, 3) for k, v in reporter.timings.items()}
-            write_manifest(staging.path, manifest)
+            manifest.timings = {k: round(v, 3) for k, v in reporter.timings.items()}
+            manifest.write(staging.path)
             staging.commit()
     return _result(staging.target, manifest, reporter, started)
 
 
-def _result(artifact_dir: Path, manifest: dict[str, Any], reporter: Reporter, started: float) -> ConvertResult:
+def _refuse_export_options(source: SourceSpec, settings: ExportSettings) -> None:
+    """An artifact MODEL only gets its TensorRT plan built: options of the torch export would be silently ignored."""
+    flags = [*source.options_given, *settings.export_options_given]
+    if flags:
+        raise ConvertError(
+            f"{', '.join(flags)} describe{'s' if len(flags) == 1 else ''} the export from PyTorch, but {source.model} "
+            "is converted already (only its TensorRT plan is built): drop them, or convert the torch model again "
+            "with them."
+        )
+
+
+def _result(artifact_dir: Path, manifest: Manifest, reporter: Reporter, started: float) -> ConvertResult:
     timings = dict(reporter.timings)
     timings["total"] = time.perf_counter() - started
     return ConvertResult(artifact_dir, manifest, timings)
@@ -221,7 +223,7 @@ def _missing_tensorrt(engine: Any | None) -> str:
             "on the Jetson (apt install python3-libnvinfer): run `edge-deploy convert DIR` there.")
 
 
-def _plan_stage(artifact_dir: Path, manifest: dict[str, Any], target: str, engine_options: EngineOptions,
+def _plan_stage(artifact_dir: Path, manifest: Manifest, target: str, engine_options: EngineOptions,
                 reporter: Reporter) -> dict[str, Any] | None:
     """Build model.plan in `artifact_dir` when the target asks for it; returns the manifest's plan section."""
     if target == "onnx":
@@ -239,7 +241,7 @@ def _plan_stage(artifact_dir: Path, manifest: dict[str, Any], target: str, engin
     return engine.build_plan(artifact_dir, manifest, engine_options, reporter)  # reports its own stages
 
 
-def _ensure_fp16_onnx(artifact_dir: Path, manifest: dict[str, Any], engine_options: EngineOptions, fp16_io: bool,
+def _ensure_fp16_onnx(artifact_dir: Path, manifest: Manifest, engine_options: EngineOptions, fp16_io: bool,
                       reporter: Reporter) -> bool:
     """An FP16 build needs model_fp16.onnx: make it when the artifact lacks it (or --fp16-io asks for FP16 I/O).
 
@@ -247,11 +249,11 @@ def _ensure_fp16_onnx(artifact_dir: Path, manifest: dict[str, Any], engine_optio
     """
     if engine_options.precision != "fp16":
         return False
-    record = Manifest(manifest).fp16_onnx
+    record = manifest.fp16_onnx
     present = record is not None and (artifact_dir / FP16_ONNX_NAME).is_file()
     if present and not (fp16_io and record.get("io_precision") != "fp16"):
         return False
-    if manifest.get("fused_preprocess"):
+    if manifest.fused_preprocess:
         # The FP16 pass would turn the fused preprocessing (uint8 frame, resize, rounding) into FP16 too.
         raise ConvertError(
             f"{artifact_dir} has the preprocessing fused in and no {FP16_ONNX_NAME} made for this build; "
@@ -265,7 +267,7 @@ def _ensure_fp16_onnx(artifact_dir: Path, manifest: dict[str, Any], engine_optio
 
 
 def _convert_artifact(artifact: Path, output: Path | None, target: str, engine_options: EngineOptions,
-                      force: bool, reporter: Reporter, *, fp16_io: bool = False) -> tuple[Path, dict[str, Any]]:
+                      force: bool, reporter: Reporter, *, fp16_io: bool = False) -> tuple[Path, Manifest]:
     """MODEL is an artifact directory: build its plan in place, or in a copy at `output`.
 
     Returns the directory that holds the plan and its manifest.
@@ -273,23 +275,23 @@ def _convert_artifact(artifact: Path, output: Path | None, target: str, engine_o
     if target == "onnx":
         raise ConvertError(f"{artifact} already holds {ONNX_NAME}; --target onnx has nothing to do.")
     # Building a plan is the only thing to do here, so auto means tensorrt.
-    manifest = read_manifest(artifact)
+    manifest = Manifest.read(artifact)
     # An ONNX file damaged on its way to the device must not become a plan (model.plan is the engine's business).
-    files = manifest.get("files", {})
-    verify_files(artifact, {"files": {name: files.get(name, {}) for name in (ONNX_NAME, FP16_ONNX_NAME)
-                                      if name == ONNX_NAME or name in files}})
+    if ONNX_NAME not in manifest.files:
+        raise ConvertError(f"{artifact}/{MANIFEST_NAME} does not list {ONNX_NAME}; re-run `edge-deploy convert`.")
+    manifest.verify_files(artifact, (ONNX_NAME, FP16_ONNX_NAME))
     if output is None or Path(os.path.abspath(output)) == Path(os.path.abspath(artifact)):  # in place
         if _ensure_fp16_onnx(artifact, manifest, engine_options, fp16_io, reporter):
-            write_manifest(artifact, manifest)
-        manifest["plan"] = _plan_stage(artifact, manifest, "tensorrt", engine_options, reporter)
-        manifest["files"][PLAN_NAME] = file_entry(artifact / PLAN_NAME)
-        write_manifest(artifact, manifest)
+            manifest.write(artifact)
+        manifest.plan = _plan_stage(artifact, manifest, "tensorrt", engine_options, reporter)
+        manifest.files[PLAN_NAME] = file_entry(artifact / PLAN_NAME)
+        manifest.write(artifact)
         return Path(os.path.abspath(artifact)), manifest
     with StagingDir(Path(output), force) as staging:
         shutil.copytree(artifact, staging.path, dirs_exist_ok=True)
         _ensure_fp16_onnx(staging.path, manifest, engine_options, fp16_io, reporter)
-        manifest["plan"] = _plan_stage(staging.path, manifest, "tensorrt", engine_options, reporter)
-        manifest["files"][PLAN_NAME] = file_entry(staging.path / PLAN_NAME)
-        write_manifest(staging.path, manifest)
+        manifest.plan = _plan_stage(staging.path, manifest, "tensorrt", engine_options, reporter)
+        manifest.files[PLAN_NAME] = file_entry(staging.path / PLAN_NAME)
+        manifest.write(staging.path)
         staging.commit()
     return staging.target, manifest

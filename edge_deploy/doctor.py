@@ -143,9 +143,9 @@ def _python_checks() -> list[Check]:
 def _server_checks(root: Path) -> list[Check]:
     checks = []
     try:
-        server = importlib.import_module("edge_deploy.serve.tritonserver")
+        server = importlib.import_module("edge_deploy.serve.discovery")
     except ImportError as exc:
-        return [Check("tritonserver", FAIL, f"edge_deploy.serve.tritonserver is not available ({exc})", ("serve",))]
+        return [Check("tritonserver", FAIL, f"edge_deploy.serve.discovery is not available ({exc})", ("serve",))]
     try:
         install = server.find_tritonserver()
     except Exception as exc:  # noqa: BLE001 - ServerError, or anything a broken install raises
@@ -196,14 +196,12 @@ def _resource_checks(facts: device_mod.DeviceFacts, disk_path: Path) -> list[Che
     return checks
 
 
-def _find_manifest(version_dir: Path) -> dict[str, Any] | None:
-    import json
-
-    for candidate in (version_dir / MANIFEST_NAME, version_dir.parent / MANIFEST_NAME):
-        if candidate.is_file():
+def _find_manifest(version_dir: Path) -> Manifest | None:
+    for directory in (version_dir, version_dir.parent):
+        if (directory / MANIFEST_NAME).is_file():
             try:
-                return json.loads(candidate.read_text())
-            except (OSError, ValueError):
+                return Manifest.read(directory)
+            except EdgeDeployError:
                 return None
     return None
 
@@ -229,12 +227,12 @@ def repository_checks(repository: Path, facts: device_mod.DeviceFacts) -> list[C
             if manifest is None:
                 checks.append(Check(label, WARN, "model.plan without manifest.json: cannot tell where it was built"))
                 continue
-            differences = plan_mismatch(Manifest(manifest).plan, facts)
+            differences = plan_mismatch(manifest.plan, facts)
             if differences:
                 checks.append(Check(label, FAIL, "plan does not match this machine: " + "; ".join(differences),
                                     ("serve",)))
             else:
-                plan = manifest["plan"]
+                plan = manifest.plan or {}
                 detail = f"plan matches (TensorRT {plan.get('tensorrt')}, {plan.get('precision')})"
                 checks.append(Check(label, OK, detail, ("serve",)))
     if not checks:

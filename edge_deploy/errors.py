@@ -17,6 +17,10 @@ class MissingDependencyError(EdgeDeployError):
     """An optional package (torch, tensorrt, pycuda, ...) is not importable."""
 
 
+class ManifestError(EdgeDeployError):
+    """An artifact's manifest.json is missing, unreadable, of an unknown format, or damaged."""
+
+
 class ConvertError(EdgeDeployError):
     """torch -> ONNX export, checking, simplification or parity failed."""
 

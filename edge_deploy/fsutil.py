@@ -5,6 +5,8 @@ is fsynced, renamed over the target with os.replace, and the directory is fsynce
 """
 from __future__ import annotations
 
+import hashlib
+
 import contextlib
 import json
 import os
@@ -78,3 +80,12 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None, *, group: 
 def write_json_atomic(path: Path, data: Any, mode: int | None = None, *, indent: int = 2) -> Path:
     """`write_bytes_atomic` for JSON (indented, newline-terminated)."""
     return write_bytes_atomic(path, (json.dumps(data, indent=indent) + "\n").encode(), mode)
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()

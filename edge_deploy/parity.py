@@ -10,7 +10,8 @@ lanes. onnxruntime is imported when used.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -19,7 +20,6 @@ from .artifact import Manifest
 from .errors import ConvertError, EngineError, one_line
 
 PLAN_MAX_LANE_DX_PX = 2.0  # mean |dx| allowed between ONNX Runtime and plan lanes, 640-wide pixels
-LANE_WIDTH = 77  # values per lane row of LaneATT's output (docs/design.md)
 ROAD_FRAMES = 4
 
 
@@ -123,63 +123,82 @@ def lane_dx(reference: Sequence[Any], candidate: Sequence[Any]) -> list[float]:
     return dxs
 
 
-def parity_feeds(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+def parity_feeds(manifest: Manifest) -> list[dict[str, Any]]:
     """The feeds `convert` checked ONNX Runtime on: `parity_inputs` per input, one feed per parity batch size,
     then `road_feed` (for a lane model) so that the lane comparison sees lanes, not noise."""
-    view = Manifest(manifest)
-    io, parity, batch = view.io, view.parity, view.batch
-    sizes = parity.get("batches") or sorted({int(batch.get("min", 1)), int(batch.get("max", 1))})
+    parity, batch = manifest.parity or {}, manifest.io.batch
+    sizes = parity.get("batches") or batch.ends()
     seed = int(parity.get("seed", 0))
-    inputs = io.get("inputs", [])
+    inputs = manifest.io.inputs
     if not inputs:
         raise EngineError("the manifest lists no model inputs; re-run `edge-deploy convert`.")
     # input k gets seed + k: a single-input model (LaneATT) sees exactly convert's arrays
-    per_input = [parity_inputs(t["shape"][1:], sizes, seed + k) for k, t in enumerate(inputs)]
+    per_input = [parity_inputs(t.shape[1:], sizes, seed + k) for k, t in enumerate(inputs)]
     for k, tensor in enumerate(inputs):
-        if tensor.get("datatype") == "UINT8":  # a fused model's camera frames (--fuse-preprocess)
+        if tensor.datatype == "UINT8":  # a fused model's camera frames (--fuse-preprocess)
             per_input[k] = [(array * 256).astype("uint8") for array in per_input[k]]
-    feeds = [{t["name"]: arrays[i] for t, arrays in zip(inputs, per_input)} for i in range(len(sizes))]
+    feeds = [{t.name: arrays[i] for t, arrays in zip(inputs, per_input)} for i in range(len(sizes))]
     return feeds + road_feed(manifest)
 
 
-def road_feed(manifest: dict[str, Any], count: int = ROAD_FRAMES) -> list[dict[str, Any]]:
+def road_feed(manifest: Manifest, count: int = ROAD_FRAMES) -> list[dict[str, Any]]:
     """Synthetic road frames (held-out seeds) as one feed of a lane model (one image input with a
     preprocessing spec): preprocessed as the client does, or as UINT8 camera frames for a fused model;
     [] for other models. A trained model finds no lane in random inputs, so without these the lane
     comparison would compare nothing with nothing."""
-    import numpy as np
-
-    view = Manifest(manifest)
-    inputs = view.io.get("inputs", [])
-    if len(inputs) != 1 or not view.preprocess:
+    inputs = manifest.io.inputs
+    if len(inputs) != 1 or manifest.family is None:
         return []
-    shape = [int(d) for d in inputs[0].get("shape", [])]
-    fused = inputs[0].get("datatype") == "UINT8" and len(shape) == 4 and shape[3] == 3
+    shape = list(inputs[0].shape)
+    fused = inputs[0].datatype == "UINT8" and len(shape) == 4 and shape[3] == 3
     if not fused and shape[1:2] != [3]:
         return []
-    from .lanedet.preprocess import Preprocessor, PreprocessSpec
-    from .lanedet.synthetic import EVAL_SEED_BASE, scene
+    from .lanedet.preprocess import Preprocessor
+    from .training.synthetic import EVAL_SEED_BASE, scene
 
-    batch = view.batch
-    low, high = int(batch.get("min", 1)), int(batch.get("max", 1))
-    size = min(max(count, low), high)
+    batch = manifest.io.batch
+    size = min(max(count, batch.min), batch.max)
     if fused:
         height, width = shape[1], shape[2]
         frames = [scene(EVAL_SEED_BASE + i, width, height).frame for i in range(size)]
-        return [{inputs[0]["name"]: np.stack(frames)}]
-    pre = Preprocessor(PreprocessSpec.from_dict(view.preprocess), np.float32, size)
+        return [{inputs[0].name: np.stack(frames)}]
+    pre = Preprocessor(manifest.preprocess, np.float32, size)
     for i in range(size):
         pre(scene(EVAL_SEED_BASE + i, 1640, 590).frame, index=i)
-    return [{inputs[0]["name"]: pre.output.copy()}]
+    return [{inputs[0].name: pre.output.copy()}]
+
+
+@dataclass(frozen=True)
+class LaneCheck:
+    """How to compare two runs of a lane model in lanes: its family, the outputs the family decodes, the
+    decode defaults, and the image size to decode at (the model's input: x offsets are in its pixels)."""
+
+    family: Any  # edge_deploy.lanedet.family.LaneFamily
+    outputs: tuple[str, ...]
+    decode: Any  # DecodeDefaults
+    image_size: tuple[int, int]
+
+    @classmethod
+    def of(cls, manifest: Manifest) -> LaneCheck | None:
+        """The check for a manifest's model, or None when it has no lane family."""
+        family = manifest.lane_family()
+        if family is None:
+            return None
+        try:
+            outputs = family.lane_outputs(manifest.io.outputs, manifest.io.batch.dynamic)
+        except ValueError:
+            return None
+        return cls(family, tuple(t.name for t in outputs), manifest.decode, manifest.input_size)
+
+    def lanes(self, feed: dict[str, Any], index: int) -> list[Any]:
+        arrays = [np.asarray(feed[name])[index] for name in self.outputs]
+        return self.family.decode(arrays, self.decode, self.image_size, self.image_size[1])
 
 
 def compare_to_reference(
     reference: Sequence[dict[str, Any]],
     actual: Sequence[dict[str, Any]],
-    decode: dict[str, Any],
-    lane_output: str | None,
-    image_size: tuple[int, int] = (360, 640),
-    decoder: Callable[..., list[Any]] | None = None,
+    lane_check: LaneCheck | None,
     *,
     max_dx_px: float = PLAN_MAX_LANE_DX_PX,
     subject: str = "the plan",
@@ -217,21 +236,20 @@ def compare_to_reference(
         if not np.isfinite(entry["max_abs"]):
             report["passed"] = False
             report["problems"].append(f"output {name!r} has inf/NaN values from {subject}")
-    if lane_output is None:
+    if lane_check is None:
         report["lanes"] = None
         return report
-    if decoder is None:
-        from .lanedet.decode import decode_lanes as decoder
-    params = {k: decode[k] for k in ("conf_threshold", "nms_threshold", "top_k") if k in decode}
+    image_size = lane_check.image_size
     counts_ref, counts_plan, dxs = [], [], []
     image = 0
     for ref_feed, act_feed in zip(reference, actual):
-        for ref_raw, act_raw in zip(np.asarray(ref_feed[lane_output]), np.asarray(act_feed[lane_output])):
+        for index in range(len(np.asarray(ref_feed[lane_check.outputs[0]]))):
             try:
-                ref_lanes = decoder(ref_raw, image_size=image_size, **params)
-                act_lanes = decoder(act_raw, image_size=image_size, **params)
+                ref_lanes = lane_check.lanes(ref_feed, index)
+                act_lanes = lane_check.lanes(act_feed, index)
             except ValueError as exc:
-                raise EngineError(f"cannot decode the output {lane_output!r} of {subject}: {exc}") from exc
+                raise EngineError(f"cannot decode the output {', '.join(lane_check.outputs)} of {subject}: "
+                                  f"{exc}") from exc
             counts_ref.append(len(ref_lanes))
             counts_plan.append(len(act_lanes))
             if len(ref_lanes) != len(act_lanes):
@@ -255,11 +273,3 @@ def compare_to_reference(
         "max_mean_dx_px": max_dx_px,
     }
     return report
-
-
-def lane_output_name(manifest: dict[str, Any]) -> str | None:
-    """The output holding lane rows (last axis LANE_WIDTH), decoded for the lane comparison."""
-    for tensor in Manifest(manifest).io.get("outputs", []):
-        if tensor.get("shape") and int(tensor["shape"][-1]) == LANE_WIDTH:
-            return str(tensor["name"])
-    return None

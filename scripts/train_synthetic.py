@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from edge_deploy.errors import EdgeDeployError  # noqa: E402
-from edge_deploy.lanedet.train import (  # noqa: E402
+from edge_deploy.training.train import (  # noqa: E402
     CHECKPOINT,
     TrainConfig,
     TrainingError,
@@ -37,7 +37,7 @@ EXPORT_NAME = "laneatt_r18_synthetic_fp16.pt"
 
 def default_anchor_indices() -> np.ndarray:
     """The 1000 most frequent CULane anchors in the torch-1.6 order (what the official checkpoints use)."""
-    from edge_deploy.lanedet.anchor_order import dataset_frequency, topk_anchor_indices
+    from edge_deploy.lanedet.laneatt.anchor_order import dataset_frequency, topk_anchor_indices
 
     return topk_anchor_indices(dataset_frequency("culane"), 1000)
 

@@ -29,13 +29,11 @@ def start_triton(tmp_path):
     """Factory: start the real bundled tritonserver on a model repository; stopped at teardown.
 
     Usage: ``server = start_triton(repo, model_control="explicit", ...)``; returns a
-    ready `edge_deploy.serve.tritonserver.TritonProcess` (``server.url``, ``server.log_path``).
+    ready `edge_deploy.serve.process.TritonProcess` (``server.url``, ``server.log_path``).
     """
-    from edge_deploy.serve.tritonserver import (
-        ServerOptions,
-        TritonProcess,
-        find_tritonserver,
-    )
+    from edge_deploy.serve.argv import ServerOptions
+    from edge_deploy.serve.discovery import find_tritonserver
+    from edge_deploy.serve.process import TritonProcess
 
     started: list[TritonProcess] = []
 
@@ -61,7 +59,7 @@ def laneatt_checkpoint(tmp_path_factory, laneatt_data) -> Path:
     classifier sharpened: frames then give lanes and comparisons of lanes are not vacuous.
     """
     torch = pytest.importorskip("torch")
-    from edge_deploy.lanedet.model import build_laneatt
+    from edge_deploy.lanedet.laneatt.model import build_laneatt
 
     state = build_laneatt("resnet18", anchors_freq=laneatt_data / "culane_anchors_freq.pt", topk_anchors=1000,
                           seed=0).state_dict()

@@ -1,24 +1,79 @@
-"""The manifest's typed view: each section with its default, and the I/O signature as TensorSpecs."""
+"""The typed manifest: reading, validation, format 2, and the migration from format 1."""
 from __future__ import annotations
 
-from edge_deploy.artifact import Manifest, TensorSpec
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from edge_deploy.artifact import FORMAT, Manifest, TensorSpec
+from edge_deploy.errors import ManifestError
+from edge_deploy.lanedet.family import DecodeDefaults
+from edge_deploy.precision import Precision
+
+FORMAT1 = Path(__file__).parent / "data" / "format1"
 
 
-def test_sections_default_to_empty_and_plan_to_none() -> None:
-    view = Manifest({"format": 1, "io": None, "plan": None})
-    assert (view.io, view.batch, view.preprocess, view.decode, view.files, view.parity, view.fp16) == ({},) * 7
-    assert view.plan is None and view.inputs == [] and view.input_size == (360, 640)
+def _format1(**sections) -> dict:
+    return {"format": 1,
+            "io": {"inputs": [{"name": "input", "datatype": "FP16", "shape": ["-1", 3, 288, 800]}],
+                   "outputs": [{"name": "predict_lanes", "datatype": "FP32", "shape": [-1, 1000, 77]}],
+                   "batch": {"min": 1, "max": 4}},
+            "preprocess": {"height": 288, "width": 800},
+            **sections}
 
 
-def test_io_signature_is_typed() -> None:
-    view = Manifest({
-        "io": {"inputs": [{"name": "input", "datatype": "FP16", "shape": ["-1", 3, 288, 800]}],
-               "outputs": [{"name": "predict_lanes", "datatype": "FP32", "shape": [-1, 1000, 77]}],
-               "batch": {"min": 1, "max": 4}},
-        "preprocess": {"height": 288, "width": 800},
-        "plan": {"tensorrt": "10.3.0"},
-    })
-    assert view.inputs == [TensorSpec("input", "FP16", (-1, 3, 288, 800))]
-    assert view.outputs[0].shape == (-1, 1000, 77)
-    assert view.batch == {"min": 1, "max": 4} and view.input_size == (288, 800)
-    assert view.plan == {"tensorrt": "10.3.0"}
+def test_format1_migrates_family_precision_and_complete_settings() -> None:
+    manifest = Manifest.from_dict(_format1(plan={"tensorrt": "10.3.0", "precision": "int8"}))
+    assert manifest.io.inputs == (TensorSpec("input", "FP16", (-1, 3, 288, 800)),)
+    assert manifest.io.batch.max == 4 and manifest.input_size == (288, 800)
+    assert manifest.family == "laneatt"  # N x 77 rows: what format 1 served as LaneATT
+    assert manifest.precision is Precision.INT8  # from the plan
+    assert manifest.decode == DecodeDefaults(0.5, 50.0, 4)  # the family's defaults fill what format 1 left out
+    assert manifest.preprocess.interpolation == "bicubic" and manifest.preprocess.height == 288
+    assert manifest.plan == {"tensorrt": "10.3.0", "precision": "int8"}
+    assert Manifest.from_dict(_format1(fp16={"onnx": {"file": "model_fp16.onnx"}})).precision is Precision.FP16
+    assert Manifest.from_dict(_format1()).precision is Precision.FP32
+
+
+def test_a_model_of_no_family_migrates_to_family_null() -> None:
+    data = _format1()
+    data["io"]["outputs"] = [{"name": "logits", "datatype": "FP32", "shape": [-1, 10]}]
+    assert Manifest.from_dict(data).family is None
+
+
+def test_round_trip_writes_format_2(tmp_path) -> None:
+    manifest = Manifest.from_dict(_format1(decode={"conf_threshold": 0.4, "nms_threshold": 50.0, "top_k": 3}))
+    manifest.write(tmp_path)
+    data = json.loads((tmp_path / "manifest.json").read_text())
+    assert data["format"] == FORMAT == 2 and data["family"] == "laneatt" and data["precision"] == "fp32"
+    again = Manifest.read(tmp_path)
+    assert again.to_dict() == manifest.to_dict() and again.decode.top_k == 3
+
+
+def test_unknown_formats_and_damaged_manifests_are_one_line_errors(tmp_path) -> None:
+    for data, words in (({"format": 3}, "newer edge-deploy"), ({"format": "x"}, "re-run `edge-deploy convert`"),
+                        ([], "known format")):
+        with pytest.raises(ManifestError, match=words) as info:
+            Manifest.from_dict(data)
+        assert "\n" not in str(info.value)
+    with pytest.raises(ManifestError, match="damaged"):
+        Manifest.from_dict(_format1(decode={"conf_threshold": "high", "nms_threshold": 50, "top_k": 4}))
+    with pytest.raises(ManifestError, match="not an edge-deploy artifact"):
+        Manifest.read(tmp_path)
+
+
+def test_the_released_format1_artifacts_read_as_written(tmp_path) -> None:
+    """tests/data/format1 holds artifacts written by the released code (c76a49f)."""
+    plain = Manifest.read(FORMAT1 / "tiny_fp16")
+    assert (plain.family, plain.precision) == ("laneatt", Precision.FP16)
+    assert plain.decode == DecodeDefaults(0.4, 50.0, 3)  # convert --conf 0.4 --top-k 3, as recorded
+    plain.verify_files(FORMAT1 / "tiny_fp16")
+    fused = Manifest.read(FORMAT1 / "tiny_fused")
+    assert fused.fused_frame is not None and (fused.fused_frame.height, fused.fused_frame.width) == (295, 820)
+    assert fused.io.inputs[0].datatype == "UINT8"
+    copy = tmp_path / "copy"
+    shutil.copytree(FORMAT1 / "tiny_fp16", copy)
+    plain.write(copy)  # rewritten as format 2, the same manifest
+    assert Manifest.read(copy).to_dict() == plain.to_dict()

@@ -129,7 +129,7 @@ def test_doctor_warns_of_plaintext_beyond_loopback_and_of_expiring_certificates(
 
 def test_service_copies_are_0640_with_the_service_group(tmp_path) -> None:
     from edge_deploy.serve import systemd as su
-    from edge_deploy.serve.tritonserver import ServerTLS
+    from edge_deploy.serve.argv import ServerTLS
 
     authority = CertificateAuthority(tmp_path / "tls")
     authority.init(dns=["orin"], ips=[])

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..precision import Precision
 from .app import app
 
 
@@ -36,12 +37,6 @@ class Builder(str, Enum):
     auto = "auto"
     python = "python"
     trtexec = "trtexec"
-
-
-class Precision(str, Enum):
-    fp16 = "fp16"
-    fp32 = "fp32"
-    int8 = "int8"
 
 
 _TRT = "TensorRT plan (on the device)"
@@ -102,7 +97,9 @@ def convert(
     rtol: Annotated[float, typer.Option(help="Parity tolerance, relative.")] = 1e-3,
     simplify: Annotated[bool, typer.Option(help="Simplify the graph with onnxslim (kept only if results hold).")] = True,
     builder: Annotated[Builder, typer.Option(help="TensorRT builder.", rich_help_panel=_TRT)] = Builder.auto,
-    precision: Annotated[Precision, typer.Option(help="TensorRT precision.", rich_help_panel=_TRT)] = Precision.fp16,
+    precision: Annotated[Precision, typer.Option(
+        help="fp16 also writes model_fp16.onnx (served where no plan exists) and builds an FP16 plan; fp32; int8 "
+             "(a calibrated INT8 plan).", rich_help_panel=_TRT)] = Precision.FP16,
     workspace: Annotated[Optional[str], typer.Option(
         help="TensorRT workspace limit, e.g. 2G or 512M (default: derived from MemAvailable).",
         rich_help_panel=_TRT)] = None,
@@ -149,31 +146,13 @@ def convert(
     """Convert a PyTorch lane model to a verified ONNX model (and a TensorRT plan on the device)."""
     from rich.console import Console
 
-    from ..engine.options import EngineOptions, parse_size
     from ..convert import convert as run_convert
+    from ..engine.options import EngineOptions, parse_size
     from ..errors import ConvertError, os_error_message
-    from ..export.settings import ExportSettings, batch_range
+    from ..export.settings import ExportSettings, batch_range, fuse_frame
     from ..export.source import SourceSpec, parse_input_shape
     from ..progress import ConsoleReporter
 
-    _check_opset(opset)
-    _refuse_export_options_for_an_artifact(model, {
-        "--backbone": backbone, "--checkpoint": checkpoint, "--dataset": dataset, "--anchors-freq": anchors_freq,
-        "--topk-anchors": topk_anchors, "--anchor-order": anchor_order, "--input-shape": input_shape,
-        "--opset": opset != 17 or None, "--batch": batch, "--min-batch": min_batch, "--opt-batch": opt_batch,
-        "--max-batch": max_batch, "--input-name": input_name != "input" or None,
-        "--output-name": output_name != "predict_lanes" or None, "--no-simplify": not simplify or None,
-        "--fuse-preprocess": fuse_preprocess or None, "--frame-size": frame_size,
-        "--conf": conf, "--nms": nms, "--top-k": top_k,
-    })
-    for flag, value in (("--atol", atol), ("--rtol", rtol)):
-        if not value >= 0:
-            from ..errors import ConvertError
-
-            raise ConvertError(f"{flag} is a parity tolerance and must be 0 or more (got {value:g}); the default is 1e-3.")
-    # Progress and results go to stdout; stderr carries only the error line.
-    console = Console(soft_wrap=True)  # long lines stay whole in logs and pipes; the terminal wraps them
-    reporter = ConsoleReporter(console)
     source = SourceSpec(
         model=model, backbone=backbone.value if backbone else None, checkpoint=checkpoint, anchors_freq=anchors_freq,
         dataset=dataset.value if dataset else None, topk_anchors=topk_anchors,
@@ -183,16 +162,18 @@ def convert(
     settings = ExportSettings(
         opset=opset, batch=batch_range(batch, min_batch, opt_batch, max_batch), input_name=input_name,
         output_names=tuple(n.strip() for n in output_name.split(",") if n.strip()), atol=atol, rtol=rtol,
-        simplify=simplify, seed=seed, fp16_onnx=precision == Precision.fp16, fp16_io=fp16_io,
-        fuse_frame=_fuse_frame(fuse_preprocess, frame_size, precision.value),
-        decode=_decode_defaults(conf, nms, top_k),
+        simplify=simplify, seed=seed, precision=precision, fp16_io=fp16_io,
+        fuse_frame=fuse_frame(fuse_preprocess, frame_size), conf_threshold=conf, nms_threshold=nms, top_k=top_k,
     )
     engine_options = EngineOptions(
-        builder=builder.value, precision=precision.value,
+        builder=builder.value, precision=precision,
         workspace=None if workspace is None else parse_size(workspace), dla_core=dla_core,
         timing_cache=timing_cache, calibration_images=calibration_images,
         optimization_level=builder_optimization_level, verify=verify, force=force, weak_typing=weak_typing,
     )
+    # Progress and results go to stdout; stderr carries only the error line.
+    console = Console(soft_wrap=True)  # long lines stay whole in logs and pipes; the terminal wraps them
+    reporter = ConsoleReporter(console)
     try:
         result = run_convert(source, output, settings, target=target.value, engine_options=engine_options,
                              force=force, eval_data=eval_data, reporter=reporter)
@@ -209,73 +190,11 @@ def convert(
         console.print(summary)
 
 
-def _refuse_export_options_for_an_artifact(model: str, given: dict[str, Any]) -> None:
-    """An artifact MODEL only gets its TensorRT plan built: options of the torch export would be silently ignored."""
-    from ..errors import ConvertError
-    from ..export.source import classify_model
-
-    flags = [flag for flag, value in given.items() if value is not None]
-    if flags and classify_model(model) == "artifact":
-        raise ConvertError(
-            f"{', '.join(flags)} describe{'s' if len(flags) == 1 else ''} the export from PyTorch, but {model} is "
-            "converted already (only its TensorRT plan is built): drop them, or convert the torch model again with them."
-        )
-
-
-def _decode_defaults(conf: float | None, nms: float | None, top_k: int | None) -> dict[str, Any]:
-    """The decode defaults given on the command line, checked."""
-    from ..errors import ConvertError
-
-    if conf is not None and not 0.0 <= conf <= 1.0:
-        raise ConvertError(f"--conf is a score threshold from 0 to 1 (got {conf:g}).")
-    if nms is not None and not nms >= 0:
-        raise ConvertError(f"--nms must be 0 or more pixels (got {nms:g}).")
-    if top_k is not None and top_k < 1:
-        raise ConvertError(f"--top-k must be at least 1 lane (got {top_k}).")
-    given = (("conf_threshold", conf), ("nms_threshold", nms), ("top_k", top_k))
-    return {key: value for key, value in given if value is not None}
-
-
-def _fuse_frame(fuse: bool, frame_size: str | None, precision: str) -> tuple[int, int] | None:
-    """(height, width) for --fuse-preprocess, or None."""
-    from ..errors import ConvertError
-    from ..export.fused_preprocess import parse_frame_size
-
-    if not fuse:
-        if frame_size is not None:
-            raise ConvertError("--frame-size is the camera frame size of --fuse-preprocess: add --fuse-preprocess, "
-                               "or drop --frame-size.")
-        return None
-    if precision == "int8":
-        # INT8 calibration feeds preprocessed images (engine/calibration.py), not camera frames.
-        raise ConvertError("--fuse-preprocess does not support --precision int8 yet; use fp16 or fp32.")
-    return parse_frame_size(frame_size or "1640x590")
-
-
-def _check_opset(opset: int) -> None:
-    """ConvertError unless torch's TorchScript-based exporter writes `opset` (it would warn or fail mid-way)."""
-    from ..errors import ConvertError
-
-    low, high = 7, 17  # torch 2.1 (the oldest JetPack wheel) exports opsets 7 to 17
-    try:
-        from torch.onnx import _constants
-
-        low = _constants.ONNX_MIN_OPSET
-        high = getattr(_constants, "ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", _constants.ONNX_MAX_OPSET)
-    except (ImportError, AttributeError):
-        pass
-    if not low <= opset <= high:
-        raise ConvertError(
-            f"--opset {opset} is not one this torch exports (opsets {low} to {high}); keep the default 17, "
-            "which TensorRT on JetPack 5 and 6 parses."
-        )
-
-
 def _print_summary(console: Any, result: Any) -> None:
     from rich.table import Table
 
     manifest = result.manifest
-    fp16 = manifest.get("fp16")
+    fp16 = manifest.fp16
     if fp16 is not None:
         if fp16["nodes"]:
             table = Table(title=f"FP16 report: {len(fp16['nodes'])} node(s) outside FP16 range (kept in FP32 by TensorRT)",
@@ -295,8 +214,8 @@ def _print_summary(console: Any, result: Any) -> None:
     table.add_column("file")
     table.add_column("size", justify="right")
     table.add_column("sha256")
-    for file_name, entry in manifest["files"].items():
-        table.add_row(file_name, _size(entry["bytes"]), entry["sha256"][:16] + "…")
+    for file_name, entry in manifest.files.items():
+        table.add_row(file_name, _size(entry.bytes), entry.sha256[:16] + "…")
     console.print(table)
 
     fp16_model = (fp16 or {}).get("onnx")
@@ -311,10 +230,10 @@ def _print_summary(console: Any, result: Any) -> None:
                           f"(limit {lanes['max_mean_dx_px']:g} px)")
     from ..evaluate.record import evaluation_summary
 
-    summary = evaluation_summary(manifest.get("evaluation"))
+    summary = evaluation_summary(manifest.evaluation)
     if summary:
         console.print(summary)
-    parity = manifest.get("parity")
+    parity = manifest.parity
     if parity:
         for out_name, entry in parity["outputs"].items():
             console.print(f"parity {out_name} (batches {parity['batches']}): max abs {entry['max_abs']:.3g}, "

@@ -102,7 +102,7 @@ def run_infer(
 def synthetic_frames(count: int, width: int = 1640, height: int = 590, seed: int = 0) -> list[tuple[str, Any]]:
     """`count` synthetic road frames named road-000.png, ...: evaluation seeds (never used to train the demo
     weights), from EVAL_SEED_BASE + seed on."""
-    from ..lanedet.synthetic import EVAL_SEED_BASE, scene
+    from ..training.synthetic import EVAL_SEED_BASE, scene
 
     return [(f"road-{i:03d}.png", scene(EVAL_SEED_BASE + seed + i, width, height).frame) for i in range(count)]
 
@@ -239,7 +239,7 @@ def sample(
     from ..lanedet.draw import save_png
 
     if video:
-        from ..lanedet.synthetic import EVAL_SEED_BASE
+        from ..training.synthetic import EVAL_SEED_BASE
         from .video import write_drive
 
         typer.echo(str(write_drive(out / "drive.mp4", EVAL_SEED_BASE + seed, count, width, height)))

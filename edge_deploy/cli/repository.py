@@ -39,8 +39,10 @@ def install(
     tritonserver: Annotated[
         Optional[Path], typer.Option(help="tritonserver binary whose backends decide the runtime.")
     ] = None,
-    fp16: Annotated[bool, typer.Option(
-        "--fp16", help="Serve model_fp16.onnx (ONNX Runtime) instead of model.onnx or the plan.")] = False,
+    fp16: Annotated[Optional[bool], typer.Option(
+        "--fp16/--no-fp16", help="Serve model_fp16.onnx (ONNX Runtime) instead of model.onnx or the plan, or not "
+                                 "(default: as converted: an FP16 artifact serves model_fp16.onnx where no plan is "
+                                 "served).", show_default=False)] = None,
 ) -> None:
     """Install an artifact as the next version of a model; a running server loads it."""
     from ..progress import ConsoleReporter
@@ -109,7 +111,7 @@ def rollback(
 ) -> None:
     """Serve an older version again (newer versions stay on disk)."""
     from ..progress import ConsoleReporter
-    from ..repository.install import rollback as do_rollback
+    from ..repository.rollback import rollback as do_rollback
 
     result = do_rollback(repository, name, to, reporter=ConsoleReporter())
     typer.echo(result.summary())

@@ -135,7 +135,7 @@ def write_drive(path: Path, seed: int, n_frames: int, width: int, height: int, f
     """A synthetic drive (consecutive frames of one road, lanedet.synthetic.drive) as a video file."""
     import cv2
 
-    from ..lanedet.synthetic import drive
+    from ..training.synthetic import drive
 
     if width % 2 or height % 2:
         raise FrameError(f"a video needs an even width and height (MPEG-4), got {width}x{height}; pass even sizes.")

@@ -1,6 +1,8 @@
-"""The gRPC client vehicle apps import: LaneDetClient, AsyncLaneDetClient, the served-model I/O and shared memory.
+"""The gRPC client vehicle apps import: LaneDetClient, AsyncLaneDetClient, and what they share: the served model
+(`served_model`), frames (`frames`), request buffers (`buffers`, `shm`), requests and answers (`request`), TLS.
 
-Imports only `edge_deploy.lanedet` (decode, preprocess, the install<->client contract) and `edge_deploy.errors`.
+Imports only `edge_deploy.lanedet` (the family interface, preprocessing, the install<->client contract) and
+`edge_deploy.errors`.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ preprocesses frame n+1 and decodes frame n-1::
 
 Same model handling, transport, retries and errors as `LaneDetClient`: all but
 the calls to the server (tritonclient.grpc.aio here) is shared with it
-(client_base.py, model_io.py).
+(base.py, served_model.py, buffers.py, request.py).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import ClientError
-from ..lanedet.decode import Lane
+from ..lanedet.lane import Lane
 from .base import (
     CHANNEL_ARGS,
     DEFAULT_MODEL,
@@ -34,7 +34,10 @@ from .base import (
     server_errors,
     unregister_is_final,
 )
-from .model_io import LaneModel, Slot, check_frames, read_lanes
+from .buffers import Slot
+from .frames import check_frames
+from .request import read_lanes
+from .served_model import LaneModel
 from .shm import ShmRegion
 from .tls import TLSConfig, client_options
 

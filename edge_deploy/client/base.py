@@ -1,4 +1,4 @@
-"""What LaneDetClient and AsyncLaneDetClient share beyond the tensors (model_io).
+"""What LaneDetClient and AsyncLaneDetClient share beyond the tensors (served_model, buffers, request).
 
 The transport choice, how server errors map to `ClientError`s and which are
 retried, the backoff, and `ClientBase`: the state of a client (the model, its
@@ -24,15 +24,10 @@ from ..errors import (
     TLSRefusedError,
     one_line,
 )
-from .model_io import (
-    DecodeParams,
-    LaneModel,
-    Request,
-    Slot,
-    build_request,
-    decode_params,
-    describe_model,
-)
+from ..lanedet.family import DecodeDefaults
+from .buffers import Slot
+from .request import Request, build_request
+from .served_model import LaneModel, decode_params, describe_model
 from .shm import ShmRegion
 from .tls import SOCKET_CLOSED, TLSConfig, explain_refusal, handshake_failure
 
@@ -317,11 +312,11 @@ class ClientBase:
         gone = forget_regions([replaced], self._registered) if replaced is not None else []
         return request, gone, self._unregistered([slot])
 
-    def _params(self, call: tuple[float | None, float | None, int | None]) -> DecodeParams:
+    def _params(self, call: tuple[float | None, float | None, int | None]) -> DecodeDefaults:
         """The decode settings of a call: its own values over this client's over the model config's."""
         assert self.model is not None
         mine = [own if own is not None else default for own, default in zip(call, self._overrides)]
-        return decode_params(self.model, *mine, DecodeParams.of(self.model))
+        return decode_params(self.model, *mine, self.model.decode)
 
     def _after_failure(self, backoff: Backoff, exc: Exception) -> float:
         """The sleep before retrying a failed call, or raise its ClientError."""

@@ -5,7 +5,7 @@ itself from them: the input name, dtype (FP32/FP16) and size, the batch size,
 and the preprocessing spec and decode defaults that `edge-deploy install`
 writes into the config parameters. It serves a raw lane model (pre/post on the
 client) and an ``NAME_pipeline`` ensemble (pre/post on the server) alike
-(model_io.py).
+(served_model.py, buffers.py, request.py).
 
 Transport: when the server is on this host (a loopback URL) the tensors travel
 through system shared memory (`shm.ShmRegion`): the preprocessing writes the
@@ -21,7 +21,7 @@ the model than the one the client read (an install changed its rows, input
 size or datatype), the client re-reads the model and repeats the request.
 Failures are `ClientError` subclasses with
 one-line messages. Everything but the calls to the server is shared with
-AsyncLaneDetClient (client_base.py, model_io.py).
+AsyncLaneDetClient (base.py, served_model.py, buffers.py, request.py).
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
-from ..lanedet.decode import Lane
+from ..lanedet.lane import Lane
 from .base import (
     CHANNEL_ARGS,
     DEFAULT_MODEL,
@@ -45,7 +45,9 @@ from .base import (
     server_errors,
     unregister_is_final,
 )
-from .model_io import Slot, check_frames, read_lanes
+from .buffers import Slot
+from .frames import check_frames
+from .request import read_lanes
 from .shm import ShmRegion
 from .tls import TLSConfig, client_options
 

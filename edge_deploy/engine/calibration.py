@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ..artifact import Manifest, sha256_file
+from ..lanedet.preprocess import PreprocessSpec
 from ..errors import EngineError
 from . import tensorrt_api
 
@@ -46,12 +47,12 @@ def calibration_digest(onnx_sha256: str, images: Sequence[Path], spec: dict[str,
     return digest.hexdigest()
 
 
-def _preprocessor(spec: dict[str, Any], batch: int) -> Any:
+def _preprocessor(spec: PreprocessSpec, batch: int) -> Any:
     """The model's own preprocessing (edge_deploy.lanedet.preprocess) for the manifest's spec."""
-    from ..lanedet.preprocess import Preprocessor, PreprocessSpec
+    from ..lanedet.preprocess import Preprocessor
 
     try:
-        return Preprocessor(PreprocessSpec.from_dict(spec), batch=batch)
+        return Preprocessor(spec, batch=batch)
     except ValueError as exc:
         raise EngineError(f"the manifest's preprocess spec is not usable for calibration: {exc}") from exc
 
@@ -65,13 +66,12 @@ def _read_image(path: Path) -> Any:
     return image
 
 
-def make_calibration(artifact_dir: Path, manifest: dict[str, Any], images: Sequence[Path], digest: str,
+def make_calibration(artifact_dir: Path, manifest: Manifest, images: Sequence[Path], digest: str,
                      profile: dict[str, Any]) -> tensorrt_api.Calibration:
     """The INT8 calibration feed: the model's preprocessing over the images, in batches of the profile's opt."""
     import numpy as np
 
-    inputs = Manifest(manifest).io.get("inputs") or [{"name": "input"}]
-    name = inputs[0]["name"]
+    name = manifest.io.inputs[0].name if manifest.io.inputs else "input"
     batch = profile[name][1][0] if name in profile else int((inputs[0].get("shape") or [1])[0])
     batch = max(1, batch)
     if len(images) < batch:
@@ -79,7 +79,7 @@ def make_calibration(artifact_dir: Path, manifest: dict[str, Any], images: Seque
             f"INT8 calibration runs in batches of {batch} (the optimisation batch) but only {len(images)} "
             "image(s) were given; add more images to --calibration-images."
         )
-    preprocessor = _preprocessor(Manifest(manifest).preprocess, batch)
+    preprocessor = _preprocessor(manifest.preprocess, batch)
 
     def batches() -> Iterator[Any]:
         # Whole batches only (calibration runs at the profile's opt shape); a short tail is dropped.

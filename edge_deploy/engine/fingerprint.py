@@ -149,17 +149,17 @@ def plan_mismatch(plan_section: dict[str, Any] | None, facts: device_mod.DeviceF
     return fingerprint_diff(plan_section, machine_fingerprint(facts))
 
 
-def plan_file_matches(plan: Path, manifest: dict[str, Any]) -> bool | None:
+def plan_file_matches(plan: Path, manifest: Manifest) -> bool | None:
     """Whether `plan` still has the sha256 of its manifest entry; None when the manifest lists no such file."""
-    entry = Manifest(manifest).files.get(Path(plan).name)
+    entry = manifest.files.get(Path(plan).name)
     if not entry:
         return None
-    return entry.get("sha256") == sha256_file(plan)
+    return entry.sha256 == sha256_file(plan)
 
 
-def plan_is_current(plan: Path, manifest: dict[str, Any], fingerprint: dict[str, Any]) -> tuple[bool, list[str]]:
+def plan_is_current(plan: Path, manifest: Manifest, fingerprint: dict[str, Any]) -> tuple[bool, list[str]]:
     """The rebuild decision: (True, []) when `plan` is intact and was built with `fingerprint`; else what differs."""
-    recorded = Manifest(manifest).plan
+    recorded = manifest.plan
     if not Path(plan).is_file() or not recorded:
         return False, []
     if not plan_file_matches(plan, manifest):

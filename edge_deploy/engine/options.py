@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import EngineError
+from ..precision import Precision
 
-PRECISIONS = ("fp16", "fp32", "int8")
 BUILDERS = ("auto", "python", "trtexec")
 MiB = 1 << 20
 GiB = 1 << 30
@@ -21,7 +21,7 @@ class EngineOptions:
     """What the user asked of the TensorRT build (CLI options of `convert`)."""
 
     builder: str = "auto"  # auto | python | trtexec
-    precision: str = "fp16"  # fp16 | fp32 | int8
+    precision: Precision = Precision.FP16
     workspace: int | None = None  # bytes; None: derived from free memory
     dla_core: int | None = None
     timing_cache: Path | None = None
@@ -30,6 +30,13 @@ class EngineOptions:
     verify: bool = True
     force: bool = False
     weak_typing: bool = False  # TensorRT 10.x FP16: the builder-flag path on model.onnx instead of strong typing
+
+    def __post_init__(self) -> None:
+        try:
+            self.precision = Precision(self.precision)
+        except ValueError:
+            raise EngineError(f"--precision must be one of "
+                              f"{', '.join(p.value for p in Precision)} (got {self.precision!r}).") from None
 
 
 def parse_size(text: str) -> int:

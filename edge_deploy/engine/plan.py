@@ -35,7 +35,7 @@ from .fingerprint import (
     plan_is_current,
     plan_mismatch,
 )
-from .options import BUILDERS, PRECISIONS, EngineOptions, GiB, MiB
+from .options import BUILDERS, EngineOptions, GiB, MiB
 from .verify import check_io, verify_plan
 
 MIN_WORKSPACE = 64 * MiB  # below this TensorRT finds no tactic for LaneATT's larger layers
@@ -108,28 +108,27 @@ def workspace_size(requested: int | None, facts: device_mod.DeviceFacts, onnx_by
     return int(size // MiB * MiB)
 
 
-def optimisation_profile(manifest: dict[str, Any]) -> dict[str, tuple[list[int], list[int], list[int]]]:
+def optimisation_profile(manifest: Manifest) -> dict[str, tuple[list[int], list[int], list[int]]]:
     """One profile from the manifest's batch range: {input: (min, opt, max)}; empty for a fixed batch."""
-    view = Manifest(manifest)
-    io, batch = view.io, view.batch
+    batch = manifest.io.batch
     profile = {}
-    for tensor in io.get("inputs", []):
-        shape = [int(d) for d in tensor["shape"]]
+    for tensor in manifest.io.inputs:
+        shape = list(tensor.shape)
         if any(d < 0 for d in shape[1:]):
             raise EngineError(
-                f"input {tensor['name']!r} has dynamic axes other than the batch ({shape}); "
+                f"input {tensor.name!r} has dynamic axes other than the batch ({shape}); "
                 "re-export with a fixed image size (edge-deploy convert --input-shape)."
             )
         if shape and shape[0] < 0:
-            lo, opt, hi = int(batch.get("min", 1)), int(batch.get("opt", 1)), int(batch.get("max", 1))
-            profile[tensor["name"]] = ([lo, *shape[1:]], [opt, *shape[1:]], [hi, *shape[1:]])
+            lo, opt, hi = batch.min, batch.opt, batch.max
+            profile[tensor.name] = ([lo, *shape[1:]], [opt, *shape[1:]], [hi, *shape[1:]])
     return profile
 
 
-def fp32_pins(manifest: dict[str, Any]) -> list[tuple[str, str]]:
+def fp32_pins(manifest: Manifest) -> list[tuple[str, str]]:
     """(node, output tensor) pairs the FP16 report says must stay FP32 (initializers are not layers)."""
     pins: list[tuple[str, str]] = []
-    for entry in Manifest(manifest).fp16.get("nodes", []):
+    for entry in (manifest.fp16 or {}).get("nodes", []):
         if entry.get("op") == "initializer" or not entry.get("node"):
             continue
         pair = (str(entry["node"]), str(entry.get("output") or ""))
@@ -190,14 +189,12 @@ def check_dla(dla_core: int | None, facts: device_mod.DeviceFacts, tensorrt_vers
 
 def check_choices(options: EngineOptions) -> None:
     """--precision and --builder-optimization-level must be values TensorRT knows: one-line EngineError."""
-    if options.precision not in PRECISIONS:
-        raise EngineError(f"--precision must be one of {', '.join(PRECISIONS)} (got {options.precision!r}).")
     if options.optimization_level is not None and not 0 <= options.optimization_level <= 5:
         raise EngineError(f"--builder-optimization-level must be 0..5 (got {options.optimization_level}).")
 
 
 def build_settings(
-    manifest: dict[str, Any], options: EngineOptions, workspace_bytes: int, *, strongly_typed: bool = False,
+    manifest: Manifest, options: EngineOptions, workspace_bytes: int, *, strongly_typed: bool = False,
 ) -> tensorrt_api.BuildSettings:
     """EngineOptions + manifest -> the version-neutral BuildSettings the builders consume.
 
@@ -250,7 +247,7 @@ class _Build:
         return self.fingerprint["tensorrt"]
 
 
-def _resolve(manifest: dict[str, Any], options: EngineOptions, facts: device_mod.DeviceFacts,
+def _resolve(manifest: Manifest, options: EngineOptions, facts: device_mod.DeviceFacts,
              artifact_dir: Path) -> _Build:
     """Builder, settings and fingerprint of the build `options` ask for; one-line EngineError when impossible."""
     builder = available_builder(options.builder)
@@ -279,11 +276,11 @@ def _resolve(manifest: dict[str, Any], options: EngineOptions, facts: device_mod
     onnx_sha = sha256_file(onnx)
     digest = None
     if options.precision == "int8":
-        if manifest.get("fused_preprocess"):
+        if manifest.fused_preprocess:
             raise EngineError("INT8 calibration feeds preprocessed images, but this model takes camera frames "
                               "(--fuse-preprocess); build it with --precision fp16 or fp32.")
         images = calibration_images(options.calibration_images)
-        digest = calibration_digest(onnx_sha, images, Manifest(manifest).preprocess)
+        digest = calibration_digest(onnx_sha, images, manifest.preprocess.to_dict())
         settings.calibration = make_calibration(artifact_dir, manifest, images, digest, settings.profile)
     return _Build(tool, settings, plan_fingerprint(facts, version, onnx_sha, settings, digest, onnx.name), onnx)
 
@@ -321,7 +318,7 @@ def _build_python(onnx: Path, plan_out: Path, settings: tensorrt_api.BuildSettin
         write_bytes_atomic(timing_cache, result.timing_cache)
 
 
-def _verify(plan: Path, onnx: Path, manifest: dict[str, Any], dla_core: int | None,
+def _verify(plan: Path, onnx: Path, manifest: Manifest, dla_core: int | None,
             reporter: Reporter, io: dict[str, Any] | None = None) -> dict[str, Any]:
     """The plan's "verify" section: verify_plan's, or why it was skipped (needs the tensorrt module).
 
@@ -337,7 +334,7 @@ def _verify(plan: Path, onnx: Path, manifest: dict[str, Any], dla_core: int | No
 
 def build_plan(
     artifact_dir: Path,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     options: EngineOptions,
     reporter: Reporter | None = None,
     *,
@@ -367,7 +364,7 @@ def build_plan(
             f"{PLAN_NAME} is up to date (same TensorRT {build.tensorrt_version}, device, ONNX model and options): "
             "skipped the build; --force rebuilds it"
         )
-        return dict(manifest["plan"])
+        return dict(manifest.plan or {})
     if changes:
         reporter.info(f"rebuilding {PLAN_NAME}: " + "; ".join(changes))
     elif current:
@@ -393,7 +390,7 @@ def build_plan(
         verification: dict[str, Any] = {"status": "skipped", "reason": "--no-verify"}
         if options.verify:
             verification = _verify(plan_tmp, onnx, manifest, build.settings.dla_core, reporter,
-                                   io=Manifest(manifest).io_of(build.onnx.name))
+                                   io=manifest.io_of(build.onnx.name))
         os.replace(plan_tmp, plan_path)
     except EdgeDeployError:
         raise
@@ -419,7 +416,7 @@ def build_plan(
 
 def check_existing_plan(
     artifact_dir: Path,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     facts: device_mod.DeviceFacts | None = None,
     *,
     deserialize: bool = True,
@@ -437,7 +434,7 @@ def check_existing_plan(
             f"{plan} is corrupt or was changed after it was built (sha256 differs from the manifest); "
             f"rebuild it with `edge-deploy convert {artifact_dir} --force`."
         )
-    changes = plan_mismatch(Manifest(manifest).plan, facts)
+    changes = plan_mismatch(manifest.plan, facts)
     if changes:
         raise EngineError(
             f"{plan} was not built for this machine ({'; '.join(changes)}); "
@@ -445,6 +442,6 @@ def check_existing_plan(
         )
     if deserialize and tensorrt_api.module_version() is not None:
         trt = tensorrt_api.load()
-        dla_core = (Manifest(manifest).plan or {}).get("dla_core")
+        dla_core = (manifest.plan or {}).get("dla_core")
         engine = trt.deserialize(plan.read_bytes(), where=str(plan), dla_core=dla_core)
-        check_io(trt.io_tensors(engine), Manifest(manifest).plan_io, where=str(plan))
+        check_io(trt.io_tensors(engine), manifest.plan_io, where=str(plan))

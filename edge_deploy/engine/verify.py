@@ -10,18 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..artifact import Manifest
+from ..artifact import IOSignature, Manifest
 from ..errors import EngineError
-from ..parity import compare_to_reference, lane_output_name, parity_feeds
+from ..parity import LaneCheck, compare_to_reference, parity_feeds
 from ..progress import Reporter
 from . import tensorrt_api
 
 
 
-def check_io(tensors: Sequence[tensorrt_api.TensorInfo], io: dict[str, Any], where: str = "the plan") -> None:
+def check_io(tensors: Sequence[tensorrt_api.TensorInfo], io: IOSignature, where: str = "the plan") -> None:
     """The engine's I/O names, datatypes and shapes must be the manifest's; one-line EngineError otherwise."""
-    expected = {t["name"]: (True, t) for t in io.get("inputs", [])}
-    expected.update({t["name"]: (False, t) for t in io.get("outputs", [])})
+    expected = {t.name: (True, t) for t in io.inputs}
+    expected.update({t.name: (False, t) for t in io.outputs})
     found = {t.name: t for t in tensors}
     missing = sorted(set(expected) - set(found))
     extra = sorted(set(found) - set(expected))
@@ -35,29 +35,29 @@ def check_io(tensors: Sequence[tensorrt_api.TensorInfo], io: dict[str, Any], whe
         kind = "input" if is_input else "output"
         if tensor.is_input != is_input:
             raise EngineError(f"{where}: {name!r} is an {kind} in the manifest but not in the plan; rebuild it.")
-        if tensor.datatype != spec["datatype"]:
+        if tensor.datatype != spec.datatype:
             raise EngineError(
-                f"{where}: {kind} {name!r} is {tensor.datatype}, the manifest says {spec['datatype']}; rebuild it."
+                f"{where}: {kind} {name!r} is {tensor.datatype}, the manifest says {spec.datatype}; rebuild it."
             )
-        want = [int(d) for d in spec["shape"]]
+        want = list(spec.shape)
         if len(want) != len(tensor.shape) or any(w != g for w, g in zip(want, tensor.shape)):
             raise EngineError(
                 f"{where}: {kind} {name!r} has shape {tensor.shape}, the manifest says {want}; rebuild it."
             )
-    batch = io.get("batch") or {}
+    batch = io.batch
     for tensor in tensors:
-        if tensor.is_input and tensor.profile is not None and batch:
+        if tensor.is_input and tensor.profile is not None and batch.dynamic:
             low, high = tensor.profile[0][0], tensor.profile[2][0]
-            if (low, high) != (int(batch.get("min", low)), int(batch.get("max", high))):
+            if (low, high) != (batch.min, batch.max):
                 raise EngineError(
                     f"{where}: input {tensor.name!r} accepts batch {low}..{high}, the manifest says "
-                    f"{batch.get('min')}..{batch.get('max')}; rebuild it."
+                    f"{batch.min}..{batch.max}; rebuild it."
                 )
 
 
-def verify_plan(plan_path: Path, onnx_path: Path, manifest: dict[str, Any], trt: tensorrt_api.TensorRT,
+def verify_plan(plan_path: Path, onnx_path: Path, manifest: Manifest, trt: tensorrt_api.TensorRT,
                 reporter: Reporter | None = None, dla_core: int | None = None,
-                io: dict[str, Any] | None = None) -> dict[str, Any]:
+                io: IOSignature | None = None) -> dict[str, Any]:
     """Deserialize the plan, check its I/O against the manifest, run it and compare with ONNX Runtime.
 
     Returns the manifest's plan "verify" section; without pycuda only the I/O is checked.
@@ -66,7 +66,7 @@ def verify_plan(plan_path: Path, onnx_path: Path, manifest: dict[str, Any], trt:
     """
     reporter = reporter or Reporter()
     engine = trt.deserialize(Path(plan_path).read_bytes(), where=str(plan_path), dla_core=dla_core)
-    check_io(trt.io_tensors(engine), io if io is not None else Manifest(manifest).io, where=str(plan_path))
+    check_io(trt.io_tensors(engine), io if io is not None else manifest.io, where=str(plan_path))
     result: dict[str, Any] = {"status": "passed", "io": "ok"}
     if not tensorrt_api.has_pycuda():
         reason = "pycuda is not installed (pip install 'edge-deploy[jetson]')"
@@ -80,8 +80,7 @@ def verify_plan(plan_path: Path, onnx_path: Path, manifest: dict[str, Any], trt:
     names = [o.name for o in session.get_outputs()]
     reference = [dict(zip(names, session.run(None, feed))) for feed in feeds]
     actual = [trt.run(engine, feed) for feed in feeds]
-    view = Manifest(manifest)
-    report = compare_to_reference(reference, actual, view.decode, lane_output_name(manifest), view.input_size)
+    report = compare_to_reference(reference, actual, LaneCheck.of(manifest))
     report["batches"] = [int(next(iter(f.values())).shape[0]) for f in feeds]
     if not report["passed"]:
         worst = report["worst_output"]

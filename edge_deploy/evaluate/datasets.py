@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EvaluationError
-from ..lanedet.synthetic import EVAL_SEED_BASE
+from ..training.synthetic import EVAL_SEED_BASE
 
 __all__ = [
     "EVAL_SEED_BASE",
@@ -81,7 +81,7 @@ def synthetic_frames(
     n, seed = _check_count("n", n), _check_count("seed", seed)
     if seed + n > EVAL_SEED_BASE:
         raise EvaluationError(f"seed + n must stay below {EVAL_SEED_BASE}, got seed={seed}, n={n}")
-    from ..lanedet.synthetic import scene
+    from ..training.synthetic import scene
 
     def frames() -> Iterator[tuple[str, np.ndarray, list[np.ndarray], tuple[str, ...]]]:
         for i in range(n):

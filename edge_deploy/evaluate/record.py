@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..artifact import FP16_ONNX_NAME, ONNX_NAME
+from ..artifact import FP16_ONNX_NAME, ONNX_NAME, Manifest
 from ..errors import EvaluationError
 from ..progress import Reporter
 
@@ -42,7 +42,7 @@ def eval_frames(spec: str) -> Any:
     return datasets.culane_frames(path.parent, path)
 
 
-def evaluate_artifact(artifact_dir: Path, manifest: dict[str, Any], spec: str,
+def evaluate_artifact(artifact_dir: Path, manifest: Manifest, spec: str,
                       reporter: Reporter | None = None) -> dict[str, Any]:
     """F1/precision/recall of each ONNX file of the artifact on the --eval-data frames (the manifest's section)."""
     from .run import evaluate
@@ -59,7 +59,7 @@ def evaluate_artifact(artifact_dir: Path, manifest: dict[str, Any], spec: str,
         section["frames"] = report.frames
         section["files"][name] = {f"{r.iou_threshold:g}": {"f1": round(r.f1, 4), "precision": round(r.precision, 4),
                                                            "recall": round(r.recall, 4)} for r in report.culane}
-    fp16 = (manifest.get("fp16") or {}).get("onnx")
+    fp16 = manifest.fp16_onnx
     scores = section["files"]
     if isinstance(fp16, dict) and ONNX_NAME in scores and FP16_ONNX_NAME in scores:
         ref, low = scores[ONNX_NAME]["0.5"]["f1"], scores[FP16_ONNX_NAME]["0.5"]["f1"]

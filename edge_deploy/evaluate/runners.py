@@ -3,7 +3,7 @@
 A model is named by a spec string:
 - `DIR` or `DIR:fp32`: the artifact's model.onnx; `DIR:fp16`: its model_fp16.onnx;
 - `grpc://HOST:PORT/MODEL`: a model served by tritonserver (LaneDetClient, shared memory on the same host).
-Both decode with the same `decode_lanes` and the artifact's (or served config's) decode defaults.
+Both decode with the model's lane-family decoder and the artifact's (or served config's) decode defaults.
 """
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..artifact import FP16_ONNX_NAME, ONNX_NAME, Manifest, read_manifest
+from ..artifact import FP16_ONNX_NAME, ONNX_NAME, Manifest
 from ..errors import EvaluationError
-from ..lanedet.contract import LANEATT_DECODE
-from ..lanedet.decode import Lane, decode_lanes
+from ..lanedet.lane import Lane
 
 _ONNX_FILES = {"fp32": ONNX_NAME, "fp16": FP16_ONNX_NAME}
 
@@ -33,9 +32,9 @@ class LaneRunner(Protocol):
 class OnnxRunner:
     """An artifact's ONNX model in ONNX Runtime (CPU), with the client's own preprocessing and decoding."""
 
-    def __init__(self, artifact_dir: Path, precision: str = "fp32", manifest: dict | None = None) -> None:
+    def __init__(self, artifact_dir: Path, precision: str = "fp32", manifest: Manifest | None = None) -> None:
         """`manifest`: the artifact's manifest when it is not written yet (convert's staging directory)."""
-        from ..lanedet.preprocess import Preprocessor, PreprocessSpec
+        from ..lanedet.preprocess import Preprocessor
         from ..parity import ort_session
 
         if precision not in _ONNX_FILES:
@@ -44,32 +43,40 @@ class OnnxRunner:
         if not path.is_file():
             hint = "convert with --precision fp16" if precision == "fp16" else "run `edge-deploy convert`"
             raise EvaluationError(f"{path} does not exist; {hint}.")
-        view = Manifest(manifest if manifest is not None else read_manifest(artifact_dir))
-        if not view.inputs or not view.outputs:
+        manifest = manifest if manifest is not None else Manifest.read(artifact_dir)
+        if not manifest.io.inputs or not manifest.io.outputs:
             raise EvaluationError(f"the manifest of {artifact_dir} lists no inputs/outputs; re-run `edge-deploy convert`.")
+        self.family = manifest.lane_family()
+        if self.family is None:
+            raise EvaluationError(f"{artifact_dir} holds no lane model (its manifest names no lane-model family); "
+                                  "evaluate scores lane models.")
+        self.lane_outputs = [t.name for t in self.family.lane_outputs(manifest.io.outputs, manifest.io.batch.dynamic)]
         self.name = f"{artifact_dir}:{precision}"
         self.session = ort_session(path)
         # The session's own input, not the manifest's: an FP16 ONNX may take FP16 input.
         model_input = self.session.get_inputs()[0]
         dtype = np.float16 if "float16" in model_input.type else np.float32
         self.input_name = model_input.name
-        self.pre = Preprocessor(PreprocessSpec.from_dict(view.preprocess), dtype, 1)
-        self.decode = {**LANEATT_DECODE, **view.decode}
+        self.pre = Preprocessor(manifest.preprocess, dtype, 1)
+        self.decode = manifest.decode
         # convert --fuse-preprocess: the model takes the uint8 frame at one size and preprocesses it itself.
-        frame = (view.data.get("fused_preprocess") or {}).get("frame")
-        self.frame_size = (int(frame["height"]), int(frame["width"])) if "uint8" in model_input.type and frame else None
+        frame = manifest.fused_frame
+        self.frame_size = (frame.height, frame.width) if "uint8" in model_input.type and frame else None
+
+    def _lanes(self, model_input: np.ndarray, size: tuple[int, int]) -> list[Lane]:
+        """Run one frame's model input; its lanes in the frame (of `size`) the model saw, crop box included."""
+        top, left, height, width = self.pre.spec.crop_box(*size)
+        outputs = self.session.run(self.lane_outputs, {self.input_name: model_input})
+        lanes = self.family.decode([np.asarray(o[0], dtype=np.float32) for o in outputs], self.decode,
+                                   (height, width), self.pre.spec.width)
+        if top or left:
+            lanes = [Lane(lane.points + np.float32([left, top]), lane.score) for lane in lanes]
+        return lanes
 
     def detect(self, frame: np.ndarray) -> list[Lane]:
         if self.frame_size is not None:
             return self._detect_fused(frame)
-        top, left, height, width = self.pre.spec.crop_box(*frame.shape[:2])
-        raw = self.session.run(None, {self.input_name: self.pre(frame)})[0][0]
-        lanes = decode_lanes(np.asarray(raw, dtype=np.float32), conf_threshold=self.decode["conf_threshold"],
-                             nms_threshold=self.decode["nms_threshold"], top_k=int(self.decode["top_k"]),
-                             image_size=(height, width), model_width=self.pre.spec.width)
-        if top or left:
-            lanes = [Lane(lane.points + np.float32([left, top]), lane.score) for lane in lanes]
-        return lanes
+        return self._lanes(self.pre(frame), frame.shape[:2])
 
     def _detect_fused(self, frame: np.ndarray) -> list[Lane]:
         """A fused model: the frame (resized to the model's frame size if needed) in, lanes mapped back."""
@@ -79,13 +86,9 @@ class OnnxRunner:
         assert size is not None
         fitted = frame if frame.shape[:2] == size else cv2.resize(frame, (size[1], size[0]),
                                                                   interpolation=cv2.INTER_CUBIC)
-        top, left, height, width = self.pre.spec.crop_box(*size)
-        raw = self.session.run(None, {self.input_name: np.ascontiguousarray(fitted)[None]})[0][0]
-        lanes = decode_lanes(np.asarray(raw, dtype=np.float32), conf_threshold=self.decode["conf_threshold"],
-                             nms_threshold=self.decode["nms_threshold"], top_k=int(self.decode["top_k"]),
-                             image_size=(height, width), model_width=self.pre.spec.width)
+        lanes = self._lanes(np.ascontiguousarray(fitted)[None], size)
         scale = np.float32([frame.shape[1] / size[1], frame.shape[0] / size[0]])
-        return [Lane((lane.points + np.float32([left, top])) * scale, lane.score) for lane in lanes]
+        return [Lane(lane.points * scale, lane.score) for lane in lanes]
 
     def close(self) -> None:
         pass

@@ -16,11 +16,12 @@ This is the FP16 accuracy a user sees before the model reaches the device.
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from .._deps import require
-from ..artifact import FP16_ONNX_NAME, ONNX_NAME, Manifest, file_entry
+from ..artifact import FP16_ONNX_NAME, ONNX_NAME, IOSignature, Manifest, TensorSpec, file_entry
 from ..errors import ConvertError, EdgeDeployError, one_line
 from ..progress import Reporter
 
@@ -104,23 +105,23 @@ def _converter_name() -> str:
         return "onnxconverter-common (float16.convert_float_to_float16)"
 
 
-def fp16_io_signature(model: Any, io: dict[str, Any]) -> dict[str, Any]:
-    """The manifest's io section with the datatypes the FP16 model's graph inputs/outputs have."""
+def fp16_io_signature(model: Any, io: IOSignature) -> IOSignature:
+    """`io` with the datatypes the FP16 model's graph inputs/outputs have."""
     onnx = require("onnx", "making the FP16 ONNX model")
     names = {onnx.TensorProto.FLOAT16: "FP16", onnx.TensorProto.FLOAT: "FP32"}
     types = {v.name: v.type.tensor_type.elem_type for v in [*model.graph.input, *model.graph.output]}
 
-    def retyped(tensors: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{**t, "datatype": names.get(types.get(t["name"]), t["datatype"])} for t in tensors]
+    def retyped(tensors: tuple[TensorSpec, ...]) -> tuple[TensorSpec, ...]:
+        return tuple(replace(t, datatype=names.get(types.get(t.name), t.datatype)) for t in tensors)
 
-    return {**io, "inputs": retyped(io.get("inputs", [])), "outputs": retyped(io.get("outputs", []))}
+    return replace(io, inputs=retyped(io.inputs), outputs=retyped(io.outputs))
 
 
-def verify_fp16_onnx(fp32_path: Path, fp16_path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+def verify_fp16_onnx(fp32_path: Path, fp16_path: Path, manifest: Manifest) -> dict[str, Any]:
     """ONNX Runtime (CPU): model.onnx vs model_fp16.onnx on the parity inputs, raw outputs and lanes."""
     import numpy as np
 
-    from ..parity import compare_to_reference, lane_output_name, parity_feeds
+    from ..parity import LaneCheck, compare_to_reference, parity_feeds
     from ..parity import ort_session
 
     feeds = parity_feeds(manifest)
@@ -133,9 +134,7 @@ def verify_fp16_onnx(fp32_path: Path, fp16_path: Path, manifest: dict[str, Any])
     for feed in feeds:
         cast = {name: np.asarray(array, dtype=dtypes.get(name, array.dtype)) for name, array in feed.items()}
         actual.append(dict(zip([o.name for o in session.get_outputs()], session.run(None, cast))))
-    view = Manifest(manifest)
-    report = compare_to_reference(reference, actual, view.decode, lane_output_name(manifest), view.input_size,
-                                  max_dx_px=MAX_LANE_DX_PX, subject="the FP16 model")
+    report = compare_to_reference(reference, actual, LaneCheck.of(manifest), max_dx_px=MAX_LANE_DX_PX, subject="the FP16 model")
     lanes = report["lanes"]
     if lanes is not None:
         lanes = {"images": lanes["images"], "lanes_fp32": lanes["lanes_onnxruntime"], "lanes_fp16": lanes["lanes_plan"],
@@ -150,7 +149,7 @@ def verify_fp16_onnx(fp32_path: Path, fp16_path: Path, manifest: dict[str, Any])
     }
 
 
-def make_fp16_onnx(artifact_dir: Path, manifest: dict[str, Any], *, fp16_io: bool = False,
+def make_fp16_onnx(artifact_dir: Path, manifest: Manifest, *, fp16_io: bool = False,
                    reporter: Reporter | None = None) -> dict[str, Any]:
     """Write artifact_dir/model_fp16.onnx, verify it against model.onnx and record it in `manifest`.
 
@@ -162,7 +161,7 @@ def make_fp16_onnx(artifact_dir: Path, manifest: dict[str, Any], *, fp16_io: boo
     reporter = reporter or Reporter()
     artifact_dir = Path(artifact_dir)
     source, target = artifact_dir / ONNX_NAME, artifact_dir / FP16_ONNX_NAME
-    report = Manifest(manifest).fp16
+    report = manifest.fp16
     model = onnx.load(str(source))
     keep = kept_fp32_nodes(model, report)
     try:
@@ -198,13 +197,13 @@ def make_fp16_onnx(artifact_dir: Path, manifest: dict[str, Any], *, fp16_io: boo
         "file": FP16_ONNX_NAME,
         "converter": _converter_name(),
         "io_precision": "fp16" if fp16_io else "fp32",
-        "io": fp16_io_signature(converted, Manifest(manifest).io),
+        "io": fp16_io_signature(converted, manifest.io).to_dict(),
         "kept_fp32": keep,
         "verify": verdict,
         "f1": None,  # F1 retention vs model.onnx: filled by the evaluation when evaluation data is given
     }
-    manifest.setdefault("files", {})[FP16_ONNX_NAME] = file_entry(target)
-    manifest["fp16"] = {**(manifest.get("fp16") or {}), "onnx": section}
+    manifest.files[FP16_ONNX_NAME] = file_entry(target)
+    manifest.fp16 = {**(manifest.fp16 or {}), "onnx": section}
     lanes = verdict.get("lanes")
     worst = max(verdict["outputs"].values(), key=lambda e: e["max_rel"], default={"max_abs": 0.0, "max_rel": 0.0})
     reporter.info(

@@ -23,13 +23,16 @@ the "cubic only on the innermost 2 dimensions" check for constant scales.
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .._deps import require
+from ..artifact import FP16_ONNX_NAME, ONNX_NAME, IOSignature, Manifest, TensorSpec, file_entry
 from ..errors import ConvertError, one_line
+from ..lanedet.preprocess import PreprocessSpec
 
 FRAME_INPUT = "FRAME"
 DEFAULT_FRAME_SIZE = (590, 1640)  # (height, width) of a CULane camera frame
@@ -49,7 +52,7 @@ def parse_frame_size(text: str) -> tuple[int, int]:
     return height, width
 
 
-def preprocess_graph(spec: dict[str, Any], frame_size: tuple[int, int], batch_dim: Any, out_name: str,
+def preprocess_graph(spec: PreprocessSpec, frame_size: tuple[int, int], batch_dim: Any, out_name: str,
                      out_dtype: str, opset: int = 17, *, round_uint8: bool = True) -> Any:
     """The preprocessing ModelProto: FRAME uint8 [batch_dim, H, W, 3] -> `out_name` [batch_dim, 3, h, w].
 
@@ -58,9 +61,7 @@ def preprocess_graph(spec: dict[str, Any], frame_size: tuple[int, int], batch_di
     onnx = require("onnx", "fusing the preprocessing into the model")
     from onnx import TensorProto, helper, numpy_helper
 
-    from ..lanedet.preprocess import PreprocessSpec
-
-    pre = PreprocessSpec.from_dict(spec)
+    pre = spec
     if pre.interpolation != "bicubic":
         raise ConvertError(
             f"--fuse-preprocess implements bicubic resizing only, but the model's preprocessing uses "
@@ -118,7 +119,7 @@ def preprocess_graph(spec: dict[str, Any], frame_size: tuple[int, int], batch_di
     return model
 
 
-def fuse(model: Any, spec: dict[str, Any], frame_size: tuple[int, int]) -> Any:
+def fuse(model: Any, spec: PreprocessSpec, frame_size: tuple[int, int]) -> Any:
     """`model` (one image input [B, 3, h, w]) with the preprocessing in front: its input becomes FRAME."""
     onnx = require("onnx", "fusing the preprocessing into the model")
     from onnx import TensorProto, compose
@@ -147,13 +148,13 @@ def fuse(model: Any, spec: dict[str, Any], frame_size: tuple[int, int]) -> Any:
     return fused
 
 
-def fused_io(io: dict[str, Any], frame_size: tuple[int, int]) -> dict[str, Any]:
-    """The manifest io of a fused model: the FRAME input instead of the image input, outputs unchanged."""
-    lead = int(io["inputs"][0]["shape"][0])
-    return {**io, "inputs": [{"name": FRAME_INPUT, "datatype": "UINT8", "shape": [lead, *frame_size, 3]}]}
+def fused_io(io: IOSignature, frame_size: tuple[int, int]) -> IOSignature:
+    """The I/O of a fused model: the FRAME input instead of the image input, outputs unchanged."""
+    lead = io.inputs[0].shape[0]
+    return replace(io, inputs=(TensorSpec(FRAME_INPUT, "UINT8", (lead, *frame_size, 3)),))
 
 
-def fuse_file(path: Path, spec: dict[str, Any], frame_size: tuple[int, int]) -> None:
+def fuse_file(path: Path, spec: PreprocessSpec, frame_size: tuple[int, int]) -> None:
     """Rewrite the ONNX file at `path` with the preprocessing fused in."""
     onnx = require("onnx", "fusing the preprocessing into the model")
     fused = fuse(onnx.load(str(path)), spec, frame_size)
@@ -167,24 +168,24 @@ def fuse_file(path: Path, spec: dict[str, Any], frame_size: tuple[int, int]) -> 
 
 def parity_frames(frame_size: tuple[int, int], seed: int, count: int = 3) -> list[np.ndarray]:
     """Synthetic road scenes at the camera's size (lanes to compare), seeded."""
-    from ..lanedet.synthetic import road_scene
+    from ..training.synthetic import road_scene
 
     height, width = frame_size
     return [road_scene(width, height, seed=seed + i)[0] for i in range(count)]
 
 
-def pixel_parity(spec: dict[str, Any], frame_size: tuple[int, int], frames: list[np.ndarray],
+def pixel_parity(spec: PreprocessSpec, frame_size: tuple[int, int], frames: list[np.ndarray],
                  seed: int) -> dict[str, Any]:
     """The fused preprocessing (ONNX Runtime) vs the client's (lanedet/preprocess.py), per pixel.
 
     The frames plus one of uniform noise (the worst case for a cubic kernel's overshoot).
     Differences are in model-input units (1/255 = one uint8 level with LaneATT's scale).
     """
-    from ..lanedet.preprocess import Preprocessor, PreprocessSpec
+    from ..lanedet.preprocess import Preprocessor
     from ..parity import ort_session
 
     noise = np.random.default_rng(seed).integers(0, 256, (*frame_size, 3), dtype=np.uint8)
-    pre = PreprocessSpec.from_dict(spec)
+    pre = spec
     client = Preprocessor(pre)
     # One uint8 level in model-input units, per channel: scale / std.
     level = np.array([abs(pre.scale / s) for s in pre.std], np.float64).reshape(1, 3, 1, 1)
@@ -206,25 +207,21 @@ def pixel_parity(spec: dict[str, Any], frame_size: tuple[int, int], frames: list
     return report
 
 
-def lane_parity(raw_path: Path, fused_path: Path, manifest: dict[str, Any], frames: list[np.ndarray]) -> dict[str, Any]:
+def lane_parity(raw_path: Path, fused_path: Path, manifest: Manifest, frames: list[np.ndarray]) -> dict[str, Any]:
     """Lanes of the fused model on frames vs the unfused model on the client's preprocessing of them."""
-    from ..parity import compare_to_reference, lane_output_name
-    from ..lanedet.preprocess import Preprocessor, PreprocessSpec
-    from ..parity import ort_session
+    from ..lanedet.preprocess import Preprocessor
+    from ..parity import LaneCheck, compare_to_reference, ort_session
 
     raw, fused = ort_session(raw_path), ort_session(fused_path)
     image = raw.get_inputs()[0]
     dtype = np.float16 if image.type == "tensor(float16)" else np.float32
-    client = Preprocessor(PreprocessSpec.from_dict(manifest["preprocess"]), dtype=dtype)
+    client = Preprocessor(manifest.preprocess, dtype=dtype)
     names = [o.name for o in raw.get_outputs()]
     reference, actual = [], []
     for frame in frames:
         reference.append(dict(zip(names, raw.run(None, {image.name: client(frame)}))))
         actual.append(dict(zip(names, fused.run(None, {FRAME_INPUT: frame[None]}))))
-    from ..artifact import Manifest
-
-    report = compare_to_reference(reference, actual, Manifest(manifest).decode, lane_output_name(manifest),
-                                  Manifest(manifest).input_size, max_dx_px=MAX_LANE_DX_PX,
+    report = compare_to_reference(reference, actual, LaneCheck.of(manifest), max_dx_px=MAX_LANE_DX_PX,
                                   subject="the fused model")
     lanes = report["lanes"]
     if lanes is not None:
@@ -234,7 +231,7 @@ def lane_parity(raw_path: Path, fused_path: Path, manifest: dict[str, Any], fram
     return {"outputs": report["outputs"], "lanes": lanes, "passed": report["passed"], "problems": report["problems"]}
 
 
-def fuse_artifact(workdir: Path, manifest: dict[str, Any], frame_size: tuple[int, int], seed: int = 0,
+def fuse_artifact(workdir: Path, manifest: Manifest, frame_size: tuple[int, int], seed: int = 0,
                   reporter: Any = None) -> dict[str, Any]:
     """Fuse the preprocessing into model.onnx (and model_fp16.onnx), check parity, record it in `manifest`.
 
@@ -242,12 +239,11 @@ def fuse_artifact(workdir: Path, manifest: dict[str, Any], frame_size: tuple[int
     files are replaced in `workdir`; io, files and fp16.onnx.io of the manifest follow.
     ConvertError when the fused model does not give the client-side lanes.
     """
-    from ..artifact import FP16_ONNX_NAME, ONNX_NAME, Manifest, file_entry
     from ..progress import Reporter
 
     reporter = reporter or Reporter()
     workdir = Path(workdir)
-    spec = Manifest(manifest).preprocess
+    spec = manifest.preprocess
     frames = parity_frames(frame_size, seed)
     pixels = pixel_parity(spec, frame_size, frames, seed)
     if pixels["max_levels"] > MAX_PIXEL_LEVELS:
@@ -272,11 +268,11 @@ def fuse_artifact(workdir: Path, manifest: dict[str, Any], frame_size: tuple[int
                 f"the fused preprocessing does not reproduce the client's in {name}: "
                 f"{'; '.join(lanes[name]['problems'][:3])}; convert without --fuse-preprocess."
             )
-        manifest["files"][name] = file_entry(path)
-    manifest["io"] = fused_io(manifest["io"], frame_size)
-    record = Manifest(manifest).fp16_onnx
+        manifest.files[name] = file_entry(path)
+    manifest.io = fused_io(manifest.io, frame_size)
+    record = manifest.fp16_onnx
     if record and isinstance(record.get("io"), dict):
-        record["io"] = fused_io(record["io"], frame_size)
+        record["io"] = fused_io(IOSignature.from_dict(record["io"]), frame_size).to_dict()
     section = {
         "input": FRAME_INPUT,
         "frame": {"height": frame_size[0], "width": frame_size[1], "datatype": "UINT8", "layout": "NHWC",
@@ -292,7 +288,7 @@ def fuse_artifact(workdir: Path, manifest: dict[str, Any], frame_size: tuple[int
             "max_mean_dx_px": MAX_LANE_DX_PX,
         },
     }
-    manifest["fused_preprocess"] = section
+    manifest.fused_preprocess = section
     first = next(iter(lanes.values()), {}).get("lanes") or {}
     reporter.info(
         f"fused preprocessing: FRAME uint8 {frame_size[1]}x{frame_size[0]}; vs client-side max "

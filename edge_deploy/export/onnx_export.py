@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from .._deps import require
-from ..artifact import ONNX_TRITON_DTYPES
+from ..artifact import ONNX_TRITON_DTYPES, IOSignature, TensorSpec
 from ..errors import ConvertError, one_line
 from ..parity import ort_session, run_ort, tolerance_report
-from .settings import BatchRange, ExportSettings
+from ..artifact import BatchRange
+from .settings import ExportSettings
 
 
 @contextlib.contextmanager
@@ -146,21 +147,17 @@ def simplify_onnx(path: Path, input_name: str, inputs: Sequence[Any], baseline: 
     return report, outputs
 
 
-def io_signature(model: Any, batch: BatchRange) -> dict[str, Any]:
-    """The manifest's io section from an (inferred) ONNX graph."""
+def io_signature(model: Any, batch: BatchRange) -> IOSignature:
+    """The I/O signature of an (inferred) ONNX graph."""
     initializers = {init.name for init in model.graph.initializer}
 
-    def describe(value: Any) -> dict[str, Any]:
+    def describe(value: Any) -> TensorSpec:
         tensor = value.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
-        return {"name": value.name, "datatype": ONNX_TRITON_DTYPES.get(tensor.elem_type, str(tensor.elem_type)),
-                "shape": dims}
+        dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim)
+        return TensorSpec(value.name, ONNX_TRITON_DTYPES.get(tensor.elem_type, str(tensor.elem_type)), dims)
 
-    return {
-        "inputs": [describe(v) for v in model.graph.input if v.name not in initializers],
-        "outputs": [describe(v) for v in model.graph.output],
-        "batch": batch.as_manifest(),
-    }
+    return IOSignature(tuple(describe(v) for v in model.graph.input if v.name not in initializers),
+                       tuple(describe(v) for v in model.graph.output), batch)
 
 
 def build_bare_export(module: Any, example: Any, path: Path, settings: ExportSettings,

@@ -6,15 +6,14 @@ torch, onnx and onnxruntime are imported inside the functions that use them.
 """
 from __future__ import annotations
 
-import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from .._version import __version__
 from .._deps import require
-from ..artifact import FORMAT, ONNX_NAME, file_entry
+from ..artifact import ONNX_NAME, Manifest, file_entry
 from ..errors import ConvertError, one_line
-from ..lanedet.contract import LANEATT_DECODE, LANEATT_PREPROCESS
+from ..lanedet.family import family_for_outputs, get_family
 from ..parity import ort_session, parity_inputs, run_ort, tolerance_report
 from ..progress import Reporter
 from .fp16_onnx import make_fp16_onnx
@@ -28,41 +27,12 @@ from .onnx_export import (
 from .settings import ExportSettings
 from .source import SourceSpec, load_source
 
+# The preprocessing and decode defaults recorded for a model that belongs to no lane family.
+DEFAULT_FAMILY = "laneatt"
 UNTRAINED_NOTICE = (
     "no --checkpoint: LaneATT gets seeded random weights; this is fine for testing the pipeline, "
     "but lanes from untrained weights mean nothing."
 )
-
-
-
-# --------------------------------------------------------------------------- options
-
-
-
-
-
-
-
-
-# --------------------------------------------------------------------------- export and checks
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def _torch_outputs(module: Any, array: Any) -> list[Any]:
@@ -84,18 +54,15 @@ def _torch_outputs(module: Any, array: Any) -> list[Any]:
     return [t.detach().cpu().numpy() for t in out]
 
 
-
-
-
-
 # --------------------------------------------------------------------------- the export stages
 
 
-def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path, reporter: Reporter) -> dict[str, Any]:
+def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path, reporter: Reporter) -> Manifest:
     """Load MODEL, write `workdir`/model.onnx (checked, simplified, parity-verified) and return its manifest.
 
-    The manifest's "plan" is None and model.plan is not listed; the caller
-    writes manifest.json (see edge_deploy.convert).
+    The manifest's plan is None and model.plan is not listed; the caller
+    writes manifest.json (see edge_deploy.convert). The family is the loaded model's, else the one
+    whose outputs these are (edge_deploy.lanedet.family); its defaults fill preprocess and decode.
     """
     with reporter.stage("load model"):
         loaded = load_source(source)
@@ -149,35 +116,36 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
         final_model = onnx.shape_inference.infer_shapes(onnx.load(str(onnx_path)))
         fp16 = fp16_report(final_model, settings.input_name, inputs, settings.batch.dynamic)
 
-    preprocess = dict(LANEATT_PREPROCESS)
-    if len(loaded.sample_shape) == 3:
-        preprocess["height"], preprocess["width"] = int(loaded.sample_shape[1]), int(loaded.sample_shape[2])
-    manifest = {
-        "format": FORMAT,
-        "tool": {"name": "edge-deploy", "version": __version__},
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "source": loaded.source,
-        "files": {ONNX_NAME: file_entry(onnx_path)},
-        "io": io_signature(final_model, settings.batch),
-        "export": {
+    io = io_signature(final_model, settings.batch)
+    family = loaded.family or family_for_outputs(io.outputs, io.batch.dynamic)
+    preprocess = family.preprocess if family else get_family(DEFAULT_FAMILY).preprocess
+    if len(loaded.sample_shape) == 3:  # the model's own input size
+        preprocess = replace(preprocess, height=int(loaded.sample_shape[1]), width=int(loaded.sample_shape[2]))
+    base = loaded.decode or (family or get_family(DEFAULT_FAMILY)).decode_defaults
+    manifest = Manifest(
+        io=io,
+        preprocess=preprocess,
+        decode=base.overridden(settings.conf_threshold, settings.nms_threshold, settings.top_k),
+        precision=settings.precision,
+        family=family.name if family else None,
+        source=loaded.source,
+        files={ONNX_NAME: file_entry(onnx_path)},
+        export={
             "exporter": f"torch {torch.__version__} (TorchScript-based torch.onnx.export)",
             "onnx": onnx.__version__,
             "opset": settings.opset,
             "trace_batch": int(example_np.shape[0]),
             "simplify": simplify_report,
         },
-        "preprocess": preprocess,
-        "decode": {**(loaded.decode or LANEATT_DECODE), **settings.decode},
-        "parity": {
+        parity={
             "reference": "torch (CPU, FP32) vs ONNX Runtime (CPUExecutionProvider, FP32)",
             "tolerance": {"atol": settings.atol, "rtol": settings.rtol},
             "batches": settings.batch.ends(),
             "seed": settings.seed,
             "outputs": {n: {"max_abs": e["max_abs"], "max_rel": e["max_rel"]} for n, e in parity.items()},
         },
-        "fp16": fp16,
-        "plan": None,
-    }
+        fp16=fp16,
+    )
     if settings.fp16_onnx:
         with reporter.stage("FP16 ONNX"):
             make_fp16_onnx(workdir, manifest, fp16_io=settings.fp16_io, reporter=reporter)

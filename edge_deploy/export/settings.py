@@ -1,32 +1,17 @@
-"""What `convert` exports: the batch range and the export/parity settings."""
+"""What `convert` exports: the batch range and the export/parity settings, checked once when they are made."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from ..artifact import BatchRange
 from ..errors import ConvertError
+from ..precision import Precision
 
 DEFAULT_ATOL = 1e-3
-
-
 DEFAULT_RTOL = 1e-3
+DEFAULT_OPSET = 17
 
-
-@dataclass(frozen=True)
-class BatchRange:
-    """The batch sizes the model must serve; `dynamic=False` means a fixed batch dimension."""
-
-    min: int
-    opt: int
-    max: int
-    dynamic: bool
-
-    def ends(self) -> list[int]:
-        """Batch sizes parity is checked at: both ends of the range."""
-        return sorted({self.min, self.max})
-
-    def as_manifest(self) -> dict[str, Any]:
-        return {"min": self.min, "opt": self.opt, "max": self.max, "dynamic": self.dynamic}
+__all__ = ["BatchRange", "ExportSettings", "batch_range", "DEFAULT_OPSET"]
 
 
 def batch_range(
@@ -58,9 +43,9 @@ def batch_range(
 
 @dataclass
 class ExportSettings:
-    """How to export and verify."""
+    """How to export and verify (convert's export options), checked when made."""
 
-    opset: int = 17
+    opset: int = DEFAULT_OPSET
     batch: BatchRange = field(default_factory=batch_range)
     input_name: str = "input"
     output_names: tuple[str, ...] = ("predict_lanes",)
@@ -68,8 +53,78 @@ class ExportSettings:
     rtol: float = DEFAULT_RTOL
     simplify: bool = True
     seed: int = 0
-    fp16_onnx: bool = True  # also write model_fp16.onnx (convert --precision fp16, the default)
+    precision: Precision = Precision.FP16  # FP16 also writes model_fp16.onnx
     fp16_io: bool = False  # model_fp16.onnx with FP16 graph inputs/outputs (--fp16-io)
     fuse_frame: tuple[int, int] | None = None  # (height, width): fuse the preprocessing (--fuse-preprocess)
-    # decode defaults recorded for clients, over the data set's (--conf, --nms, --top-k): conf_threshold, ...
-    decode: dict[str, Any] = field(default_factory=dict)
+    # Decode defaults recorded for clients over the family's / data set's (--conf, --nms, --top-k); None: theirs.
+    conf_threshold: float | None = None
+    nms_threshold: float | None = None
+    top_k: int | None = None
+
+    def __post_init__(self) -> None:
+        self.precision = Precision(self.precision)
+        if self.opset != DEFAULT_OPSET:
+            check_opset(self.opset)
+        for flag, value in (("--atol", self.atol), ("--rtol", self.rtol)):
+            if not value >= 0:
+                raise ConvertError(f"{flag} is a parity tolerance and must be 0 or more (got {value:g}); "
+                                   "the default is 1e-3.")
+        if self.conf_threshold is not None and not 0.0 <= self.conf_threshold <= 1.0:
+            raise ConvertError(f"--conf is a score threshold from 0 to 1 (got {self.conf_threshold:g}).")
+        if self.nms_threshold is not None and not self.nms_threshold >= 0:
+            raise ConvertError(f"--nms must be 0 or more pixels (got {self.nms_threshold:g}).")
+        if self.top_k is not None and self.top_k < 1:
+            raise ConvertError(f"--top-k must be at least 1 lane (got {self.top_k}).")
+        if self.fuse_frame is not None and self.precision is Precision.INT8:
+            # INT8 calibration feeds preprocessed images (engine/calibration.py), not camera frames.
+            raise ConvertError("--fuse-preprocess does not support --precision int8 yet; use fp16 or fp32.")
+
+    @property
+    def fp16_onnx(self) -> bool:
+        """Whether convert writes model_fp16.onnx."""
+        return self.precision is Precision.FP16
+
+    @property
+    def export_options_given(self) -> list[str]:
+        """The flags of these settings that differ from the defaults (an artifact MODEL refuses them)."""
+        defaults = ExportSettings()
+        given = {
+            "--opset": self.opset != defaults.opset, "--batch": not self.batch.dynamic,
+            "--min-batch": self.batch.dynamic and self.batch.min != defaults.batch.min,
+            "--opt-batch": self.batch.dynamic and self.batch.opt != self.batch.min,
+            "--max-batch": self.batch.dynamic and self.batch.max != defaults.batch.max,
+            "--input-name": self.input_name != defaults.input_name,
+            "--output-name": self.output_names != defaults.output_names, "--no-simplify": not self.simplify,
+            "--fuse-preprocess": self.fuse_frame is not None, "--conf": self.conf_threshold is not None,
+            "--nms": self.nms_threshold is not None, "--top-k": self.top_k is not None,
+        }
+        return [flag for flag, differs in given.items() if differs]
+
+
+def fuse_frame(fuse: bool, frame_size: str | None) -> tuple[int, int] | None:
+    """(height, width) for --fuse-preprocess [--frame-size WxH], or None."""
+    from .fused_preprocess import DEFAULT_FRAME_SIZE, parse_frame_size
+
+    if not fuse:
+        if frame_size is not None:
+            raise ConvertError("--frame-size is the camera frame size of --fuse-preprocess: add --fuse-preprocess, "
+                               "or drop --frame-size.")
+        return None
+    return parse_frame_size(frame_size) if frame_size else DEFAULT_FRAME_SIZE
+
+
+def check_opset(opset: int) -> None:
+    """ConvertError unless torch's TorchScript-based exporter writes `opset` (it would warn or fail mid-way)."""
+    low, high = 7, 17  # torch 2.1 (the oldest JetPack wheel) exports opsets 7 to 17
+    try:
+        from torch.onnx import _constants
+
+        low = _constants.ONNX_MIN_OPSET
+        high = getattr(_constants, "ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", _constants.ONNX_MAX_OPSET)
+    except (ImportError, AttributeError):
+        pass
+    if not low <= opset <= high:
+        raise ConvertError(
+            f"--opset {opset} is not one this torch exports (opsets {low} to {high}); keep the default 17, "
+            "which TensorRT on JetPack 5 and 6 parses."
+        )

@@ -8,24 +8,25 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
-from ..artifact import MANIFEST_NAME, PLAN_NAME, read_manifest, sha256_file, verify_files, write_manifest
+from ..artifact import MANIFEST_NAME, PLAN_NAME, Manifest, sha256_file
 from .smoke import REFERENCE_NAME, SMOKE_DIR, record_reference
 
 
 def make_payload(artifact_dir: Path, out_dir: Path) -> tuple[Path, bool]:
     """Write the payload of `artifact_dir` into `out_dir` (fresh); returns (out_dir, reference recorded now)."""
     artifact_dir = Path(artifact_dir)
-    manifest = read_manifest(artifact_dir)
-    verify_files(artifact_dir, manifest)
+    manifest = Manifest.read(artifact_dir)
+    manifest.verify_files(artifact_dir)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
-    files = {name: entry for name, entry in manifest.get("files", {}).items() if name != PLAN_NAME}
+    files = {name: entry for name, entry in manifest.files.items() if name != PLAN_NAME}
     for name in files:
         shutil.copy2(artifact_dir / name, out_dir / name)
-    write_manifest(out_dir, {**manifest, "files": files, "plan": None})
+    replace(manifest, files=files, plan=None).write(out_dir)
     recorded = artifact_dir / SMOKE_DIR / REFERENCE_NAME
     if recorded.is_file():
         shutil.copytree(artifact_dir / SMOKE_DIR, out_dir / SMOKE_DIR)

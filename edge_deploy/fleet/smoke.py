@@ -35,7 +35,7 @@ def record_reference(artifact_dir: Path, out_dir: Path | None = None, frames: in
     from ..artifact import ONNX_NAME, read_manifest, sha256_file
     from ..evaluate.runners import OnnxRunner
     from ..fsutil import write_json_atomic
-    from ..lanedet.synthetic import road_scene
+    from ..training.synthetic import road_scene
 
     artifact_dir = Path(artifact_dir)
     read_manifest(artifact_dir)
@@ -88,7 +88,7 @@ def check_served(
     import cv2
 
     from ..client.sync_client import LaneDetClient
-    from ..lanedet.decode import Lane
+    from ..lanedet.laneatt.decode import Lane
     from ..parity import lane_dx
 
     smoke_dir = Path(smoke_dir)

@@ -1,7 +1,8 @@
-"""LaneATT itself: the model (torch, imported lazily), anchors, preprocessing, decoding, drawing, synthetic scenes,
-and the install<->client contract. The gRPC client lives in `edge_deploy.client`.
+"""Lane models: the family interface and registry (`family.py`), `Lane`, preprocessing, drawing, the
+install<->client contract, and one subpackage per family (`laneatt/`). The gRPC client lives in
+`edge_deploy.client`; training and synthetic roads in `edge_deploy.training`.
 
-Only light modules are imported here; `edge_deploy.lanedet.model` needs torch.
+Only light modules are imported here; a family's model (e.g. `laneatt.model`) needs torch.
 """
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ __all__ = ["Lane", "decode_lanes"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Lane", "decode_lanes"):
-        from . import decode
+    if name == "Lane":
+        from .lane import Lane
 
-        return getattr(decode, name)
+        return Lane
+    if name == "decode_lanes":
+        from .laneatt.decode import decode_lanes
+
+        return decode_lanes
     raise AttributeError(f"module 'edge_deploy.lanedet' has no attribute {name!r}")

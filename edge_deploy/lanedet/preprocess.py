@@ -137,7 +137,7 @@ class PreprocessSpec:
         return cls(**dict(data))
 
     def to_dict(self) -> dict[str, Any]:
-        """The manifest form (same keys and shapes as edge_deploy.lanedet.contract.LANEATT_PREPROCESS)."""
+        """The manifest form (the keys and shapes every family's spec has)."""
         return {
             "height": self.height,
             "width": self.width,

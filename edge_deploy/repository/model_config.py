@@ -7,6 +7,8 @@ printed by protobuf. proto3 omits zero scalars, but Triton needs
 
 Parameters that edge-deploy writes (all values are strings, Triton's only kind):
 
+- ``edge_deploy.family``: the lane-model family (edge_deploy.lanedet.family) whose decoder reads
+  the outputs; absent (configs written before families) means laneatt.
 - ``edge_deploy.preprocess``: JSON of the manifest's preprocessing spec
   (height, width, color, scale, mean, std, interpolation, crop, layout).
 - ``edge_deploy.decode``: JSON of the decode defaults
@@ -31,16 +33,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, Manifest
+from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, IOSignature, Manifest, TensorSpec
 from ..errors import RepositoryError
 from ..lanedet.contract import (
     FRAME,
     LANES,
-    MAX_POINTS,
     NUM_LANES,
     NUM_POINTS,
     ORIGINAL_SIZE,
     PARAM_DECODE,
+    PARAM_FAMILY,
     PARAM_FUSED,
     PARAM_MANIFEST_SHA256,
     PARAM_PREPROCESS,
@@ -68,7 +70,7 @@ class ConfigOptions:
     max_queue_delay_us: int | None = None
     instances: int = 1
     warmup: bool = False
-    fp16: bool = False  # ONNX runtimes serve model_fp16.onnx (install --fp16)
+    fp16: bool = False  # ONNX runtimes serve model_fp16.onnx (an FP16 artifact, or install --fp16)
 
     def to_dict(self) -> dict[str, Any]:
         return {"max_queue_delay_us": self.max_queue_delay_us, "instances": self.instances, "warmup": self.warmup,
@@ -84,25 +86,14 @@ class ConfigOptions:
         )
 
 
-def served_io(manifest: dict[str, Any], runtime: str, options: ConfigOptions | None = None) -> dict[str, Any]:
+def served_io(manifest: Manifest, runtime: str, options: ConfigOptions | None = None) -> IOSignature:
     """The I/O of the file a runtime serves: the plan's (that of the ONNX it was built from), model_fp16.onnx's
     with options.fp16, else model.onnx's."""
-    view = Manifest(manifest)
     if runtime == "tensorrt":
-        return view.plan_io
+        return manifest.plan_io
     if options is not None and options.fp16:
-        return view.io_of(FP16_ONNX_NAME)
-    return view.io
-
-
-def fused_frame(manifest: dict[str, Any]) -> dict[str, Any] | None:
-    """The camera frame a fused model takes ({"input", "height", "width", "color"}), or None when not fused."""
-    section = manifest.get("fused_preprocess")
-    if not isinstance(section, dict):
-        return None
-    frame = section.get("frame") or {}
-    return {"input": section.get("input", FRAME), "height": int(frame["height"]), "width": int(frame["width"]),
-            "color": frame.get("color", "bgr")}
+        return manifest.io_of(FP16_ONNX_NAME)
+    return manifest.io
 
 
 def data_type(name: str) -> int:
@@ -113,15 +104,15 @@ def data_type(name: str) -> int:
     return _pb().DataType.Value(f"TYPE_{name}")
 
 
-def batching(manifest: dict[str, Any]) -> tuple[int, bool]:
+def batching(manifest: Manifest) -> tuple[int, bool]:
     """(max_batch_size, has_batch_dim) from the manifest's io.batch: 0/False for a fixed-batch model."""
-    batch = Manifest(manifest).batch
-    if batch.get("dynamic"):
-        return int(batch.get("max", 1)), True
+    batch = manifest.io.batch
+    if batch.dynamic:
+        return batch.max, True
     return 0, False
 
 
-def _tensor_dims(shape: list[int], has_batch_dim: bool) -> list[int]:
+def _tensor_dims(shape: tuple[int, ...], has_batch_dim: bool) -> list[int]:
     return [int(d) for d in (shape[1:] if has_batch_dim else shape)]
 
 
@@ -138,7 +129,7 @@ def _set_params(config: Any, params: dict[str, Any]) -> None:
 
 
 def model_config(
-    manifest: dict[str, Any],
+    manifest: Manifest,
     *,
     name: str,
     runtime: str,
@@ -152,7 +143,7 @@ def model_config(
     if runtime not in RUNTIMES:
         raise RepositoryError(f"unknown runtime {runtime!r}; use one of {', '.join(RUNTIMES)}.")
     io = served_io(manifest, runtime, options)
-    if not io.get("inputs") or not io.get("outputs"):
+    if not io.inputs or not io.outputs:
         raise RepositoryError("the manifest has no io.inputs/io.outputs; re-run `edge-deploy convert`.")
     max_batch, has_batch = batching(manifest)
     config = pb.ModelConfig(name=name, max_batch_size=max_batch)
@@ -165,10 +156,9 @@ def model_config(
     else:
         config.backend = "python"
     _policy(config, version_policy)
-    for spec, dest in ((io["inputs"], config.input), (io["outputs"], config.output)):
+    for spec, dest in ((io.inputs, config.input), (io.outputs, config.output)):
         for tensor in spec:
-            dest.add(name=tensor["name"], data_type=data_type(tensor["datatype"]),
-                     dims=_tensor_dims(tensor["shape"], has_batch))
+            dest.add(name=tensor.name, data_type=data_type(tensor.datatype), dims=_tensor_dims(tensor.shape, has_batch))
     if options.max_queue_delay_us is not None and not has_batch:
         raise RepositoryError(
             "--max-queue-delay-us needs a model with a dynamic batch axis, but this one has a fixed batch "
@@ -182,7 +172,7 @@ def model_config(
         runtime, pb.ModelInstanceGroup.KIND_AUTO
     )
     group = config.instance_group.add(count=int(options.instances), kind=kind)
-    dla_core = (Manifest(manifest).plan or {}).get("dla_core") if runtime == "tensorrt" else None
+    dla_core = (manifest.plan or {}).get("dla_core") if runtime == "tensorrt" else None
     if dla_core is not None:
         # A DLA plan: without a secondary device Triton's TensorRT backend deserializes it with DLA core -1
         # (IRuntime's default). ModelInstanceGroup.SecondaryDevice of model_config.proto; KIND_NVDLA is
@@ -190,46 +180,56 @@ def model_config(
         group.secondary_devices.add(kind=pb.ModelInstanceGroup.SecondaryDevice.KIND_NVDLA, device_id=int(dla_core))
     if options.warmup:
         warm = config.model_warmup.add(name="zeros", batch_size=1)
-        for tensor in io["inputs"]:
-            dims = _tensor_dims(tensor["shape"], has_batch)
+        for tensor in io.inputs:
+            dims = _tensor_dims(tensor.shape, has_batch)
             if any(d < 0 for d in dims):
                 raise RepositoryError(
-                    f"--warmup needs fixed input dims, but {tensor['name']} has {dims}; install without --warmup."
+                    f"--warmup needs fixed input dims, but {tensor.name} has {dims}; install without --warmup."
                 )
-            warm.inputs[tensor["name"]].data_type = data_type(tensor["datatype"])
-            warm.inputs[tensor["name"]].dims.extend(dims)
-            warm.inputs[tensor["name"]].zero_data = True
+            warm.inputs[tensor.name].data_type = data_type(tensor.datatype)
+            warm.inputs[tensor.name].dims.extend(dims)
+            warm.inputs[tensor.name].zero_data = True
     _set_params(config, {
         PARAM_ROLE: "model",
         PARAM_RUNTIME: runtime,
-        PARAM_PREPROCESS: Manifest(manifest).preprocess,
-        PARAM_DECODE: Manifest(manifest).decode,
+        PARAM_PREPROCESS: manifest.preprocess.to_dict(),
+        PARAM_DECODE: manifest.decode.to_dict(),
         PARAM_MANIFEST_SHA256: manifest_sha256,
     })
-    fused = fused_frame(manifest)
-    if fused is not None:
-        _set_params(config, {PARAM_FUSED: fused})
+    _set_family(config, manifest)
+    if manifest.fused_frame is not None:
+        _set_params(config, {PARAM_FUSED: manifest.fused_frame.to_dict()})
     return config
 
 
-def _model_io(manifest: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    io = manifest["io"]
-    if len(io["inputs"]) != 1 or len(io["outputs"]) < 1:
+def _set_family(config: Any, manifest: Manifest) -> None:
+    if manifest.family is not None:
+        _set_params(config, {PARAM_FAMILY: manifest.family})
+
+
+def _model_io(manifest: Manifest) -> tuple[TensorSpec, tuple[TensorSpec, ...]]:
+    """The model's one input and the outputs its family decodes (the pipeline's steps pass those on)."""
+    io = manifest.io
+    family = manifest.lane_family()
+    if len(io.inputs) != 1 or family is None:
         raise RepositoryError(
-            "--pipeline needs a model with one input and a lane output; this artifact has "
-            f"{len(io['inputs'])} inputs. Install without --pipeline."
+            "--pipeline needs a lane model: one input and outputs of a lane-model family; this artifact has "
+            f"{len(io.inputs)} inputs and family {manifest.family}. Install without --pipeline."
         )
-    return io["inputs"][0], io["outputs"][0]
+    try:
+        return io.inputs[0], family.lane_outputs(io.outputs, io.batch.dynamic)
+    except ValueError as exc:
+        raise RepositoryError(f"--pipeline: the model {exc}") from None
 
 
-def _add_one_frame(dest: Any, tensor: dict[str, Any], manifest: dict[str, Any]) -> None:
+def _add_one_frame(dest: Any, tensor: TensorSpec, manifest: Manifest) -> None:
     """The lane model's tensor as one frame of it: [1, ...] when the model has a batch axis."""
     _, has_batch = batching(manifest)
-    dims = _tensor_dims(tensor["shape"], has_batch)
-    dest.add(name=tensor["name"], data_type=data_type(tensor["datatype"]), dims=[1, *dims] if has_batch else dims)
+    dims = _tensor_dims(tensor.shape, has_batch)
+    dest.add(name=tensor.name, data_type=data_type(tensor.datatype), dims=[1, *dims] if has_batch else dims)
 
 
-def preprocess_config(manifest: dict[str, Any], *, name: str, version_policy: int | None = None) -> Any:
+def preprocess_config(manifest: Manifest, *, name: str, version_policy: int | None = None) -> Any:
     """NAME_preprocess: UINT8 [H, W, 3] frame -> the model input [1, ...] and the frame size."""
     pb = _pb()
     model_in, _ = _model_io(manifest)
@@ -239,37 +239,40 @@ def preprocess_config(manifest: dict[str, Any], *, name: str, version_policy: in
     _add_one_frame(config.output, model_in, manifest)
     config.output.add(name=ORIGINAL_SIZE, data_type=pb.TYPE_INT32, dims=[2])
     config.instance_group.add(count=1, kind=pb.ModelInstanceGroup.KIND_CPU)
-    _set_params(config, {PARAM_ROLE: "preprocess", PARAM_PREPROCESS: Manifest(manifest).preprocess})
+    _set_params(config, {PARAM_ROLE: "preprocess", PARAM_PREPROCESS: manifest.preprocess.to_dict()})
     return config
 
 
-def _add_lane_outputs(config: Any, manifest: dict[str, Any]) -> None:
-    """LANES, SCORES, NUM_POINTS, NUM_LANES, padded to the decode's top_k lanes."""
+def _add_lane_outputs(config: Any, manifest: Manifest) -> None:
+    """LANES, SCORES, NUM_POINTS, NUM_LANES, padded to the decode's top_k lanes of the family's max_points."""
     pb = _pb()
-    top_k = int(Manifest(manifest).decode.get("top_k", 4))
-    config.output.add(name=LANES, data_type=pb.TYPE_FP32, dims=[top_k, MAX_POINTS, 2])
+    top_k = manifest.decode.top_k
+    max_points = manifest.lane_family().max_points
+    config.output.add(name=LANES, data_type=pb.TYPE_FP32, dims=[top_k, max_points, 2])
     config.output.add(name=SCORES, data_type=pb.TYPE_FP32, dims=[top_k])
     config.output.add(name=NUM_POINTS, data_type=pb.TYPE_INT32, dims=[top_k])
     config.output.add(name=NUM_LANES, data_type=pb.TYPE_INT32, dims=[1])
 
 
-def postprocess_config(manifest: dict[str, Any], *, name: str, version_policy: int | None = None) -> Any:
-    """NAME_postprocess: raw model output [1, N, 77] + frame size -> padded lanes and scores."""
+def postprocess_config(manifest: Manifest, *, name: str, version_policy: int | None = None) -> Any:
+    """NAME_postprocess: the model's lane outputs (one frame) + frame size -> padded lanes and scores."""
     pb = _pb()
-    _, model_out = _model_io(manifest)
+    _, lane_outputs = _model_io(manifest)
     config = pb.ModelConfig(name=name, backend="python", max_batch_size=0)
     _policy(config, version_policy)
-    _add_one_frame(config.input, model_out, manifest)
-    if fused_frame(manifest) is None:  # a fused model's frames have one size: the manifest's
+    for tensor in lane_outputs:
+        _add_one_frame(config.input, tensor, manifest)
+    if manifest.fused_frame is None:  # a fused model's frames have one size: the manifest's
         config.input.add(name=ORIGINAL_SIZE, data_type=pb.TYPE_INT32, dims=[2])
     _add_lane_outputs(config, manifest)
     config.instance_group.add(count=1, kind=pb.ModelInstanceGroup.KIND_CPU)
-    _set_params(config, {PARAM_ROLE: "postprocess", PARAM_DECODE: Manifest(manifest).decode})
+    _set_params(config, {PARAM_ROLE: "postprocess", PARAM_DECODE: manifest.decode.to_dict()})
+    _set_family(config, manifest)
     return config
 
 
 def pipeline_config(
-    manifest: dict[str, Any], *, name: str, model: str, preprocess: str, postprocess: str,
+    manifest: Manifest, *, name: str, model: str, preprocess: str, postprocess: str,
     version_policy: int | None = None,
 ) -> Any:
     """NAME_pipeline: the ensemble preprocess -> model -> postprocess (latest loaded version of each).
@@ -278,8 +281,8 @@ def pipeline_config(
     postprocess, and its FRAME is the model's one frame, [1, H, W, 3] at the camera's size.
     """
     pb = _pb()
-    model_in, model_out = _model_io(manifest)
-    fused = fused_frame(manifest) is not None
+    model_in, lane_outputs = _model_io(manifest)
+    fused = manifest.fused_frame is not None
     config = pb.ModelConfig(name=name, platform="ensemble", max_batch_size=0)
     _policy(config, version_policy)
     if fused:
@@ -291,24 +294,26 @@ def pipeline_config(
     if not fused:
         pre = steps.add(model_name=preprocess, model_version=-1)
         pre.input_map[FRAME] = FRAME
-        pre.output_map[model_in["name"]] = "_model_input"
+        pre.output_map[model_in.name] = "_model_input"
         pre.output_map[ORIGINAL_SIZE] = "_original_size"
     mid = steps.add(model_name=model, model_version=-1)
-    mid.input_map[model_in["name"]] = model_in["name"] if fused else "_model_input"
-    mid.output_map[model_out["name"]] = "_raw"
+    mid.input_map[model_in.name] = model_in.name if fused else "_model_input"
     post = steps.add(model_name=postprocess, model_version=-1)
-    post.input_map[model_out["name"]] = "_raw"
+    for k, tensor in enumerate(lane_outputs):
+        mid.output_map[tensor.name] = f"_raw{k}" if k else "_raw"
+        post.input_map[tensor.name] = f"_raw{k}" if k else "_raw"
     if not fused:
         post.input_map[ORIGINAL_SIZE] = "_original_size"
     for out in (LANES, SCORES, NUM_POINTS, NUM_LANES):
         post.output_map[out] = out
     _set_params(config, {
         PARAM_ROLE: "pipeline",
-        PARAM_PREPROCESS: Manifest(manifest).preprocess,
-        PARAM_DECODE: Manifest(manifest).decode,
+        PARAM_PREPROCESS: manifest.preprocess.to_dict(),
+        PARAM_DECODE: manifest.decode.to_dict(),
     })
-    if fused:
-        _set_params(config, {PARAM_FUSED: fused_frame(manifest)})
+    _set_family(config, manifest)
+    if manifest.fused_frame is not None:
+        _set_params(config, {PARAM_FUSED: manifest.fused_frame.to_dict()})
     return config
 
 

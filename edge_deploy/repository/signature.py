@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .._deps import require
-from ..artifact import MANIFEST_NAME, ONNX_TRITON_DTYPES
+from ..artifact import MANIFEST_NAME, ONNX_TRITON_DTYPES, IOSignature, TensorSpec
 from ..errors import EdgeDeployError, RepositoryError, one_line
 
 
@@ -40,9 +40,9 @@ def _onnx_tensors(path: Path) -> tuple[dict[str, tuple[str, list[int] | None]], 
     return inputs, outputs
 
 
-def _compare(kind: str, found: dict[str, tuple[str, list[int] | None]], listed: list[dict[str, Any]]) -> list[str]:
+def _compare(kind: str, found: dict[str, tuple[str, list[int] | None]], listed: tuple[TensorSpec, ...]) -> list[str]:
     problems = []
-    expected = {str(t.get("name")): t for t in listed}
+    expected = {t.name: t for t in listed}
     missing = sorted(set(expected) - set(found))
     extra = sorted(set(found) - set(expected))
     if missing or extra:
@@ -50,9 +50,9 @@ def _compare(kind: str, found: dict[str, tuple[str, list[int] | None]], listed: 
         return problems
     for name, spec in expected.items():
         dtype, dims = found[name]
-        if dtype != spec.get("datatype"):
-            problems.append(f"{kind} {name!r} is {dtype} in the model, {spec.get('datatype')} in the manifest")
-        want = [int(d) for d in spec.get("shape", [])]
+        if dtype != spec.datatype:
+            problems.append(f"{kind} {name!r} is {dtype} in the model, {spec.datatype} in the manifest")
+        want = list(spec.shape)
         if dims is None:
             continue
         # A symbolic model dim (-1) takes any size; a fixed one must be what the manifest says.
@@ -61,10 +61,10 @@ def _compare(kind: str, found: dict[str, tuple[str, list[int] | None]], listed: 
     return problems
 
 
-def check_onnx_signature(onnx_path: Path, io: dict[str, Any]) -> None:
+def check_onnx_signature(onnx_path: Path, io: IOSignature) -> None:
     """RepositoryError unless the ONNX graph's inputs and outputs are the manifest's `io` section."""
     inputs, outputs = _onnx_tensors(onnx_path)
-    problems = _compare("input", inputs, io.get("inputs", [])) + _compare("output", outputs, io.get("outputs", []))
+    problems = _compare("input", inputs, io.inputs) + _compare("output", outputs, io.outputs)
     if problems:
         raise RepositoryError(
             f"{onnx_path.parent / MANIFEST_NAME} does not describe {onnx_path.name}: {'; '.join(problems[:3])}; "
@@ -72,7 +72,7 @@ def check_onnx_signature(onnx_path: Path, io: dict[str, Any]) -> None:
         )
 
 
-def check_plan_signature(plan_path: Path, io: dict[str, Any], dla_core: int | None = None) -> bool:
+def check_plan_signature(plan_path: Path, io: IOSignature, dla_core: int | None = None) -> bool:
     """Where TensorRT is installed, RepositoryError unless the plan's I/O is the manifest's; False when not checked."""
     from ..engine import tensorrt_api
     from ..engine.verify import check_io

@@ -16,7 +16,7 @@ from ..engine.fingerprint import plan_mismatch
 from ..errors import EdgeDeployError, RepositoryError
 from ..lanedet import contract
 from ..serve import admin
-from ..serve.tritonserver import repository_models
+from ..serve.checks import repository_models
 from . import model_config as mc
 from .files import CONFIG
 
@@ -100,12 +100,15 @@ def version_info(repository: Path, name: str, version: int) -> VersionInfo:
     vdir = Path(repository) / name / str(version)
     record = read_json(vdir / INSTALL_RECORD) or {}
     manifest_path = vdir / MANIFEST_NAME
-    manifest = read_json(manifest_path) or {}
+    plan = None
+    if (vdir / PLAN_NAME).is_file():
+        with contextlib.suppress(EdgeDeployError):
+            plan = Manifest.read(vdir).plan
     info = VersionInfo(
         version=version,
         runtime=record.get("runtime"),
         manifest_sha256=sha256_file(manifest_path) if manifest_path.is_file() else None,
-        plan=Manifest(manifest).plan if (vdir / PLAN_NAME).is_file() else None,
+        plan=plan,
         installed=record.get("installed"),
     )
     if (vdir / PLAN_NAME).is_file():

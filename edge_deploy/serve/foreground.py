@@ -16,8 +16,12 @@ from typing import Callable
 
 from ..errors import ServerError
 from .admin import Health, server_live
+from .argv import GRPC_KEY_HEADER, RESTRICTED_KEY_NAME, ServerOptions, generate_key
+from .checks import check_ports_free, check_repository
+from .discovery import TritonInstall
 from .leftovers import Leftovers, become_subreaper
 from .logfile import DEFAULT_MAX_BYTES
+from .process import TritonProcess
 from .record import (
     ServerRecord,
     tls_record,
@@ -31,16 +35,6 @@ from .record import (
     state_dir,
 )
 from .systemd import write_private
-from .tritonserver import (
-    GRPC_KEY_HEADER,
-    RESTRICTED_KEY_NAME,
-    ServerOptions,
-    TritonInstall,
-    TritonProcess,
-    check_ports_free,
-    check_repository,
-    generate_key,
-)
 
 
 def run_foreground(

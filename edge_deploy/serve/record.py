@@ -97,7 +97,7 @@ class ServerRecord:
         )
 
 
-def tls_record(tls) -> dict[str, str] | None:  # noqa: ANN001 - tritonserver.ServerTLS | None
+def tls_record(tls) -> dict[str, str] | None:  # noqa: ANN001 - argv.ServerTLS | None
     """The record's `tls` entry for a server's TLS settings: the client identity edge-deploy dials it with."""
     if tls is None:
         return None

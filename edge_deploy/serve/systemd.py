@@ -29,14 +29,8 @@ from .admin import ModelHealth
 from .logfile import DEFAULT_MAX_BYTES, pump_argv
 from .addresses import dial_url, is_loopback
 from .record import ServerRecord, find_record, record_path, save_record, tls_record
-from .tritonserver import (
-    KEY_ENV,
-    RESTRICTED_KEY_NAME,
-    ServerOptions,
-    ServerTLS,
-    TritonInstall,
-    tritonserver_argv,
-)
+from .argv import GRPC_KEY_HEADER, KEY_ENV, RESTRICTED_KEY_NAME, ServerOptions, ServerTLS, tritonserver_argv
+from .discovery import TritonInstall
 
 if TYPE_CHECKING:
     from ..progress import Reporter
@@ -448,7 +442,7 @@ def read_installed_unit(scope: str) -> InstalledUnit | None:
 
 def failure_reason(scope: str, log_file: Path | None, log_offset: int = 0, since: float | None = None) -> str:
     """Why the server did not come up: the most telling line of its output."""
-    from .tritonserver import last_error_line, reason_from_log
+    from .log_reason import last_error_line, reason_from_log
 
     if log_file is not None:
         return last_error_line(log_file, log_offset) if log_file.is_file() else f"no server log at {log_file}"
@@ -493,7 +487,7 @@ def install_and_start(
 
     from ..progress import Reporter
     from .admin import check_health
-    from .tritonserver import GRPC_KEY_HEADER, check_ports_free, check_repository
+    from .checks import check_ports_free, check_repository
 
     reporter = reporter or Reporter()
     scope, options = config.scope, config.options

@@ -17,13 +17,11 @@ import numpy as np
 import pytest
 from conftest import free_port
 
+from edge_deploy.artifact import Manifest
 from edge_deploy.client.base import is_local_url, resolve_transport
-from edge_deploy.client.model_io import (
-    DecodeParams,
-    check_frame,
-    decode_params,
-    describe_model,
-)
+from edge_deploy.client.frames import check_frame
+from edge_deploy.client.served_model import decode_params, describe_model
+from edge_deploy.lanedet.family import DecodeDefaults
 from edge_deploy.client.shm import GROUP_ENV, ShmRegion, leftover_regions
 from edge_deploy.client.sync_client import LaneDetClient
 from edge_deploy.errors import (
@@ -32,12 +30,15 @@ from edge_deploy.errors import (
     ModelMismatchError,
     ServerUnavailableError,
 )
-from edge_deploy.lanedet.contract import LANEATT_DECODE, LANEATT_PREPROCESS
+from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
+LANEATT_DECODE = LANEATT.decode_defaults.to_dict()
+LANEATT_PREPROCESS = LANEATT.preprocess.to_dict()
 
 
 def _manifest(*, dtype: str = "FP32", rows: int = 1000, dynamic: bool = True, hw=(360, 640), decode=None, preprocess=None):
     lead = -1 if dynamic else 1
-    return {
+    return Manifest.from_dict({
+        "format": 1,  # the released format, migrated: family laneatt from the N x 77 output
         "io": {
             "inputs": [{"name": "input", "datatype": dtype, "shape": [lead, 3, *hw]}],
             "outputs": [{"name": "predict_lanes", "datatype": "FP32", "shape": [lead, rows, 77]}],
@@ -45,7 +46,7 @@ def _manifest(*, dtype: str = "FP32", rows: int = 1000, dynamic: bool = True, hw
         },
         "preprocess": preprocess or dict(LANEATT_PREPROCESS, height=hw[0], width=hw[1]),
         "decode": decode or dict(LANEATT_DECODE),
-    }
+    })
 
 
 def _metadata(config):
@@ -80,8 +81,8 @@ def test_raw_model_from_generated_config():
     assert (model.input_name, model.input_datatype, model.output_name) == ("input", "FP32", "predict_lanes")
     assert model.input_size == (360, 640) and model.num_rows == 1000
     assert model.batch_capacity == 4
-    assert model.decode == {"conf_threshold": 0.3, "nms_threshold": 40.0, "top_k": 2}
-    assert model.preprocess["interpolation"] == "bicubic"
+    assert model.decode == DecodeDefaults(0.3, 40.0, 2)
+    assert model.preprocess.interpolation == "bicubic"
 
 
 def test_fp16_and_fixed_batch_models():
@@ -93,7 +94,7 @@ def test_fp16_and_fixed_batch_models():
 
 def test_other_input_size_is_taken_from_the_model():
     model = _describe(_lane_config(hw=(288, 800)))
-    assert model.input_size == (288, 800) and model.preprocess["height"] == 288
+    assert model.input_size == (288, 800) and model.preprocess.height == 288
 
 
 def test_pipeline_from_generated_config():
@@ -165,7 +166,8 @@ def _lanes_of_one_vertical_lane(model, x: float, frame_size=(590, 1640)):
     """build_request + read_lanes on a real InferResult holding one confident full-height lane at model-input x."""
     from tritonclient.grpc import InferResult, service_pb2
 
-    from edge_deploy.client.model_io import Slot, build_request, read_lanes
+    from edge_deploy.client.buffers import Slot
+    from edge_deploy.client.request import build_request, read_lanes
 
     slot = Slot(model, use_shm=False)
     request, _ = build_request(slot, [np.zeros((*frame_size, 3), np.uint8)], "bgr")
@@ -173,7 +175,7 @@ def _lanes_of_one_vertical_lane(model, x: float, frame_size=(590, 1640)):
     raw[0, 0, 1], raw[0, 0, 4], raw[0, 0, 5:] = 3.0, 72.0, x
     response = service_pb2.ModelInferResponse(model_name=model.name, raw_output_contents=[raw.tobytes()])
     response.outputs.add(name=model.output_name, datatype="FP32", shape=list(raw.shape))
-    [lanes] = read_lanes(slot, request, InferResult(response), DecodeParams.of(model))
+    [lanes] = read_lanes(slot, request, InferResult(response), model.decode)
     assert len(lanes) == 1 and len(lanes[0].points) == 72
     return lanes[0].points
 
@@ -198,8 +200,8 @@ def test_raw_output_of_a_cropping_model_is_in_frame_pixels():
 
 def test_per_call_overrides_and_pipeline_limits():
     raw = _describe(_lane_config())
-    defaults = DecodeParams(0.5, 50.0, 4)
-    assert decode_params(raw, 0.2, None, 10, defaults) == DecodeParams(0.2, 50.0, 10)
+    defaults = DecodeDefaults(0.5, 50.0, 4)
+    assert decode_params(raw, 0.2, None, 10, defaults) == DecodeDefaults(0.2, 50.0, 10)
     with pytest.raises(ClientError, match="top_k"):
         decode_params(raw, None, None, 0, defaults)
     with pytest.raises(ClientError, match="nms_threshold"):
@@ -208,7 +210,7 @@ def test_per_call_overrides_and_pipeline_limits():
     from edge_deploy.repository import model_config as mc
 
     pipe = _describe(mc.pipeline_config(_manifest(), name="p", model="m", preprocess="a", postprocess="b"))
-    assert decode_params(pipe, 0.7, None, 2, defaults) == DecodeParams(0.7, 50.0, 2)  # stricter: filtered here
+    assert decode_params(pipe, 0.7, None, 2, defaults) == DecodeDefaults(0.7, 50.0, 2)  # stricter: filtered here
     for looser in ({"conf": 0.3}, {"top_k": 8}, {"nms": 20.0}):
         with pytest.raises(ClientError, match="decodes on the server"):
             decode_params(pipe, looser.get("conf"), looser.get("nms"), looser.get("top_k"), defaults)

@@ -20,14 +20,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from edge_deploy.artifact import Manifest
+from manifest_files import manifest_json, write_manifest_json
 from conftest import free_port
 
 from edge_deploy.client.async_client import AsyncLaneDetClient
 from edge_deploy.client.shm import NAME_PREFIX, leftover_regions
 from edge_deploy.client.sync_client import LaneDetClient
 from edge_deploy.errors import ModelChangedError, ModelMismatchError, ModelNotReadyError
-from edge_deploy.lanedet.decode import decode_lanes
-from edge_deploy.lanedet.synthetic import road_scene
+from edge_deploy.lanedet.laneatt.decode import decode_lanes
+from edge_deploy.training.synthetic import road_scene
 
 pytestmark = pytest.mark.triton
 
@@ -85,7 +87,7 @@ def with_fp16_input(src: Path, out: Path, output: bool = False) -> Path:
     import onnx
     from onnx import TensorProto, helper
 
-    from edge_deploy.artifact import file_entry, read_manifest, write_manifest
+    from edge_deploy.artifact import file_entry
 
     shutil.copytree(src, out)
     model = onnx.load(str(out / "model.onnx"))
@@ -102,12 +104,12 @@ def with_fp16_input(src: Path, out: Path, output: bool = False) -> Path:
         graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT16
     onnx.checker.check_model(model)
     onnx.save(model, str(out / "model.onnx"))
-    manifest = read_manifest(out)
+    manifest = manifest_json(out)
     manifest["io"]["inputs"][0]["datatype"] = "FP16"
     if output:
         manifest["io"]["outputs"][0]["datatype"] = "FP16"
-    manifest["files"]["model.onnx"] = file_entry(out / "model.onnx")
-    write_manifest(out, manifest)
+    manifest["files"]["model.onnx"] = file_entry(out / "model.onnx").to_dict()
+    write_manifest_json(out, manifest)
     return out
 
 
@@ -116,14 +118,14 @@ def laneatt16io(tmp_path_factory, laneatt):
     """The LaneATT artifact with model_fp16.onnx remade with FP16 inputs/outputs (`convert --fp16-io`)."""
     import shutil
 
-    from edge_deploy.artifact import read_manifest, write_manifest
+
     from edge_deploy.export.fp16_onnx import make_fp16_onnx
 
     out = tmp_path_factory.mktemp("laneatt16io") / "artifact"
     shutil.copytree(laneatt[0], out)
-    manifest = read_manifest(out)
+    manifest = Manifest.read(out)
     make_fp16_onnx(out, manifest, fp16_io=True)
-    write_manifest(out, manifest)
+    manifest.write(out)
     return out
 
 
@@ -134,11 +136,9 @@ def tiny16_artifact(tmp_path_factory, tiny_artifact):
 
 
 def _serve(repo: Path, log: Path):
-    from edge_deploy.serve.tritonserver import (
-        ServerOptions,
-        TritonProcess,
-        find_tritonserver,
-    )
+    from edge_deploy.serve.argv import ServerOptions
+    from edge_deploy.serve.discovery import find_tritonserver
+    from edge_deploy.serve.process import TritonProcess
 
     options = ServerOptions(model_repository=repo, grpc_port=free_port())
     proc = TritonProcess(find_tritonserver(cache_dir=log.parent / "cache"), options, log)
@@ -159,7 +159,8 @@ def server(tmp_path_factory, laneatt, laneatt16io, tiny_artifact, tiny16_artifac
 
     work = tmp_path_factory.mktemp("served")
     repo = work / "repo"
-    install(laneatt[0], repo, "lanedet", runtime="python", pipeline=True)
+    # --no-fp16: these tests compare with the FP32 torch model (the FP16 model is lanedet16).
+    install(laneatt[0], repo, "lanedet", runtime="python", pipeline=True, fp16=False)
     install(laneatt[0], repo, "lanedet16", runtime="python", fp16=True)
     install(laneatt16io, repo, "lanedet16io", runtime="python", fp16=True)
     install(tiny_artifact, repo, "tiny", runtime="python", pipeline=True)
@@ -175,7 +176,7 @@ def server(tmp_path_factory, laneatt, laneatt16io, tiny_artifact, tiny16_artifac
 
 def test_served_lanes_equal_torch_model_plus_local_decode(server, laneatt, laneatt_data):
     torch = pytest.importorskip("torch")
-    from edge_deploy.lanedet.model import build_laneatt
+    from edge_deploy.lanedet.laneatt.model import build_laneatt
     from edge_deploy.lanedet.preprocess import Preprocessor
 
     model = build_laneatt("resnet18", checkpoint=laneatt[1], anchors_freq=laneatt_data / "culane_anchors_freq.pt",
@@ -196,10 +197,10 @@ def test_served_lanes_equal_torch_model_plus_local_decode(server, laneatt, lanea
 @pytest.mark.parametrize(("name", "datatype"), [("lanedet16", "FP32"), ("lanedet16io", "FP16")])
 def test_served_fp16_onnx_gives_the_fp32_models_lanes(server, laneatt, name, datatype):
     # model_fp16.onnx in the Python-backend ONNX Runtime runner of the bundled server, through LaneDetClient.
-    from edge_deploy.artifact import read_manifest
+
     from edge_deploy.parity import lane_dx
 
-    assert read_manifest(laneatt[0])["fp16"]["onnx"]["verify"]["passed"]  # convert made and verified it
+    assert manifest_json(laneatt[0])["fp16"]["onnx"]["verify"]["passed"]  # convert made and verified it
     dxs = []
     with LaneDetClient(server.url, "lanedet") as fp32, LaneDetClient(server.url, name) as client:
         assert (client.model.input_datatype, client.model.output_datatype) == (datatype, datatype)
@@ -427,7 +428,7 @@ def test_a_client_left_open_is_cleaned_up_at_interpreter_exit(server):
 
     script = (
         "from edge_deploy.client.sync_client import LaneDetClient\n"
-        "from edge_deploy.lanedet.synthetic import road_scene\n"
+        "from edge_deploy.training.synthetic import road_scene\n"
         f"client = LaneDetClient({server.url!r}, 'tiny')\n"
         "client.detect(road_scene(seed=1)[0])\n"
         "print(' '.join(client.shm_regions), flush=True)\n"  # and exit without close()

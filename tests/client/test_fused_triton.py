@@ -17,11 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from edge_deploy.artifact import Manifest
+from manifest_files import manifest_json, write_manifest_json
 from conftest import free_port
 
 from edge_deploy.client.sync_client import LaneDetClient
 from edge_deploy.errors import FrameError
-from edge_deploy.lanedet.synthetic import road_scene
+from edge_deploy.training.synthetic import road_scene
 from edge_deploy.parity import lane_dx
 
 pytestmark = pytest.mark.triton
@@ -43,11 +45,11 @@ def close_lanes(want, got, max_mean_dx: float) -> bool:
 
 
 def with_crop(artifact: Path, crop: dict) -> Path:
-    from edge_deploy.artifact import read_manifest, write_manifest
 
-    manifest = read_manifest(artifact)
+
+    manifest = manifest_json(artifact)
     manifest["preprocess"]["crop"] = crop
-    write_manifest(artifact, manifest)
+    write_manifest_json(artifact, manifest)
     return artifact
 
 
@@ -56,7 +58,9 @@ def server(tmp_path_factory, laneatt_data, laneatt_artifact, laneatt_fused_artif
     from small_artifact import make_artifact, make_fused_artifact
 
     from edge_deploy.repository.install import install
-    from edge_deploy.serve.tritonserver import ServerOptions, TritonProcess, find_tritonserver
+    from edge_deploy.serve.argv import ServerOptions
+    from edge_deploy.serve.discovery import find_tritonserver
+    from edge_deploy.serve.process import TritonProcess
 
     work = tmp_path_factory.mktemp("fused_served")
     anchors = laneatt_data / "anchors_2784x77.npy"
@@ -65,15 +69,16 @@ def server(tmp_path_factory, laneatt_data, laneatt_artifact, laneatt_fused_artif
     install(make_fused_artifact(work / "tinyf", anchors), repo, "tinyf", runtime="python", pipeline=True)
     install(with_crop(make_artifact(work / "tinyc", anchors), CROP), repo, "tinyc", runtime="python")
     cropped = with_crop(make_artifact(work / "tinycf", anchors), CROP)
-    from edge_deploy.artifact import read_manifest, write_manifest
+
     from edge_deploy.export.fused_preprocess import fuse_artifact
 
-    manifest = read_manifest(cropped)
+    manifest = Manifest.read(cropped)
     fuse_artifact(cropped, manifest, SIZE)
-    write_manifest(cropped, manifest)
+    manifest.write(cropped)
     install(cropped, repo, "tinycf", runtime="python")
-    install(laneatt_artifact, repo, "lanedet", runtime="python")
-    install(laneatt_fused_artifact, repo, "lanedetf", runtime="python", pipeline=True)
+    # --no-fp16: the FP32 models, as the fused-vs-client comparison was measured
+    install(laneatt_artifact, repo, "lanedet", runtime="python", fp16=False)
+    install(laneatt_fused_artifact, repo, "lanedetf", runtime="python", pipeline=True, fp16=False)
     options = ServerOptions(model_repository=repo, grpc_port=free_port())
     proc = TritonProcess(find_tritonserver(cache_dir=work / "cache"), options, work / "triton.log")
     proc.start()

@@ -63,11 +63,9 @@ def tiny_server(tmp_path_factory, laneatt_data):
     from small_artifact import make_artifact
 
     from edge_deploy.repository.install import install
-    from edge_deploy.serve.tritonserver import (
-        ServerOptions,
-        TritonProcess,
-        find_tritonserver,
-    )
+    from edge_deploy.serve.argv import ServerOptions
+    from edge_deploy.serve.discovery import find_tritonserver
+    from edge_deploy.serve.process import TritonProcess
 
     work = tmp_path_factory.mktemp("infer_cli")
     artifact = make_artifact(work / "artifact", laneatt_data / "anchors_2784x77.npy")

@@ -5,6 +5,8 @@ tests/support/trt_double.py (no GPU here: "device memory" is host bytes).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +62,7 @@ def test_int8_calibrator_feeds_preprocessed_batches_and_keeps_its_cache(monkeypa
     frames.mkdir()
     for i in range(3):
         cv2.imwrite(str(frames / f"{i}.png"), np.full((720, 1280, 3), 40 * i, dtype=np.uint8))
-    manifest["io"]["batch"]["opt"] = 2
+    manifest.io = replace(manifest.io, batch=replace(manifest.io.batch, opt=2))
     profile = engine.optimisation_profile(manifest)
     images = calibration_images(frames)
     calibration = make_calibration(directory, manifest, images, "cd" * 32, profile)

@@ -11,10 +11,14 @@ tests/engine/test_tensorrt.py and run on a Jetson.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 from pathlib import Path
 
 import pytest
+
+from edge_deploy.artifact import BatchRange
 from lane_onnx import write_lane_onnx
 from trt_double import ENGINE_IO, ROWS, FakeEngineSpec, Recording, file_names
 
@@ -79,16 +83,16 @@ def test_profile_from_the_batch_range(artifact) -> None:
     _, manifest = artifact
     assert engine.optimisation_profile(manifest) == {
         "input": ([1, 3, 360, 640], [1, 3, 360, 640], [4, 3, 360, 640])}
-    manifest["io"]["inputs"][0]["shape"] = [2, 3, 360, 640]
+    manifest.io = replace(manifest.io, inputs=(replace(manifest.io.inputs[0], shape=(2, 3, 360, 640)),))
     assert engine.optimisation_profile(manifest) == {}
-    manifest["io"]["inputs"][0]["shape"] = [-1, 3, -1, 640]
+    manifest.io = replace(manifest.io, inputs=(replace(manifest.io.inputs[0], shape=(-1, 3, -1, 640)),))
     with pytest.raises(EngineError, match="dynamic axes other than the batch"):
         engine.optimisation_profile(manifest)
 
 
 def test_fp16_report_nodes_become_pins(artifact) -> None:
     _, manifest = artifact
-    manifest["fp16"]["nodes"].append({"node": "big.weight", "op": "initializer", "output": "big.weight"})
+    manifest.fp16["nodes"].append({"node": "big.weight", "op": "initializer", "output": "big.weight"})
     assert engine.fp32_pins(manifest) == [("head", "rows")]
     with pytest.raises(EngineError, match="--precision"):
         engine.build_settings(manifest, engine.EngineOptions(precision="fp8"), GiB)
@@ -122,13 +126,13 @@ def test_build_plan_writes_verifies_and_records(fake_trt, board, artifact) -> No
 def test_dla_plan_is_verified_and_checked_on_its_dla_core(fake_trt, board, artifact) -> None:
     # IRuntime's DLA core defaults to -1: a DLA plan must be deserialized with the core it was built for.
     directory, manifest = artifact
-    manifest["io"]["batch"] = {"min": 1, "opt": 1, "max": 1, "dynamic": True}  # DLA: min = opt = max
+    manifest.io = replace(manifest.io, batch=BatchRange(1, 1, 1, True))  # DLA: min = opt = max
     frame = (1, 3, 360, 640)
     trt = fake_trt("8.6.2", engine=FakeEngineSpec([ENGINE_IO.tensors[0][:4] + ((frame, frame, frame),),
                                                    ENGINE_IO.tensors[1]]))  # the board's libnvinfer
-    manifest["plan"] = engine.build_plan(directory, manifest, engine.EngineOptions(dla_core=1),
+    manifest.plan = engine.build_plan(directory, manifest, engine.EngineOptions(dla_core=1),
                                          root=board("agx_orin_jp60"))
-    manifest["files"]["model.plan"] = file_entry(directory / "model.plan")
+    manifest.files["model.plan"] = file_entry(directory / "model.plan")
     assert ("config.DLA_core", 1) in trt.calls and ("runtime.DLA_core", 1) in trt.calls
     trt.calls.clear()
     engine.check_existing_plan(directory, manifest, device_facts(board("agx_orin_jp60")))
@@ -142,13 +146,13 @@ def test_same_fingerprint_skips_force_and_changes_rebuild(fake_trt, board, artif
     directory, manifest = artifact
     orin = board("agx_orin_jp60")
     trt = fake_trt("8.6.1")
-    manifest["plan"] = engine.build_plan(directory, manifest, engine.EngineOptions(), root=orin)
-    manifest["files"]["model.plan"] = file_entry(directory / "model.plan")
+    manifest.plan = engine.build_plan(directory, manifest, engine.EngineOptions(), root=orin)
+    manifest.files["model.plan"] = file_entry(directory / "model.plan")
     builds = lambda: trt.calls.count(("builder.build_serialized_network",))  # noqa: E731
 
     reporter = Recording()
     again = engine.build_plan(directory, manifest, engine.EngineOptions(), reporter, root=orin)
-    assert again == manifest["plan"] and builds() == 1
+    assert again == manifest.plan and builds() == 1
     assert any("up to date" in m and "--force" in m for m in reporter.infos)
 
     reporter = Recording()
@@ -164,8 +168,8 @@ def test_same_fingerprint_skips_force_and_changes_rebuild(fake_trt, board, artif
 def test_new_tensorrt_and_device_rebuild_saying_what_changed(fake_trt, board, artifact) -> None:
     directory, manifest = artifact
     fake_trt("8.6.1")
-    manifest["plan"] = engine.build_plan(directory, manifest, engine.EngineOptions(), root=board("agx_orin_jp60"))
-    manifest["files"]["model.plan"] = file_entry(directory / "model.plan")
+    manifest.plan = engine.build_plan(directory, manifest, engine.EngineOptions(), root=board("agx_orin_jp60"))
+    manifest.files["model.plan"] = file_entry(directory / "model.plan")
     fake_trt("10.3.0")
     reporter = Recording()
     section = engine.build_plan(directory, manifest, engine.EngineOptions(), reporter, root=board("orin_nano_jp62"))
@@ -181,8 +185,8 @@ def test_changed_plan_file_is_rebuilt_not_trusted(fake_trt, board, artifact) -> 
     directory, manifest = artifact
     orin = board("agx_orin_jp60")
     fake_trt("8.6.1")
-    manifest["plan"] = engine.build_plan(directory, manifest, engine.EngineOptions(), root=orin)
-    manifest["files"]["model.plan"] = file_entry(directory / "model.plan")
+    manifest.plan = engine.build_plan(directory, manifest, engine.EngineOptions(), root=orin)
+    manifest.files["model.plan"] = file_entry(directory / "model.plan")
     (directory / "model.plan").write_bytes(b"truncated")
     reporter = Recording()
     engine.build_plan(directory, manifest, engine.EngineOptions(), reporter, root=orin)
@@ -263,8 +267,8 @@ def test_check_existing_plan(fake_trt, board, artifact) -> None:
     directory, manifest = artifact
     orin = device_facts(board("agx_orin_jp60"))
     fake_trt("8.6.2")
-    manifest["plan"] = engine.build_plan(directory, manifest, engine.EngineOptions(), root=Path(orin.root))
-    manifest["files"]["model.plan"] = file_entry(directory / "model.plan")
+    manifest.plan = engine.build_plan(directory, manifest, engine.EngineOptions(), root=Path(orin.root))
+    manifest.files["model.plan"] = file_entry(directory / "model.plan")
     orin.tensorrt = "8.6.2"
     engine.check_existing_plan(directory, manifest, orin)
     # that pass deserialized the plan and compared its I/O: a plan with other I/O is refused
@@ -272,13 +276,13 @@ def test_check_existing_plan(fake_trt, board, artifact) -> None:
     with pytest.raises(EngineError, match=r"has shape \[-1, 9, 77\], the manifest says \[-1, 64, 77\]"):
         engine.check_existing_plan(directory, manifest, orin)
     assert engine.check_existing_plan(directory, manifest, orin, deserialize=False) is None
-    other = dict(manifest, plan=dict(manifest["plan"], tensorrt="8.5.2"))
+    other = replace(manifest, plan=dict(manifest.plan, tensorrt="8.5.2"))
     with pytest.raises(EngineError, match="TensorRT: 8.5.2 -> 8.6.2") as info:
         engine.check_existing_plan(directory, other, orin)
     assert "--force" in str(info.value)
     (directory / "model.plan").write_bytes(b"\x00garbage")
     with pytest.raises(EngineError, match="corrupt or was changed"):
         engine.check_existing_plan(directory, manifest, orin)
-    manifest["files"]["model.plan"] = file_entry(directory / "model.plan")
+    manifest.files["model.plan"] = file_entry(directory / "model.plan")
     with pytest.raises(EngineError, match="not a TensorRT plan this machine can load"):
         engine.check_existing_plan(directory, manifest, orin)

@@ -7,6 +7,8 @@ behind a pycuda whose device memory is host bytes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 from pathlib import Path
 
@@ -23,7 +25,10 @@ from trt_double import (
 )
 
 from edge_deploy.engine import plan as engine
-from edge_deploy.parity import compare_to_reference, parity_feeds, road_feed
+from edge_deploy.artifact import BatchRange, TensorSpec
+from edge_deploy.lanedet.family import DecodeDefaults
+from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
+from edge_deploy.parity import LaneCheck, compare_to_reference, parity_feeds, road_feed
 from edge_deploy.errors import EngineError
 
 pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, ... (shared fixtures)
@@ -58,9 +63,11 @@ def _shifted(reference, dx: float = 0.0, noise: float = 0.0, flip_first: bool = 
     return out
 
 
+LANES = LaneCheck(LANEATT, ("predict_lanes",), DecodeDefaults(0.5, 50.0, 4), (360, 640))
+
+
 def test_compare_to_reference_passes_fp16_sized_noise(ort_reference) -> None:
-    report = compare_to_reference(ort_reference, _shifted(ort_reference, noise=0.01),
-                             {"conf_threshold": 0.5, "nms_threshold": 50.0, "top_k": 4}, "predict_lanes")
+    report = compare_to_reference(ort_reference, _shifted(ort_reference, noise=0.01), LANES)
     assert report["passed"], report["problems"]
     entry = report["outputs"]["predict_lanes"]
     assert 0 < entry["max_abs"] < 0.1 and 0 < entry["max_rel"] < 1e-3
@@ -69,13 +76,12 @@ def test_compare_to_reference_passes_fp16_sized_noise(ort_reference) -> None:
 
 
 def test_compare_to_reference_fails_on_moved_lanes_missing_lanes_and_nan(ort_reference) -> None:
-    decode = {"conf_threshold": 0.5, "nms_threshold": 50.0, "top_k": 4}
-    moved = compare_to_reference(ort_reference, _shifted(ort_reference, dx=3.0), decode, "predict_lanes")
+    moved = compare_to_reference(ort_reference, _shifted(ort_reference, dx=3.0), LANES)
     assert not moved["passed"] and abs(moved["lanes"]["mean_dx_px"] - 3.0) < 1e-3
     assert any("moved by 3.00 px" in p for p in moved["problems"])
-    missing = compare_to_reference(ort_reference, _shifted(ort_reference, flip_first=True), decode, "predict_lanes")
+    missing = compare_to_reference(ort_reference, _shifted(ort_reference, flip_first=True), LANES)
     assert not missing["passed"] and any("lane(s) from the plan" in p for p in missing["problems"])
-    broken = compare_to_reference(ort_reference, _shifted(ort_reference, nan=True), decode, None)
+    broken = compare_to_reference(ort_reference, _shifted(ort_reference, nan=True), None)
     assert not broken["passed"] and broken["worst_output"] == "predict_lanes" and broken["lanes"] is None
 
 
@@ -91,18 +97,17 @@ def test_parity_feeds_follow_the_manifest(artifact) -> None:
 
 def test_the_road_feed_is_the_clients_preprocessing_of_held_out_roads(artifact) -> None:
     from edge_deploy.lanedet.preprocess import Preprocessor, PreprocessSpec
-    from edge_deploy.lanedet.synthetic import EVAL_SEED_BASE, scene
+    from edge_deploy.training.synthetic import EVAL_SEED_BASE, scene
 
     _, manifest = artifact
     (feed,) = road_feed(manifest)
-    pre = Preprocessor(PreprocessSpec.from_dict(manifest["preprocess"]))
+    pre = Preprocessor(manifest.preprocess)
     for i in range(4):
         np.testing.assert_array_equal(feed["input"][i], pre(scene(EVAL_SEED_BASE + i, 1640, 590).frame)[0])
-    one = json.loads(json.dumps(manifest))
-    one["io"]["batch"] = {"min": 1, "opt": 1, "max": 1, "dynamic": False}
+    one = replace(manifest, io=replace(manifest.io, batch=BatchRange(1, 1, 1, False)))
     assert road_feed(one)[0]["input"].shape == (1, 3, 360, 640)  # within the batch range
-    two_inputs = json.loads(json.dumps(manifest))
-    two_inputs["io"]["inputs"].append({"name": "extra", "datatype": "FP32", "shape": [-1, 4]})
+    extra = TensorSpec("extra", "FP32", (-1, 4))
+    two_inputs = replace(manifest, io=replace(manifest.io, inputs=(*manifest.io.inputs, extra)))
     assert road_feed(two_inputs) == []
 
 

@@ -15,9 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from edge_deploy.artifact import BatchRange
 from trt_double import ENGINE_IO, FakeEngineSpec, Recording, settings
 
-from edge_deploy.artifact import file_entry
+from edge_deploy.artifact import Manifest, file_entry
 from edge_deploy.engine import plan as engine
 from edge_deploy.engine.device import device_facts
 from edge_deploy.engine.fingerprint import plan_fingerprint, plan_is_current, plan_mismatch
@@ -37,12 +39,13 @@ def orin(board):
     return facts
 
 
-def recorded_plan(tmp_path: Path, fingerprint: dict) -> tuple[Path, dict]:
+def recorded_plan(tmp_path: Path, fingerprint: dict) -> tuple[Path, Manifest]:
     """A model.plan and the manifest that records it with `fingerprint` (through JSON, as stored)."""
     plan = tmp_path / "model.plan"
     plan.write_bytes(b"a plan")
-    manifest = {"files": {"model.plan": file_entry(plan)}, "plan": fingerprint}
-    return plan, json.loads(json.dumps(manifest))
+    stored = json.loads(json.dumps({"format": 1, "io": {}, "files": {"model.plan": file_entry(plan).to_dict()},
+                                    "plan": fingerprint}))
+    return plan, Manifest.from_dict(stored)
 
 
 # (field, value on this machine, rebuild?, what the change line starts with)
@@ -85,13 +88,13 @@ def test_machine_fields(tmp_path, orin, key, value, rebuild, line) -> None:
     assert current is not rebuild
     assert changes == ([line] if rebuild else [])
     # the repository and doctor ask the same about the machine
-    assert plan_mismatch(manifest["plan"], orin) == changes
+    assert plan_mismatch(manifest.plan, orin) == changes
 
 
 def test_the_tensorrt_a_builder_reports_counts_over_the_machines(tmp_path, orin) -> None:
     # trtexec (or the tensorrt module) says which TensorRT builds; facts.tensorrt is only the fallback
     plan, manifest = recorded_plan(tmp_path, plan_fingerprint(orin, "8.6.2", ONNX_SHA, settings()))
-    assert manifest["plan"]["tensorrt"] == "8.6.2"
+    assert manifest.plan["tensorrt"] == "8.6.2"
     orin.tensorrt = "10.3.0"
     current, changes = plan_is_current(plan, manifest, plan_fingerprint(orin, "8.6.1", ONNX_SHA, settings()))
     assert (current, changes) == (False, ["TensorRT: 8.6.2 -> 8.6.1"])
@@ -145,13 +148,13 @@ def test_build_fields(tmp_path, orin, what, change, rebuild, line) -> None:
     current, changes = plan_is_current(plan, manifest, now)
     assert current is not rebuild
     assert changes == ([line] if rebuild else [])
-    assert plan_mismatch(manifest["plan"], orin) == []  # the same machine: the plan still runs here
+    assert plan_mismatch(manifest.plan, orin) == []  # the same machine: the plan still runs here
 
 
 def test_no_decision_without_a_plan_a_record_or_the_recorded_bytes(tmp_path, orin) -> None:
     fingerprint = plan_fingerprint(orin, None, ONNX_SHA, settings())
     plan, manifest = recorded_plan(tmp_path, fingerprint)
-    assert plan_is_current(plan, dict(manifest, plan=None), fingerprint) == (False, [])
+    assert plan_is_current(plan, replace(manifest, plan=None), fingerprint) == (False, [])
     assert plan_mismatch(None, orin) == ["no plan fingerprint recorded (built by something other than edge-deploy)"]
     plan.write_bytes(b"another plan")
     assert plan_is_current(plan, manifest, fingerprint) == (
@@ -166,9 +169,9 @@ def test_no_decision_without_a_plan_a_record_or_the_recorded_bytes(tmp_path, ori
 def build(directory: Path, manifest: dict, root: Path, **options) -> tuple[dict, Recording]:
     """build_plan, then record the section and the plan's file entry as convert does."""
     reporter = Recording()
-    manifest["plan"] = engine.build_plan(directory, manifest, engine.EngineOptions(**options), reporter, root=root)
-    manifest["files"]["model.plan"] = file_entry(directory / "model.plan")
-    return manifest["plan"], reporter
+    manifest.plan = engine.build_plan(directory, manifest, engine.EngineOptions(**options), reporter, root=root)
+    manifest.files["model.plan"] = file_entry(directory / "model.plan")
+    return manifest.plan, reporter
 
 
 def rebuilt(reporter: Recording) -> list[str]:
@@ -189,7 +192,7 @@ def test_build_plan_records_each_option_and_rebuilds_when_it_changes(fake_trt, b
     directory, manifest = artifact
     engine_io = ENGINE_IO
     if "dla_core" in first or "dla_core" in second:  # the DLA takes one input shape only (check_dla)
-        manifest["io"]["batch"] = {"min": 1, "opt": 1, "max": 1, "dynamic": True}
+        manifest.io = replace(manifest.io, batch=BatchRange(1, 1, 1, True))
         one = (1, 3, 360, 640)
         engine_io = FakeEngineSpec([("input", True, "FLOAT", (-1, 3, 360, 640), (one, one, one)),
                                     *ENGINE_IO.tensors[1:]])

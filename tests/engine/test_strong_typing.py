@@ -13,10 +13,14 @@ of tests/support/jetson_fixtures.py (options per samples/common/sampleOptions.cp
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from edge_deploy.artifact import BatchRange
 from lane_onnx import lane_manifest
 from trt_double import (
     ENGINE_IO,
@@ -129,7 +133,7 @@ def test_build_plan_on_tensorrt10_builds_model_fp16_strongly_typed(fake_trt, boa
     section = engine.build_plan(directory, manifest, engine.EngineOptions(), root=board("orin_nano_jp62"))
     assert ("parser.parse_from_file", str(directory / FP16_ONNX_NAME)) in trt.calls
     assert section["onnx"] == FP16_ONNX_NAME and section["typing"] == "strong" and section["fp32_layers"] == []
-    assert section["onnx_sha256"] == file_entry(directory / FP16_ONNX_NAME)["sha256"]
+    assert section["onnx_sha256"] == file_entry(directory / FP16_ONNX_NAME).sha256
     assert ("builder.create_network", 2) in trt.calls  # 1 << STRONGLY_TYPED
 
     trt.calls.clear()
@@ -149,7 +153,7 @@ def test_a_plan_from_model_fp16_with_fp16_io_is_checked_against_its_io(fake_trt,
     fake_trt("10.3.0", layers=LAYERS, engine=FakeEngineSpec(io))
     section = engine.build_plan(directory, manifest, engine.EngineOptions(), root=board("orin_nano_jp62"))
     assert section["verify"]["io"] == "ok"  # FP16 plan I/O matches model_fp16.onnx's io, not model.onnx's
-    manifest["plan"], manifest["files"]["model.plan"] = section, file_entry(directory / "model.plan")
+    manifest.plan, manifest.files["model.plan"] = section, file_entry(directory / "model.plan")
     engine.check_existing_plan(directory, manifest, device_facts(board("orin_nano_jp62")))
 
 
@@ -209,7 +213,7 @@ def test_dla_on_tensorrt11_needs_11_4_and_an_agx_orin(board) -> None:
 
 def test_dla_build_on_tensorrt10_keeps_the_flag_path(fake_trt, board, artifact) -> None:
     directory, manifest = artifact
-    manifest["io"]["batch"] = {"min": 1, "opt": 1, "max": 1, "dynamic": True}
+    manifest.io = replace(manifest.io, batch=BatchRange(1, 1, 1, True))
     frame = (1, 3, 360, 640)
     trt = fake_trt("10.3.0", layers=LAYERS, engine=FakeEngineSpec(
         [ENGINE_IO.tensors[0][:4] + ((frame, frame, frame),), ENGINE_IO.tensors[1]]))

@@ -40,8 +40,8 @@ def built(tmp_path_factory) -> tuple[Path, dict, dict]:
     manifest = lane_manifest(directory, ROWS)
     make_fp16_onnx(directory, manifest)  # as convert makes it: TensorRT 10+ builds it strongly typed
     section = engine.build_plan(directory, manifest, engine.EngineOptions(builder="python"), Recording())
-    manifest["plan"] = section
-    manifest["files"]["model.plan"] = file_entry(directory / "model.plan")
+    manifest.plan = section
+    manifest.files["model.plan"] = file_entry(directory / "model.plan")
     return directory, manifest, section
 
 
@@ -65,7 +65,7 @@ def test_deserialize_and_check_io(built) -> None:
     assert tensors["input"].is_input and tensors["input"].datatype == "FP32"
     assert tensors["input"].profile is not None and tensors["input"].profile[2][0] == 4
     assert tensors["predict_lanes"].shape == [-1, ROWS, 77]
-    plan_verify.check_io(list(tensors.values()), manifest["io"])
+    plan_verify.check_io(list(tensors.values()), manifest.io)
     engine.check_existing_plan(directory, manifest)
 
 
@@ -81,7 +81,7 @@ def test_run_and_compare_with_onnxruntime(built) -> None:
     session = ort_session(directory / "model.onnx")
     reference = [{"predict_lanes": session.run(None, feed)[0]} for feed in feeds]
     actual = [trt.run(plan, feed) for feed in feeds]
-    report = parity.compare_to_reference(reference, actual, manifest["decode"], "predict_lanes")
+    report = parity.compare_to_reference(reference, actual, parity.LaneCheck.of(manifest))
     assert report["passed"], report["problems"]
     assert report["lanes"]["lanes_onnxruntime"] > 0
     assert report["outputs"]["predict_lanes"]["max_rel"] < 1e-2

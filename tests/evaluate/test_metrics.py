@@ -17,7 +17,7 @@ import pytest
 
 from edge_deploy.errors import EvaluationError
 from edge_deploy.evaluate import metrics as m
-from edge_deploy.lanedet.decode import Lane
+from edge_deploy.lanedet.laneatt.decode import Lane
 
 W, H = 1640, 590
 HALF = 15.0  # half of the CULane lane width (30 px)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from edge_deploy.artifact import Manifest
 from edge_deploy.evaluate.datasets import synthetic_frames
 from edge_deploy.evaluate.run import evaluate
 from edge_deploy.evaluate.runners import OnnxRunner
@@ -68,12 +69,12 @@ def test_each_file_is_scored_on_its_own_and_the_retention_is_fp16_over_fp32(scor
     shutil.copytree(out, copy)
     other = make_artifact(tmp_path / "other", laneatt_data / "anchors_2784x77.npy")
     shutil.copy(other / "model.onnx", copy / "model_fp16.onnx")
-    manifest = json.loads(json.dumps(manifest))
+    manifest = Manifest.from_dict(json.loads(json.dumps(manifest)))
     section = evaluate_artifact(copy, manifest, "synthetic:4")
     fp32, fp16 = (section["files"][n]["0.5"]["f1"] for n in ("model.onnx", "model_fp16.onnx"))
     report, _ = evaluate(OnnxRunner(copy, "fp16"), synthetic_frames(4, 0))
     assert fp16 == round(report.culane[0].f1, 4) and fp16 != fp32
-    assert manifest["fp16"]["onnx"]["f1"]["retention"] == round(fp16 / fp32, 4)
+    assert manifest.fp16["onnx"]["f1"]["retention"] == round(fp16 / fp32, 4)
 
 
 def test_install_shows_the_recorded_f1(scored, tmp_path) -> None:

@@ -91,7 +91,7 @@ def tiny_artifact(tmp_path_factory, laneatt_data: Path) -> Path:
 
 
 def test_onnx_runner_decodes_what_onnxruntime_computes(tiny_artifact: Path) -> None:
-    from edge_deploy.lanedet.decode import decode_lanes
+    from edge_deploy.lanedet.laneatt.decode import decode_lanes
     from edge_deploy.lanedet.preprocess import preprocess
     from edge_deploy.parity import ort_session
 

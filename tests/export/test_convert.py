@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from manifest_files import manifest_json, write_manifest_json
 
-from edge_deploy.artifact import read_manifest, sha256_file, verify_files
+from edge_deploy.artifact import Manifest, sha256_file
 from edge_deploy.engine.options import EngineOptions
 from edge_deploy.convert import _engine_module, convert
 from edge_deploy.errors import ConvertError, EngineError
@@ -147,8 +148,8 @@ def test_factory_convert_writes_verified_artifact(models_dir: Path, tmp_path: Pa
     assert len(notice) == 1 and notice[0].startswith("no TensorRT here") and notice[0].endswith("there)."), notice
     assert "model.onnx" in result.stdout and "parity predict_lanes" in result.stdout
 
-    manifest = read_manifest(out)
-    verify_files(out, manifest)
+    manifest = manifest_json(out)
+    Manifest.read(out).verify_files(out)
     # the default precision is fp16: the FP16 ONNX (verified with ONNX Runtime) is part of the artifact
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model.onnx", "model_fp16.onnx"]
     assert sorted(manifest["files"]) == ["model.onnx", "model_fp16.onnx"]
@@ -185,12 +186,12 @@ def test_target_onnx_is_silent_and_names_are_configurable(models_dir: Path, tmp_
     assert [i.name for i in model.graph.input] == ["images"]
     assert [o.name for o in model.graph.output] == ["mean", "peak"]
     assert {op.domain: op.version for op in model.opset_import}[""] == 15
-    assert set(read_manifest(out)["parity"]["outputs"]) == {"mean", "peak"}
+    assert set(manifest_json(out)["parity"]["outputs"]) == {"mean", "peak"}
 
 
 def test_static_batch_exports_a_fixed_dimension(models_dir: Path, tmp_path: Path) -> None:
     result = convert(tiny_source(), tmp_path / "art", ExportSettings(batch=batch_range(batch=3)), target="onnx")
-    manifest = result.manifest
+    manifest = result.manifest.to_dict()
     assert manifest["io"]["batch"] == {"min": 3, "opt": 3, "max": 3, "dynamic": False}
     assert manifest["io"]["inputs"][0]["shape"] == [3, 3, 16, 24]
     assert manifest["parity"]["batches"] == [3]
@@ -200,7 +201,7 @@ def test_static_batch_exports_a_fixed_dimension(models_dir: Path, tmp_path: Path
 
 def test_dynamic_batch_range_is_checked_at_both_ends(models_dir: Path, tmp_path: Path) -> None:
     settings = ExportSettings(batch=batch_range(min_batch=2, opt_batch=3, max_batch=6))
-    manifest = convert(tiny_source(), tmp_path / "art", settings, target="onnx").manifest
+    manifest = convert(tiny_source(), tmp_path / "art", settings, target="onnx").manifest.to_dict()
     assert manifest["io"]["batch"] == {"min": 2, "opt": 3, "max": 6, "dynamic": True}
     assert manifest["parity"]["batches"] == [2, 6]
     assert manifest["io"]["inputs"][0]["shape"][0] == -1
@@ -220,7 +221,7 @@ def test_torchscript_file(models_dir: Path, tmp_path: Path) -> None:
     scripted = torch.jit.trace(cv_models.tiny().eval(), torch.rand(1, 3, 16, 24))
     path = tmp_path / "tiny.ts"
     torch.jit.save(scripted, str(path))
-    manifest = convert(SourceSpec(str(path), input_shape=(1, 3, 16, 24)), tmp_path / "art", target="onnx").manifest
+    manifest = convert(SourceSpec(str(path), input_shape=(1, 3, 16, 24)), tmp_path / "art", target="onnx").manifest.to_dict()
     assert manifest["source"]["kind"] == "torchscript"
     assert manifest["source"]["file"]["sha256"] == sha256_file(path)
     assert manifest["parity"]["outputs"]["predict_lanes"]["max_abs"] < 1e-4
@@ -245,14 +246,14 @@ def test_parity_failure_names_the_output(models_dir: Path, tmp_path: Path) -> No
 
 
 def test_fp16_report_lists_overflowing_nodes(models_dir: Path, tmp_path: Path) -> None:
-    manifest = convert(tiny_source("cv_models:huge"), tmp_path / "art", target="onnx").manifest
+    manifest = convert(tiny_source("cv_models:huge"), tmp_path / "art", target="onnx").manifest.to_dict()
     fp16 = manifest["fp16"]
     flagged = {entry["op"] for entry in fp16["nodes"] if entry["reason"] == "overflow"}
     assert "Mul" in flagged  # relu(...) * 1e6
     assert fp16["max_abs"] > 65504
     assert all(entry["max_abs"] > 65504 for entry in fp16["nodes"])
 
-    normal = convert(tiny_source(), tmp_path / "plain", target="onnx").manifest["fp16"]
+    normal = convert(tiny_source(), tmp_path / "plain", target="onnx").manifest.to_dict()["fp16"]
     assert normal["nodes"] == [] and normal["tensors_checked"] > 0
 
 
@@ -275,9 +276,9 @@ def test_simplification_that_changes_results_is_not_kept(models_dir: Path, tmp_p
 
     monkeypatch.setattr(onnxslim, "slim", breaking_slim)
     result = convert(tiny_source(), tmp_path / "art", target="onnx")
-    report = result.manifest["export"]["simplify"]
+    report = result.manifest.to_dict()["export"]["simplify"]
     assert report["applied"] is False and "changed 'predict_lanes'" in report["reason"]
-    assert result.manifest["parity"]["outputs"]["predict_lanes"]["max_abs"] < 1e-4
+    assert result.manifest.to_dict()["parity"]["outputs"]["predict_lanes"]["max_abs"] < 1e-4
     assert not any(n.op_type == "Add" and "one" in n.input
                    for n in onnx.load(str(result.artifact_dir / "model.onnx")).graph.node)
 
@@ -285,7 +286,7 @@ def test_simplification_that_changes_results_is_not_kept(models_dir: Path, tmp_p
         raise RuntimeError("cannot fold")
 
     monkeypatch.setattr(onnxslim, "slim", failing_slim)
-    report = convert(tiny_source(), tmp_path / "art2", target="onnx").manifest["export"]["simplify"]
+    report = convert(tiny_source(), tmp_path / "art2", target="onnx").manifest.to_dict()["export"]["simplify"]
     assert report["applied"] is False and "cannot fold" in report["reason"]
 
 
@@ -333,7 +334,7 @@ def test_existing_dir_is_refused_without_force_and_replaced_with_it(models_dir: 
     assert sha256_file(out / "manifest.json") == before and leftovers(tmp_path, "art") == []
     # ... and a successful one replaces it.
     convert(tiny_source(), out, ExportSettings(batch=batch_range(batch=2)), force=True, target="onnx")
-    assert read_manifest(out)["io"]["batch"]["dynamic"] is False
+    assert manifest_json(out)["io"]["batch"]["dynamic"] is False
     assert leftovers(tmp_path, "art") == []
 
 
@@ -352,7 +353,7 @@ def test_decode_defaults_given_to_convert_are_recorded(models_dir: Path, tmp_pat
     result = run_cli("cv_models:tiny", "--input-shape", "1,3,16,24", "-o", str(out), "--target", "onnx",
                      "--top-k", "6", "--conf", "0.4", cwd=models_dir)
     assert result.returncode == 0, result.stderr
-    assert read_manifest(out)["decode"] == {"conf_threshold": 0.4, "nms_threshold": 50.0, "top_k": 6}
+    assert manifest_json(out)["decode"] == {"conf_threshold": 0.4, "nms_threshold": 50.0, "top_k": 6}
     for args, fragment in ((["--top-k", "0"], "--top-k must be at least 1 lane"),
                            (["--conf", "1.5"], "--conf is a score threshold from 0 to 1"),
                            (["--nms", "-1"], "--nms must be 0 or more pixels")):
@@ -366,12 +367,12 @@ def test_power_loss_between_the_commit_renames_leaves_the_old_artifact(models_di
     # the two (simulated: the first rename done by hand) must not leave the output without an artifact
     out = tmp_path / "art"
     convert(tiny_source(), out, target="onnx")
-    old = read_manifest(out)
+    old = manifest_json(out)
     os.replace(out, tmp_path / ".art.k3j2.old")
     (tmp_path / ".art.x9.partial").mkdir()  # the staged new one, never renamed in
     with pytest.raises(ConvertError, match="already exists"):  # the old artifact is back, so refused without --force
         convert(tiny_source(), out, target="onnx")
-    assert read_manifest(out) == old and verify_files(out, old) is None
+    assert manifest_json(out) == old and Manifest.read(out).verify_files(out) is None
     assert not list(tmp_path.glob(".art.*.old"))
     convert(tiny_source(), out, target="onnx", force=True)  # and replaced as usual with it
     assert (out / "manifest.json").is_file() and not list(tmp_path.glob(".art.*.old"))
@@ -471,7 +472,7 @@ def test_target_tensorrt_without_tensorrt(models_dir: Path, tmp_path: Path) -> N
 
 @pytest.fixture(scope="module")
 def r18_top1000(laneatt_data: Path):
-    from edge_deploy.lanedet.model import build_laneatt
+    from edge_deploy.lanedet.laneatt.model import build_laneatt
 
     return build_laneatt("resnet18", anchors_freq=laneatt_data / "culane_anchors_freq.pt", topk_anchors=1000, seed=7)
 
@@ -490,7 +491,7 @@ def test_laneatt_with_checkpoint(laneatt_data: Path, r18_top1000, tmp_path: Path
     assert result.returncode == 0, result.stderr
     assert "mean nothing" not in result.stdout
 
-    manifest = read_manifest(out)
+    manifest = manifest_json(out)
     source = manifest["source"]
     assert source["kind"] == "laneatt" and source["backbone"] == "resnet18" and source["trained"] is True
     assert source["checkpoint"]["sha256"] == sha256_file(checkpoint)
@@ -531,7 +532,7 @@ def test_laneatt_r34_all_anchors_untrained(tmp_path: Path) -> None:
     result = run_cli("laneatt", "-o", str(out), "--target", "onnx", "--max-batch", "2", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "lanes from untrained weights mean nothing" in " ".join(result.stdout.split())
-    manifest = read_manifest(out)
+    manifest = manifest_json(out)
     assert manifest["source"]["trained"] is False and manifest["source"]["num_anchors"] == 2784
     assert manifest["io"]["inputs"][0]["shape"] == [-1, 3, 360, 640]
     assert manifest["io"]["outputs"][0]["shape"] == [-1, 2784, 77]
@@ -556,8 +557,8 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
 
     def build_plan(artifact_dir, manifest, options, reporter):
         calls.append({"dir": Path(artifact_dir), "options": options.__dict__,
-                      "onnx_listed": "model.onnx" in manifest["files"]})
-        (Path(artifact_dir) / "model.plan").write_bytes(b"plan for " + manifest["files"]["model.onnx"]["sha256"].encode())
+                      "onnx_listed": "model.onnx" in manifest.files})
+        (Path(artifact_dir) / "model.plan").write_bytes(b"plan for " + manifest.files["model.onnx"].sha256.encode())
         return {"tensorrt": "fake", "precision": options.precision}
 
     fake.available_builder = lambda preference: "python"
@@ -573,10 +574,10 @@ def test_plan_is_built_in_the_staging_dir_and_recorded(models_dir: Path, tmp_pat
     (call,) = fake_engine
     assert call["dir"] != out and call["dir"].parent == tmp_path and call["dir"].name.startswith(".art.")
     assert call["onnx_listed"] and call["options"]["precision"] == "fp16"
-    manifest = read_manifest(out)
+    manifest = manifest_json(out)
     assert manifest["plan"] == {"tensorrt": "fake", "precision": "fp16"}
     assert manifest["files"]["model.plan"]["sha256"] == sha256_file(out / "model.plan")
-    verify_files(out, manifest)
+    Manifest.read(out).verify_files(out)
     assert result.artifact_dir == out
 
 
@@ -602,14 +603,14 @@ def test_artifact_dir_with_engine(models_dir: Path, tmp_path: Path, fake_engine)
     onnx_sha = sha256_file(out / "model.onnx")
     convert(SourceSpec(str(out)), None, engine_options=EngineOptions(precision="fp32"))
     assert fake_engine[-1]["dir"] == out
-    manifest = read_manifest(out)
+    manifest = manifest_json(out)
     assert manifest["plan"]["precision"] == "fp32" and manifest["files"]["model.onnx"]["sha256"] == onnx_sha
-    verify_files(out, manifest)
+    Manifest.read(out).verify_files(out)
 
     copy = tmp_path / "copy"
     convert(SourceSpec(str(out)), copy, engine_options=EngineOptions(precision="fp16"))
     assert fake_engine[-1]["dir"].name.startswith(".copy.")
-    assert read_manifest(copy)["plan"]["precision"] == "fp16" and read_manifest(out)["plan"]["precision"] == "fp32"
+    assert manifest_json(copy)["plan"]["precision"] == "fp16" and manifest_json(out)["plan"]["precision"] == "fp32"
 
 
 def test_load_source_rejects_unknown_model(tmp_path: Path) -> None:
@@ -639,7 +640,7 @@ def test_library_defaults_are_the_documented_ones_and_the_clis(models_dir: Path,
     assert (cli["input_name"], cli["output_name"]) == ("input", "predict_lanes")
     assert batch_range(cli["batch"], cli["min_batch"], cli["opt_batch"], cli["max_batch"]) == defaults.batch
 
-    manifest = convert(tiny_source(), tmp_path / "art", target="onnx").manifest
+    manifest = convert(tiny_source(), tmp_path / "art", target="onnx").manifest.to_dict()
     model = onnx.load(str(tmp_path / "art" / "model.onnx"))
     assert {op.domain: op.version for op in model.opset_import}[""] == 17
     assert manifest["export"]["opset"] == 17 and manifest["export"]["trace_batch"] == 2

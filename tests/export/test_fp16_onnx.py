@@ -9,15 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from manifest_files import manifest_json, write_manifest_json
 from lane_onnx import lane_manifest, write_lane_onnx
 
-from edge_deploy.artifact import (
-    FP16_ONNX_NAME,
-    Manifest,
-    read_manifest,
-    sha256_file,
-    verify_files,
-)
+from edge_deploy.artifact import FP16_ONNX_NAME, Manifest, sha256_file
 from edge_deploy.errors import ConvertError
 from edge_deploy.export.fp16_onnx import MAX_LANE_DX_PX, make_fp16_onnx
 
@@ -75,9 +70,9 @@ def test_io_stays_fp32_by_default_and_fp16_io_makes_it_fp16(tmp_path: Path) -> N
         assert [v.type.tensor_type.elem_type for v in [*model.graph.input, *model.graph.output]] == [want, want]
         assert section["io_precision"] == name.lower()
         assert [t["datatype"] for t in section["io"]["inputs"] + section["io"]["outputs"]] == [name, name]
-        assert section["io"]["batch"] == manifest["io"]["batch"]
-        assert Manifest(manifest).io_of(FP16_ONNX_NAME) == section["io"]
-        assert Manifest(manifest).io["inputs"][0]["datatype"] == "FP32"  # model.onnx's I/O is unchanged
+        assert section["io"]["batch"] == manifest.io.batch.to_dict()
+        assert manifest.io_of(FP16_ONNX_NAME).to_dict() == section["io"]
+        assert manifest.io.inputs[0].datatype == "FP32"  # model.onnx's I/O is unchanged
         session = ort.InferenceSession(str(directory / FP16_ONNX_NAME), providers=["CPUExecutionProvider"])
         dtype = np.float16 if fp16_io else np.float32
         (out,) = session.run(None, {"input": np.full((1, 3, 360, 640), 0.5, dtype)})
@@ -97,9 +92,9 @@ def test_it_is_verified_with_onnx_runtime_and_recorded(tmp_path: Path) -> None:
     assert lanes["mean_dx_px"] <= MAX_LANE_DX_PX == lanes["max_mean_dx_px"] == 1.0
     assert section["f1"] is None  # the evaluation's hook
     assert "onnxconverter-common" in section["converter"]
-    assert manifest["fp16"]["onnx"] is section and manifest["fp16"]["nodes"]  # the report stays beside it
-    assert manifest["files"][FP16_ONNX_NAME]["sha256"] == sha256_file(directory / FP16_ONNX_NAME)
-    verify_files(directory, manifest)
+    assert manifest.fp16["onnx"] is section and manifest.fp16["nodes"]  # the report stays beside it
+    assert manifest.files[FP16_ONNX_NAME].sha256 == sha256_file(directory / FP16_ONNX_NAME)
+    manifest.verify_files(directory)
     assert not list(directory.glob(".*tmp*"))
 
 
@@ -139,7 +134,7 @@ def test_a_model_that_loses_lanes_in_fp16_fails_in_one_line_unless_the_node_is_k
         make_fp16_onnx(directory, manifest)
     message = str(info.value)
     assert "\n" not in message and "lane(s) from the FP16 model" in message and "--precision fp32" in message
-    assert not (directory / FP16_ONNX_NAME).exists() and FP16_ONNX_NAME not in manifest["files"]
+    assert not (directory / FP16_ONNX_NAME).exists() and FP16_ONNX_NAME not in manifest.files
     assert not list(directory.glob(".*tmp*"))
     # Listed by the FP16 report, "head" stays FP32 and the lanes survive.
     manifest = lane_manifest(directory, 4, fp32_nodes=("head",))
@@ -163,14 +158,14 @@ def test_an_output_made_by_a_kept_node_is_not_squeezed_through_fp16(tmp_path: Pa
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, str(directory / "model.onnx"))
-    manifest = {
-        "files": {}, "io": {"inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, 3, 4, 4]}],
+    manifest = Manifest.from_dict({
+        "format": 1, "files": {}, "io": {"inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, 3, 4, 4]}],
                             "outputs": [{"name": "out", "datatype": "FP32", "shape": [-1, 3, 4, 4]}],
                             "batch": {"min": 1, "opt": 1, "max": 2, "dynamic": True}},
         "parity": {"batches": [1, 2], "seed": 0}, "decode": {}, "preprocess": {"height": 4, "width": 4},
         "fp16": {"nodes": [{"node": "scale", "op": "initializer", "output": "scale", "max_abs": 1e6},
                            {"node": "big", "op": "Mul", "output": "out", "max_abs": 9e5}]},
-    }
+    })
     section = make_fp16_onnx(directory, manifest)
     assert section["kept_fp32"] == ["big"] and section["verify"]["lanes"] is None
     session = ort.InferenceSession(str(directory / FP16_ONNX_NAME), providers=["CPUExecutionProvider"])
@@ -180,7 +175,7 @@ def test_an_output_made_by_a_kept_node_is_not_squeezed_through_fp16(tmp_path: Pa
 
 def test_convert_dir_makes_a_missing_fp16_model_before_building(tmp_path: Path, fake_trt, board, monkeypatch) -> None:
     # An artifact converted with --precision fp32 (or by an older edge-deploy) reaching a TensorRT 10 device.
-    from edge_deploy.artifact import write_manifest
+    from edge_deploy.artifact import Manifest
     from edge_deploy.engine import device
     from edge_deploy.convert import convert
     from edge_deploy.export.source import SourceSpec
@@ -188,14 +183,13 @@ def test_convert_dir_makes_a_missing_fp16_model_before_building(tmp_path: Path, 
     directory = tmp_path / "art"
     directory.mkdir()
     write_lane_onnx(directory / "model.onnx", rows=64)  # the rows of the double's engine (trt_double.ROWS)
-    manifest = lane_manifest(directory, 64)
-    write_manifest(directory, manifest)
+    lane_manifest(directory, 64).write(directory)
     trt = fake_trt("10.3.0", layers=[("head", [("rows", "FLOAT")])])
     monkeypatch.setenv(device.ROOT_ENV, str(board("orin_nano_jp62")))
     convert(SourceSpec(str(directory)), None)
-    written = read_manifest(directory)
+    written = manifest_json(directory)
     assert (directory / FP16_ONNX_NAME).is_file() and written["fp16"]["onnx"]["verify"]["passed"]
     assert written["plan"]["onnx"] == FP16_ONNX_NAME and written["plan"]["typing"] == "strong"
     assert ("parser.parse_from_file", str(directory / FP16_ONNX_NAME)) in trt.calls
-    verify_files(directory, written)
+    Manifest.read(directory).verify_files(directory)
 

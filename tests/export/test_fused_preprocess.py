@@ -13,14 +13,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from manifest_files import manifest_json, write_manifest_json
 
-from edge_deploy.artifact import FP16_ONNX_NAME, read_manifest, verify_files
+from edge_deploy.artifact import FP16_ONNX_NAME, IOSignature, Manifest
 from edge_deploy.errors import ConvertError
 from edge_deploy.export import fused_preprocess as fp
-from edge_deploy.lanedet.contract import LANEATT_PREPROCESS
+from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
 from edge_deploy.lanedet.preprocess import Preprocessor, PreprocessSpec
-from edge_deploy.lanedet.synthetic import road_scene
+from edge_deploy.training.synthetic import road_scene
 from edge_deploy.parity import ort_session
+LANEATT_PREPROCESS = LANEATT.preprocess.to_dict()
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -35,7 +37,7 @@ def _frames() -> list[np.ndarray]:
 
 
 def _worst(spec: dict, dtype: str = "FP32", **graph_options) -> float:
-    session = ort_session(fp.preprocess_graph(spec, FRAME, 1, "image", dtype, **graph_options))
+    session = ort_session(fp.preprocess_graph(PreprocessSpec.from_dict(spec), FRAME, 1, "image", dtype, **graph_options))
     client = Preprocessor(PreprocessSpec.from_dict(spec), dtype=np.float16 if dtype == "FP16" else np.float32)
     worst = 0.0
     for frame in _frames():
@@ -65,7 +67,7 @@ def test_crop_colour_order_and_normalisation_follow_the_spec():
     levels = _worst(spec) / (LEVEL / 0.2)  # largest change of one uint8 level in these units: 1 / (255 * 0.2)
     assert levels <= 1.0 + 1e-4, levels
     # convert's own check counts uint8 levels per channel (scale / std), so normalised models pass it too.
-    assert fp.pixel_parity(spec, FRAME, [], seed=0)["max_levels"] <= 1.0 + 1e-4
+    assert fp.pixel_parity(PreprocessSpec.from_dict(spec), FRAME, [], seed=0)["max_levels"] <= 1.0 + 1e-4
 
 
 def test_frame_size_option():
@@ -82,31 +84,31 @@ def tiny_fused(tmp_path_factory, laneatt_data):
 
     from small_artifact import make_artifact
 
-    from edge_deploy.artifact import write_manifest
+    from edge_deploy.artifact import Manifest
     from edge_deploy.export.fp16_onnx import make_fp16_onnx
 
     root = tmp_path_factory.mktemp("fused")
     out = make_artifact(root / "artifact", laneatt_data / "anchors_2784x77.npy")
-    manifest = read_manifest(out)
+    manifest = Manifest.read(out)
     make_fp16_onnx(out, manifest, fp16_io=True)
-    write_manifest(out, manifest)
+    manifest.write(out)
     unfused = Path(shutil.copytree(out, root / "unfused"))
     fp.fuse_artifact(out, manifest, FRAME, seed=3)
-    write_manifest(out, manifest)
-    return out, manifest, unfused
+    manifest.write(out)
+    return out, manifest.to_dict(), unfused
 
 
 def test_fused_artifact_takes_uint8_frames_in_both_onnx_files(tiny_fused):
     from edge_deploy.repository.signature import check_onnx_signature
 
     out, manifest, _ = tiny_fused
-    verify_files(out, manifest)  # the manifest's sha256 are those of the fused files
+    Manifest.read(out).verify_files(out)  # the manifest's sha256 are those of the fused files
     frame_io = [{"name": "FRAME", "datatype": "UINT8", "shape": [-1, *FRAME, 3]}]
     assert manifest["io"]["inputs"] == frame_io
     assert manifest["fp16"]["onnx"]["io"]["inputs"] == frame_io
     assert manifest["fp16"]["onnx"]["io"]["outputs"][0]["datatype"] == "FP16"  # --fp16-io outputs unchanged
-    check_onnx_signature(out / "model.onnx", manifest["io"])
-    check_onnx_signature(out / FP16_ONNX_NAME, manifest["fp16"]["onnx"]["io"])
+    check_onnx_signature(out / "model.onnx", IOSignature.from_dict(manifest["io"]))
+    check_onnx_signature(out / FP16_ONNX_NAME, IOSignature.from_dict(manifest["fp16"]["onnx"]["io"]))
     model = onnx.load(str(out / FP16_ONNX_NAME))
     casts = [n for n in model.graph.node if n.op_type == "Cast"]
     assert [a.i for a in casts[-1].attribute] == [onnx.TensorProto.FLOAT16]  # FP32 preprocessing, FP16 into the model
@@ -123,7 +125,7 @@ def test_fused_parity_is_recorded_and_holds_on_other_frames(tiny_fused):
         assert lanes["lanes_fused"] == lanes["lanes_client"] > 0 and lanes["mean_dx_px"] <= 0.5
     # And on frames the stage did not see: the fused model on frames = the unfused one on the client's tensors.
     frames = [road_scene(FRAME[1], FRAME[0], seed=s)[0] for s in (40, 41)]
-    report = fp.lane_parity(unfused / "model.onnx", out / "model.onnx", manifest, frames)
+    report = fp.lane_parity(unfused / "model.onnx", out / "model.onnx", Manifest.from_dict(manifest), frames)
     assert report["passed"] and report["lanes"]["lanes_fused"] > 0, report
     assert json.loads(json.dumps(record)) == record  # the manifest can hold it
 
@@ -136,7 +138,7 @@ def test_a_model_without_an_image_input_is_refused(tmp_path):
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(ConvertError, match="float \\[batch, 3, H, W\\]"):
-        fp.fuse(model, LANEATT_PREPROCESS, FRAME)
+        fp.fuse(model, LANEATT.preprocess, FRAME)
 
 
 def test_convert_cli_refuses_int8_with_fused_preprocessing(tmp_path):
@@ -149,8 +151,8 @@ def test_convert_cli_refuses_int8_with_fused_preprocessing(tmp_path):
 
 @pytest.mark.slow
 def test_convert_cli_fuses_laneatt(laneatt_fused_artifact):
-    manifest = read_manifest(laneatt_fused_artifact)
-    verify_files(laneatt_fused_artifact, manifest)
+    manifest = manifest_json(laneatt_fused_artifact)
+    Manifest.read(laneatt_fused_artifact).verify_files(laneatt_fused_artifact)
     assert manifest["io"]["inputs"][0] == {"name": "FRAME", "datatype": "UINT8", "shape": [-1, 590, 1640, 3]}
     parity = manifest["fused_preprocess"]["parity"]
     assert parity["pixels"]["max_levels"] <= 1.0 + 1e-4

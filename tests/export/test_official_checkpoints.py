@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from edge_deploy.lanedet.model import LaneATT, build_laneatt, load_checkpoint
+from edge_deploy.lanedet.laneatt.model import LaneATT, build_laneatt, load_checkpoint
 from edge_deploy.parity import ort_session
 
 

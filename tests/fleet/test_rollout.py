@@ -26,10 +26,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from manifest_files import manifest_json, write_manifest_json
 from fleet_hosts import Fleet, controller_env, missing_parts
 from small_artifact import build_onnx, make_artifact
 
-from edge_deploy.artifact import file_entry, read_manifest, write_manifest
+from edge_deploy.artifact import file_entry
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow, pytest.mark.skipif(missing_parts() is not None,
                                                                         reason=str(missing_parts()))]
@@ -38,9 +39,9 @@ N = 300  # anchors of the small test model
 
 def artifact(out: Path, anchors: Path, seed: int) -> Path:
     make_artifact(out, anchors, n=N, seed=seed)
-    manifest = read_manifest(out)  # the FP16 report convert prints on the vehicles (every tensor fits)
+    manifest = manifest_json(out)  # the FP16 report convert prints on the vehicles (every tensor fits)
     manifest["fp16"] = {"rule": "test", "tensors_checked": 5, "max_abs": 1.0, "nodes": [], "fp32_nodes": []}
-    write_manifest(out, manifest)
+    write_manifest_json(out, manifest)
     done = run_cli(out.parent, "fleet", "reference", str(out))
     assert done.returncode == 0, done.stderr
     return out
@@ -51,9 +52,9 @@ def broken_artifact(out: Path, anchors: Path) -> Path:
     artifact(out, anchors, seed=2)
     table = __import__("numpy").load(anchors)
     build_onnx(out / "model.onnx", table[__import__("numpy").linspace(0, len(table) - 1, N).astype(int)], seed=5)
-    manifest = read_manifest(out)
-    manifest["files"]["model.onnx"] = file_entry(out / "model.onnx")
-    write_manifest(out, manifest)
+    manifest = manifest_json(out)
+    manifest["files"]["model.onnx"] = file_entry(out / "model.onnx").to_dict()
+    write_manifest_json(out, manifest)
     return out
 
 

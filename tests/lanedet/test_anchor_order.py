@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from edge_deploy.lanedet import anchor_order as AO
+from edge_deploy.lanedet.laneatt import anchor_order as AO
 
 
 def _freq(laneatt_data: Path, dataset: str) -> np.ndarray:

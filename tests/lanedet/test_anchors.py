@@ -13,7 +13,7 @@ from laneatt_reference import (
     reference_unclamped_columns,
 )
 
-from edge_deploy.lanedet import anchors as A
+from edge_deploy.lanedet.laneatt import anchors as A
 
 
 def _frequency(path: Path) -> np.ndarray:
@@ -57,5 +57,5 @@ def test_column_20_is_read_as_column_19() -> None:
 
 
 def test_anchors_module_does_not_import_torch() -> None:
-    code = "import sys, edge_deploy.lanedet.anchors; sys.exit('torch' in sys.modules)"
+    code = "import sys, edge_deploy.lanedet.laneatt.anchors; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -16,15 +16,15 @@ import numpy as np
 import pytest
 from module_imports import imported_packages
 
-from edge_deploy.lanedet import decode as dec
-from edge_deploy.lanedet.decode import (
+from edge_deploy.lanedet.laneatt import decode as dec
+from edge_deploy.lanedet.laneatt.decode import (
     DecodeError,
     Lane,
     decode_batch,
     decode_lanes,
     select_rows,
 )
-from edge_deploy.lanedet.synthetic import raw_output
+from edge_deploy.training.synthetic import raw_output
 
 N_STRIPS = 71
 PROB_SUM_TOL = 1e-3
@@ -389,21 +389,30 @@ def test_bad_parameters_raise(kwargs):
 # --- self-contained module (Triton Python-backend models copy it) ----------------------------
 
 
-def test_decode_module_is_self_contained(tmp_path):
-    source = Path(dec.__file__)
-    imported = imported_packages(source)
-    assert imported <= {"numpy", "__future__"} | set(sys.stdlib_module_names)
-    copy = tmp_path / "decode.py"
-    shutil.copy(source, copy)
-    spec = importlib.util.spec_from_file_location("copied_decode", copy)
+def test_decode_module_is_self_contained(tmp_path, monkeypatch):
+    """The files install copies beside NAME_postprocess (the family's decoder_sources) import nothing but numpy,
+    the standard library and each other, and the copy decodes as the package does."""
+    from edge_deploy.lanedet.laneatt import FAMILY
+
+    sources = FAMILY.decoder_sources()
+    assert set(sources) == {"decode.py", "lane.py"}
+    for name, data in sources.items():
+        (tmp_path / name).write_bytes(data)
+        imported = imported_packages(tmp_path / name, relative_ok=frozenset({"lane"}))
+        assert imported <= {"numpy", "__future__", "lane"} | set(sys.stdlib_module_names)
+    assert sources["decode.py"] == Path(dec.__file__).read_bytes()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = importlib.util.spec_from_file_location("copied_decode", tmp_path / "decode.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["copied_decode"] = module  # dataclasses look the module up while decorating
     try:
         spec.loader.exec_module(module)
         raw = raw_output(candidates=20, seed=5)
-        copied = module.decode_lanes(raw)
+        copied = module.decode_outputs([raw], conf_threshold=0.5, nms_threshold=50.0, top_k=4, image_size=(360, 640),
+                                       model_width=640)
         assert [(lane.points.tolist(), lane.score) for lane in copied] == [
             (lane.points.tolist(), lane.score) for lane in decode_lanes(raw)
         ]
     finally:
         del sys.modules["copied_decode"]
+        sys.modules.pop("lane", None)

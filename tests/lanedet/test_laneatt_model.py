@@ -20,7 +20,7 @@ from laneatt_reference import (  # noqa: E402
 )
 
 from edge_deploy.errors import CheckpointError, ConvertError  # noqa: E402
-from edge_deploy.lanedet.model import (  # noqa: E402
+from edge_deploy.lanedet.laneatt.model import (  # noqa: E402
     LaneATT,
     build_laneatt,
     load_checkpoint,

@@ -12,7 +12,7 @@ import pytest
 from module_imports import imported_packages
 
 from edge_deploy.lanedet import preprocess as pre
-from edge_deploy.lanedet.contract import LANEATT_PREPROCESS
+from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
 from edge_deploy.lanedet.preprocess import (
     InvalidFrameError,
     Preprocessor,
@@ -20,7 +20,8 @@ from edge_deploy.lanedet.preprocess import (
     PreprocessSpecError,
     preprocess,
 )
-from edge_deploy.lanedet.synthetic import road_scene
+from edge_deploy.training.synthetic import road_scene
+LANEATT_PREPROCESS = LANEATT.preprocess.to_dict()
 
 
 def reference(frame, spec=PreprocessSpec(), color="bgr"):

@@ -8,10 +8,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from edge_deploy.lanedet import anchors as A  # noqa: E402
-from edge_deploy.lanedet.model import LaneATT, load_checkpoint  # noqa: E402
-from edge_deploy.lanedet.synthetic import EVAL_SEED_BASE  # noqa: E402
-from edge_deploy.lanedet.train import (  # noqa: E402
+from edge_deploy.lanedet.laneatt import anchors as A  # noqa: E402
+from edge_deploy.lanedet.laneatt.model import LaneATT, load_checkpoint  # noqa: E402
+from edge_deploy.training.synthetic import EVAL_SEED_BASE  # noqa: E402
+from edge_deploy.training.train import (  # noqa: E402
     STRIP_YS,
     TrainConfig,
     TrainingError,
@@ -25,7 +25,7 @@ from edge_deploy.lanedet.train import (  # noqa: E402
     train_nms_keep,
     training_seed,
 )
-from edge_deploy.lanedet.decode import nms_keep  # noqa: E402
+from edge_deploy.lanedet.laneatt.decode import nms_keep  # noqa: E402
 
 IDX = np.arange(0, A.N_ANCHORS, 14)[:200]  # a spread of anchors, enough for matching
 
@@ -198,7 +198,7 @@ def test_length_target_counts_from_the_anchor_start():
 
 
 def test_cosine_schedule_by_steps_or_by_training_time():
-    from edge_deploy.lanedet.train import _lr_at
+    from edge_deploy.training.train import _lr_at
 
     by_steps = TrainConfig(out="x", anchor_indices=[], lr=1e-3, schedule_steps=100, schedule_seconds=10.0)
     assert _lr_at(0, 99.0, by_steps) == pytest.approx(1e-3)

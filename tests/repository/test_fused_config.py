@@ -5,17 +5,22 @@ import json
 
 import pytest
 
-from edge_deploy.lanedet.contract import LANEATT_DECODE, LANEATT_PREPROCESS, PARAM_FUSED
+from edge_deploy.lanedet.contract import PARAM_FUSED
+from edge_deploy.artifact import Manifest
+from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
 from edge_deploy.repository import model_config as mc
+LANEATT_DECODE = LANEATT.decode_defaults.to_dict()
+LANEATT_PREPROCESS = LANEATT.preprocess.to_dict()
 
 pytest.importorskip("tritonclient.grpc")
 
 FRAME_IO = {"name": "FRAME", "datatype": "UINT8", "shape": [-1, 590, 1640, 3]}
 
 
-def manifest(fused: bool) -> dict:
+def manifest(fused: bool) -> Manifest:
     image = {"name": "input", "datatype": "FP32", "shape": [-1, 3, 360, 640]}
     data = {
+        "format": 1,
         "io": {"inputs": [FRAME_IO if fused else image],
                "outputs": [{"name": "predict_lanes", "datatype": "FP32", "shape": [-1, 1000, 77]}],
                "batch": {"min": 1, "opt": 1, "max": 4, "dynamic": True}},
@@ -24,7 +29,7 @@ def manifest(fused: bool) -> dict:
     if fused:
         data["fused_preprocess"] = {"input": "FRAME", "frame": {"height": 590, "width": 1640, "datatype": "UINT8",
                                                                 "layout": "NHWC", "color": "bgr"}}
-    return data
+    return Manifest.from_dict(data)
 
 
 def test_fused_model_config_tells_the_client_the_frame():
@@ -56,7 +61,7 @@ def test_plan_verification_feeds_frames_to_a_fused_model():
     feeds = parity_feeds(manifest(True))
     # the parity batches (random frames), then held-out road frames as the camera gives them
     assert [f["FRAME"].shape for f in feeds] == [(1, 590, 1640, 3), (4, 590, 1640, 3), (4, 590, 1640, 3)]
-    from edge_deploy.lanedet.synthetic import EVAL_SEED_BASE, scene
+    from edge_deploy.training.synthetic import EVAL_SEED_BASE, scene
 
     assert (feeds[2]["FRAME"][1] == scene(EVAL_SEED_BASE + 1, 1640, 590).frame).all()
     assert all(f["FRAME"].dtype == "uint8" and f["FRAME"].max() > 200 for f in feeds)

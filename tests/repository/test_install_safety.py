@@ -113,7 +113,7 @@ def test_a_model_onnx_that_is_not_onnx_is_refused(tmp_path, anchors) -> None:
     art = make_artifact(tmp_path / "art", anchors, n=80)
     (art / "model.onnx").write_bytes(b"this is not an ONNX model")
     manifest = json.loads((art / "manifest.json").read_text())
-    manifest["files"]["model.onnx"] = file_entry(art / "model.onnx")
+    manifest["files"]["model.onnx"] = file_entry(art / "model.onnx").to_dict()
     (art / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(RepositoryError, match="is not a readable ONNX model"):
         install(art, tmp_path / "repo", "lane", runtime="python")
@@ -124,16 +124,19 @@ def test_a_plan_is_checked_against_the_manifest_where_tensorrt_is_installed(tmp_
     # TensorRT cannot be installed here: the recording double (tests/support/trt_double.py) stands in for it.
     from trt_double import ROWS
 
+    from dataclasses import replace
+
+    from edge_deploy.artifact import IOSignature, TensorSpec
     from edge_deploy.repository.signature import check_plan_signature
 
     plan = tmp_path / "model.plan"
     plan.write_bytes(b"PLAN8.6.1 engine bytes")
-    io = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, 3, 360, 640]}],
-          "outputs": [{"name": "predict_lanes", "datatype": "FP32", "shape": [-1, ROWS, 77]}],
-          "batch": {"min": 1, "opt": 1, "max": 4, "dynamic": True}}
+    io = IOSignature.from_dict({"inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, 3, 360, 640]}],
+                                "outputs": [{"name": "predict_lanes", "datatype": "FP32", "shape": [-1, ROWS, 77]}],
+                                "batch": {"min": 1, "opt": 1, "max": 4, "dynamic": True}})
     assert check_plan_signature(plan, io) is False  # no TensorRT yet: left to the server's load
     fake_trt("8.6.1")
     assert check_plan_signature(plan, io) is True
-    io["outputs"][0]["shape"] = [-1, ROWS + 1, 77]
+    io = replace(io, outputs=(TensorSpec("predict_lanes", "FP32", (-1, ROWS + 1, 77)),))
     with pytest.raises(RepositoryError, match=r"output 'predict_lanes' has shape \[-1, 64, 77\], the manifest says"):
         check_plan_signature(plan, io)

@@ -8,13 +8,19 @@ import pytest
 
 from edge_deploy.errors import RepositoryError
 from edge_deploy.lanedet import contract
-from edge_deploy.lanedet.contract import LANEATT_DECODE, LANEATT_PREPROCESS
+from dataclasses import replace
+
+from edge_deploy.artifact import Manifest, TensorSpec
+from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
 from edge_deploy.repository import model_config as mc
+LANEATT_DECODE = LANEATT.decode_defaults.to_dict()
+LANEATT_PREPROCESS = LANEATT.preprocess.to_dict()
 
 
-def manifest(dynamic: bool = True, n: int = 1000, dtype: str = "FP32") -> dict:
+def manifest(dynamic: bool = True, n: int = 1000, dtype: str = "FP32", **sections) -> Manifest:
+    """A manifest of the released format 1 (migrated: family laneatt from the N x 77 output)."""
     lead = -1 if dynamic else 1
-    return {
+    return Manifest.from_dict({
         "format": 1,
         "io": {
             "inputs": [{"name": "input", "datatype": dtype, "shape": [lead, 3, 360, 640]}],
@@ -23,7 +29,8 @@ def manifest(dynamic: bool = True, n: int = 1000, dtype: str = "FP32") -> dict:
         },
         "preprocess": copy.deepcopy(LANEATT_PREPROCESS),
         "decode": {**LANEATT_DECODE, "top_k": 5},
-    }
+        **sections,
+    })
 
 
 def test_dynamic_batch_model_config_round_trips_through_text() -> None:
@@ -80,7 +87,7 @@ def test_warmup_uses_zero_data_with_concrete_dims() -> None:
     assert warm.batch_size == 1
     assert list(warm.inputs["input"].dims) == [3, 360, 640] and warm.inputs["input"].zero_data
     dynamic_hw = manifest()
-    dynamic_hw["io"]["inputs"][0]["shape"] = [-1, 3, -1, -1]
+    dynamic_hw.io = replace(dynamic_hw.io, inputs=(TensorSpec("input", "FP32", (-1, 3, -1, -1)),))
     with pytest.raises(RepositoryError, match="--warmup"):
         mc.model_config(dynamic_hw, name="lane", runtime="python", options=mc.ConfigOptions(warmup=True))
 
@@ -99,7 +106,7 @@ def test_unknown_runtime_and_datatype_are_one_line_errors() -> None:
     with pytest.raises(RepositoryError, match="unknown runtime"):
         mc.model_config(manifest(), name="lane", runtime="tflite")
     bad = manifest()
-    bad["io"]["inputs"][0]["datatype"] = "FLOAT"
+    bad.io = replace(bad.io, inputs=(TensorSpec("input", "FLOAT", (-1, 3, 360, 640)),))
     with pytest.raises(RepositoryError, match="unknown tensor datatype"):
         mc.model_config(bad, name="lane", runtime="python")
 
@@ -134,13 +141,13 @@ def test_pipeline_configs_wire_the_ensemble() -> None:
 def test_a_dla_plan_names_its_dla_core_as_a_secondary_device() -> None:
     # Without secondary_devices Triton's TensorRT backend deserializes a DLA plan with DLA core -1.
     pb = mc._pb()
-    dla = {**manifest(), "plan": {"dla_core": 1, "precision": "fp16"}}
+    dla = manifest(plan={"dla_core": 1, "precision": "fp16"})
     parsed = mc.parse_config(mc.config_text(mc.model_config(dla, name="lane", runtime="tensorrt")))
     (group,) = parsed.instance_group
     assert group.kind == pb.ModelInstanceGroup.KIND_GPU
     assert [(d.kind, d.device_id) for d in group.secondary_devices] == [
         (pb.ModelInstanceGroup.SecondaryDevice.KIND_NVDLA, 1)]
-    gpu = {**manifest(), "plan": {"dla_core": None, "precision": "fp16"}}
+    gpu = manifest(plan={"dla_core": None, "precision": "fp16"})
     assert not mc.model_config(gpu, name="lane", runtime="tensorrt").instance_group[0].secondary_devices
     onnx_served = mc.model_config(dla, name="lane", runtime="python")  # the ONNX of a DLA artifact
     assert not onnx_served.instance_group[0].secondary_devices
@@ -148,14 +155,14 @@ def test_a_dla_plan_names_its_dla_core_as_a_secondary_device() -> None:
 
 def test_served_io_follows_the_file_served() -> None:
     # model_fp16.onnx with FP16 I/O (--fp16-io), and a plan built from it, are served with FP16 tensors.
-    fp16_io = manifest(dtype="FP16")["io"]
-    data = {**manifest(), "fp16": {"onnx": {"file": "model_fp16.onnx", "io": fp16_io}},
-            "plan": {"onnx": "model_fp16.onnx", "dla_core": None}}
+    fp16_io = manifest(dtype="FP16").io.to_dict()
+    data = manifest(fp16={"onnx": {"file": "model_fp16.onnx", "io": fp16_io}},
+                    plan={"onnx": "model_fp16.onnx", "dla_core": None})
     types = lambda config: [t.data_type for t in [*config.input, *config.output]]  # noqa: E731
     fp16, fp32 = [mc.data_type("FP16")] * 2, [mc.data_type("FP32")] * 2
     assert types(mc.model_config(data, name="m", runtime="python")) == fp32
     assert types(mc.model_config(data, name="m", runtime="python", options=mc.ConfigOptions(fp16=True))) == fp16
     assert types(mc.model_config(data, name="m", runtime="tensorrt")) == fp16
-    data["plan"]["onnx"] = "model.onnx"
+    data.plan["onnx"] = "model.onnx"
     assert types(mc.model_config(data, name="m", runtime="tensorrt")) == fp32
     assert mc.ConfigOptions.from_dict(mc.ConfigOptions(fp16=True).to_dict()).fp16

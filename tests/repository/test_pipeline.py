@@ -28,7 +28,7 @@ def compare_pipeline_with_client_decoding(url: str, manifest: dict, name: str = 
     """Send each frame to NAME_pipeline and (preprocessed on the client) to NAME; returns the lanes seen."""
     import tritonclient.grpc as grpcclient
 
-    from edge_deploy.lanedet.decode import decode_lanes
+    from edge_deploy.lanedet.laneatt.decode import decode_lanes
     from edge_deploy.lanedet.preprocess import Preprocessor, PreprocessSpec
 
     decode = manifest["decode"]

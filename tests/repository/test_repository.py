@@ -10,13 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from manifest_files import manifest_json, write_manifest_json
 from small_artifact import make_artifact
 
-from edge_deploy.artifact import file_entry, read_manifest, write_manifest
+from edge_deploy.artifact import Manifest, file_entry
 from edge_deploy.errors import RepositoryError
 from edge_deploy.lanedet import contract
 from edge_deploy.repository.files import TMP_PREFIX, clean_leftovers
-from edge_deploy.repository.install import install, prune, rollback
+from edge_deploy.repository.install import install
+from edge_deploy.repository.rollback import prune, rollback
 from edge_deploy.repository.versions import list_models, read_config, versions
 from edge_deploy.serve import admin
 from edge_deploy.serve import record as control
@@ -130,12 +132,12 @@ def test_a_refused_load_pins_the_newest_version_served_before(tmp_path, artifact
     # What install does when the server refuses the new version (the load itself is tested against the
     # real server in test_repository_triton.py): with a hand-edited policy serving several versions,
     # the config goes back to the newest of them, with that version's own I/O.
-    from edge_deploy.repository.install import _pin
+    from edge_deploy.repository.serving import pin_previous
 
     repo = tmp_path / "repo"
     for art in ("b", "a", "b"):
         install(artifacts[art], repo, "lane", runtime="python")
-    _pin(repo, {"lane": [1, 2]})
+    pin_previous(repo, {"lane": [1, 2]})
     config = read_config(repo, "lane")
     assert list(config.version_policy.specific.versions) == [2]
     assert list(config.output[0].dims) == [300, 77]  # version 2's ("a"), not version 3's
@@ -150,7 +152,7 @@ def test_rollback_rebuilds_the_config_from_that_versions_manifest_and_install_op
 
     def expected(art: str, version: int, **kw):
         vdir = repo / "lane" / str(version)
-        return mc.model_config(read_manifest(artifacts[art]), name="lane",
+        return mc.model_config(Manifest.read(artifacts[art]), name="lane",
                                manifest_sha256=hashlib.sha256((vdir / "manifest.json").read_bytes()).hexdigest(), **kw)
 
     assert read_config(repo, "lane") == expected("b", 2, runtime="python")
@@ -174,7 +176,8 @@ def test_pipeline_models_share_the_version_and_follow_rollback(tmp_path, artifac
     pre = repo / "lane_preprocess" / "3"
     src = Path(__file__).resolve().parents[2] / "edge_deploy" / "lanedet"
     assert (pre / "preprocess.py").read_bytes() == (src / "preprocess.py").read_bytes()
-    assert (repo / "lane_postprocess" / "3" / "decode.py").read_bytes() == (src / "decode.py").read_bytes()
+    assert (repo / "lane_postprocess" / "3" / "decode.py").read_bytes() == (src / "laneatt" / "decode.py").read_bytes()
+    assert (repo / "lane_postprocess" / "3" / "lane.py").read_bytes() == (src / "lane.py").read_bytes()
     # version 2 had no pipeline: a rollback to it pins the lane model only
     configs = {m: (repo / m / "config.pbtxt").read_bytes() for m in result.models[1:]}
     assert rollback(repo, "lane", 2).models == ["lane"]
@@ -222,9 +225,9 @@ def test_fp16_installs_model_fp16_with_onnx_runtime(tmp_path, artifacts) -> None
     shutil.copytree(artifacts["a"], art)
     with pytest.raises(RepositoryError, match="--fp16 needs model_fp16.onnx"):
         install(art, tmp_path / "repo", "lane", fp16=True)
-    manifest = read_manifest(art)
+    manifest = Manifest.read(art)
     make_fp16_onnx(art, manifest, fp16_io=True)
-    write_manifest(art, manifest)
+    manifest.write(art)
     repo = tmp_path / "repo"
     result = install(art, repo, "lane", fp16=True)
     assert result.runtime == "python"
@@ -242,6 +245,40 @@ def test_fp16_installs_model_fp16_with_onnx_runtime(tmp_path, artifacts) -> None
     assert [t.data_type for t in read_config(repo, "lane").input] == [mc_data_type("FP16")]
 
 
+@pytest.mark.parametrize("fp16_io", [False, True])
+def test_install_follows_the_precision_convert_recorded(tmp_path, artifacts, fp16_io) -> None:
+    """An FP16 artifact (convert's default) serves model_fp16.onnx where no plan is served; --no-fp16 serves
+    model.onnx; a pipeline, which needs FP32 I/O, gets model.onnx from an FP16-I/O artifact and says why."""
+    from edge_deploy.export.fp16_onnx import make_fp16_onnx
+    from edge_deploy.precision import Precision
+    from trt_double import Recording
+
+    art = tmp_path / "art"
+    shutil.copytree(artifacts["a"], art)
+    manifest = Manifest.read(art)
+    make_fp16_onnx(art, manifest, fp16_io=fp16_io)
+    manifest.precision = Precision.FP16  # what convert --precision fp16 records
+    manifest.write(art)
+    repo = tmp_path / "repo"
+    reporter = Recording()
+    install(art, repo, "lane", reporter=reporter)
+    assert (repo / "lane" / "1" / "model.onnx").read_bytes() == (art / "model_fp16.onnx").read_bytes()
+    assert any("model_fp16.onnx: the artifact was converted for fp16" in line for line in reporter.infos)
+    install(art, repo, "lane", fp16=False)
+    assert (repo / "lane" / "2" / "model.onnx").read_bytes() == (art / "model.onnx").read_bytes()
+    reporter = Recording()
+    install(art, repo, "piped", pipeline=True, reporter=reporter)
+    served = (repo / "piped" / "1" / "model.onnx").read_bytes()
+    if fp16_io:
+        assert served == (art / "model.onnx").read_bytes()
+        assert any("the pipeline needs FP32 I/O" in line for line in reporter.infos)
+    else:
+        assert served == (art / "model_fp16.onnx").read_bytes()
+    (art / "model_fp16.onnx").unlink()
+    with pytest.raises(RepositoryError, match="is listed in the manifest but missing"):
+        install(art, repo, "lane")
+
+
 def mc_data_type(name: str) -> int:
     from edge_deploy.repository.model_config import data_type
 
@@ -253,11 +290,11 @@ def plan_artifact(root: Path, source: Path, *, gpu: str) -> Path:
     art = root / f"plan-{gpu}"
     art.mkdir()
     (art / "model.plan").write_bytes(b"not a real engine: TensorRT is unavailable in this environment")
-    manifest = read_manifest(source)
-    manifest["files"] = {"model.plan": file_entry(art / "model.plan")}
+    manifest = manifest_json(source)
+    manifest["files"] = {"model.plan": file_entry(art / "model.plan").to_dict()}
     manifest["plan"] = {"tensorrt": "10.3.0", "cuda": "12.6", "gpu": gpu, "compute_capability": "8.7",
                         "l4t": "36.4.0", "precision": "fp16"}
-    write_manifest(art, manifest)
+    write_manifest_json(art, manifest)
     return art
 
 

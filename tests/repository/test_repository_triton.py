@@ -92,7 +92,7 @@ def test_explicit_mode_with_key_install_rollback_and_refused_load(tmp_path, lane
     from tritonclient.utils import InferenceServerException
 
     from edge_deploy.errors import RepositoryError
-    from edge_deploy.repository.install import rollback
+    from edge_deploy.repository.rollback import rollback
     from edge_deploy.repository.versions import read_config
     from edge_deploy.serve import admin
     from edge_deploy.serve import record as control

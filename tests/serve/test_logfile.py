@@ -13,7 +13,8 @@ import pytest
 
 from edge_deploy.serve import systemd as su
 from edge_deploy.serve.logfile import CappedLog
-from edge_deploy.serve.tritonserver import ServerOptions, find_tritonserver
+from edge_deploy.serve.argv import ServerOptions
+from edge_deploy.serve.discovery import find_tritonserver
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -24,7 +24,7 @@ from triton_helpers import ADD_TWO, BROKEN, cli_env, run_cli, write_model
 from edge_deploy.serve import admin
 from edge_deploy.serve import record as control
 from edge_deploy.serve import systemd as su
-from edge_deploy.serve.tritonserver import port_in_use
+from edge_deploy.serve.checks import port_in_use
 
 EXIT_TIMEOUT = 5
 

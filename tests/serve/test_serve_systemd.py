@@ -24,7 +24,7 @@ import pytest
 from conftest import free_port
 from triton_helpers import ADD_TWO, BROKEN, write_model
 
-from edge_deploy.serve.tritonserver import port_in_use
+from edge_deploy.serve.checks import port_in_use
 
 pytestmark = [pytest.mark.systemd, pytest.mark.triton]
 

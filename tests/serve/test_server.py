@@ -18,7 +18,10 @@ from triton_helpers import BROKEN, write_model
 
 from edge_deploy.errors import ServerError
 from edge_deploy.serve import admin
-from edge_deploy.serve import tritonserver as srv
+from edge_deploy.serve import discovery
+from edge_deploy.serve.argv import GRPC_KEY_HEADER, RESTRICTED_KEY_NAME, ServerOptions, generate_key, tritonserver_argv
+from edge_deploy.serve.checks import check_ports_free, check_repository, port_in_use
+from edge_deploy.serve.log_reason import last_error_line
 
 
 def fake_binary(path: Path) -> Path:
@@ -37,10 +40,10 @@ def test_discovery_order_explicit_then_env_then_path(tmp_path, monkeypatch) -> N
     on_path = fake_binary(tmp_path / "c" / "bin" / "tritonserver")
     monkeypatch.setenv("TRITONSERVER", str(from_env))
     monkeypatch.setenv("PATH", str(on_path.parent))
-    assert srv.find_tritonserver(explicit).binary == explicit
-    assert srv.find_tritonserver().source == "$TRITONSERVER"
+    assert discovery.find_tritonserver(explicit).binary == explicit
+    assert discovery.find_tritonserver().source == "$TRITONSERVER"
     monkeypatch.delenv("TRITONSERVER")
-    found = srv.find_tritonserver()
+    found = discovery.find_tritonserver()
     assert (found.source, found.binary) == ("PATH", on_path)
     assert str(on_path) in found.describe() and "PATH" in found.describe()
 
@@ -48,7 +51,7 @@ def test_discovery_order_explicit_then_env_then_path(tmp_path, monkeypatch) -> N
 def test_bundle_is_the_last_resort_and_says_so(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("TRITONSERVER", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    found = srv.find_tritonserver(cache_dir=tmp_path / "cache")
+    found = discovery.find_tritonserver(cache_dir=tmp_path / "cache")
     assert found.source == "nvidia-pytriton bundle"
     assert "nvidia-pytriton" in found.describe()
     stub_dir = found.backend_dir / "python"
@@ -59,9 +62,9 @@ def test_bundle_is_the_last_resort_and_says_so(tmp_path, monkeypatch) -> None:
 def test_no_tritonserver_says_where_it_looked_and_how_to_install(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("TRITONSERVER", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(srv, "_bundle_install", lambda *args, **kwargs: None)
+    monkeypatch.setattr(discovery, "_bundle_install", lambda *args, **kwargs: None)
     with pytest.raises(ServerError) as err:
-        srv.find_tritonserver()
+        discovery.find_tritonserver()
     message = str(err.value)
     assert "/opt/tritonserver" in message and "nvidia-pytriton" in message and "JetPack" in message
     assert "\n" not in message
@@ -69,7 +72,7 @@ def test_no_tritonserver_says_where_it_looked_and_how_to_install(tmp_path, monke
 
 def test_explicit_path_that_is_not_a_binary_is_an_error(tmp_path) -> None:
     with pytest.raises(ServerError, match="--tritonserver .*not an executable"):
-        srv.find_tritonserver(tmp_path / "nope")
+        discovery.find_tritonserver(tmp_path / "nope")
 
 
 # ------------------------------------------------------------------ argv
@@ -84,9 +87,9 @@ def argv_dict(argv: list[str]) -> dict[str, list[str]]:
 
 
 def test_default_argv_is_safe_for_a_vehicle(tmp_path) -> None:
-    install = srv.TritonInstall(binary=tmp_path / "tritonserver", backend_dir=tmp_path / "backends", source="test")
-    options = srv.ServerOptions(model_repository=tmp_path / "repo", restricted_key=("edge-deploy-key", "k"))
-    argv = srv.tritonserver_argv(install, options)
+    install = discovery.TritonInstall(binary=tmp_path / "tritonserver", backend_dir=tmp_path / "backends", source="test")
+    options = ServerOptions(model_repository=tmp_path / "repo", restricted_key=("edge-deploy-key", "k"))
+    argv = tritonserver_argv(install, options)
     a = argv_dict(argv)
     assert argv[0] == str(install.binary)
     assert a["--grpc-address"] == ["127.0.0.1"] and a["--grpc-port"] == ["8001"]
@@ -98,20 +101,20 @@ def test_default_argv_is_safe_for_a_vehicle(tmp_path) -> None:
     assert "--http-address" not in a and "--http-restricted-api" not in a
 
 
-def _triton_tarball(tmp_path: Path, version: str) -> srv.TritonInstall:
+def _triton_tarball(tmp_path: Path, version: str) -> discovery.TritonInstall:
     """An /opt/tritonserver-like layout whose TRITON_VERSION says `version` (the binary is never run)."""
     root = tmp_path / f"tritonserver-{version}"
     (root / "bin").mkdir(parents=True)
     (root / "TRITON_VERSION").write_text(version + "\n")
-    return srv.TritonInstall(binary=root / "bin" / "tritonserver", backend_dir=None, source="test")
+    return discovery.TritonInstall(binary=root / "bin" / "tritonserver", backend_dir=None, source="test")
 
 
 def test_http_and_metrics_listen_on_loopback_and_http_is_restricted_too(tmp_path) -> None:
     install = _triton_tarball(tmp_path, "2.51.0")
-    options = srv.ServerOptions(
+    options = ServerOptions(
         model_repository=tmp_path, http=True, metrics=True, restricted_key=("edge-deploy-key", "k"), log_verbose=2
     )
-    a = argv_dict(srv.tritonserver_argv(install, options))
+    a = argv_dict(tritonserver_argv(install, options))
     assert a["--allow-http"] == ["true"] and a["--http-address"] == ["127.0.0.1"]
     assert a["--metrics-address"] == ["127.0.0.1"] and a["--allow-metrics"] == ["true"]
     assert a["--http-restricted-api"] == ["model-repository:edge-deploy-key=k"]
@@ -123,8 +126,8 @@ def test_http_and_metrics_listen_on_loopback_and_http_is_restricted_too(tmp_path
                                                      ("2.40.0", True), ("2.51.0", True)])
 def test_http_restricted_api_only_where_the_server_has_it(tmp_path, version: str, restricted: bool) -> None:
     # JetPack 5's tarballs (2.34/2.35, r23.05/r23.06) exit on --http-restricted-api: it came with r23.11 (2.40).
-    options = srv.ServerOptions(model_repository=tmp_path, http=True, restricted_key=("edge-deploy-key", "k"))
-    a = argv_dict(srv.tritonserver_argv(_triton_tarball(tmp_path, version), options))
+    options = ServerOptions(model_repository=tmp_path, http=True, restricted_key=("edge-deploy-key", "k"))
+    a = argv_dict(tritonserver_argv(_triton_tarball(tmp_path, version), options))
     assert ("--http-restricted-api" in a) is restricted
     assert a["--grpc-restricted-protocol"] == ["model-repository:edge-deploy-key=k"]
 
@@ -143,20 +146,20 @@ def test_serve_warns_that_an_old_servers_http_repository_api_is_open(tmp_path, v
 
 
 def test_without_a_version_file_the_servers_help_decides(tmp_path) -> None:
-    options = srv.ServerOptions(model_repository=tmp_path, http=True, restricted_key=("edge-deploy-key", "k"))
+    options = ServerOptions(model_repository=tmp_path, http=True, restricted_key=("edge-deploy-key", "k"))
     for name, listed in (("old", ""), ("new", "  --http-restricted-api <string>:<string>=<string>\n")):
         binary = tmp_path / name / "tritonserver"
         binary.parent.mkdir()
         binary.write_text(f"#!/bin/sh\nprintf 'Usage: tritonserver [options]\\n  --grpc-restricted-protocol x\\n{listed}'\n"
                           "exit 1\n")
         binary.chmod(0o755)
-        install = srv.TritonInstall(binary=binary, backend_dir=None, source="test")
-        assert ("--http-restricted-api" in argv_dict(srv.tritonserver_argv(install, options))) is bool(listed)
+        install = discovery.TritonInstall(binary=binary, backend_dir=None, source="test")
+        assert ("--http-restricted-api" in argv_dict(tritonserver_argv(install, options))) is bool(listed)
 
 
 def test_the_bundled_server_has_http_restricted_api(tmp_path) -> None:
     # The real nvidia-pytriton tritonserver (2.51) answers --help; it lists the option.
-    install = srv.find_tritonserver(cache_dir=tmp_path / "cache")
+    install = discovery.find_tritonserver(cache_dir=tmp_path / "cache")
     assert install.has_option("--http-restricted-api") and not install.has_option("--no-such-option")
 
 
@@ -168,21 +171,21 @@ def test_port_in_use_is_a_bind_test() -> None:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        assert srv.port_in_use("127.0.0.1", port)
+        assert port_in_use("127.0.0.1", port)
         with pytest.raises(ServerError, match=f"gRPC port 127.0.0.1:{port} is already in use"):
-            srv.check_ports_free(srv.ServerOptions(model_repository=Path("."), grpc_port=port))
-    assert not srv.port_in_use("127.0.0.1", port)
+            check_ports_free(ServerOptions(model_repository=Path("."), grpc_port=port))
+    assert not port_in_use("127.0.0.1", port)
 
 
 def test_missing_and_empty_repositories_are_errors(tmp_path) -> None:
     with pytest.raises(ServerError, match="does not exist"):
-        srv.check_repository(tmp_path / "missing")
+        check_repository(tmp_path / "missing")
     (tmp_path / "empty" / "not_a_model").mkdir(parents=True)
     with pytest.raises(ServerError, match="has no models"):
-        srv.check_repository(tmp_path / "empty")
+        check_repository(tmp_path / "empty")
     write_model(tmp_path / "ok", "b")
     write_model(tmp_path / "ok", "a")
-    assert srv.check_repository(tmp_path / "ok") == ["a", "b"]
+    assert check_repository(tmp_path / "ok") == ["a", "b"]
 
 
 def test_health_of_nothing_listening_is_not_ready_and_times_out(tmp_path) -> None:
@@ -205,8 +208,8 @@ def test_model_repository_protocol_needs_the_key_and_health_reports_versions(tmp
     import tritonclient.grpc as grpcclient
 
     write_model(tmp_path / "repo", "add_one", versions=(1, 2))
-    key = srv.generate_key()
-    server = start_triton(tmp_path / "repo", restricted_key=(srv.RESTRICTED_KEY_NAME, key))
+    key = generate_key()
+    server = start_triton(tmp_path / "repo", restricted_key=(RESTRICTED_KEY_NAME, key))
     health = admin.check_health(server.url, ["add_one"])
     assert health.all_ready and health.models[0].versions == ["2"]  # Triton's default policy: latest
     client = grpcclient.InferenceServerClient(server.url)
@@ -214,8 +217,8 @@ def test_model_repository_protocol_needs_the_key_and_health_reports_versions(tmp
         with pytest.raises(Exception, match="restricted"):
             client.load_model("add_one")
         with pytest.raises(Exception, match="restricted"):
-            client.load_model("add_one", headers={srv.GRPC_KEY_HEADER: "wrong"})
-        client.load_model("add_one", headers={srv.GRPC_KEY_HEADER: key})
+            client.load_model("add_one", headers={GRPC_KEY_HEADER: "wrong"})
+        client.load_model("add_one", headers={GRPC_KEY_HEADER: key})
         inp = grpcclient.InferInput("X", [4], "FP32")
         inp.set_data_from_numpy(np.zeros(4, np.float32))
         np.testing.assert_array_equal(client.infer("add_one", [inp]).as_numpy("Y"), np.ones(4, np.float32))
@@ -233,7 +236,7 @@ def test_a_model_that_fails_to_load_is_reported_with_the_servers_reason(tmp_path
         server.wait_ready(60, ["add_one", "broken"])
     assert "weights file is corrupt" in str(err.value) and "broken" in str(err.value)
     assert "\n" not in str(err.value)
-    assert "weights file is corrupt" in srv.last_error_line(server.log_path)
+    assert "weights file is corrupt" in last_error_line(server.log_path)
 
 
 @pytest.mark.triton

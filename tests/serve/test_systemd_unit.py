@@ -17,13 +17,8 @@ from pathlib import Path
 import pytest
 
 from edge_deploy.serve import systemd as su
-from edge_deploy.serve.tritonserver import (
-    KEY_ENV,
-    ServerOptions,
-    TritonInstall,
-    find_tritonserver,
-    tritonserver_argv,
-)
+from edge_deploy.serve.argv import KEY_ENV, ServerOptions, tritonserver_argv
+from edge_deploy.serve.discovery import TritonInstall, find_tritonserver
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # `systemd-analyze security --offline=true` of the system unit (systemd 252, Debian 12): 1.5 (1.6 before
@@ -343,7 +338,7 @@ def test_environment_file_quotes_values() -> None:
 @needs_analyze
 def test_tls_unit_beyond_loopback_keeps_the_exposure(install, tmp_path) -> None:
     """Serving 10.77.0.1 with mutual TLS: same exposure and failed checks as the loopback unit, allow-list set."""
-    from edge_deploy.serve.tritonserver import ServerTLS
+    from edge_deploy.serve.argv import ServerTLS
 
     state = tmp_path / "state"
     tls = su.service_tls(ServerTLS(cert=tmp_path / "s.pem", key=tmp_path / "s.key", ca=tmp_path / "ca.pem",

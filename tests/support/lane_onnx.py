@@ -13,8 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from edge_deploy.artifact import file_entry
-from edge_deploy.lanedet.contract import LANEATT_DECODE, LANEATT_PREPROCESS
+from edge_deploy.artifact import Manifest, file_entry
+from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
+LANEATT_DECODE = LANEATT.decode_defaults.to_dict()
+LANEATT_PREPROCESS = LANEATT.preprocess.to_dict()
 
 
 def write_lane_onnx(path: Path, rows: int = 64, lanes: int = 3, seed: int = 0, dynamic: bool = True) -> Path:
@@ -58,13 +60,14 @@ def write_lane_onnx(path: Path, rows: int = 64, lanes: int = 3, seed: int = 0, d
 
 
 def lane_manifest(artifact_dir: Path, rows: int = 64, *, batch: tuple[int, int, int] = (1, 1, 4),
-                  fp32_nodes: tuple[str, ...] = ("head",)) -> dict[str, Any]:
-    """The manifest `convert` would write beside model.onnx (only the parts the engine stage reads)."""
+                  fp32_nodes: tuple[str, ...] = ("head",)) -> Manifest:
+    """The manifest `convert` would write beside model.onnx (only the parts the engine stage reads; the
+    released format 1, migrated)."""
     lo, opt, hi = batch
     nodes = [{"node": n, "op": "Gemm", "output": "rows", "max_abs": 70000.0, "reason": "overflow"} for n in fp32_nodes]
-    return {
+    return Manifest.from_dict({
         "format": 1,
-        "files": {"model.onnx": file_entry(Path(artifact_dir) / "model.onnx")},
+        "files": {"model.onnx": file_entry(Path(artifact_dir) / "model.onnx").to_dict()},
         "io": {
             "inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, 3, 360, 640]}],
             "outputs": [{"name": "predict_lanes", "datatype": "FP32", "shape": [-1, rows, 77]}],
@@ -75,4 +78,4 @@ def lane_manifest(artifact_dir: Path, rows: int = 64, *, batch: tuple[int, int, 
         "parity": {"tolerance": {"atol": 1e-3, "rtol": 1e-3}, "batches": sorted({lo, hi}), "seed": 0, "outputs": {}},
         "fp16": {"nodes": nodes, "fp32_nodes": list(fp32_nodes)},
         "plan": None,
-    }
+    })

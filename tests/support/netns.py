@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from edge_deploy.serve.tritonserver import TritonProcess, tritonserver_argv
+from edge_deploy.serve.argv import tritonserver_argv
+from edge_deploy.serve.process import TritonProcess
 
 SERVER_IP, CLIENT_IP, PREFIX = "10.77.0.1", "10.77.0.2", 24
 SUBNET = "10.77.0.0/24"

@@ -3,8 +3,8 @@
 The ONNX model has LaneATT's I/O signature, input [B, 3, 360, 640] FP32 ->
 predict_lanes [B, N, 77] FP32, but is tiny: a global average pool of the frame
 feeds a linear layer whose bias holds real LaneATT anchor rows, so the outputs
-are plausible lanes that depend on the input. The manifest follows
-edge_deploy/artifact.py.
+are plausible lanes that depend on the input. The manifest is the product's
+`Manifest` (format 2); tests/data/format1 holds artifacts of the released format 1.
 """
 from __future__ import annotations
 
@@ -12,8 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_deploy.artifact import FORMAT, file_entry, write_manifest
-from edge_deploy.lanedet.contract import LANEATT_DECODE, LANEATT_PREPROCESS
+from dataclasses import replace
+
+from edge_deploy.artifact import BatchRange, IOSignature, Manifest, TensorSpec, file_entry
+from edge_deploy.precision import Precision
+from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
+LANEATT_DECODE = LANEATT.decode_defaults.to_dict()
+LANEATT_PREPROCESS = LANEATT.preprocess.to_dict()
 
 
 def build_onnx(path: Path, anchors: np.ndarray, *, seed: int = 0, batch: str | int = "batch",
@@ -70,25 +75,21 @@ def make_artifact(
     batch_dim = "batch" if dynamic else fixed_batch
     build_onnx(out / "model.onnx", anchors, seed=seed, batch=batch_dim, hw=hw)
     lead = -1 if dynamic else fixed_batch
-    write_manifest(out, {
-        "format": FORMAT,
-        "tool": {"name": "edge-deploy", "version": "test"},
-        "created": "2026-11-22T07:00:00Z",
-        "source": {"kind": "factory", "spec": "tests/support/small_artifact.py", "backbone": None,
-                   "checkpoint": None, "num_anchors": n, "trained": False},
-        "files": {"model.onnx": file_entry(out / "model.onnx")},
-        "io": {
-            "inputs": [{"name": "input", "datatype": "FP32", "shape": [lead, 3, *hw]}],
-            "outputs": [{"name": "predict_lanes", "datatype": "FP32", "shape": [lead, n, 77]}],
-            "batch": ({"min": 1, "opt": 1, "max": batch_max, "dynamic": True} if dynamic else
-                      {"min": fixed_batch, "opt": fixed_batch, "max": fixed_batch, "dynamic": False}),
-        },
-        "preprocess": dict(LANEATT_PREPROCESS, height=hw[0], width=hw[1]),
-        "decode": dict(LANEATT_DECODE),
-        "parity": None,
-        "fp16": None,
-        "plan": None,
-    })
+    batch_range = (BatchRange(1, 1, batch_max, True) if dynamic else
+                   BatchRange(fixed_batch, fixed_batch, fixed_batch, False))
+    Manifest(
+        io=IOSignature((TensorSpec("input", "FP32", (lead, 3, *hw)),),
+                       (TensorSpec("predict_lanes", "FP32", (lead, n, 77)),), batch_range),
+        preprocess=replace(LANEATT.preprocess, height=hw[0], width=hw[1]),
+        decode=LANEATT.decode_defaults,
+        precision=Precision.FP32,
+        family="laneatt",
+        tool={"name": "edge-deploy", "version": "test"},
+        created="2026-11-22T07:00:00Z",
+        source={"kind": "factory", "spec": "tests/support/small_artifact.py", "backbone": None,
+                "checkpoint": None, "num_anchors": n, "trained": False},
+        files={"model.onnx": file_entry(out / "model.onnx")},
+    ).write(out)
     return out
 
 
@@ -98,8 +99,6 @@ def make_unloadable(out: Path, anchors_npy: Path, *, n: int = 100) -> Path:
     model.onnx holds one node of an operator nobody implements, so install's checks pass
     and the server's load fails (what a model broken in a subtler way does).
     """
-    import json
-
     import onnx
     from onnx import TensorProto, helper
 
@@ -114,20 +113,19 @@ def make_unloadable(out: Path, anchors_npy: Path, *, n: int = 100) -> Path:
                                                     helper.make_opsetid("edge_deploy.test", 1)])
     model.ir_version = 8
     onnx.save(model, str(out / "model.onnx"))
-    manifest = json.loads((out / "manifest.json").read_text())
-    manifest["files"]["model.onnx"] = file_entry(out / "model.onnx")
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    manifest = Manifest.read(out)
+    manifest.files["model.onnx"] = file_entry(out / "model.onnx")
+    manifest.write(out)
     return out
 
 
 def make_fused_artifact(out: Path, anchors_npy: Path, *, frame_size: tuple[int, int] = (590, 1640),
                         **options) -> Path:
     """`make_artifact`'s model with the preprocessing fused in by the product (`convert --fuse-preprocess`)."""
-    from edge_deploy.artifact import read_manifest
     from edge_deploy.export.fused_preprocess import fuse_artifact
 
     out = make_artifact(out, anchors_npy, **options)
-    manifest = read_manifest(out)
+    manifest = Manifest.read(out)
     fuse_artifact(out, manifest, frame_size)
-    write_manifest(out, manifest)
+    manifest.write(out)
     return out

@@ -2,7 +2,7 @@
 
 Written by `edge-deploy install --pipeline` as NAME_preprocess/V/model.py beside
 preprocess.py (copied from edge_deploy/lanedet/preprocess.py, the code the
-client uses) and manifest.json (the preprocessing spec and the model's input
+client uses) and manifest.json (format 2) (the preprocessing spec and the model's input
 name and dtype). Input FRAME: UINT8 [H, W, 3] BGR. Outputs: the model input
 [1, 3, h, w] and ORIGINAL_SIZE: INT32 [2] = (H, W).
 """

@@ -1,11 +1,12 @@
 """LaneATT raw output (N x 77 per image) -> lanes in image pixels.
 
-The one decoder of the project: LaneDetClient, the server-side postprocess
-model and the TensorRT parity check all call `decode_lanes`. The rules are the
+LaneATT's decoder (the family's `decoder_module`): LaneDetClient, the server-side
+postprocess model, evaluate and the FP16/plan lane checks all reach `decode_lanes`
+through `decode_outputs`, the entry point every family's decoder module has. The rules are the
 ones in docs/design.md ("Decoding"); everything is vectorised with NumPy.
 
-This module is self-contained on purpose (numpy and the standard library only,
-no imports from edge_deploy) because Triton Python-backend models copy it into
+This module is self-contained on purpose (numpy, the standard library and
+`lane.py` only) because Triton Python-backend models copy it into
 their model directory. Errors are `DecodeError` (a ValueError) with one-line
 messages; edge_deploy wraps them in its own error family.
 
@@ -16,16 +17,22 @@ image bottom).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+
+try:
+    from ..lane import DecodeError, Lane
+except ImportError:  # the flat copy beside a Triton Python-backend model (no package around it)
+    from lane import DecodeError, Lane  # type: ignore[no-redef]
 
 N_OFFSETS = 72
 N_STRIPS = N_OFFSETS - 1
 ROW_WIDTH = 5 + N_OFFSETS
 MODEL_WIDTH = 640
 ANCHOR_YS = np.linspace(1.0, 0.0, N_OFFSETS)
+# CULane's official test parameters: the decode defaults of the LaneATT family (edge_deploy.lanedet.laneatt).
+CONF_THRESHOLD, NMS_THRESHOLD, TOP_K = 0.5, 50.0, 4
 # Tolerance of "each row sums to 1" when telling probabilities from logits
 # (FP16 outputs are off by a few 1e-4).
 PROB_SUM_TOL = 1e-3
@@ -40,63 +47,13 @@ __all__ = [
     "Lane",
     "decode_batch",
     "decode_lanes",
+    "decode_outputs",
     "lane_scores",
     "nms_keep",
     "rows_to_points",
     "select_rows",
     "validate_raw",
 ]
-
-
-class DecodeError(ValueError):
-    """The raw output or a decode parameter is not usable (one-line message)."""
-
-
-@dataclass(frozen=True, eq=False)
-class Lane:
-    """One detected lane.
-
-    points: (N, 2) float32 (x, y) in original-image pixels, top to bottom
-    (y increasing), N >= 2. score: the lane's confidence in [0, 1].
-    """
-
-    points: np.ndarray
-    score: float
-
-    def __post_init__(self) -> None:
-        pts = np.array(self.points, dtype=np.float32).reshape(-1, 2)
-        pts.setflags(write=False)
-        object.__setattr__(self, "points", pts)
-        object.__setattr__(self, "score", float(self.score))
-
-    def x_at(self, y: float | np.ndarray) -> float | np.ndarray:
-        """x of the lane at image row(s) y, linearly interpolated; NaN outside the lane's y-range."""
-        ys = self.points[:, 1].astype(np.float64)
-        xs = self.points[:, 0].astype(np.float64)
-        out = np.interp(np.asarray(y, dtype=np.float64), ys, xs, left=np.nan, right=np.nan)
-        return float(out) if np.ndim(out) == 0 else out
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form: {"score": float, "points": [[x, y], ...]}."""
-        return {"score": self.score, "points": self.points.tolist()}
-
-    def __len__(self) -> int:
-        return len(self.points)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Lane):
-            return NotImplemented
-        return self.score == other.score and np.array_equal(self.points, other.points)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable-looking content: not hashable
-
-    def __repr__(self) -> str:
-        if len(self.points):
-            (x0, y0), (x1, y1) = self.points[0], self.points[-1]
-            span = f" ({x0:.1f}, {y0:.1f})..({x1:.1f}, {y1:.1f})"
-        else:
-            span = ""
-        return f"Lane(score={self.score:.3f}, {len(self.points)} points{span})"
 
 
 # --- validation ------------------------------------------------------------------------
@@ -193,7 +150,7 @@ def _suppressed(
 
 
 def nms_keep(
-    rows: np.ndarray, *, order: np.ndarray | None = None, nms_threshold: float = 50.0, top_k: int = 4
+    rows: np.ndarray, *, order: np.ndarray | None = None, nms_threshold: float = NMS_THRESHOLD, top_k: int = TOP_K
 ) -> np.ndarray:
     """Greedy lane NMS over `rows` (M x 77); indices into `rows` of the kept rows, in priority order.
 
@@ -239,7 +196,7 @@ def nms_keep(
 
 
 def select_rows(
-    raw: Any, *, conf_threshold: float = 0.5, nms_threshold: float = 50.0, top_k: int = 4
+    raw: Any, *, conf_threshold: float = CONF_THRESHOLD, nms_threshold: float = NMS_THRESHOLD, top_k: int = TOP_K
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rows of `raw` (N x 77) that survive threshold + NMS: (row indices in output order, their scores)."""
     conf, nms, k = _check_params(conf_threshold, nms_threshold, top_k)
@@ -290,9 +247,9 @@ def rows_to_points(
 def decode_lanes(
     raw: Any,
     *,
-    conf_threshold: float = 0.5,
-    nms_threshold: float = 50.0,
-    top_k: int = 4,
+    conf_threshold: float = CONF_THRESHOLD,
+    nms_threshold: float = NMS_THRESHOLD,
+    top_k: int = TOP_K,
     image_size: tuple[float, float] | None = (360, 640),
     model_width: float = MODEL_WIDTH,
 ) -> list[Lane]:
@@ -312,9 +269,9 @@ def decode_lanes(
 def decode_batch(
     raw: Any,
     *,
-    conf_threshold: float = 0.5,
-    nms_threshold: float = 50.0,
-    top_k: int = 4,
+    conf_threshold: float = CONF_THRESHOLD,
+    nms_threshold: float = NMS_THRESHOLD,
+    top_k: int = TOP_K,
     image_size: tuple[float, float] | Sequence[tuple[float, float]] | None = (360, 640),
     model_width: float = MODEL_WIDTH,
 ) -> list[list[Lane]]:
@@ -338,3 +295,17 @@ def decode_batch(
         )
         for one, size in zip(arr, sizes)
     ]
+
+
+def decode_outputs(
+    outputs: Sequence[Any],
+    *,
+    conf_threshold: float,
+    nms_threshold: float,
+    top_k: int,
+    image_size: tuple[float, float],
+    model_width: float,
+) -> list[Lane]:
+    """The family decoder contract: one image's lane outputs (LaneATT: the N x 77 rows) -> lanes."""
+    return decode_lanes(outputs[0], conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k,
+                        image_size=image_size, model_width=model_width)

@@ -30,8 +30,8 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from ..errors import EdgeDeployError, one_line
-from . import anchors as A
-from .decode import nms_keep
+from ..lanedet.laneatt import anchors as A
+from ..lanedet.laneatt.decode import nms_keep
 from .synthetic import EVAL_SEED_BASE, scene
 
 N_STRIPS = A.N_OFFSETS - 1
@@ -338,7 +338,7 @@ def build_model(backbone: str, anchor_indices: Sequence[int], seed: int) -> Any:
     """A LaneATT in training mode, initialised from torch.manual_seed(seed) (no pretrained weights)."""
     import torch
 
-    from .model import LaneATT
+    from ..lanedet.laneatt.model import LaneATT
 
     torch.manual_seed(seed)
     model = LaneATT(backbone, np.asarray(anchor_indices, dtype=np.int64))

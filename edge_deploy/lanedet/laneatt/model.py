@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..errors import CheckpointError, ConvertError
+from ...errors import CheckpointError, ConvertError
 from . import anchors as A
 from .resnet import BLOCKS_PER_STAGE, OUT_CHANNELS, resnet_features
 

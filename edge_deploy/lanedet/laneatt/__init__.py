@@ -1,0 +1,93 @@
+"""The LaneATT family: ResNet + anchor attention, N x 77 rows per image (docs/design.md, sections 4 and 5).
+
+model.py / resnet.py / anchors.py / anchor_order.py need torch (imported by `load`);
+decode.py is the self-contained decoder; `FAMILY` is what the registry hands out.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..family import DatasetPreset, DecodeDefaults, LaneFamily, LoadedModel, SourceSpec, TensorSpec
+from ..preprocess import PreprocessSpec
+from .decode import CONF_THRESHOLD, N_OFFSETS, NMS_THRESHOLD, ROW_WIDTH, TOP_K
+
+INPUT_SHAPE = (3, 360, 640)
+ANCHOR_ORDER_RULES = {
+    "torch16": "torch.argsort(freq, descending=True)[:k] as PyTorch 1.6 computes it on the CPU "
+               "(TH quicksort: median of three, insertion pass over partitions <= 10; ties not in index order)",
+    "stable": "descending frequency, ties by anchor index",
+}
+_FLOATS = ("FP32", "FP16")
+
+
+class LaneATTFamily(LaneFamily):
+    name = "laneatt"
+    title = "LaneATT"
+    # Input [B, 3, 360, 640], BGR as OpenCV reads it, value/255, bicubic resize, no crop.
+    preprocess = PreprocessSpec(height=360, width=640, color="bgr", scale=1.0 / 255.0, interpolation="bicubic")
+    decode_defaults = DecodeDefaults(CONF_THRESHOLD, NMS_THRESHOLD, TOP_K)  # CULane's official test values
+    # The official test parameters per data set (LaneATT's cfgs/*.yml), recorded when convert is given --dataset.
+    datasets = {
+        "culane": DatasetPreset("culane", decode_defaults),
+        "tusimple": DatasetPreset("tusimple", DecodeDefaults(0.2, 45.0, 5)),
+        "llamas": DatasetPreset("llamas", decode_defaults),
+    }
+    decoder_module = "edge_deploy.lanedet.laneatt.decode"
+    max_points = N_OFFSETS
+
+    def lane_outputs(self, outputs: Sequence[TensorSpec], has_batch: bool) -> tuple[TensorSpec, ...]:
+        def sample(shape: tuple[int, ...]) -> tuple[int, ...]:
+            return shape[1:] if has_batch else shape
+
+        rows = [t for t in outputs if len(sample(t.shape)) in (2, 3) and t.shape[-1] == ROW_WIDTH]
+        if not rows:
+            shapes = ", ".join(f"{t.name} {list(t.shape)}" for t in outputs)
+            raise ValueError(f"returns {shapes}; a lane model returns [batch,] N x {ROW_WIDTH} "
+                             "(2 logits, start_y, start_x, length, 72 x offsets): check --model.")
+        chosen = next((t for t in rows if t.name == "predict_lanes"), rows[0])
+        if chosen.shape[-2] <= 0 or chosen.datatype not in _FLOATS:
+            raise ValueError(f"output {chosen.name!r} is {chosen.datatype} {list(chosen.shape)}; the client needs a "
+                             f"fixed number of FP32/FP16 rows of {ROW_WIDTH}: check the exported model.")
+        return (chosen,)
+
+    def load(self, spec: SourceSpec) -> LoadedModel:
+        from ..._deps import require
+        from ...errors import ConvertError
+        from ...fsutil import sha256_file
+        from .anchors import N_ANCHORS
+        from .model import build_laneatt
+
+        require("torch", "converting LaneATT from PyTorch")
+        if spec.input_shape is not None and tuple(spec.input_shape[1:]) != INPUT_SHAPE:
+            raise ConvertError(
+                f"LaneATT takes 3x360x640 input, not --input-shape {','.join(map(str, spec.input_shape))}; "
+                "drop --input-shape."
+            )
+        backbone, anchor_order = spec.backbone or "resnet34", spec.anchor_order or "torch16"
+        module = build_laneatt(backbone, checkpoint=spec.checkpoint, anchors_freq=spec.anchors_freq,
+                               dataset=spec.dataset, topk_anchors=spec.topk_anchors, anchor_order=anchor_order,
+                               seed=spec.seed)
+        trained = spec.checkpoint is not None
+        source: dict[str, Any] = {
+            "kind": "laneatt",
+            "spec": "laneatt",
+            "backbone": backbone,
+            "checkpoint": None if spec.checkpoint is None else {
+                "path": str(Path(spec.checkpoint).resolve()), "sha256": sha256_file(Path(spec.checkpoint))},
+            "anchors_freq": None if spec.anchors_freq is None else {
+                "path": str(Path(spec.anchors_freq).resolve()), "sha256": sha256_file(Path(spec.anchors_freq))},
+            "dataset": spec.dataset,
+            "topk_anchors": module.num_anchors if module.num_anchors != N_ANCHORS else None,
+            "anchor_order": None if module.num_anchors == N_ANCHORS else {
+                "rule": anchor_order,
+                "description": ANCHOR_ORDER_RULES[anchor_order],
+            },
+            "num_anchors": module.num_anchors,
+            "trained": trained,
+            "seed": None if trained else spec.seed,
+        }
+        return LoadedModel(module, INPUT_SHAPE, source, self, self.decode_preset(spec.dataset))
+
+
+FAMILY = LaneATTFamily()

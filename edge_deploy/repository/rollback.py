@@ -1,0 +1,143 @@
+"""Rollback and prune: serve an older version again, remove old ones, never one that is served."""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import RepositoryError
+from ..fsutil import write_bytes_atomic
+from ..progress import Reporter
+from .files import CONFIG, check_writable, remove_tree, repository_error, repository_lock
+from .serving import load_order, pin_config, policy_now, server_for
+from .versions import PIPELINE_SUFFIXES, check_name, versions
+
+
+@dataclass
+class RollbackResult:
+    """What `rollback` did."""
+
+    name: str
+    version: int
+    previous: list[int]
+    models: list[str]
+    repository: Path
+    served: dict[str, list[int]] | None = None
+    server_url: str | None = None
+
+    def summary(self) -> str:
+        """A few readable lines."""
+        return (
+            f"{', '.join(self.models)} pinned to version {self.version} (was {self.previous or 'none'})\n"
+            + served_line(self.served, self.server_url, self.repository)
+        )
+
+    __str__ = __rich__ = summary  # rich prints the summary too
+
+
+def served_line(served: dict[str, list[int]] | None, url: str | None, repository: Path) -> str:
+    """One line: which versions the server serves now, or that there is no server."""
+    if served is None:
+        return (
+            f"no running edge-deploy server serves {repository}: files written "
+            "(a polling server picks them up; a server started later loads them)"
+        )
+    parts = [f"{m} {', '.join(map(str, v)) or 'none'}" for m, v in served.items()]
+    return f"server {url} now serves: " + "; ".join(parts)
+
+
+
+
+
+
+def prune_versions(repository: Path, model: str, keep: int, served: list[int] | tuple[int, ...] = ()) -> list[int]:
+    """Remove the oldest versions beyond `keep`, never one the config selects or the server serves."""
+    avail = versions(repository, model)
+    spared = set(policy_now(repository, model)) | set(served)
+    doomed = [v for v in avail[:-keep] if v not in spared] if len(avail) > keep else []
+    for v in doomed:
+        remove_tree(repository / model / str(v))
+    return doomed
+
+
+def prune(repository: Path, name: str, keep: int) -> dict[str, list[int]]:
+    """Remove versions of NAME (and its pipeline models) beyond the newest `keep`, never a served one."""
+    from ..serve import admin
+
+    check_name(name)
+    if keep < 1:
+        raise RepositoryError(f"--keep must be at least 1 (got {keep}).")
+    repository = Path(repository)
+    record = admin.live_server(repository)
+    with repository_lock(repository):
+        out = {}
+        for model in (name, *(name + s for s in PIPELINE_SUFFIXES)):
+            if (repository / model / CONFIG).is_file():
+                served = admin.served_versions(record.url, model, record.client_tls()) if record is not None else []
+                removed = prune_versions(repository, model, keep, served)
+                if removed:
+                    out[model] = removed
+        return out
+
+
+def rollback(
+    repository: Path, name: str, to: int | None = None, *, reporter: Reporter | None = None,
+) -> RollbackResult:
+    """Serve an older version of NAME again (default: the newest one below the served one).
+
+    The config is rewritten for that version with version_policy specific [V]; the
+    pipeline models follow when they have version V. A running server is asked to load.
+    """
+    from ..serve import admin
+
+    reporter = reporter or Reporter()
+    repository = Path(repository)
+    check_name(name)
+    if not (repository / name / CONFIG).is_file():
+        raise RepositoryError(f"{repository} has no model {name!r}; see `edge-deploy models --repository {repository}`.")
+    avail = versions(repository, name)
+    record = server_for(repository, reporter)
+    current = (admin.served_versions(record.url, name, record.client_tls()) if record else []) or policy_now(repository, name)
+    if to is None:
+        older = [v for v in avail if current and v < min(current)]
+        if not older:
+            raise RepositoryError(
+                f"{name} has no version older than the served {current or 'none'} (versions: "
+                f"{', '.join(map(str, avail)) or 'none'}); pass --to V."
+            )
+        to = older[-1]
+    if to not in avail:
+        raise RepositoryError(
+            f"{name} has no version {to} (versions: {', '.join(map(str, avail)) or 'none'}); pick one of them with --to."
+        )
+    models = [name] + [name + s for s in PIPELINE_SUFFIXES if (repository / (name + s) / str(to)).is_dir()
+                       and (repository / (name + s) / CONFIG).is_file()]
+    result = RollbackResult(name=name, version=to, previous=current, models=models, repository=repository)
+    check_writable(repository)
+    with repository_lock(repository):
+        saved = {m: (repository / m / CONFIG).read_bytes() for m in models}
+
+        def restore() -> None:
+            for model, text in saved.items():
+                with contextlib.suppress(OSError):
+                    write_bytes_atomic(repository / model / CONFIG, text)
+
+        try:
+            for model in models:
+                pin_config(repository, model, to)
+        except OSError as exc:
+            restore()
+            raise repository_error(f"write the config of {name}", exc) from exc
+        except RepositoryError:
+            restore()
+            raise
+        if record is not None:
+            result.server_url = record.url
+            with reporter.stage(f"load {name} version {to} on {record.url}"):
+                try:
+                    admin.load_models(record, load_order(models))
+                except RepositoryError:
+                    restore()  # the server keeps serving what it served: make the configs say so again
+                    raise
+            result.served = {m: admin.served_versions(record.url, m, record.client_tls()) for m in models}
+    return result

@@ -1,0 +1,85 @@
+"""A repository and the server that serves it: find the live server, ask it to load, pin configs to versions."""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from ..artifact import MANIFEST_NAME, Manifest, sha256_file
+from ..errors import EdgeDeployError, RepositoryError
+from ..fsutil import write_bytes_atomic
+from ..progress import Reporter
+from . import model_config as mc
+from .files import CONFIG
+from .versions import INSTALL_RECORD, read_config, read_json, versions
+
+
+def load_order(models: list[str]) -> list[str]:
+    """What to ask the server to load: just the ensemble when there is one.
+
+    Loading an ensemble in explicit mode reloads its changed composing models with it, as
+    one step; loading the lane model alone first would make Triton re-check the ensemble
+    against the old pre/postprocess configs (and fail) whenever the I/O dims change.
+    """
+    ensembles = [m for m in models if m.endswith("_pipeline")]
+    return ensembles or models
+
+
+def server_for(repository: Path, reporter: Reporter) -> Any:
+    """The live server record for the repository, its key checked readable before anything is written."""
+    from ..serve import admin
+    from ..serve.record import find_record, prune_stale_records, read_key
+
+    for note in prune_stale_records(repository):
+        reporter.warn(note)
+    record = find_record(repository)
+    if record is None:
+        return None
+    if not admin.server_live(record.url, tls=record.client_tls()):
+        reporter.warn(f"the server recorded for {repository} ({record.url}) does not answer; writing files only.")
+        return None
+    read_key(record)
+    return record
+
+
+def policy_now(repository: Path, model: str) -> list[int]:
+    if not (repository / model / CONFIG).is_file():
+        return []
+    try:
+        return mc.policy_versions(read_config(repository, model), versions(repository, model))
+    except RepositoryError:
+        return []
+
+
+def pin_previous(repository: Path, previous: dict[str, list[int]]) -> None:
+    """After a refused load: pin each model's config to the version it served before (best effort)."""
+    for model, served in previous.items():
+        if served:
+            with contextlib.suppress(EdgeDeployError, OSError):
+                pin_config(repository, model, served[-1])
+
+
+def pin_config(repository: Path, model: str, version: int) -> None:
+    """Rewrite MODEL's config for `version` (its own manifest and install options), pinned to it."""
+    vdir = repository / model / str(version)
+    record = read_json(vdir / INSTALL_RECORD)
+    try:
+        manifest = Manifest.read(vdir) if record is not None else None
+    except EdgeDeployError:
+        manifest = None
+    if manifest is None or record is None:
+        raise RepositoryError(f"{vdir} has no readable {MANIFEST_NAME}/{INSTALL_RECORD}; it was not installed by edge-deploy.")
+    role = record.get("role", "model")
+    if role == "preprocess":
+        config = mc.preprocess_config(manifest, name=model, version_policy=version)
+    elif role == "postprocess":
+        config = mc.postprocess_config(manifest, name=model, version_policy=version)
+    elif role == "pipeline":
+        base = model[: -len("_pipeline")]
+        config = mc.pipeline_config(manifest, name=model, model=base, preprocess=base + "_preprocess",
+                                    postprocess=base + "_postprocess", version_policy=version)
+    else:
+        config = mc.model_config(manifest, name=model, runtime=record["runtime"],
+                                 options=mc.ConfigOptions.from_dict(record.get("options") or {}),
+                                 version_policy=version, manifest_sha256=sha256_file(vdir / MANIFEST_NAME))
+    write_bytes_atomic(repository / model / CONFIG, mc.config_text(config).encode())

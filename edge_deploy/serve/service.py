@@ -1,0 +1,230 @@
+"""Serving a model repository, as `edge-deploy serve | stop` do: the unit (or a foreground server) from one options object.
+
+`ServeOptions` is what a caller asks for, checked once when it is made (ports, timeouts, the
+log cap). `serve` finds tritonserver, decides TLS and who may connect (`serve/network.py`),
+then prints the unit (`print_unit`), runs the server here until it is stopped (`foreground`),
+or installs and starts the systemd unit. `uninstall` and `stop` act on the installed unit.
+Every failure is a one-line `ServerError`; what is worth saying goes to the `Reporter`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from ..errors import EdgeDeployError, ServerError
+from . import systemd as su
+from .argv import DEFAULT_GRPC_PORT, ServerOptions, generate_key
+from .checks import check_options
+from .discovery import TritonInstall, find_tritonserver
+from .logfile import MIN_MAX_BYTES
+from .network import network_policy
+from .record import state_dir
+
+if TYPE_CHECKING:
+    from ..progress import Reporter
+    from .admin import Health
+
+SYSTEM_CACHE = Path("/var/cache/edge-deploy")  # the bundle's backend directory for the system unit
+
+
+def scope_of(user: bool) -> str:
+    """The systemd scope: "user" (a user manager, ~/.config) or "system"."""
+    return "user" if user else "system"
+
+
+def foreground_scope(user: bool) -> str:
+    """Where a foreground server keeps its record, key and log: the system state dir only for root."""
+    return "user" if user or su.effective_uid() != 0 else "system"
+
+
+def key_paths(scope: str) -> tuple[Path, Path]:
+    """(environment file, key file) of the unit in the scope's state dir."""
+    state = state_dir(scope)
+    return state / "triton.env", state / "model-repository.key"
+
+
+def parse_log_max_size(text: str) -> int:
+    """--log-max-size ("50M", "1G") in bytes; ServerError below 64K or when it is not a size."""
+    from ..engine.options import parse_size
+
+    try:
+        value = parse_size(text)
+    except EdgeDeployError:
+        value = -1
+    if value < MIN_MAX_BYTES:
+        raise ServerError(f"--log-max-size {text!r} is not a size of at least 64K; write it like 50M or 1G.")
+    return value
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What `serve` is asked to do; checked when made (ServerError), so a ServeOptions is always valid.
+
+    The fields are `edge-deploy serve`'s options. Made from them: `log_max_bytes` (from
+    `log_max_size`), `model_repository` (`repository` resolved) and `log_file` made absolute.
+    Checks of this machine (root, systemd, TLS files, free ports) come when `serve` runs.
+    """
+
+    repository: Path = Path("model_repository")
+    user: bool = False
+    foreground: bool = False
+    print_unit: bool = False
+    tritonserver: Path | None = None
+    grpc_address: str = "127.0.0.1"
+    grpc_port: int = DEFAULT_GRPC_PORT
+    http: bool = False
+    http_port: int = 8000
+    metrics: bool = False
+    metrics_port: int = 8002
+    wait: int = su.DEFAULT_HEALTH_WAIT
+    exit_timeout: int = 30
+    log_verbose: int = 0
+    log_file: Path | None = None
+    log_max_size: str = "50M"
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_ca: Path | None = None
+    tls_client_cert: Path | None = None
+    tls_client_key: Path | None = None
+    allow_from: tuple[str, ...] = ()
+    insecure: bool = False
+    log_max_bytes: int = field(init=False)
+    model_repository: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        check_options(ServerOptions(model_repository=Path(self.repository), grpc_port=self.grpc_port,
+                                    http_port=self.http_port, metrics_port=self.metrics_port,
+                                    exit_timeout=self.exit_timeout, log_verbose=self.log_verbose))
+        if self.wait < 1:
+            raise ServerError(f"--wait must be at least 1 second (got {self.wait}); "
+                              "TensorRT plans can take minutes to load.")
+        object.__setattr__(self, "log_max_bytes", parse_log_max_size(self.log_max_size))
+        object.__setattr__(self, "repository", Path(self.repository))
+        object.__setattr__(self, "model_repository", self.repository.expanduser().resolve())
+        if self.log_file is not None:
+            object.__setattr__(self, "log_file", Path(self.log_file).expanduser().absolute())
+        object.__setattr__(self, "allow_from", tuple(self.allow_from))
+
+    @property
+    def scope(self) -> str:
+        """The systemd scope of the unit: "user" with `user`, else "system"."""
+        return scope_of(self.user)
+
+    @property
+    def url(self) -> str:
+        """The gRPC address the server listens on (host:port)."""
+        return f"{self.grpc_address}:{self.grpc_port}"
+
+
+@dataclass
+class ServeOutcome:
+    """What `serve` did: printed a unit (`unit_text`), started or kept the unit (`started`), or, with
+    neither, ran a foreground server that has now stopped cleanly."""
+
+    scope: str
+    install: TritonInstall
+    repository: Path
+    unit_text: str | None = None
+    started: su.ServeResult | None = None
+
+
+def serve(
+    options: ServeOptions,
+    reporter: Reporter | None = None,
+    *,
+    on_ready: Callable[[Health], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> ServeOutcome:
+    """Serve `options.repository` as `edge-deploy serve` does; returns when every model is ready.
+
+    With `foreground`, tritonserver runs in this process until SIGINT/SIGTERM: `on_ready` is
+    called once it and every model are ready, `on_note` with what was cleaned up after it; a
+    non-zero exit is a ServerError. `print_unit` only renders the unit. Otherwise the unit is
+    installed and started (root and systemd needed). `reporter.info` says which tritonserver
+    and TLS are used and who may connect; `reporter.warn` what the user should know.
+    """
+    from ..progress import Reporter
+
+    reporter = reporter or Reporter()
+    scope = options.scope
+    env_file, key_file = key_paths(scope)
+    if not options.foreground and not options.print_unit:
+        su.require_root(scope)
+        su.require_systemd(scope)
+
+    policy = network_policy(scope, options.grpc_address, cert=options.tls_cert, key=options.tls_key,
+                            ca=options.tls_ca, client_cert=options.tls_client_cert,
+                            client_key=options.tls_client_key, allow_from=options.allow_from,
+                            insecure=options.insecure, reporter=reporter)
+    system_service = scope == "system" and not options.foreground
+    cache = SYSTEM_CACHE if system_service and su.effective_uid() == 0 else None
+    install = find_tritonserver(options.tritonserver, cache_dir=cache, prepare=not options.print_unit)
+    reporter.info(f"using {install.describe()}")
+    if options.http and not install.has_option("--http-restricted-api"):
+        reporter.warn("this tritonserver (before 2.40) cannot restrict its HTTP model-repository API to the key: "
+                      "with --http, any local process can load and unload models over HTTP; serve without --http, "
+                      "or use tritonserver 2.40 or later.")
+    server = ServerOptions(
+        model_repository=options.model_repository,
+        grpc_address=options.grpc_address,
+        grpc_port=options.grpc_port,
+        http=options.http,
+        http_port=options.http_port,
+        metrics=options.metrics,
+        metrics_port=options.metrics_port,
+        exit_timeout=options.exit_timeout,
+        log_verbose=options.log_verbose,
+        tls=policy.tls,
+    )
+    outcome = ServeOutcome(scope=scope, install=install, repository=server.model_repository)
+    if options.foreground:
+        from .foreground import serve_foreground
+
+        code, log_path = serve_foreground(install, server, foreground_scope(options.user), ready_timeout=options.wait,
+                                          on_ready=on_ready, on_note=on_note, log_file=options.log_file,
+                                          log_max_bytes=options.log_max_bytes)
+        if code != 0:
+            raise ServerError(f"tritonserver exited with code {code}; see {log_path}.")
+        return outcome
+    if options.log_file is None and not options.print_unit and not su.journald_available():
+        reporter.warn("journald is not running here, so the server's output will not be kept; "
+                      "pass --log-file PATH to keep it in a size-capped file.")
+
+    config = su.UnitConfig(
+        scope=scope,
+        install=install,
+        options=server,
+        environment_file=env_file,
+        health_wait=options.wait,
+        log_file=options.log_file,
+        log_max_bytes=options.log_max_bytes,
+        device_nodes=su.gpu_device_nodes() if scope == "system" else [],
+        allow_from=policy.allow_from,
+    )
+    if policy.tls is not None:
+        config.tls_sources = policy.tls
+        config.options = replace(server, tls=su.service_tls(policy.tls, state_dir(scope)))
+    if options.print_unit:
+        outcome.unit_text = su.render_unit(config)
+        return outcome
+    outcome.started = su.install_and_start(config, key=generate_key(), key_file=key_file, reporter=reporter)
+    return outcome
+
+
+def uninstall(user: bool = False) -> list[Path]:
+    """Stop, disable and remove the unit, its key and server record; the files removed ([] when none was installed)."""
+    scope = scope_of(user)
+    su.require_root(scope)
+    su.require_systemd(scope)
+    env_file, key_file = key_paths(scope)
+    return su.uninstall_unit(scope, env_file, key_file)
+
+
+def stop(user: bool = False) -> None:
+    """Stop the unit (it stays installed and enabled); ServerError when none is installed."""
+    scope = scope_of(user)
+    su.require_root(scope)
+    su.require_systemd(scope)
+    if not su.stop_unit(scope):
+        raise ServerError(f"{su.UNIT_NAME} is not installed ({su.unit_path(scope)}); nothing to stop.")
