@@ -16,9 +16,11 @@ bundled tritonserver can serve) with `--pipeline`, in a temporary repository.
    vs client-side pre/post (NAME + LaneDetClient), p50 latency and throughput at
    concurrency 1 (LaneDetClient) and 4 (AsyncLaneDetClient, 4 frames in flight).
 
-Prints p50/p90 and ratios; writes benchmarks/client_latency.png.
+Prints p50/p90 and ratios; writes benchmarks/client_latency.png. `--family ufldv2` serves a
+negligible-compute model with UFLDv2's CULane I/O instead (input [B, 3, 320, 1600] -> the four
+official outputs; small_artifact.make_ufldv2_artifact) and measures the same (no plot).
 
-    python3 benchmarks/bench_client.py [--requests 300] [--no-plot]
+    python3 benchmarks/bench_client.py [--requests 300] [--no-plot] [--family ufldv2]
 """
 from __future__ import annotations
 
@@ -52,21 +54,22 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(work: Path):
-    from small_artifact import make_artifact
+def start_server(work: Path, family: str = "laneatt"):
+    from small_artifact import make_artifact, make_ufldv2_artifact
 
     from edge_deploy.repository.install import install
     from edge_deploy.serve.argv import ServerOptions
     from edge_deploy.serve.discovery import find_tritonserver
     from edge_deploy.serve.process import TritonProcess
 
-    artifact = make_artifact(work / "artifact", ANCHORS)
+    artifact = (make_ufldv2_artifact(work / "artifact") if family == "ufldv2" else
+                make_artifact(work / "artifact", ANCHORS))
     install(artifact, work / "repo", "lanedet", runtime="python", pipeline=True)
     options = ServerOptions(model_repository=work / "repo", grpc_port=free_port())
     proc = TritonProcess(find_tritonserver(cache_dir=work / "cache"), options, work / "triton.log")
     proc.start()
     proc.wait_ready(120)
-    return proc
+    return proc, artifact
 
 
 def stats(samples: list[float]) -> tuple[float, float]:
@@ -75,18 +78,24 @@ def stats(samples: list[float]) -> tuple[float, float]:
     return float(np.percentile(a, 50)), float(np.percentile(a, 90))
 
 
-def bench_end_to_end(url: str, frames: list[np.ndarray], n: int) -> dict[str, list[float]]:
+def bench_end_to_end(url: str, frames: list[np.ndarray], n: int, artifact: Path) -> dict[str, list[float]]:
     """Benchmark 3: interleaved detect (shm, grpc) and the seeds' raw infer, n requests each."""
     import tritonclient.grpc as grpcclient
 
-    ready = Preprocessor()(frames[0]).copy()  # the seeds' client gets an already preprocessed tensor
+    from edge_deploy.artifact import Manifest
+
+    manifest = Manifest.read(artifact)
+    ready = Preprocessor(manifest.preprocess)(frames[0]).copy()  # the seeds' client gets a preprocessed tensor
     raw = grpcclient.InferenceServerClient(url)
-    out = [grpcclient.InferRequestedOutput("predict_lanes")]
-    inp = [grpcclient.InferInput("input", [1, 3, 360, 640], "FP32")]
+    names = [t.name for t in manifest.io.outputs]
+    out = [grpcclient.InferRequestedOutput(name) for name in names]
+    inp = [grpcclient.InferInput("input", list(ready.shape), "FP32")]
 
     def seed_infer(_frame: np.ndarray) -> None:
         inp[0].set_data_from_numpy(ready)
-        raw.infer("lanedet", inputs=inp, outputs=out).as_numpy("predict_lanes")
+        result = raw.infer("lanedet", inputs=inp, outputs=out)
+        for name in names:
+            result.as_numpy(name)
 
     shm = LaneDetClient(url, "lanedet", transport="shm")
     grpc = LaneDetClient(url, "lanedet", transport="grpc")
@@ -188,16 +197,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=300, help="requests per variant")
     parser.add_argument("--no-plot", action="store_true", help="do not write benchmarks/client_latency.png")
+    parser.add_argument("--family", choices=("laneatt", "ufldv2"), default="laneatt",
+                        help="the served model's I/O: LaneATT's, or UFLDv2's (CULane preset)")
     args = parser.parse_args()
     frames = [road_scene(1640, 590, seed=s)[0] for s in range(8)]
     print(f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="bench_client_") as tmp:
         t0 = time.perf_counter()
-        proc = start_server(Path(tmp))
+        proc, artifact = start_server(Path(tmp), args.family)
         print(f"tritonserver ready in {time.perf_counter() - t0:.1f} s at {proc.url}")
         try:
-            e2e = bench_end_to_end(proc.url, frames, args.requests)
+            e2e = bench_end_to_end(proc.url, frames, args.requests, artifact)
             pipe = bench_pipeline(proc.url, frames, args.requests)
         finally:
             proc.stop(timeout=15)
@@ -223,7 +234,7 @@ def main() -> None:
         server_lat, server_wall = pipe[f"server-side pipeline, concurrency {c}"]
         print(f"concurrency {c}: pipeline p50 / client-side p50 = {stats(server_lat)[0] / stats(client_lat)[0]:.2f}, "
               f"throughput client-side / pipeline = {(len(client_lat) / client_wall) / (len(server_lat) / server_wall):.2f}")
-    if not args.no_plot:
+    if not args.no_plot and args.family == "laneatt":
         try:
             plot(e2e, pipe, ROOT / "benchmarks" / "client_latency.png")
             print("plot: benchmarks/client_latency.png")

@@ -12,14 +12,16 @@ Format 2 (this version)::
       "format": 2,
       "tool": {"name": "edge-deploy", "version": "0.1.0"},
       "created": "2026-11-22T07:00:00Z",
-      "family": "laneatt" | null,          lane-model family (edge_deploy.lanedet.family); null: no lane decoder
+      "family": "laneatt" | "ufldv2" | null,  lane-model family (edge_deploy.lanedet.family); null: no lane decoder
       "precision": "fp16" | "fp32" | "int8",    what convert was asked for (install follows it)
       "source": {"kind": "laneatt" | "torchscript" | "factory" | <family>, "spec": str, ...},
       "files": {"model.onnx": {"sha256": str, "bytes": int}, ...},
       "io": {"inputs":  [{"name", "datatype", "shape"}], "outputs": [...],
              "batch": {"min", "opt", "max", "dynamic"}},
-      "preprocess": {"height", "width", "color", "scale", "mean", "std", "interpolation", "crop", "layout"},
-      "decode": {"conf_threshold", "nms_threshold", "top_k"},
+      "preprocess": {"height", "width", "color", "scale", "mean", "std", "interpolation", "crop",
+                     "resized_height", "layout"},
+      "decode": the family's decode parameters: LaneATT {"conf_threshold", "nms_threshold", "top_k"},
+                UFLDv2 {"row_anchor", "col_anchor", "local_width", "top_k"},
       "export", "parity", "fp16", "plan", "timings", "evaluation", "fused_preprocess":
           the reports of the stages that made them (docs/design.md, "The artifact and manifest")
     }
@@ -44,7 +46,7 @@ from typing import Any, Mapping
 from ._version import __version__
 from .errors import ManifestError
 from .fsutil import sha256_file, write_json_atomic
-from .lanedet.family import DecodeDefaults, DecodeDefaultsError, TensorSpec, family_for_outputs, get_family
+from .lanedet.family import DecodeDefaults, DecodeDefaultsError, DecodeParams, TensorSpec, family_for_outputs, get_family
 from .lanedet.preprocess import PreprocessSpec, PreprocessSpecError
 from .precision import Precision
 
@@ -158,7 +160,7 @@ class Manifest:
 
     io: IOSignature
     preprocess: PreprocessSpec
-    decode: DecodeDefaults
+    decode: DecodeParams  # the family's own DecodeParams class (DecodeDefaults without a family)
     precision: Precision = Precision.FP32
     family: str | None = None
     source: dict[str, Any] = field(default_factory=dict)
@@ -204,7 +206,7 @@ class Manifest:
             )
         data = migrate(data)
         try:
-            decode = DecodeDefaults.from_dict(data["decode"])
+            decode = _decode_type(data.get("family")).from_dict(data["decode"])
             preprocess = PreprocessSpec.from_dict(data["preprocess"])
             precision = Precision(data["precision"])
             io = IOSignature.from_dict(data["io"])
@@ -308,6 +310,15 @@ class Manifest:
 
     def with_io(self, io: IOSignature) -> Manifest:
         return replace(self, io=io)
+
+
+def _decode_type(family: str | None) -> type[DecodeParams]:
+    """How a manifest's "decode" is read: with its family's parameter class (score/NMS/top-k without one,
+    or for a family this process does not know)."""
+    try:
+        return get_family(family).decode_type() if family else DecodeDefaults
+    except KeyError:
+        return DecodeDefaults
 
 
 def read_manifest(artifact_dir: Path) -> Manifest:

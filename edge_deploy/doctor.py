@@ -140,17 +140,24 @@ def _python_checks() -> list[Check]:
     return checks
 
 
-def _server_checks(root: Path) -> list[Check]:
+def _server_checks(root: Path, facts: device_mod.DeviceFacts | None = None,
+                   found: list[Any] | None = None) -> list[Check]:
+    """tritonserver, its backends and TensorRT, and which releases fit this Jetson's JetPack.
+
+    `found` receives the tritonserver install (for the repository checks)."""
     checks = []
     try:
         server = importlib.import_module("edge_deploy.serve.discovery")
     except ImportError as exc:
         return [Check("tritonserver", FAIL, f"edge_deploy.serve.discovery is not available ({exc})", ("serve",))]
+    install = None
     try:
         install = server.find_tritonserver()
     except Exception as exc:  # noqa: BLE001 - ServerError, or anything a broken install raises
         checks.append(Check("tritonserver", FAIL, one_line(exc, 400), ("serve",)))
     else:
+        if found is not None:
+            found.append(install)
         version = install.version() if hasattr(install, "version") else None
         checks.append(Check("tritonserver", OK, f"{install.binary} ({install.source}; {version or 'version unknown'})",
                             ("serve",)))
@@ -160,10 +167,39 @@ def _server_checks(root: Path) -> list[Check]:
         if backends and "tensorrt" not in backends:
             detail += " (no tensorrt backend: plans cannot be served, ONNX models run on the CPU)"
         checks.append(Check("Triton backends", status, detail))
+        if "tensorrt" in backends:
+            checks.append(_server_tensorrt_check(install, root))
+    if facts is not None and facts.is_jetson:
+        checks += _jetson_triton_checks(facts, install)
     systemd = (root / "run" / "systemd" / "system").is_dir() and shutil.which("systemctl") is not None
     checks.append(Check("systemd", OK if systemd else WARN,
                         "running (serve installs a unit)" if systemd
                         else "not running here: use `edge-deploy serve --foreground`"))
+    return checks
+
+
+def _server_tensorrt_check(install: Any, root: Path) -> Check:
+    from .serve.server_tensorrt import server_tensorrt
+
+    found = server_tensorrt(install, root)
+    if found is None or found.version is None:
+        where = found.describe() if found is not None else "no libtriton_tensorrt.so"
+        return Check("Triton TensorRT", WARN, f"unknown: {where}; plans are checked against it only when found")
+    return Check("Triton TensorRT", OK, f"{found.describe()}: plans must be built with TensorRT {found.version}")
+
+
+def _jetson_triton_checks(facts: device_mod.DeviceFacts, install: Any) -> list[Check]:
+    from .serve.jetson_triton import LAST_GITHUB_JETSON_NOTE, release_warning, triton_for_l4t
+
+    fit = triton_for_l4t(facts.l4t)
+    if fit is None:
+        return [Check("Triton for JetPack", INFO, f"no known Triton build for L4T {facts.l4t or 'unknown'}; "
+                                                  f"{LAST_GITHUB_JETSON_NOTE}")]
+    checks = [Check("Triton for JetPack", OK if fit.supported else WARN, f"{fit.describe()}; {LAST_GITHUB_JETSON_NOTE}")]
+    release = install.release() if install is not None and hasattr(install, "release") else None
+    warning = release_warning(fit, release)
+    if warning:
+        checks.append(Check("Triton for JetPack", WARN, warning))
     return checks
 
 
@@ -206,9 +242,14 @@ def _find_manifest(version_dir: Path) -> Manifest | None:
     return None
 
 
-def repository_checks(repository: Path, facts: device_mod.DeviceFacts) -> list[Check]:
-    """For each model version holding a model.plan: does its fingerprint still match this machine?"""
+def repository_checks(repository: Path, facts: device_mod.DeviceFacts, install: Any = None,
+                      root: Path | None = None) -> list[Check]:
+    """For each model version holding a model.plan: does its fingerprint still match this machine, and can the
+    found tritonserver's TensorRT (`install`) deserialize it?"""
     from .engine.fingerprint import plan_mismatch
+    from .serve.server_tensorrt import plan_refusal, server_tensorrt
+
+    server = server_tensorrt(install, root) if install is not None else None
 
     repository = Path(repository)
     if not repository.is_dir():
@@ -227,8 +268,11 @@ def repository_checks(repository: Path, facts: device_mod.DeviceFacts) -> list[C
             if manifest is None:
                 checks.append(Check(label, WARN, "model.plan without manifest.json: cannot tell where it was built"))
                 continue
+            refusal = plan_refusal(label, manifest, server, install) if server is not None else None
             differences = plan_mismatch(manifest.plan, facts)
-            if differences:
+            if refusal:
+                checks.append(Check(label, FAIL, refusal.split(": ", 1)[1], ("serve",)))
+            elif differences:
                 checks.append(Check(label, FAIL, "plan does not match this machine: " + "; ".join(differences),
                                     ("serve",)))
             else:
@@ -313,11 +357,14 @@ def run_checks(root: Path | None = None, repository: Path | None = None) -> list
     facts = facts_holder[0] if facts_holder else device_mod.DeviceFacts(root=str(root), is_jetson=False)
     checks += _guarded("TensorRT", ("convert",), lambda: _tensorrt_checks(facts))
     checks += _guarded("Python packages", ("convert",), _python_checks)
-    checks += _guarded("tritonserver", ("serve",), lambda: _server_checks(root))
+    found: list[Any] = []
+    checks += _guarded("tritonserver", ("serve",), lambda: _server_checks(root, facts, found))
     disk = Path(repository) if repository is not None and Path(repository).exists() else Path(os.getcwd())
     checks += _guarded("resources", (), lambda: _resource_checks(facts, disk))
     if repository is not None:
-        checks += _guarded("repository", ("serve",), lambda: repository_checks(Path(repository), facts))
+        install = found[0] if found else None
+        checks += _guarded("repository", ("serve",),
+                           lambda: repository_checks(Path(repository), facts, install, root))
     checks += _guarded("TLS", (), lambda: tls_checks(repository))
     return checks
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from needs import torch_or_skip
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO_ROOT / "tests" / "data"
@@ -58,7 +59,7 @@ def laneatt_checkpoint(tmp_path_factory, laneatt_data) -> Path:
     lane at all whatever the threshold; so the length bias is set to 30 strips and the
     classifier sharpened: frames then give lanes and comparisons of lanes are not vacuous.
     """
-    torch = pytest.importorskip("torch")
+    torch = torch_or_skip()
     from edge_deploy.lanedet.laneatt.model import build_laneatt
 
     state = build_laneatt("resnet18", anchors_freq=laneatt_data / "culane_anchors_freq.pt", topk_anchors=1000,
@@ -107,3 +108,21 @@ def laneatt_fused_artifact(tmp_path_factory, laneatt_checkpoint) -> Path:
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, f"convert failed: {result.stderr[-2000:]}"
     return out
+
+
+@pytest.fixture(scope="session")
+def ufldv2_artifact(tmp_path_factory) -> tuple[Path, Path]:
+    """(checkpoint, artifact): `convert ufldv2 --dataset tusimple --checkpoint` of an official-format DDP checkpoint
+    with random weights (tests/support/ufldv2_checkpoints.py), every default stage (FP16 copy, simplifier)."""
+    from needs import torch_or_skip
+    from ufldv2_checkpoints import write_official_checkpoint
+
+    torch_or_skip()
+    from edge_deploy.convert import convert
+    from edge_deploy.export.source import SourceSpec
+
+    work = tmp_path_factory.mktemp("ufldv2")
+    checkpoint = write_official_checkpoint(work / "tusimple_res18.pth", "tusimple")
+    result = convert(SourceSpec(model="ufldv2", dataset="tusimple", checkpoint=checkpoint), work / "art",
+                     target="onnx")
+    return checkpoint, result.artifact_dir

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from needs import torch_or_skip
 from typer.testing import CliRunner
 
 from edge_deploy import doctor
@@ -39,6 +40,7 @@ def invoke(*args: str):
 
 
 def test_ready_jetson_with_trtexec(board, fake_trtexec) -> None:
+    torch_or_skip()  # convert's readiness also needs torch, which doctor checks
     result = invoke("--for", "convert", "--root", str(board("agx_orin_jp60")))
     out = result.output
     assert result.exit_code == 0, out
@@ -49,6 +51,7 @@ def test_ready_jetson_with_trtexec(board, fake_trtexec) -> None:
 
 
 def test_not_ready_with_an_unsupported_tensorrt(board, fake_trtexec, monkeypatch) -> None:
+    torch_or_skip()  # convert's readiness also needs torch, which doctor checks
     monkeypatch.setenv("FAKE_TRTEXEC_BANNER", "120000")  # a TensorRT line edge-deploy does not know
     result = invoke("--for", "convert", "--root", str(board("agx_orin_jp60")))
     assert result.exit_code == 1
@@ -56,6 +59,7 @@ def test_not_ready_with_an_unsupported_tensorrt(board, fake_trtexec, monkeypatch
 
 
 def test_not_ready_without_a_builder(board) -> None:
+    torch_or_skip()  # convert's readiness also needs torch, which doctor checks
     result = invoke("--for", "convert", "--root", str(board("agx_orin_jp60")))
     assert result.exit_code == 1
     assert "convert: not ready (plan builder)" in result.output

@@ -40,18 +40,22 @@ def factory_dir(tmp_path) -> Path:
 def test_an_opset_the_exporter_does_not_write_is_refused_up_front(factory_dir) -> None:
     line = error(cli("convert", "tinyfactory:make", "--input-shape", "1,8", "-o", "out", "--opset", "1",
                      cwd=factory_dir))
-    assert "--opset 1 is not one this torch exports (opsets 7 to" in line and "default 17" in line
+    assert "--opset 1: opset 1 is outside 9 to 17" in line and "default 17" in line
+    # torch 2.13 exports opset 18, but TensorRT 8.5 (JetPack 5) parses up to 17 (export/onnx_target.py).
+    line = error(cli("convert", "tinyfactory:make", "--input-shape", "1,8", "-o", "out", "--opset", "18",
+                     cwd=factory_dir))
+    assert "TensorRT 8.5 stops at 17" in line
     assert not (factory_dir / "out").exists()
 
 
 def test_laneatt_options_for_another_model_are_refused_not_ignored(factory_dir) -> None:
     line = error(cli("convert", "tinyfactory:make", "--input-shape", "1,8", "-o", "out", "--topk-anchors", "1000",
                      cwd=factory_dir))
-    assert "--topk-anchors only applies to the built-in LaneATT" in line
+    assert "--topk-anchors only applies to the built-in lane families" in line
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--dataset", "culane"], "--dataset only applies to the built-in LaneATT"),
+    (["--dataset", "culane"], "--dataset only applies to the built-in lane families"),
     (["--backbone", "resnet18", "--anchor-order", "stable"], "--backbone and --anchor-order only apply"),
     (["--frame-size", "99x99"], "--frame-size is the camera frame size of --fuse-preprocess"),
 ])
@@ -68,7 +72,7 @@ def test_export_options_for_an_artifact_are_refused(tmp_path, laneatt_data) -> N
 
     artifact = make_artifact(tmp_path / "artifact", laneatt_data / "anchors_2784x77.npy")
     before = sorted((p.name, p.stat().st_mtime_ns) for p in artifact.iterdir())
-    line = error(cli("convert", str(artifact), "--fuse-preprocess", "--opset", "18", "--max-batch", "8"))
+    line = error(cli("convert", str(artifact), "--fuse-preprocess", "--opset", "16", "--max-batch", "8"))
     assert "--opset, --max-batch, --fuse-preprocess describe the export from PyTorch" in line
     assert "converted already" in line
     assert sorted((p.name, p.stat().st_mtime_ns) for p in artifact.iterdir()) == before
@@ -83,6 +87,11 @@ def test_a_checkpoint_the_safe_loader_refuses_is_not_called_corrupt(tmp_path) ->
         pickle.dump({"model": Payload()}, fh, protocol=4)
     line = error(cli("convert", "laneatt", "--backbone", "resnet18", "--checkpoint", str(tmp_path / "with-code.pt"),
                      "-o", str(tmp_path / "out"), "--target", "onnx"))
+    try:
+        import torch  # noqa: F401
+    except ImportError:  # the Python 3.10 CI run: no torch, and the same command says what to install
+        assert "needs the Python package 'torch'" in line and "edge-deploy[torch]" in line, line
+        return
     assert "corrupt" not in line and "truncated" not in line, line
     assert "safe loader" in line or "not unpickled for safety" in line, line
     assert "if you trust the file" in line

@@ -40,7 +40,8 @@ class Builder(str, Enum):
 
 
 _TRT = "TensorRT plan (on the device)"
-_LANEATT = "LaneATT"
+_FAMILY = "Lane-model families (laneatt, ufldv2)"
+_LANEATT = "LaneATT only"
 _BATCH = "Batch"
 _FUSED = "Fused preprocessing"
 _DECODE = "Decode defaults (recorded for clients)"
@@ -49,19 +50,24 @@ _DECODE = "Decode defaults (recorded for clients)"
 @app.command()
 def convert(
     model: Annotated[str, typer.Argument(
-        help="laneatt (built-in LaneATT), a TorchScript file, package.module:factory (returns an nn.Module), "
+        help="laneatt or ufldv2 (built-in lane families), a TorchScript file, package.module:factory (returns an "
+             "nn.Module), "
              "or an artifact directory made by convert (then only the TensorRT plan is built)."
     )],
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", help="Artifact directory to write (model.onnx, manifest.json, model.plan). "
                                "Required unless MODEL is an artifact directory.")] = None,
     backbone: Annotated[Optional[Backbone], typer.Option(
-        help="LaneATT backbone (default resnet34).", rich_help_panel=_LANEATT, show_default=False)] = None,
+        help="Backbone (default: LaneATT resnet34, UFLDv2 resnet18).", rich_help_panel=_FAMILY,
+        show_default=False)] = None,
     checkpoint: Annotated[Optional[Path], typer.Option(
-        help="Official LaneATT checkpoint ({'model': state_dict} or a bare state_dict).", rich_help_panel=_LANEATT)] = None,
+        help="Official checkpoint ({'model': state_dict} or a bare state_dict; UFLDv2's DDP 'module.' prefixes "
+             "are removed), loaded strictly.", rich_help_panel=_FAMILY)] = None,
     dataset: Annotated[Optional[Dataset], typer.Option(
-        help="The data set an official checkpoint was trained on: its shipped anchor-frequency table, the top 1000 "
-             "anchors and its decode defaults (TuSimple: conf 0.2, NMS 45, top 5).", rich_help_panel=_LANEATT)] = None,
+        help="The data set an official checkpoint was trained on. LaneATT: its shipped anchor-frequency table, the "
+             "top 1000 anchors and its decode defaults (TuSimple: conf 0.2, NMS 45, top 5). UFLDv2 (culane, the "
+             "default, or tusimple): the model's geometry, preprocessing and row anchors.",
+        rich_help_panel=_FAMILY)] = None,
     anchors_freq: Annotated[Optional[Path], typer.Option(
         help="Your own anchor-frequency file (a torch 1-D tensor, for custom training) for --topk-anchors. A wrong "
              "file cannot be detected from shapes: the model converts and finds poor lanes.",

@@ -24,7 +24,7 @@ from ..errors import (
     TLSRefusedError,
     one_line,
 )
-from ..lanedet.family import DecodeDefaults
+from ..lanedet.family import DecodeParams
 from .buffers import Slot
 from .request import Request, build_request
 from .served_model import LaneModel, decode_params, describe_model
@@ -312,7 +312,7 @@ class ClientBase:
         gone = forget_regions([replaced], self._registered) if replaced is not None else []
         return request, gone, self._unregistered([slot])
 
-    def _params(self, call: tuple[float | None, float | None, int | None]) -> DecodeDefaults:
+    def _params(self, call: tuple[float | None, float | None, int | None]) -> DecodeParams:
         """The decode settings of a call: its own values over this client's over the model config's."""
         assert self.model is not None
         mine = [own if own is not None else default for own, default in zip(call, self._overrides)]

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import ClientError, FrameError, ModelChangedError
 from ..lanedet.contract import LANES, NUM_LANES, NUM_POINTS, SCORES
-from ..lanedet.family import DecodeDefaults
+from ..lanedet.family import DecodeParams
 from ..lanedet.lane import Lane
 from .buffers import Slot, frame_shape
 from .frames import fit_frame
@@ -120,7 +120,7 @@ def _fused_request(slot: Slot, frames: Sequence[np.ndarray], color: str, strict:
     return Request(*_model_tensors(slot, len(frames), "UINT8"), boxes, scales, resized)
 
 
-def read_lanes(slot: Slot, request: Request, result: Any, params: DecodeDefaults) -> list[list[Lane]]:
+def read_lanes(slot: Slot, request: Request, result: Any, params: DecodeParams) -> list[list[Lane]]:
     """The lanes of each frame of `request` from the server's answer (`result`: a tritonclient InferResult)."""
     model = slot.model
     if model.kind == "pipeline":
@@ -170,7 +170,7 @@ def _check_outputs(model: LaneModel, result: Any) -> None:
             )
 
 
-def _pipeline_lanes(model: LaneModel, result: Any, params: DecodeDefaults) -> list[Lane]:
+def _pipeline_lanes(model: LaneModel, result: Any, params: DecodeParams) -> list[Lane]:
     """Lanes from NAME_pipeline's padded outputs, with a stricter per-call threshold / top_k applied."""
     lanes_out = result.as_numpy(LANES)
     points = lanes_out.reshape(-1, lanes_out.shape[-2], 2)
@@ -178,6 +178,4 @@ def _pipeline_lanes(model: LaneModel, result: Any, params: DecodeDefaults) -> li
     counts = result.as_numpy(NUM_POINTS).reshape(-1)
     n = min(int(result.as_numpy(NUM_LANES).reshape(-1)[0]), len(scores))
     lanes = [Lane(points[i, : int(counts[i])], float(scores[i])) for i in range(n)]
-    if params.conf_threshold > model.decode.conf_threshold:
-        lanes = [lane for lane in lanes if lane.score > params.conf_threshold]
-    return lanes[: params.top_k]
+    return params.narrow(lanes, model.decode)

@@ -15,7 +15,6 @@ Three kinds of model are accepted, each of a lane-model family (config parameter
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -31,7 +30,7 @@ from ..lanedet.contract import (
     PARAM_PREPROCESS,
     SCORES,
 )
-from ..lanedet.family import DecodeDefaults, DecodeDefaultsError, LaneFamily, TensorSpec, get_family
+from ..lanedet.family import DecodeDefaultsError, DecodeParams, LaneFamily, TensorSpec, get_family
 from ..lanedet.preprocess import PreprocessSpec, PreprocessSpecError
 
 __all__ = ["LaneModel", "describe_model", "decode_params", "PIPE_OUTPUTS"]
@@ -53,7 +52,7 @@ class LaneModel:
     input_shape: tuple[int, ...]  # the request shape for one batch (raw: [B,]3,H,W; pipeline: -1,-1,3; fused: [B,]H,W,3)
     max_batch_size: int  # Triton's; 0 = no batch axis
     preprocess: PreprocessSpec
-    decode: DecodeDefaults
+    decode: DecodeParams
     outputs: tuple[TensorSpec, ...] = ()  # raw and fused: the lane outputs, in the family decoder's order
     version: str = ""
     frame_size: tuple[int, int] | None = None  # fused model or pipeline: the (H, W) of the frames it takes
@@ -112,12 +111,13 @@ def _family(config: Any) -> LaneFamily:
         ) from None
 
 
-def _settings(config: Any, family: LaneFamily) -> tuple[PreprocessSpec, DecodeDefaults]:
+def _settings(config: Any, family: LaneFamily) -> tuple[PreprocessSpec, DecodeParams]:
     """The config's preprocessing spec and decode defaults (the family's where a config written before
     families left them out)."""
     try:
         preprocess = PreprocessSpec.from_dict({**family.preprocess.to_dict(), **(_config_json(config, PARAM_PREPROCESS) or {})})
-        decode = DecodeDefaults.from_dict({**family.decode_defaults.to_dict(), **(_config_json(config, PARAM_DECODE) or {})})
+        decode = family.decode_type().from_dict({**family.decode_defaults.to_dict(),
+                                                 **(_config_json(config, PARAM_DECODE) or {})})
     except (PreprocessSpecError, DecodeDefaultsError) as exc:
         raise ModelMismatchError(
             f"the served model's preprocessing or decode settings are not usable: {exc}; reinstall it with "
@@ -209,35 +209,20 @@ def _lane_outputs(name: str, family: LaneFamily, outputs: list[TensorSpec], max_
 
 
 def decode_params(model: LaneModel, conf: float | None, nms: float | None, top_k: int | None,
-                  defaults: DecodeDefaults) -> DecodeDefaults:
+                  defaults: DecodeParams) -> DecodeParams:
     """Per-call values over `defaults`, checked (and, for a pipeline, checked against the server's)."""
     try:
-        conf_value = float(defaults.conf_threshold if conf is None else conf)
-        nms_value = float(defaults.nms_threshold if nms is None else nms)
-        top_k_value = int(defaults.top_k if top_k is None else top_k)
-        integral = top_k is None or int(top_k) == top_k
-    except (TypeError, ValueError):
+        params = defaults.overridden(conf_threshold=conf, nms_threshold=nms, top_k=top_k)
+    except (DecodeDefaultsError, TypeError, ValueError) as exc:
+        raise ClientError(f"{model.name}: {exc}.") from None
+    if model.kind == "pipeline" and not params.narrows(model.decode):
+        # The pipeline decodes with its configured values; only what can be applied to its lanes here
+        # (a stricter threshold, a smaller top_k) can change per call.
+        server = ", ".join(f"{k}={v}" for k, v in model.decode.to_dict().items())
         raise ClientError(
-            f"conf_threshold, nms_threshold and top_k must be numbers, got {conf!r}, {nms!r} and {top_k!r}."
-        ) from None
-    if not math.isfinite(conf_value) or not (math.isfinite(nms_value) and nms_value >= 0):
-        raise ClientError(
-            f"conf_threshold must be finite and nms_threshold finite and >= 0, got {conf_value} and {nms_value}."
+            f"{model.name} decodes on the server with {server}; it can only be made stricter per call "
+            "(higher conf_threshold, lower top_k): use the raw model for other values."
         )
-    if top_k_value < 1 or not integral:
-        raise ClientError(f"top_k must be an integer >= 1, got {top_k!r}.")
-    params = DecodeDefaults(conf_value, nms_value, top_k_value)
-    if model.kind == "pipeline":
-        server = model.decode
-        # The ensemble decodes with its configured values; a stricter threshold or a smaller
-        # top_k can still be applied to its lanes here, anything else cannot.
-        if (params.conf_threshold < server.conf_threshold or params.top_k > server.top_k
-                or not math.isclose(params.nms_threshold, server.nms_threshold)):
-            raise ClientError(
-                f"{model.name} decodes on the server with conf_threshold={server.conf_threshold}, "
-                f"nms_threshold={server.nms_threshold}, top_k={server.top_k}; it can only be made stricter per call "
-                "(higher conf_threshold, lower top_k): use the raw model for other values."
-            )
     return params
 
 

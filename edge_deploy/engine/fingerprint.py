@@ -142,6 +142,16 @@ def fingerprint_diff(recorded: dict[str, Any] | None, current: dict[str, Any]) -
     return changes
 
 
+def tensorrt_mismatch(built: str, loading: str) -> bool:
+    """Whether a plan built with TensorRT `built` cannot be deserialized by TensorRT `loading`.
+
+    Compared on major.minor.patch as the rebuild decision does (`_same`); when `loading` is only a major
+    version (a libnvinfer.so.N whose full version file was not found), on the major version.
+    """
+    depth = min(3, len(tensorrt_api.version_tuple(loading)))
+    return tensorrt_api.version_tuple(built)[:depth] != tensorrt_api.version_tuple(loading)[:depth]
+
+
 def plan_mismatch(plan_section: dict[str, Any] | None, facts: device_mod.DeviceFacts | None = None) -> list[str]:
     """Why a recorded plan would not run on this machine (empty: it matches). For repository and doctor."""
     if not plan_section:

@@ -24,6 +24,7 @@ from .._deps import require
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, IOSignature, Manifest, TensorSpec, file_entry
 from ..errors import ConvertError, EdgeDeployError, one_line
 from ..progress import Reporter
+from . import onnx_target
 
 MAX_LANE_DX_PX = 1.0  # mean |dx| allowed between model.onnx and model_fp16.onnx lanes, 640-wide pixels
 FP16_MAX = 65504.0  # largest finite FP16: weights are clamped here, not at the converter's 1e4 default
@@ -165,7 +166,7 @@ def make_fp16_onnx(artifact_dir: Path, manifest: Manifest, *, fp16_io: bool = Fa
     model = onnx.load(str(source))
     keep = kept_fp32_nodes(model, report)
     try:
-        converted = convert_model(model, keep, fp16_io)
+        converted = onnx_target.conform(convert_model(model, keep, fp16_io), what=FP16_ONNX_NAME)
         onnx.checker.check_model(converted)
     except Exception as exc:  # noqa: BLE001 - the converter and checker raise plain exceptions
         raise ConvertError(
@@ -173,7 +174,7 @@ def make_fp16_onnx(artifact_dir: Path, manifest: Manifest, *, fp16_io: bool = Fa
         ) from exc
     tmp = target.with_name(f".{target.name}.tmp")
     try:
-        onnx.save(converted, str(tmp))
+        onnx_target.save(converted, tmp, what=FP16_ONNX_NAME)
         try:
             verdict = verify_fp16_onnx(source, tmp, manifest)
         except EdgeDeployError as exc:

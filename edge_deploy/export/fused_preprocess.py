@@ -33,6 +33,7 @@ from .._deps import require
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, IOSignature, Manifest, TensorSpec, file_entry
 from ..errors import ConvertError, one_line
 from ..lanedet.preprocess import PreprocessSpec
+from . import onnx_target
 
 FRAME_INPUT = "FRAME"
 DEFAULT_FRAME_SIZE = (590, 1640)  # (height, width) of a CULane camera frame
@@ -53,7 +54,7 @@ def parse_frame_size(text: str) -> tuple[int, int]:
 
 
 def preprocess_graph(spec: PreprocessSpec, frame_size: tuple[int, int], batch_dim: Any, out_name: str,
-                     out_dtype: str, opset: int = 17, *, round_uint8: bool = True) -> Any:
+                     out_dtype: str, opset: int = onnx_target.DEFAULT_OPSET, *, round_uint8: bool = True) -> Any:
     """The preprocessing ModelProto: FRAME uint8 [batch_dim, H, W, 3] -> `out_name` [batch_dim, 3, h, w].
 
     round_uint8=False leaves out the Round/Clip after the resize (only to measure what it is worth).
@@ -67,6 +68,9 @@ def preprocess_graph(spec: PreprocessSpec, frame_size: tuple[int, int], batch_di
             f"--fuse-preprocess implements bicubic resizing only, but the model's preprocessing uses "
             f"{pre.interpolation!r}; convert without --fuse-preprocess."
         )
+    if pre.resized_height is not None:
+        raise ConvertError("--fuse-preprocess does not implement resizing taller and keeping the bottom rows "
+                           "(UFLDv2's crop_ratio); convert without --fuse-preprocess.")
     frame_h, frame_w = frame_size
     top, left, box_h, box_w = pre.crop_box(frame_h, frame_w)
     nodes, inits = [], []
@@ -114,7 +118,7 @@ def preprocess_graph(spec: PreprocessSpec, frame_size: tuple[int, int], batch_di
         [helper.make_tensor_value_info(out_name, elem, [batch_dim, 3, pre.height, pre.width])],
         initializer=inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model = onnx_target.make_model(graph, opset)
     onnx.checker.check_model(model)
     return model
 
@@ -136,12 +140,15 @@ def fuse(model: Any, spec: PreprocessSpec, frame_size: tuple[int, int]) -> Any:
         )
     lead = ttype.shape.dim[0]
     batch_dim = lead.dim_param if lead.HasField("dim_param") else int(lead.dim_value)
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
+    onnx_target.conform(model)
+    opset = onnx_target.default_opset(model) or onnx_target.DEFAULT_OPSET
     pre = preprocess_graph(spec, frame_size, batch_dim, image.name, dtypes[ttype.elem_type], opset)
-    pre.ir_version = model.ir_version
+    pre.ir_version = model.ir_version  # merge_models wants both at one IR version
     # The preprocessing graph's output is named like the model input: merge joins the two by that name.
     try:
         fused = compose.merge_models(pre, model, io_map=[(image.name, image.name)], prefix1="", prefix2="")
+        # merge_models concatenates both models' opset_import lists: conform lists each domain once.
+        onnx_target.conform(fused, what="the fused model")
         onnx.checker.check_model(fused)
     except Exception as exc:  # noqa: BLE001 - onnx raises plain exceptions
         raise ConvertError(f"cannot fuse the preprocessing into the model: {one_line(exc, 200)}") from exc
@@ -159,7 +166,7 @@ def fuse_file(path: Path, spec: PreprocessSpec, frame_size: tuple[int, int]) -> 
     onnx = require("onnx", "fusing the preprocessing into the model")
     fused = fuse(onnx.load(str(path)), spec, frame_size)
     tmp = path.with_name(f".{path.name}.fused.tmp")
-    onnx.save(fused, str(tmp))
+    onnx_target.save(fused, tmp, what=f"the fused {path.name}")
     tmp.replace(path)
 
 

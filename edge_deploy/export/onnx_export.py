@@ -18,6 +18,7 @@ from ..artifact import ONNX_TRITON_DTYPES, IOSignature, TensorSpec
 from ..errors import ConvertError, one_line
 from ..parity import ort_session, run_ort, tolerance_report
 from ..artifact import BatchRange
+from . import onnx_target
 from .settings import ExportSettings
 
 
@@ -96,6 +97,8 @@ def export_onnx(module: Any, example: Any, path: Path, settings: ExportSettings,
             raise ConvertError(f"torch.onnx.export failed: {message}; {hint}.") from exc
     if not path.is_file():
         raise ConvertError("torch.onnx.export wrote no file; re-run with EDGE_DEPLOY_DEBUG=1.")
+    # The exporter stamps the IR version of the onnx it was built with (8 for opset 17 up to torch 2.13).
+    onnx_target.conform_file(path, what="the exported ONNX model")
 
 
 def check_onnx(path: Path) -> None:
@@ -129,6 +132,7 @@ def simplify_onnx(path: Path, input_name: str, inputs: Sequence[Any], baseline: 
             slim = onnxslim.slim(original)
         if slim is None:
             raise RuntimeError("onnxslim returned no model")
+        onnx_target.conform(slim, what="the simplified model")
         onnx.checker.check_model(slim)
         outputs = run_ort(ort_session(slim), input_name, inputs)
     except Exception as exc:  # any failure of the optional step keeps the exported graph
@@ -140,7 +144,7 @@ def simplify_onnx(path: Path, input_name: str, inputs: Sequence[Any], baseline: 
         report.update(applied=False, reason=f"simplified graph changed {worst!r} by {same[worst]['max_abs']:.3g}")
         return report, [list(o) for o in baseline]
     tmp = path.with_suffix(".slim.onnx")
-    onnx.save(slim, str(tmp))
+    onnx_target.save(slim, tmp, what="the simplified model")
     os.replace(tmp, path)
     report.update(applied=True, nodes_after=len(slim.graph.node),
                   max_abs_change={n: e["max_abs"] for n, e in same.items()})

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from .._deps import require
 from ..artifact import ONNX_NAME, Manifest, file_entry
 from ..errors import ConvertError, one_line
-from ..lanedet.family import family_for_outputs, get_family
+from ..lanedet.family import DecodeDefaultsError, DecodeParams, family_for_outputs, get_family
 from ..parity import ort_session, parity_inputs, run_ort, tolerance_report
 from ..progress import Reporter
 from .fp16_onnx import make_fp16_onnx
@@ -30,7 +30,7 @@ from .source import SourceSpec, load_source
 # The preprocessing and decode defaults recorded for a model that belongs to no lane family.
 DEFAULT_FAMILY = "laneatt"
 UNTRAINED_NOTICE = (
-    "no --checkpoint: LaneATT gets seeded random weights; this is fine for testing the pipeline, "
+    "no --checkpoint: {title} gets seeded random weights; this is fine for testing the pipeline, "
     "but lanes from untrained weights mean nothing."
 )
 
@@ -66,14 +66,16 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
     """
     with reporter.stage("load model"):
         loaded = load_source(source)
+        if loaded.family is not None:  # refuse decode options the family does not take before the export work
+            _decode(loaded.decode or loaded.family.decode_defaults, settings)
         if not loaded.source["trained"]:
-            reporter.warn(UNTRAINED_NOTICE)
+            reporter.warn(UNTRAINED_NOTICE.format(title=loaded.family.title if loaded.family else "the model"))
 
     with reporter.stage("torch reference"):
         inputs = parity_inputs(loaded.sample_shape, settings.batch.ends(), settings.seed)
         example_np = parity_inputs(loaded.sample_shape, [trace_batch(settings.batch)], settings.seed + 1)[0]
         reference = [_torch_outputs(loaded.module, array) for array in inputs]
-        names = _output_names(settings.output_names, len(reference[0]))
+        names = _output_names(settings, loaded.output_names, len(reference[0]))
 
     onnx_path = workdir / ONNX_NAME
     with reporter.stage("export ONNX"):
@@ -118,14 +120,15 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
 
     io = io_signature(final_model, settings.batch)
     family = loaded.family or family_for_outputs(io.outputs, io.batch.dynamic)
-    preprocess = family.preprocess if family else get_family(DEFAULT_FAMILY).preprocess
-    if len(loaded.sample_shape) == 3:  # the model's own input size
-        preprocess = replace(preprocess, height=int(loaded.sample_shape[1]), width=int(loaded.sample_shape[2]))
-    base = loaded.decode or (family or get_family(DEFAULT_FAMILY)).decode_defaults
+    preprocess = loaded.preprocess or (family or get_family(DEFAULT_FAMILY)).preprocess
+    if loaded.preprocess is None and len(loaded.sample_shape) == 3:  # the model's own input size
+        preprocess = replace(preprocess, height=int(loaded.sample_shape[1]), width=int(loaded.sample_shape[2]),
+                             resized_height=None)
+    decode = _decode(loaded.decode or (family or get_family(DEFAULT_FAMILY)).decode_defaults, settings)
     manifest = Manifest(
         io=io,
         preprocess=preprocess,
-        decode=base.overridden(settings.conf_threshold, settings.nms_threshold, settings.top_k),
+        decode=decode,
         precision=settings.precision,
         family=family.name if family else None,
         source=loaded.source,
@@ -134,6 +137,7 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
             "exporter": f"torch {torch.__version__} (TorchScript-based torch.onnx.export)",
             "onnx": onnx.__version__,
             "opset": settings.opset,
+            "ir_version": int(final_model.ir_version),
             "trace_batch": int(example_np.shape[0]),
             "simplify": simplify_report,
         },
@@ -157,7 +161,23 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
     return manifest
 
 
-def _output_names(requested: Sequence[str], count: int) -> list[str]:
+def _decode(base: DecodeParams, settings: ExportSettings) -> DecodeParams:
+    """`base` with convert's --conf / --nms / --top-k over it; a setting the family does not take is refused."""
+    try:
+        return base.overridden(conf_threshold=settings.conf_threshold, nms_threshold=settings.nms_threshold,
+                               top_k=settings.top_k)
+    except DecodeDefaultsError as exc:
+        raise ConvertError(f"{exc}: drop the options it does not take (--conf and --nms set conf_threshold and "
+                           "nms_threshold).") from None
+
+
+def _output_names(settings: ExportSettings, fixed: Sequence[str] | None, count: int) -> list[str]:
+    requested = settings.output_names
+    if fixed is not None:
+        if requested != ExportSettings().output_names and tuple(requested) != tuple(fixed):
+            raise ConvertError(f"this model's outputs keep their official names ({', '.join(fixed)}), which "
+                               "existing code relies on; drop --output-name.")
+        requested = tuple(fixed)
     if len(requested) == count:
         return list(requested)
     raise ConvertError(

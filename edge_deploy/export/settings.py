@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from ..artifact import BatchRange
 from ..errors import ConvertError
 from ..precision import Precision
+from .onnx_target import DEFAULT_OPSET, opset_problem
 
 DEFAULT_ATOL = 1e-3
 DEFAULT_RTOL = 1e-3
-DEFAULT_OPSET = 17
 
 __all__ = ["BatchRange", "ExportSettings", "batch_range", "DEFAULT_OPSET"]
 
@@ -114,7 +114,11 @@ def fuse_frame(fuse: bool, frame_size: str | None) -> tuple[int, int] | None:
 
 
 def check_opset(opset: int) -> None:
-    """ConvertError unless torch's TorchScript-based exporter writes `opset` (it would warn or fail mid-way)."""
+    """ConvertError unless the device's consumers parse `opset` (export/onnx_target.py) and torch's
+    TorchScript-based exporter writes it (it would warn or fail mid-way)."""
+    why = opset_problem(opset)
+    if why is not None:
+        raise ConvertError(f"--opset {opset}: {why}; keep the default {DEFAULT_OPSET}.")
     low, high = 7, 17  # torch 2.1 (the oldest JetPack wheel) exports opsets 7 to 17
     try:
         from torch.onnx import _constants

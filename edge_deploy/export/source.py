@@ -72,7 +72,7 @@ def load_source(spec: SourceSpec) -> LoadedModel:
     if family_only:
         raise ConvertError(
             f"{' and '.join(family_only)} only appl{'ies' if len(family_only) == 1 else 'y'} to the built-in "
-            f"LaneATT (MODEL laneatt); a {kind} model is "
+            f"lane families (MODEL {' or '.join(family_names())}); a {kind} model is "
             "converted as it is: drop them, or build the model with those settings before saving it."
         )
     torch = require("torch", "converting a PyTorch model")

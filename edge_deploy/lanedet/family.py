@@ -1,6 +1,6 @@
 """The lane-model family interface and its registry.
 
-A family is one kind of lane detector (LaneATT, ...): what its model outputs mean
+A family is one kind of lane detector (LaneATT, UFLDv2, ...): what its model outputs mean
 and how they become `Lane`s. Everything that turns model outputs into lanes asks
 the family recorded for the model (the manifest's "family", config.pbtxt's
 ``edge_deploy.family``): LaneDetClient and AsyncLaneDetClient, the server-side
@@ -10,13 +10,14 @@ preprocessing. docs/design.md, "Adding a lane-model family", walks through a new
 A family provides:
 
 - `preprocess`: its default preprocessing spec (input size, colour, scale, mean/std, crop);
-- `decode_defaults` and `datasets`: the decode defaults, per data set where they differ;
+- `decode_defaults` (an instance of its own `DecodeParams` subclass) and `datasets`: the decode
+  defaults (and preprocessing), per data set where they differ;
 - `decoder_module`: a self-contained module (numpy, the standard library and `lane.py` only,
   because install copies it beside Triton Python-backend models) whose
-  ``decode_outputs(outputs, *, conf_threshold, nms_threshold, top_k, image_size, model_width)``
-  turns one image's lane outputs into `Lane`s in frame pixels;
+  ``decode_outputs(outputs, *, image_size, model_width, **decode_params)`` turns one image's lane
+  outputs into `Lane`s in frame pixels;
 - `lane_outputs()`: which of a model's outputs the decoder reads (or why the model is not one of this
-  family's), and `max_points`, the most points a lane has (server-side pipelines pad to it);
+  family's), and `max_points()`, the most points a lane has (server-side pipelines pad to it);
 - `load()`: the model builder and official-checkpoint loader (torch), for `convert NAME`.
 
 Light on purpose (numpy and the standard library): the client imports it.
@@ -26,11 +27,11 @@ from __future__ import annotations
 import importlib
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -39,7 +40,7 @@ from .lane import Lane
 if TYPE_CHECKING:  # pragma: no cover
     from .preprocess import PreprocessSpec
 
-__all__ = ["DatasetPreset", "DecodeDefaults", "DecodeDefaultsError", "LaneFamily", "LoadedModel", "SourceSpec",
+__all__ = ["DatasetPreset", "DecodeDefaults", "DecodeDefaultsError", "DecodeParams", "LaneFamily", "LoadedModel", "SourceSpec",
            "TensorSpec", "family_for_outputs", "family_names", "get_family", "register_family"]
 
 
@@ -47,20 +48,83 @@ class DecodeDefaultsError(ValueError):
     """Decode settings that cannot be used (one-line message)."""
 
 
-@dataclass(frozen=True)
-class DecodeDefaults:
-    """Score threshold, NMS threshold (pixels at the model's input width) and the most lanes to return.
+_P = TypeVar("_P", bound="DecodeParams")
 
-    Built and checked once where they are given (convert's --conf/--nms/--top-k, a data set's preset, a
-    client call), then carried as this object: manifest "decode" → config.pbtxt ``edge_deploy.decode`` →
-    the client and the pipeline models.
+
+@dataclass(frozen=True)
+class DecodeParams:
+    """A family's decode parameters: the base of each family's own frozen dataclass.
+
+    Built and checked once where they are given (convert's options, a data set's preset, a client
+    call), then carried as this object: manifest "decode" -> config.pbtxt ``edge_deploy.decode`` ->
+    the client and the pipeline models, whose decoder module takes them as keyword arguments
+    (``decode_outputs(outputs, image_size=..., model_width=..., **params.to_dict())``). Every
+    family's parameters include `top_k`, the most lanes returned (server-side pipelines pad to it).
     """
+
+    title: ClassVar[str] = "this family's"  # for messages: "UFLDv2 decoding has no ..."
+
+    def __post_init__(self) -> None:
+        top_k = self.top_k
+        if isinstance(top_k, bool) or not isinstance(top_k, (int, float, np.integer)) or int(top_k) != top_k \
+                or top_k < 1:
+            raise DecodeDefaultsError(f"top_k must be an integer >= 1, got {self.top_k!r}")
+        object.__setattr__(self, "top_k", int(top_k))
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    def overridden(self: _P, **values: Any) -> _P:
+        """These parameters with the given (not None) values in their place; a name this family's
+        decoding does not take is a DecodeDefaultsError naming the ones it does."""
+        given = {key: value for key, value in values.items() if value is not None}
+        unknown = sorted(set(given) - set(self.names()))
+        if unknown:
+            raise DecodeDefaultsError(f"{self.title} decoding has no {' or '.join(unknown)}; it takes "
+                                      f"{', '.join(self.names())}")
+        return replace(self, **given)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: list(v) if isinstance(v, tuple) else v for name, v in
+                ((name, getattr(self, name)) for name in self.names())}
+
+    @classmethod
+    def from_dict(cls: type[_P], data: Mapping[str, Any]) -> _P:
+        if not isinstance(data, Mapping):
+            raise DecodeDefaultsError(f"decode defaults must be a mapping, got {type(data).__name__}")
+        required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+        missing, unknown = required - set(data), set(data) - set(cls.names())
+        if missing or unknown:
+            raise DecodeDefaultsError(
+                f"{cls.title} decode defaults " + "; ".join(
+                    [*([f"lack {', '.join(sorted(missing))}"] if missing else []),
+                     *([f"have unknown keys {', '.join(sorted(unknown))}"] if unknown else [])]))
+        return cls(**dict(data))
+
+    def narrows(self, server: DecodeParams) -> bool:
+        """Whether lanes decoded on the server with `server` can be cut down to these parameters here
+        (server-side pipelines): by default only a smaller top_k."""
+        return all(getattr(self, n) == getattr(server, n) for n in self.names() if n != "top_k") \
+            and self.top_k <= server.top_k
+
+    def narrow(self, lanes: list[Lane], server: DecodeParams) -> list[Lane]:
+        """`lanes` decoded with `server`, cut down to these parameters (see `narrows`)."""
+        return lanes[: self.top_k]
+
+
+@dataclass(frozen=True)
+class DecodeDefaults(DecodeParams):
+    """Score threshold, NMS threshold (pixels at the model's input width) and the most lanes to return:
+    the decode parameters of anchor-based families (LaneATT)."""
 
     conf_threshold: float
     nms_threshold: float
     top_k: int
+    title: ClassVar[str] = "score/NMS"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         try:
             conf, nms = float(self.conf_threshold), float(self.nms_threshold)
         except (TypeError, ValueError):
@@ -70,31 +134,20 @@ class DecodeDefaults:
             raise DecodeDefaultsError(f"conf_threshold must be a finite number, got {self.conf_threshold!r}")
         if not (math.isfinite(nms) and nms >= 0):
             raise DecodeDefaultsError(f"nms_threshold must be a finite number >= 0, got {self.nms_threshold!r}")
-        top_k = self.top_k
-        if isinstance(top_k, bool) or not isinstance(top_k, (int, float, np.integer)) or int(top_k) != top_k \
-                or top_k < 1:
-            raise DecodeDefaultsError(f"top_k must be an integer >= 1, got {self.top_k!r}")
         object.__setattr__(self, "conf_threshold", conf)
         object.__setattr__(self, "nms_threshold", nms)
-        object.__setattr__(self, "top_k", int(top_k))
 
-    def overridden(self, conf_threshold: float | None = None, nms_threshold: float | None = None,
-                   top_k: int | None = None) -> DecodeDefaults:
-        """These defaults with the given values in their place."""
-        given = {"conf_threshold": conf_threshold, "nms_threshold": nms_threshold, "top_k": top_k}
-        return replace(self, **{key: value for key, value in given.items() if value is not None})
+    def narrows(self, server: DecodeParams) -> bool:
+        """A higher score threshold and a smaller top_k can be applied to the server's lanes; NMS cannot."""
+        if not isinstance(server, DecodeDefaults):
+            return False
+        return (self.conf_threshold >= server.conf_threshold and self.top_k <= server.top_k
+                and math.isclose(self.nms_threshold, server.nms_threshold))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"conf_threshold": self.conf_threshold, "nms_threshold": self.nms_threshold, "top_k": self.top_k}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> DecodeDefaults:
-        if not isinstance(data, Mapping):
-            raise DecodeDefaultsError(f"decode defaults must be a mapping, got {type(data).__name__}")
-        missing = {"conf_threshold", "nms_threshold", "top_k"} - set(data)
-        if missing:
-            raise DecodeDefaultsError(f"decode defaults lack {', '.join(sorted(missing))}")
-        return cls(data["conf_threshold"], data["nms_threshold"], data["top_k"])
+    def narrow(self, lanes: list[Lane], server: DecodeParams) -> list[Lane]:
+        if self.conf_threshold > getattr(server, "conf_threshold", self.conf_threshold):
+            lanes = [lane for lane in lanes if lane.score > self.conf_threshold]
+        return lanes[: self.top_k]
 
 
 @dataclass(frozen=True)
@@ -115,10 +168,12 @@ class TensorSpec:
 
 @dataclass(frozen=True)
 class DatasetPreset:
-    """What a family's official checkpoints of one data set need beyond the model: its decode defaults."""
+    """What a family's official checkpoints of one data set need beyond the model: decode defaults and,
+    where it differs from the family's, preprocessing."""
 
     name: str
-    decode: DecodeDefaults
+    decode: DecodeParams
+    preprocess: PreprocessSpec | None = None
 
 
 @dataclass
@@ -157,9 +212,9 @@ class LoadedModel:
     sample_shape: tuple[int, ...]  # per-sample input shape (without batch)
     source: dict[str, Any]  # the manifest's "source" section; source["trained"] is False for seeded weights
     family: "LaneFamily | None" = None  # None: found from the exported outputs (edge_deploy.lanedet.family)
-    decode: DecodeDefaults | None = None  # the decode defaults the model was trained for (None: the family's)
-
-
+    decode: DecodeParams | None = None  # the decode defaults the model was trained for (None: the family's)
+    preprocess: PreprocessSpec | None = None  # its preprocessing (None: the family's, at the model's input size)
+    output_names: tuple[str, ...] | None = None  # the names its outputs are exported under (None: --output-name)
 
 
 class LaneFamily(ABC):
@@ -168,15 +223,18 @@ class LaneFamily(ABC):
     name: str  # as recorded in manifests and configs, and as `convert NAME`
     title: str  # for people: "LaneATT"
     preprocess: PreprocessSpec
-    decode_defaults: DecodeDefaults
+    decode_defaults: DecodeParams
     datasets: Mapping[str, DatasetPreset] = {}
     decoder_module: str  # dotted name of the self-contained decoder module (see the module docstring)
-    max_points: int  # points per lane at most
 
     @abstractmethod
     def lane_outputs(self, outputs: Sequence[TensorSpec], has_batch: bool) -> tuple[TensorSpec, ...]:
         """The outputs the decoder reads, in its order, or ValueError (why, in one line that continues
         "model NAME ...") when `outputs` are not this family's. `has_batch`: shapes lead with the batch axis."""
+
+    @abstractmethod
+    def max_points(self, lane_outputs: Sequence[TensorSpec]) -> int:
+        """The most points a lane decoded from these outputs (`lane_outputs`' result) has."""
 
     def matches(self, outputs: Sequence[TensorSpec], has_batch: bool) -> bool:
         try:
@@ -185,19 +243,22 @@ class LaneFamily(ABC):
             return False
         return True
 
-    def decode_preset(self, dataset: str | None) -> DecodeDefaults:
+    def decode_preset(self, dataset: str | None) -> DecodeParams:
         """The decode defaults of `dataset` (the family's own without one)."""
         return self.datasets[dataset].decode if dataset in self.datasets else self.decode_defaults
 
     def decoder(self) -> ModuleType:
         return importlib.import_module(self.decoder_module)
 
-    def decode(self, outputs: Sequence[np.ndarray], params: DecodeDefaults, image_size: tuple[float, float],
+    def decode_type(self) -> type[DecodeParams]:
+        """The class of this family's decode parameters (a manifest's "decode" is read with it)."""
+        return type(self.decode_defaults)
+
+    def decode(self, outputs: Sequence[np.ndarray], params: DecodeParams, image_size: tuple[float, float],
                model_width: float) -> list[Lane]:
         """One image's lane outputs (in `lane_outputs` order) -> lanes in an image of `image_size` (H, W)."""
-        return self.decoder().decode_outputs(
-            outputs, conf_threshold=params.conf_threshold, nms_threshold=params.nms_threshold, top_k=params.top_k,
-            image_size=image_size, model_width=model_width)
+        return self.decoder().decode_outputs(outputs, image_size=image_size, model_width=model_width,
+                                             **params.to_dict())
 
     def decoder_sources(self) -> dict[str, bytes]:
         """The files a server-side postprocess model imports: decode.py (this family's decoder) and lane.py."""
@@ -217,7 +278,7 @@ class LaneFamily(ABC):
 # --------------------------------------------------------------------------- registry
 
 # Built-in families, imported on first use: name -> module whose FAMILY attribute is the instance.
-_BUILTIN = {"laneatt": "edge_deploy.lanedet.laneatt"}
+_BUILTIN = {"laneatt": "edge_deploy.lanedet.laneatt", "ufldv2": "edge_deploy.lanedet.ufldv2"}
 _REGISTRY: dict[str, LaneFamily] = {}
 
 

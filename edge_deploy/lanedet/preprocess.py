@@ -1,6 +1,7 @@
 """Camera frame (HxWx3 uint8) -> model input (NCHW float32/float16), into a preallocated buffer.
 
-Steps: optional crop (a view), cv2.resize into a preallocated HxWx3 uint8 buffer,
+Steps: optional crop (a view), cv2.resize into a preallocated HxWx3 uint8 buffer (or, with
+`resized_height`, a taller one whose bottom H rows are kept, as UFLDv2's test transform does),
 cv2.split into three uint8 planes (the HWC -> CHW transpose, and the colour swap
 when the frame's order differs from the model's), then one 256-entry look-up
 table per channel applied with cv2.LUT straight into the output planes. The
@@ -67,6 +68,10 @@ class PreprocessSpec:
     resizing, {"top", "bottom", "left", "right"} (missing sides are 0). With a
     crop, decoded lanes are in the cropped frame: decode with image_size =
     `crop_box(...)` height/width and add its top/left.
+
+    resized_height: None, or the height frames are resized to (at `width`) before the
+    bottom `height` rows are kept (UFLDv2: input_height / crop_ratio). Decoders map
+    lanes to the whole frame themselves (the model was trained on this view).
     """
 
     height: int = 360
@@ -77,6 +82,7 @@ class PreprocessSpec:
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
     interpolation: str = "bicubic"
     crop: Mapping[str, int] | None = field(default=None, hash=False)
+    resized_height: int | None = None
     layout: str = "NCHW"
 
     def __post_init__(self) -> None:
@@ -90,6 +96,13 @@ class PreprocessSpec:
             if isinstance(value, bool) or as_int != value or not 1 <= as_int <= 16384:
                 raise PreprocessSpecError(f"preprocess {name} must be a positive integer, got {value!r}")
             set_(self, name, as_int)
+        if self.resized_height is not None:
+            value = self.resized_height
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+                    or not self.height <= value <= 16384:
+                raise PreprocessSpecError(f"preprocess resized_height must be null or an integer from height "
+                                          f"({self.height}) to 16384, got {value!r}")
+            set_(self, "resized_height", int(value))
         color = str(self.color).lower()
         if color not in COLORS:
             raise PreprocessSpecError(f"preprocess color must be 'bgr' or 'rgb', got {self.color!r}")
@@ -147,6 +160,7 @@ class PreprocessSpec:
             "std": list(self.std),
             "interpolation": self.interpolation,
             "crop": None if self.crop is None else dict(self.crop),
+            "resized_height": self.resized_height,
             "layout": self.layout,
         }
 
@@ -214,7 +228,7 @@ class Preprocessor:
             )
         self.output = out
         self._target = out.view(np.uint16) if dt == np.float16 else out
-        self._resized = np.empty((self.spec.height, self.spec.width, 3), dtype=np.uint8)
+        self._resized = np.empty((self.spec.resized_height or self.spec.height, self.spec.width, 3), dtype=np.uint8)
         self._planes = [np.empty((self.spec.height, self.spec.width), dtype=np.uint8) for _ in range(3)]
         self._interp = INTERPOLATIONS[self.spec.interpolation]
         self._luts = self._make_luts()
@@ -250,12 +264,13 @@ class Preprocessor:
         if self.spec.crop is not None:
             top, left, h, w = self.spec.crop_box(frame.shape[0], frame.shape[1])
             frame = frame[top : top + h, left : left + w]
-        if frame.shape[:2] == (self.spec.height, self.spec.width):
-            resized = frame  # bicubic resize to the same size is a copy
+        height = self.spec.resized_height or self.spec.height
+        if frame.shape[:2] == (height, self.spec.width):
+            resized = frame  # a resize to the same size is a copy
         else:
-            resized = cv2.resize(
-                frame, (self.spec.width, self.spec.height), dst=self._resized, interpolation=self._interp
-            )
+            resized = cv2.resize(frame, (self.spec.width, height), dst=self._resized, interpolation=self._interp)
+        if height != self.spec.height:
+            resized = resized[height - self.spec.height:]  # the bottom rows: still C-contiguous
         cv2.split(resized, self._planes)
         swap = color != self.spec.color
         for c in range(3):

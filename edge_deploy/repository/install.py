@@ -32,7 +32,7 @@ from ..progress import Reporter
 from . import model_config as mc
 from .files import CONFIG, NewVersion, check_writable, clean_leftovers, publish, repository_error, repository_lock
 from .rollback import prune_versions, served_line
-from .runtime import check_model_signature, choose_runtime
+from .runtime import check_model_signature, check_plan_for_server, choose_runtime
 from .serving import load_order, pin_previous, policy_now, server_for
 from .versions import DEFAULT_REPOSITORY, INSTALL_RECORD, PIPELINE_SUFFIXES, check_name, versions
 
@@ -203,6 +203,8 @@ def install(
         chosen, why = choice.runtime, choice.why
         options = mc.ConfigOptions(max_queue_delay_us=max_queue_delay_us, instances=instances, warmup=warmup,
                                    fp16=choice.fp16)
+        if chosen == "tensorrt":
+            check_plan_for_server(manifest, tritonserver, force, reporter)
         check_model_signature(artifact, manifest, chosen, options, force, reporter)
         items = _plan_versions(artifact, manifest, name, chosen, options, pipeline)
         check_writable(repository)

@@ -247,7 +247,8 @@ def _add_lane_outputs(config: Any, manifest: Manifest) -> None:
     """LANES, SCORES, NUM_POINTS, NUM_LANES, padded to the decode's top_k lanes of the family's max_points."""
     pb = _pb()
     top_k = manifest.decode.top_k
-    max_points = manifest.lane_family().max_points
+    family = manifest.lane_family()
+    max_points = family.max_points(family.lane_outputs(manifest.io.outputs, manifest.io.batch.dynamic))
     config.output.add(name=LANES, data_type=pb.TYPE_FP32, dims=[top_k, max_points, 2])
     config.output.add(name=SCORES, data_type=pb.TYPE_FP32, dims=[top_k])
     config.output.add(name=NUM_POINTS, data_type=pb.TYPE_INT32, dims=[top_k])

@@ -113,6 +113,25 @@ def check_plan_fingerprint(manifest: Manifest, force: bool, reporter: Reporter) 
         reporter.warn(f"installing a plan that does not fit this machine because of --force: {'; '.join(differences)}")
 
 
+def check_plan_for_server(manifest: Manifest, tritonserver: Path | str | None, force: bool,
+                          reporter: Reporter) -> None:
+    """Refuse a plan the tritonserver found here cannot deserialize (its TensorRT backend links another
+    TensorRT than the one the plan was built with) unless `force`; nothing to check without a server."""
+    from ..serve.discovery import find_tritonserver
+    from ..serve.server_tensorrt import plan_refusal, server_tensorrt
+
+    try:
+        found = find_tritonserver(tritonserver, prepare=False)
+    except EdgeDeployError:
+        return
+    server = server_tensorrt(found)
+    line = plan_refusal("this artifact", manifest, server, found) if server is not None else None
+    if line and not force:
+        raise RepositoryError(f"{line}; --force installs it anyway.")
+    if line:
+        reporter.warn(f"installing because of --force: {line}")
+
+
 def check_model_signature(artifact: Path, manifest: Manifest, runtime: str, options: mc.ConfigOptions,
                           force: bool, reporter: Reporter) -> None:
     """The file the runtime serves must have the manifest's I/O (config.pbtxt is written from the manifest)."""

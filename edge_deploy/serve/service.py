@@ -20,6 +20,7 @@ from .discovery import TritonInstall, find_tritonserver
 from .logfile import MIN_MAX_BYTES
 from .network import network_policy
 from .record import state_dir
+from .server_tensorrt import check_plans_load
 
 if TYPE_CHECKING:
     from ..progress import Reporter
@@ -160,6 +161,8 @@ def serve(
     system_service = scope == "system" and not options.foreground
     cache = SYSTEM_CACHE if system_service and su.effective_uid() == 0 else None
     install = find_tritonserver(options.tritonserver, cache_dir=cache, prepare=not options.print_unit)
+    if not options.print_unit:
+        check_plans_load(install, options.model_repository)
     reporter.info(f"using {install.describe()}")
     if options.http and not install.has_option("--http-restricted-api"):
         reporter.warn("this tritonserver (before 2.40) cannot restrict its HTTP model-repository API to the key: "

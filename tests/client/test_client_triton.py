@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from needs import torch_or_skip
 from edge_deploy.artifact import Manifest
 from manifest_files import manifest_json, write_manifest_json
 from conftest import free_port
@@ -175,7 +176,7 @@ def server(tmp_path_factory, laneatt, laneatt16io, tiny_artifact, tiny16_artifac
 
 
 def test_served_lanes_equal_torch_model_plus_local_decode(server, laneatt, laneatt_data):
-    torch = pytest.importorskip("torch")
+    torch = torch_or_skip()
     from edge_deploy.lanedet.laneatt.model import build_laneatt
     from edge_deploy.lanedet.preprocess import Preprocessor
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from needs import torch_or_skip
 
 from edge_deploy.artifact import Manifest
 from edge_deploy.evaluate.datasets import synthetic_frames
@@ -28,7 +29,7 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory) -> tuple[Path, dict, str]:
-    pytest.importorskip("torch")
+    torch_or_skip()
     out = tmp_path_factory.mktemp("eval") / "artifact"
     result = cli("convert", "laneatt", "--checkpoint", str(WEIGHTS), "--backbone", "resnet18", "--dataset", "culane",
                  "--output", str(out), "--target", "onnx", "--max-batch", "1", "--eval-data", "synthetic:4")

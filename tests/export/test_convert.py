@@ -22,12 +22,14 @@ from manifest_files import manifest_json, write_manifest_json
 from edge_deploy.artifact import Manifest, sha256_file
 from edge_deploy.engine.options import EngineOptions
 from edge_deploy.convert import _engine_module, convert
+from needs import torch_or_skip
+
 from edge_deploy.errors import ConvertError, EngineError
 from edge_deploy.export.settings import ExportSettings, batch_range
 from edge_deploy.export.source import SourceSpec, load_source
 from edge_deploy.parity import tolerance_report
 
-torch = pytest.importorskip("torch")
+torch = torch_or_skip()
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 

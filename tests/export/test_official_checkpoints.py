@@ -13,7 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
+from needs import torch_or_skip
+
+torch = torch_or_skip()
 
 from edge_deploy.lanedet.laneatt.model import LaneATT, build_laneatt, load_checkpoint
 from edge_deploy.parity import ort_session

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import free_port
-from toy_family import register
+from needs import torch_or_skip
+
+torch_or_skip()  # the toy family is a torch model (tests/support/toy_family.py)
+from triton_helpers import serving
+from toy_family import register  # noqa: E402
 
 from edge_deploy.artifact import Manifest
 from edge_deploy.lanedet.contract import PARAM_FAMILY
@@ -31,9 +34,6 @@ def toy_served(tmp_path_factory):
     from edge_deploy.export.settings import ExportSettings
     from edge_deploy.export.source import SourceSpec
     from edge_deploy.repository.install import install
-    from edge_deploy.serve.argv import ServerOptions
-    from edge_deploy.serve.discovery import find_tritonserver
-    from edge_deploy.serve.process import TritonProcess
 
     register()
     work = tmp_path_factory.mktemp("toy")
@@ -41,14 +41,8 @@ def toy_served(tmp_path_factory):
                      target="onnx")
     repo = work / "repo"
     install(result.artifact_dir, repo, "toy", runtime="python", pipeline=True)
-    proc = TritonProcess(find_tritonserver(cache_dir=work / "cache"),
-                         ServerOptions(model_repository=repo, grpc_port=free_port()), work / "triton.log")
-    proc.start()
-    try:
-        proc.wait_ready(120)
+    with serving(repo, work) as proc:
         yield result.artifact_dir, repo, proc
-    finally:
-        proc.stop(timeout=15)
 
 
 def _expected(artifact: Path, frame: np.ndarray, fp16: bool):

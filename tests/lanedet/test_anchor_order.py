@@ -6,7 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
+from needs import torch_or_skip
+
+torch = torch_or_skip()
 
 from edge_deploy.lanedet.laneatt import anchor_order as AO
 

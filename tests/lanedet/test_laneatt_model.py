@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from needs import torch_or_skip
 
-torch = pytest.importorskip("torch")
+torch = torch_or_skip()
 
 from laneatt_reference import (  # noqa: E402
     reference_anchors,

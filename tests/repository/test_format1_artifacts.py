@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import free_port
+from triton_helpers import serving
 
 from edge_deploy.artifact import Manifest
 from edge_deploy.lanedet.contract import PARAM_FAMILY
@@ -20,23 +20,14 @@ FORMAT1 = Path(__file__).resolve().parents[1] / "data" / "format1"
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     from edge_deploy.repository.install import install
-    from edge_deploy.serve.argv import ServerOptions
-    from edge_deploy.serve.discovery import find_tritonserver
-    from edge_deploy.serve.process import TritonProcess
 
     work = tmp_path_factory.mktemp("format1")
     arts = {name: Path(shutil.copytree(FORMAT1 / name, work / name)) for name in ("tiny_fp16", "tiny_fused")}
     repo = work / "repo"
     install(arts["tiny_fp16"], repo, "tiny", runtime="python", pipeline=True)
     install(arts["tiny_fused"], repo, "tinyf", runtime="python")
-    proc = TritonProcess(find_tritonserver(cache_dir=work / "cache"),
-                         ServerOptions(model_repository=repo, grpc_port=free_port()), work / "triton.log")
-    proc.start()
-    try:
-        proc.wait_ready(120)
+    with serving(repo, work) as proc:
         yield arts, repo, proc
-    finally:
-        proc.stop(timeout=15)
 
 
 def _frames() -> list[np.ndarray]:

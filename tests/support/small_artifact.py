@@ -129,3 +129,55 @@ def make_fused_artifact(out: Path, anchors_npy: Path, *, frame_size: tuple[int, 
     fuse_artifact(out, manifest, frame_size)
     manifest.write(out)
     return out
+
+
+def make_ufldv2_artifact(out: Path, dataset: str = "culane", *, seed: int = 0) -> Path:
+    """A negligible-compute stand-in for a converted UFLDv2 artifact with the data set's real I/O: input
+    [B, 3, 320, W] -> loc_row, loc_col, exist_row, exist_col (a global average pool of the input feeds one
+    linear layer whose outputs are split and reshaped like the official model's), for client benchmarks."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from edge_deploy.lanedet.ufldv2 import FAMILY as UFLDV2
+    from edge_deploy.lanedet.ufldv2.decode import OUTPUT_NAMES
+    from edge_deploy.lanedet.ufldv2.presets import PRESETS
+
+    p = PRESETS[dataset]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    shapes = [(p.cells_row, p.rows, p.lanes), (p.cells_col, p.cols, p.lanes), (2, p.rows, p.lanes),
+              (2, p.cols, p.lanes)]
+    rng = np.random.default_rng(seed)
+    weight = rng.normal(0.0, 2.0, (3, p.total_dim)).astype(np.float32)
+    bias = rng.normal(0.0, 1.0, p.total_dim).astype(np.float32)
+    bias[-2 * p.lanes * (p.rows + p.cols):] += 0.5  # exist logits lean to "exists": lanes are drawn
+    nodes = [helper.make_node("GlobalAveragePool", ["input"], ["pooled"]),
+             helper.make_node("Flatten", ["pooled"], ["flat"], axis=1),
+             helper.make_node("MatMul", ["flat", "W"], ["mm"]),
+             helper.make_node("Add", ["mm", "B"], ["lin"]),
+             helper.make_node("Split", ["lin", "sizes"], [f"{n}_flat" for n in OUTPUT_NAMES], axis=1)]
+    inits = [numpy_helper.from_array(weight, "W"), numpy_helper.from_array(bias, "B"),
+             numpy_helper.from_array(np.array([int(np.prod(s)) for s in shapes], np.int64), "sizes")]
+    for name, shape in zip(OUTPUT_NAMES, shapes):
+        inits.append(numpy_helper.from_array(np.array([-1, *shape], np.int64), f"{name}_shape"))
+        nodes.append(helper.make_node("Reshape", [f"{name}_flat", f"{name}_shape"], [name]))
+    hw = (p.input_height, p.input_width)
+    graph = helper.make_graph(nodes, "tiny_ufldv2",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, *hw])],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", *s])
+                               for n, s in zip(OUTPUT_NAMES, shapes)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(out / "model.onnx"))
+    preset = UFLDV2.datasets[dataset]
+    Manifest(
+        io=IOSignature((TensorSpec("input", "FP32", (-1, 3, *hw)),),
+                       tuple(TensorSpec(n, "FP32", (-1, *s)) for n, s in zip(OUTPUT_NAMES, shapes)),
+                       BatchRange(1, 1, 4, True)),
+        preprocess=preset.preprocess, decode=preset.decode, precision=Precision.FP32, family="ufldv2",
+        tool={"name": "edge-deploy", "version": "test"}, created="2026-11-24T07:00:00Z",
+        source={"kind": "factory", "spec": "tests/support/small_artifact.py", "trained": False},
+        files={"model.onnx": file_entry(out / "model.onnx")},
+    ).write(out)
+    return out

@@ -31,7 +31,9 @@ class ToyFamily(LaneFamily):
     preprocess = PreprocessSpec(height=INPUT[1], width=INPUT[2], color="rgb", scale=1 / 255, interpolation="bilinear")
     decode_defaults = DecodeDefaults(0.5, 0.0, 3)
     decoder_module = "toy_lane_decoder"
-    max_points = 2
+
+    def max_points(self, lane_outputs: Sequence[TensorSpec]) -> int:
+        return 2
 
     def lane_outputs(self, outputs: Sequence[TensorSpec], has_batch: bool) -> tuple[TensorSpec, ...]:
         for tensor in outputs:

@@ -4,7 +4,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Iterator
 
 # Errors a GPU-less machine always logs (no CUDA driver): at startup, and when an ensemble loads.
 CPU_ONLY_NOISE = ("CudaDriverHelper has not been initialized", "CUDA driver version is insufficient")
@@ -71,3 +73,23 @@ def run_cli(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.Comp
     """`python -m edge_deploy ARGS` in cli_env(tmp_path)."""
     return subprocess.run([sys.executable, "-m", "edge_deploy", *args], env=cli_env(tmp_path), capture_output=True,
                           text=True, timeout=timeout)
+
+
+@contextmanager
+def serving(repo: Path, work: Path, timeout: float = 120) -> Iterator[Any]:
+    """The real bundled tritonserver serving `repo` on a free loopback port (logs and cache under `work`), for
+    module-scoped fixtures; yields the ready TritonProcess and stops it afterwards."""
+    from conftest import free_port
+
+    from edge_deploy.serve.argv import ServerOptions
+    from edge_deploy.serve.discovery import find_tritonserver
+    from edge_deploy.serve.process import TritonProcess
+
+    proc = TritonProcess(find_tritonserver(cache_dir=work / "cache"),
+                         ServerOptions(model_repository=repo, grpc_port=free_port()), work / "triton.log")
+    proc.start()
+    try:
+        proc.wait_ready(timeout)
+        yield proc
+    finally:
+        proc.stop(timeout=15)

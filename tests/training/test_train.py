@@ -5,8 +5,9 @@ import csv
 
 import numpy as np
 import pytest
+from needs import torch_or_skip
 
-torch = pytest.importorskip("torch")
+torch = torch_or_skip()
 
 from edge_deploy.lanedet.laneatt import anchors as A  # noqa: E402
 from edge_deploy.lanedet.laneatt.model import LaneATT, load_checkpoint  # noqa: E402

@@ -34,7 +34,9 @@ class LaneATTFamily(LaneFamily):
         "llamas": DatasetPreset("llamas", decode_defaults),
     }
     decoder_module = "edge_deploy.lanedet.laneatt.decode"
-    max_points = N_OFFSETS
+
+    def max_points(self, lane_outputs: Sequence[TensorSpec]) -> int:
+        return N_OFFSETS
 
     def lane_outputs(self, outputs: Sequence[TensorSpec], has_batch: bool) -> tuple[TensorSpec, ...]:
         def sample(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -55,10 +57,11 @@ class LaneATTFamily(LaneFamily):
         from ..._deps import require
         from ...errors import ConvertError
         from ...fsutil import sha256_file
+
+        require("torch", "converting LaneATT from PyTorch")  # before .model, which imports torch
         from .anchors import N_ANCHORS
         from .model import build_laneatt
 
-        require("torch", "converting LaneATT from PyTorch")
         if spec.input_shape is not None and tuple(spec.input_shape[1:]) != INPUT_SHAPE:
             raise ConvertError(
                 f"LaneATT takes 3x360x640 input, not --input-shape {','.join(map(str, spec.input_shape))}; "

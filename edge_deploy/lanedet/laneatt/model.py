@@ -11,8 +11,6 @@ the N x N matrix (zero diagonal) by a fixed reshape/concat layout instead of non
 """
 from __future__ import annotations
 
-import re
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +19,9 @@ import torch
 from torch import Tensor, nn
 
 from ...errors import CheckpointError, ConvertError
+from ..checkpoint import backbone_hint, fit_problems, state_dict_from, torch_load
 from . import anchors as A
-from .resnet import BLOCKS_PER_STAGE, OUT_CHANNELS, resnet_features
+from ..resnet import BLOCKS_PER_STAGE, OUT_CHANNELS, resnet_features
 
 BACKBONES = tuple(BLOCKS_PER_STAGE)
 ANCHOR_FEAT_CHANNELS = 64
@@ -114,64 +113,15 @@ def _zeros_like_slice(t: Tensor, width: int = 1) -> Tensor:
     return t[..., :width] * 0.0
 
 
-def _first(names: list[str], count: int = 3) -> str:
-    shown = ", ".join(names[:count])
-    return shown + (", ..." if len(names) > count else "")
-
-
 def _guess_shape(state: dict[str, Tensor]) -> str:
     """What the checkpoint looks like, to tell the user which options fit it."""
-    hints = []
-    if "feature_extractor.6.5.conv1.weight" in state:
-        hints.append("--backbone resnet34")
-    elif "feature_extractor.6.1.conv1.weight" in state:
-        hints.append("--backbone resnet18")
+    hints = [hint for hint in [backbone_hint(state, "feature_extractor.6")] if hint]
     attention = state.get("attention_layer.weight")
     if isinstance(attention, Tensor) and attention.ndim == 2:
         n = attention.shape[0] + 1
         anchors = "all anchors (no --topk-anchors)" if n == A.N_ANCHORS else f"--topk-anchors {n} (and its --anchors-freq)"
         hints.append(anchors)
     return " and ".join(hints)
-
-
-def _state_dict_from(obj: Any) -> dict[str, Tensor] | None:
-    if isinstance(obj, dict) and isinstance(obj.get("model"), dict):
-        obj = obj["model"]
-    if isinstance(obj, dict) and obj and all(isinstance(k, str) and isinstance(v, Tensor) for k, v in obj.items()):
-        return obj
-    return None
-
-
-def _torch_load(path: Path, what: str, resave: str, error: type[ConvertError] = CheckpointError) -> Any:
-    """torch.load with weights_only=True: a checkpoint is data, and a pickle we are handed must
-    not run code. Failures become one-line errors."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # e.g. "Detected pickle protocol 4": the error below says what matters
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises pickle, zip (RuntimeError), EOF and other errors for bad files
-        text = str(exc)
-        # torch < 2.6 says "Unsupported global: GLOBAL x.y", newer ones "unsupported GLOBAL x.y whose module ..."
-        unsafe = re.search(r"[Uu]nsupported (?:global: )?GLOBAL ([\w.]+)", text)
-        if unsafe:
-            raise error(
-                f"{what} {path} holds Python objects ({unsafe.group(1)}) that are not unpickled for safety; "
-                f"if you trust the file, re-save just the tensors: {resave}"
-            ) from exc
-        detail = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
-        reason = detail.group(1) if detail else (text.strip().split(". ")[0].splitlines() or [""])[0]
-        reason = reason[:120] or type(exc).__name__
-        if "Weights only load failed" in text:
-            # The safe loader read the file and refused what is in it: it is not damaged.
-            raise error(
-                f"{what} {path} is a pickle the safe loader (torch.load weights_only=True) refuses ({reason}); "
-                f"it may carry code, which edge-deploy never runs: if you trust the file, re-save just the "
-                f"tensors: {resave}"
-            ) from exc
-        raise error(
-            f"cannot read {what} {path}: not a readable torch file, corrupt or truncated ({reason}); "
-            "re-download it or re-save it with torch.save"
-        ) from exc
 
 
 def load_checkpoint(model: LaneATT, path: Path | str) -> LaneATT:
@@ -182,28 +132,14 @@ def load_checkpoint(model: LaneATT, path: Path | str) -> LaneATT:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} not found; pass the path of a LaneATT .pt file with --checkpoint")
-    obj = _torch_load(path, "checkpoint", "torch.save(torch.load(path, weights_only=False)['model'], 'weights.pt')")
-    state = _state_dict_from(obj)
+    obj = torch_load(path, "checkpoint", "torch.save(torch.load(path, weights_only=False)['model'], 'weights.pt')")
+    state = state_dict_from(obj)
     if state is None:
         raise CheckpointError(
             f"checkpoint {path} holds no state_dict (expected {{'model': state_dict}} or a bare state_dict of tensors)"
         )
-    expected = model.state_dict()
-    missing = [k for k in expected if k not in state]
-    unexpected = [k for k in state if k not in expected]
-    misshaped = [
-        f"{k} {list(state[k].shape)} vs {list(v.shape)}"
-        for k, v in expected.items()
-        if k in state and state[k].shape != v.shape
-    ]
-    if missing or unexpected or misshaped:
-        problems = []
-        if missing:
-            problems.append(f"{len(missing)} missing ({_first(missing)})")
-        if unexpected:
-            problems.append(f"{len(unexpected)} unexpected ({_first(unexpected)})")
-        if misshaped:
-            problems.append(f"{len(misshaped)} mis-shaped (checkpoint vs model: {_first(misshaped, 2)})")
+    problems = fit_problems(model.state_dict(), state)
+    if problems:
         guess = _guess_shape(state)
         advice = (
             f"it looks trained with {guess}: pass those options"
@@ -212,7 +148,7 @@ def load_checkpoint(model: LaneATT, path: Path | str) -> LaneATT:
         )
         raise CheckpointError(
             f"checkpoint {path} does not fit LaneATT-{model.backbone} with {model.num_anchors} anchors: "
-            f"{'; '.join(problems)}; {advice}"
+            f"{problems}; {advice}"
         )
     model.load_state_dict(state, strict=True)
     return model
@@ -223,7 +159,7 @@ def load_anchor_frequency(path: Path | str) -> np.ndarray:
     path = Path(path)
     if not path.is_file():
         raise ConvertError(f"anchor-frequency file {path} not found; pass e.g. culane_anchors_freq.pt with --anchors-freq")
-    obj = _torch_load(path, "anchor-frequency file", "torch.save(torch.as_tensor(freq), 'anchors_freq.pt')", ConvertError)
+    obj = torch_load(path, "anchor-frequency file", "torch.save(torch.as_tensor(freq), 'anchors_freq.pt')", ConvertError)
     if not isinstance(obj, Tensor) or obj.ndim != 1 or obj.shape[0] != A.N_ANCHORS:
         shape = list(obj.shape) if isinstance(obj, Tensor) else type(obj).__name__
         raise ConvertError(
@@ -250,7 +186,7 @@ def _checkpoint_anchors(path: Path | str) -> int | None:
     """How many anchors a checkpoint's attention layer was trained with (None when it cannot tell)."""
     if not Path(path).is_file():
         return None
-    state = _state_dict_from(_torch_load(Path(path), "checkpoint", "torch.save(state_dict, 'weights.pt')"))
+    state = state_dict_from(torch_load(Path(path), "checkpoint", "torch.save(state_dict, 'weights.pt')"))
     attention = (state or {}).get("attention_layer.weight")
     return int(attention.shape[0]) + 1 if isinstance(attention, Tensor) and attention.ndim == 2 else None
 

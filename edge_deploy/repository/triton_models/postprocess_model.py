@@ -26,10 +26,9 @@ class TritonPythonModel:
         with open(os.path.join(version_dir, "manifest.json")) as fh:
             manifest = json.load(fh)
         config = json.loads(args["model_config"])
-        decode = manifest["decode"]
-        self.conf = float(decode["conf_threshold"])
-        self.nms = float(decode["nms_threshold"])
-        self.top_k = int(decode["top_k"])
+        # The family's decode parameters, passed to its decoder by name (every family's include top_k).
+        self.decode = dict(manifest["decode"])
+        self.top_k = int(self.decode["top_k"])
         size = {"ORIGINAL_SIZE"}
         # The family's lane outputs, in the order its decoder takes them (install wrote them as this config's inputs).
         self.lane_inputs = [t["name"] for t in config["input"] if t["name"] not in size]
@@ -54,8 +53,7 @@ class TritonPythonModel:
         c = self.crop
         height = int(size[0]) - c["top"] - c["bottom"]
         width = int(size[1]) - c["left"] - c["right"]
-        lanes = decode_outputs(outputs, conf_threshold=self.conf, nms_threshold=self.nms,
-                               top_k=self.top_k, image_size=(height, width), model_width=self.model_width)
+        lanes = decode_outputs(outputs, image_size=(height, width), model_width=self.model_width, **self.decode)
         points = np.full((self.top_k, self.max_points, 2), np.nan, np.float32)
         scores = np.zeros(self.top_k, np.float32)
         counts = np.zeros(self.top_k, np.int32)

@@ -1,10 +1,14 @@
-"""ResNet-18/34 feature extractors (torchvision has no CPU build here, so the project has its own).
+"""ResNet-18/34 feature extractors shared by the lane families (torchvision has no CPU build here, so
+the project has its own).
 
-The layout matches `torchvision.models.resnet*` without avgpool/fc, so official LaneATT
-checkpoints load by key: Sequential children 0 conv1, 1 bn1, 2 relu, 3 maxpool, 4..7 layer1..4;
-blocks named conv1, bn1, conv2, bn2 and downsample.0 (1x1 conv) / downsample.1 (BN).
+The layout matches `torchvision.models.resnet*` without avgpool/fc, so official checkpoints load by
+key: Sequential children 0 conv1, 1 bn1, 2 relu, 3 maxpool, 4..7 layer1..4 (LaneATT), or the same
+children by those names (`named=True`, UFLDv2); blocks named conv1, bn1, conv2, bn2 and
+downsample.0 (1x1 conv) / downsample.1 (BN).
 """
 from __future__ import annotations
+
+from collections import OrderedDict
 
 from torch import Tensor, nn
 
@@ -42,21 +46,23 @@ def _stage(in_channels: int, channels: int, n_blocks: int, stride: int) -> nn.Se
     return nn.Sequential(*blocks)
 
 
-def resnet_features(name: str) -> nn.Sequential:
-    """ResNet-18/34 without avgpool/fc: [B, 3, H, W] -> [B, 512, ceil(H/32), ceil(W/32)]."""
+def resnet_features(name: str, *, named: bool = False) -> nn.Sequential:
+    """ResNet-18/34 without avgpool/fc: [B, 3, H, W] -> [B, 512, ceil(H/32), ceil(W/32)]; children
+    numbered 0..7, or named conv1, bn1, relu, maxpool, layer1..layer4 with `named`."""
     if name not in BLOCKS_PER_STAGE:
         raise ValueError(f"unknown backbone {name!r}; choose one of {', '.join(BLOCKS_PER_STAGE)}")
     counts = BLOCKS_PER_STAGE[name]
-    net = nn.Sequential(
-        nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False),
-        nn.BatchNorm2d(64),
-        nn.ReLU(inplace=True),
-        nn.MaxPool2d(3, stride=2, padding=1),
-        _stage(64, 64, counts[0], 1),
-        _stage(64, 128, counts[1], 2),
-        _stage(128, 256, counts[2], 2),
-        _stage(256, OUT_CHANNELS, counts[3], 2),
-    )
+    children = OrderedDict([
+        ("conv1", nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)),
+        ("bn1", nn.BatchNorm2d(64)),
+        ("relu", nn.ReLU(inplace=True)),
+        ("maxpool", nn.MaxPool2d(3, stride=2, padding=1)),
+        ("layer1", _stage(64, 64, counts[0], 1)),
+        ("layer2", _stage(64, 128, counts[1], 2)),
+        ("layer3", _stage(128, 256, counts[2], 2)),
+        ("layer4", _stage(256, OUT_CHANNELS, counts[3], 2)),
+    ])
+    net = nn.Sequential(children) if named else nn.Sequential(*children.values())
     for module in net.modules():
         if isinstance(module, nn.Conv2d):
             nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")

@@ -1,0 +1,90 @@
+"""Reading official checkpoints safely, and saying in one line why one does not fit a model (torch).
+
+Shared by the families' loaders: `torch_load` (weights_only, so a pickle we are handed never runs
+code), `state_dict_from` ({'model': state_dict} or a bare state_dict) and `fit_problems` (the
+missing, unexpected and mis-shaped keys a strict load would refuse).
+"""
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from torch import Tensor
+
+from ..errors import CheckpointError, ConvertError
+
+
+def first(names: list[str], count: int = 3) -> str:
+    shown = ", ".join(names[:count])
+    return shown + (", ..." if len(names) > count else "")
+
+
+def state_dict_from(obj: Any) -> dict[str, Tensor] | None:
+    if isinstance(obj, dict) and isinstance(obj.get("model"), dict):
+        obj = obj["model"]
+    if isinstance(obj, dict) and obj and all(isinstance(k, str) and isinstance(v, Tensor) for k, v in obj.items()):
+        return obj
+    return None
+
+
+def backbone_hint(state: Mapping[str, Tensor], stage3: str) -> str | None:
+    """"--backbone resnet34" / "resnet18" from the depth of ResNet's third stage (`stage3`: its key prefix, e.g.
+    "model.layer3"), or None when the checkpoint has neither."""
+    if f"{stage3}.5.conv1.weight" in state:
+        return "--backbone resnet34"
+    if f"{stage3}.1.conv1.weight" in state:
+        return "--backbone resnet18"
+    return None
+
+
+def fit_problems(expected: Mapping[str, Tensor], state: Mapping[str, Tensor]) -> str:
+    """What a strict load of `state` into a model whose state_dict is `expected` would refuse ("" when it fits)."""
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    misshaped = [f"{k} {list(state[k].shape)} vs {list(v.shape)}"
+                 for k, v in expected.items() if k in state and state[k].shape != v.shape]
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} missing ({first(missing)})")
+    if unexpected:
+        problems.append(f"{len(unexpected)} unexpected ({first(unexpected)})")
+    if misshaped:
+        problems.append(f"{len(misshaped)} mis-shaped (checkpoint vs model: {first(misshaped, 2)})")
+    return "; ".join(problems)
+
+
+def torch_load(path: Path, what: str, resave: str, error: type[ConvertError] = CheckpointError) -> Any:
+    """torch.load with weights_only=True: a checkpoint is data, and a pickle we are handed must
+    not run code. Failures become one-line errors."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "Detected pickle protocol 4": the error below says what matters
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises pickle, zip (RuntimeError), EOF and other errors for bad files
+        text = str(exc)
+        # torch < 2.6 says "Unsupported global: GLOBAL x.y", newer ones "unsupported GLOBAL x.y whose module ..."
+        unsafe = re.search(r"[Uu]nsupported (?:global: )?GLOBAL ([\w.]+)", text)
+        if unsafe:
+            raise error(
+                f"{what} {path} holds Python objects ({unsafe.group(1)}) that are not unpickled for safety; "
+                f"if you trust the file, re-save just the tensors: {resave}"
+            ) from exc
+        detail = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
+        reason = detail.group(1) if detail else (text.strip().split(". ")[0].splitlines() or [""])[0]
+        reason = reason[:120] or type(exc).__name__
+        if "Weights only load failed" in text:
+            # The safe loader read the file and refused what is in it: it is not damaged.
+            raise error(
+                f"{what} {path} is a pickle the safe loader (torch.load weights_only=True) refuses ({reason}); "
+                f"it may carry code, which edge-deploy never runs: if you trust the file, re-save just the "
+                f"tensors: {resave}"
+            ) from exc
+        raise error(
+            f"cannot read {what} {path}: not a readable torch file, corrupt or truncated ({reason}); "
+            "re-download it or re-save it with torch.save"
+        ) from exc
+
+

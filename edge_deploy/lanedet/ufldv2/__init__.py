@@ -1,0 +1,136 @@
+"""The UFLDv2 family (Ultra-Fast-Lane-Detection v2): row- and column-anchor classification, four outputs
+per image (docs/design.md, "UFLDv2").
+
+presets.py holds the official data-set configurations; decode.py is the self-contained decoder;
+model.py needs torch (imported by `load`); `FAMILY` is what the registry hands out.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
+
+from ..family import DatasetPreset, DecodeDefaultsError, DecodeParams, LaneFamily, LoadedModel, SourceSpec, TensorSpec
+from ..preprocess import PreprocessSpec
+from .decode import COL_ANCHOR, LOCAL_WIDTH, NUM_LANES, OUTPUT_NAMES, TOP_K
+from .presets import PRESETS, UFLDv2Preset
+
+DEFAULT_DATASET, DEFAULT_BACKBONE = "culane", "resnet18"
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+_FLOATS = ("FP32", "FP16")
+
+
+@dataclass(frozen=True)
+class UFLDv2Decode(DecodeParams):
+    """UFLDv2's decode parameters: the anchors' (start, end) as fractions of the image height (rows) and
+    width (columns), the local window around each argmax, and the most lanes to return."""
+
+    row_anchor: tuple[float, float]
+    col_anchor: tuple[float, float] = COL_ANCHOR
+    local_width: int = LOCAL_WIDTH
+    top_k: int = TOP_K
+    title: ClassVar[str] = "UFLDv2"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("row_anchor", "col_anchor"):
+            value = getattr(self, name)
+            try:
+                start, end = (float(v) for v in value)
+            except (TypeError, ValueError):
+                raise DecodeDefaultsError(f"{name} must be (start, end), two numbers, got {value!r}") from None
+            if not (math.isfinite(start) and math.isfinite(end) and 0.0 <= start <= end <= 1.0):
+                raise DecodeDefaultsError(f"{name} must be (start, end) with 0 <= start <= end <= 1, got {value!r}")
+            object.__setattr__(self, name, (start, end))
+        width = self.local_width
+        if isinstance(width, bool) or not isinstance(width, int) or width < 0:
+            raise DecodeDefaultsError(f"local_width must be an integer >= 0, got {width!r}")
+
+
+def preset_preprocess(preset: UFLDv2Preset) -> PreprocessSpec:
+    """The official test transform: RGB, resize to (input_height / crop_ratio, input_width), /255, ImageNet
+    mean/std, the bottom input_height rows. The official resize is PIL's antialiased bilinear (torchvision
+    Resize on a PIL image); OpenCV's area interpolation is the closest fast one when shrinking (measured
+    against PIL: BENCHMARKS.md, "UFLDv2 preprocessing"), closer than OpenCV's bilinear, which does not
+    antialias."""
+    return PreprocessSpec(height=preset.input_height, width=preset.input_width, color="rgb", scale=1.0 / 255.0,
+                          mean=IMAGENET_MEAN, std=IMAGENET_STD, interpolation="area",
+                          resized_height=preset.resized_height)
+
+
+def preset_decode(preset: UFLDv2Preset) -> UFLDv2Decode:
+    return UFLDv2Decode(row_anchor=preset.row_anchor, col_anchor=preset.col_anchor)
+
+
+class UFLDv2Family(LaneFamily):
+    name = "ufldv2"
+    title = "UFLDv2"
+    preprocess = preset_preprocess(PRESETS[DEFAULT_DATASET])
+    decode_defaults = preset_decode(PRESETS[DEFAULT_DATASET])
+    datasets = {name: DatasetPreset(name, preset_decode(p), preset_preprocess(p)) for name, p in PRESETS.items()}
+    decoder_module = "edge_deploy.lanedet.ufldv2.decode"
+
+    def lane_outputs(self, outputs: Sequence[TensorSpec], has_batch: bool) -> tuple[TensorSpec, ...]:
+        by_name = {t.name: t for t in outputs}
+        if not all(name in by_name for name in OUTPUT_NAMES):
+            shapes = ", ".join(f"{t.name} {list(t.shape)}" for t in outputs)
+            raise ValueError(f"returns {shapes}; a UFLDv2 model returns {', '.join(OUTPUT_NAMES)} (the official "
+                             "output names): check --model.")
+        chosen = tuple(by_name[name] for name in OUTPUT_NAMES)
+        shapes = [t.shape[1:] if has_batch else t.shape for t in chosen]
+        loc_row, loc_col, exist_row, exist_col = shapes
+        fits = (all(len(s) == 3 and s[-1] == NUM_LANES and min(s) > 0 for s in shapes)
+                and exist_row == (2, *loc_row[1:]) and exist_col == (2, *loc_col[1:]))
+        if not fits or any(t.datatype not in _FLOATS for t in chosen):
+            described = ", ".join(f"{t.name} {t.datatype} {list(t.shape)}" for t in chosen)
+            raise ValueError(f"has {described}; UFLDv2 decoding needs FP32/FP16 loc_* [cells, anchors, {NUM_LANES}] "
+                             f"and exist_* [2, anchors, {NUM_LANES}] per image: check the exported model.")
+        return chosen
+
+    def max_points(self, lane_outputs: Sequence[TensorSpec]) -> int:
+        return max(t.shape[-2] for t in lane_outputs)  # a lane has at most one point per anchor
+
+    def load(self, spec: SourceSpec) -> LoadedModel:
+        from ..._deps import require
+        from ...errors import ConvertError
+        from ...fsutil import sha256_file
+
+        laneatt_only = [flag for flag, value in (("--anchors-freq", spec.anchors_freq),
+                                                 ("--topk-anchors", spec.topk_anchors),
+                                                 ("--anchor-order", spec.anchor_order)) if value is not None]
+        if laneatt_only:
+            raise ConvertError(f"{' and '.join(laneatt_only)} only appl{'ies' if len(laneatt_only) == 1 else 'y'} "
+                               "to LaneATT; UFLDv2 takes --dataset, --backbone and --checkpoint.")
+        dataset, backbone = spec.dataset or DEFAULT_DATASET, spec.backbone or DEFAULT_BACKBONE
+        if dataset not in PRESETS:
+            raise ConvertError(f"UFLDv2 has no --dataset {dataset} preset; use {' or '.join(PRESETS)}.")
+        preset = PRESETS[dataset]
+        shape = (3, preset.input_height, preset.input_width)
+        if spec.input_shape is not None and tuple(spec.input_shape[1:]) != shape:
+            raise ConvertError(f"UFLDv2 for {dataset} takes {shape[1]}x{shape[2]} input, not --input-shape "
+                               f"{','.join(map(str, spec.input_shape))}; drop --input-shape.")
+        require("torch", "converting UFLDv2 from PyTorch")
+        from .model import BACKBONES, build_ufldv2
+
+        if backbone not in BACKBONES:
+            raise ConvertError(f"UFLDv2 has no --backbone {backbone}; use {' or '.join(BACKBONES)} (the official "
+                               "checkpoints' backbones).")
+        module = build_ufldv2(dataset, backbone, spec.checkpoint, spec.seed)
+        trained = spec.checkpoint is not None
+        source: dict[str, Any] = {
+            "kind": "ufldv2",
+            "spec": "ufldv2",
+            "backbone": backbone,
+            "dataset": dataset,
+            "checkpoint": None if spec.checkpoint is None else {
+                "path": str(Path(spec.checkpoint).resolve()), "sha256": sha256_file(Path(spec.checkpoint))},
+            "parameters": sum(p.numel() for p in module.parameters()),
+            "trained": trained,
+            "seed": None if trained else spec.seed,
+        }
+        return LoadedModel(module, shape, source, self, decode=preset_decode(preset),
+                           preprocess=preset_preprocess(preset), output_names=OUTPUT_NAMES)
+
+
+FAMILY = UFLDv2Family()

@@ -1,0 +1,212 @@
+"""UFLDv2 from an official-format checkpoint to served lanes: strict checkpoint loading (DDP prefixes, the
+wrong data set refused with the --dataset that fits), `convert ufldv2` per data set with ONNX equal to the
+in-project PyTorch model, and the served model (raw + client decoding, and the --pipeline) giving the lanes
+of the local decode, through the real bundled tritonserver and LaneDetClient.
+
+The checkpoints are random-weight ones written in the official format ({'model': state_dict}, keys
+prefixed `module.` as DDP training saves them); their key names are checked against the official
+parsingNet's layout written out below (torchvision's ResNet names, `pool`, `cls.{0,1,3}`), so the
+checkpoint format is not merely our own model's. The CULane model is the real size (206 M parameters,
+825 MB FP32): its test is marked slow and exports without the FP16 copy and the simplifier.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from triton_helpers import run_cli, serving
+from needs import torch_or_skip
+from ufldv2_checkpoints import write_official_checkpoint
+
+from edge_deploy.artifact import Manifest
+from edge_deploy.errors import CheckpointError
+from edge_deploy.lanedet.ufldv2.decode import OUTPUT_NAMES
+from edge_deploy.lanedet.ufldv2.presets import PRESETS
+
+torch = torch_or_skip()  # UFLDv2 checkpoints and export need torch (the [torch] extra)
+
+
+def official_keys(backbone: str, fc_norm: bool) -> set[str]:
+    """The state_dict keys of the official parsingNet (use_aux=False): torchvision ResNet-18/34 under `model.`,
+    the 1x1 conv `pool`, and `cls` = [LayerNorm | Identity, Linear, ReLU, Linear]."""
+    keys = {"model.conv1.weight", *(f"model.bn1.{p}" for p in ("weight", "bias", "running_mean", "running_var",
+                                                                "num_batches_tracked"))}
+    blocks = {"resnet18": (2, 2, 2, 2), "resnet34": (3, 4, 6, 3)}[backbone]
+    bn = ("weight", "bias", "running_mean", "running_var", "num_batches_tracked")
+    for stage, count in enumerate(blocks, start=1):
+        for b in range(count):
+            prefix = f"model.layer{stage}.{b}"
+            keys |= {f"{prefix}.conv1.weight", f"{prefix}.conv2.weight"}
+            keys |= {f"{prefix}.bn{i}.{p}" for i in (1, 2) for p in bn}
+            if b == 0 and stage > 1:
+                keys |= {f"{prefix}.downsample.0.weight", *(f"{prefix}.downsample.1.{p}" for p in bn)}
+    keys |= {"pool.weight", "pool.bias", "cls.1.weight", "cls.1.bias", "cls.3.weight", "cls.3.bias"}
+    if fc_norm:
+        keys |= {"cls.0.weight", "cls.0.bias"}
+    return keys
+
+
+def _frames(size: tuple[int, int]) -> list[np.ndarray]:
+    from edge_deploy.training.synthetic import scene
+
+    return [scene(9_000_000 + i, size[1], size[0]).frame for i in range(3)]
+
+
+def _max_relative(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-12))
+
+
+def _check_onnx_equals_torch(artifact: Path, checkpoint: Path, dataset: str) -> None:
+    from edge_deploy.lanedet.ufldv2.model import build_ufldv2
+    from edge_deploy.parity import ort_session
+
+    model = build_ufldv2(dataset, "resnet18", checkpoint)
+    preset = PRESETS[dataset]
+    x = np.random.default_rng(1).normal(0, 1, (2, 3, preset.input_height, preset.input_width)).astype(np.float32)
+    with torch.no_grad():
+        expected = [t.numpy() for t in model(torch.from_numpy(x))]
+    session = ort_session(artifact / "model.onnx")
+    assert [i.name for i in session.get_inputs()] == ["input"]
+    assert [o.name for o in session.get_outputs()] == list(OUTPUT_NAMES)  # existing TensorRT code keeps working
+    got = session.run(list(OUTPUT_NAMES), {"input": x})
+    for name, a, b in zip(OUTPUT_NAMES, got, expected):
+        assert a.shape == b.shape
+        assert _max_relative(a, b) <= 1e-3, name
+
+
+@pytest.fixture(scope="module")
+def tusimple(ufldv2_artifact):
+    """(work directory, DDP checkpoint, artifact) of the suite's `convert ufldv2 --dataset tusimple --checkpoint`."""
+    checkpoint, artifact = ufldv2_artifact
+    return artifact.parent, checkpoint, artifact
+
+
+def test_official_checkpoint_keys_are_the_official_layout() -> None:
+    from edge_deploy.lanedet.ufldv2.model import UFLDv2
+
+    for dataset in PRESETS:
+        for backbone in ("resnet18", "resnet34"):
+            preset = PRESETS[dataset]
+            with torch.device("meta"):  # names and shapes only: no 800 MB of weights
+                model = UFLDv2(preset, backbone)
+            state = model.state_dict()
+            assert set(state) == official_keys(backbone, preset.fc_norm)
+            assert tuple(state["cls.3.weight"].shape) == (preset.total_dim, 2048)
+            assert tuple(state["cls.1.weight"].shape) == (2048, preset.feature_size)
+    assert PRESETS["culane"].total_dim == 91_224 and PRESETS["culane"].feature_size == 4_000
+
+
+def test_tusimple_checkpoint_converts_to_onnx_equal_to_the_pytorch_model(tusimple) -> None:
+    _, checkpoint, artifact = tusimple
+    _check_onnx_equals_torch(artifact, checkpoint, "tusimple")
+    manifest = Manifest.read(artifact)
+    assert manifest.family == "ufldv2" and manifest.source["dataset"] == "tusimple"
+    assert manifest.source["trained"] is True and manifest.source["checkpoint"]["sha256"]
+    assert manifest.decode.row_anchor == pytest.approx((160 / 720, 710 / 720))
+    spec = manifest.preprocess
+    assert (spec.height, spec.width, spec.resized_height, spec.color) == (320, 800, 400, "rgb")
+    assert [t.name for t in manifest.io.outputs] == list(OUTPUT_NAMES)
+    lanes = manifest.fp16_onnx["verify"]["lanes"]  # the FP16 lane check: same lanes, mean |dx| <= 1 px
+    assert manifest.fp16_onnx["verify"]["passed"] and lanes["lanes_fp16"] == lanes["lanes_fp32"] > 0
+
+
+@pytest.mark.slow
+def test_culane_checkpoint_converts_to_onnx_equal_to_the_pytorch_model(tmp_path) -> None:
+    from edge_deploy.convert import convert
+    from edge_deploy.export.settings import ExportSettings
+    from edge_deploy.export.source import SourceSpec
+    from edge_deploy.precision import Precision
+
+    checkpoint = write_official_checkpoint(tmp_path / "culane_res18.pth", "culane")
+    result = convert(SourceSpec(model="ufldv2", dataset="culane", checkpoint=checkpoint), tmp_path / "art",
+                     ExportSettings(precision=Precision.FP32, simplify=False), target="onnx")
+    _check_onnx_equals_torch(result.artifact_dir, checkpoint, "culane")
+    manifest = Manifest.read(result.artifact_dir)
+    assert manifest.source["parameters"] == 206_300_640  # the issue's 206 M (825 MB FP32)
+    assert manifest.preprocess.resized_height == 533 and manifest.decode.row_anchor == (0.42, 1.0)
+
+
+def test_a_checkpoint_of_the_other_data_set_is_refused_naming_the_dataset_that_fits(tusimple) -> None:
+    from edge_deploy.lanedet.ufldv2.model import build_ufldv2
+
+    _, checkpoint, _ = tusimple
+    with pytest.raises(CheckpointError) as refused:
+        build_ufldv2("culane", "resnet18", checkpoint)
+    message = str(refused.value)
+    assert "does not fit UFLDv2-resnet18 for culane" in message and "--dataset tusimple" in message
+    assert "cls.0.weight" in message  # culane's LayerNorm, which a tusimple checkpoint has not
+    with pytest.raises(CheckpointError, match="--backbone resnet18"):
+        build_ufldv2("tusimple", "resnet34", checkpoint)
+
+
+def test_convert_cli_refuses_the_wrong_dataset_in_one_line(tusimple, tmp_path) -> None:
+    _, checkpoint, _ = tusimple
+    done = run_cli(tmp_path, "convert", "ufldv2", "--dataset", "culane", "--checkpoint", str(checkpoint),
+                   "-o", str(tmp_path / "out"), "--target", "onnx", timeout=300)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert len(lines) == 1 and "--dataset tusimple" in lines[0], done.stderr
+    assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+def test_laneatt_only_options_unknown_presets_and_score_options_are_refused(tmp_path) -> None:
+    from edge_deploy.errors import ConvertError
+    from edge_deploy.export.source import SourceSpec
+    from edge_deploy.lanedet.family import get_family
+
+    family = get_family("ufldv2")
+    with pytest.raises(ConvertError, match="no --dataset llamas preset"):
+        family.load(SourceSpec(model="ufldv2", dataset="llamas"))
+    with pytest.raises(ConvertError, match="--topk-anchors only applies to LaneATT"):
+        family.load(SourceSpec(model="ufldv2", topk_anchors=100))
+    with pytest.raises(ConvertError, match="no --backbone resnet50"):
+        family.load(SourceSpec(model="ufldv2", dataset="tusimple", backbone="resnet50"))
+    done = run_cli(tmp_path, "convert", "ufldv2", "--dataset", "tusimple", "--conf", "0.3", "-o",
+                   str(tmp_path / "out"), "--target", "onnx", timeout=300)
+    assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "UFLDv2 decoding has no conf_threshold" in done.stderr and "export ONNX" not in done.stdout
+
+
+# --------------------------------------------------------------------------- served
+
+
+@pytest.fixture(scope="module")
+def served(tusimple):
+    from edge_deploy.repository.install import install
+
+    work, _, artifact = tusimple
+    repo = work / "repo"
+    install(artifact, repo, "ufld", runtime="python", pipeline=True)
+    with serving(repo, work, timeout=180) as proc:
+        yield artifact, repo, proc
+
+
+@pytest.mark.triton
+def test_served_ufldv2_lanes_raw_and_pipeline_equal_the_local_decode(served) -> None:
+    from edge_deploy.client.sync_client import LaneDetClient
+    from edge_deploy.evaluate.runners import OnnxRunner
+    from edge_deploy.repository.versions import read_config
+
+    artifact, repo, proc = served
+    post = read_config(repo, "ufld_postprocess")
+    assert [list(t.dims) for t in post.output][0] == [4, 56, 2]  # top_k lanes of the most anchors (56 rows)
+    local = OnnxRunner(artifact, "fp16")  # install served model_fp16.onnx, as convert recorded FP16
+    drawn = 0
+    with LaneDetClient(proc.url, "ufld") as raw, LaneDetClient(proc.url, "ufld_pipeline") as pipeline:
+        assert raw.model.family.name == "ufldv2" and pipeline.model.kind == "pipeline"
+        for frame in _frames((720, 1280)):
+            expected = local.detect(frame)
+            for client in (raw, pipeline):
+                lanes = client.detect(frame)
+                assert len(lanes) == len(expected)
+                for got, want in zip(lanes, expected):
+                    np.testing.assert_allclose(got.points, want.points, atol=1e-3)
+                    assert got.score == pytest.approx(want.score, abs=1e-4)
+            drawn += len(expected)
+            if expected:
+                (best,) = raw.detect(frame, top_k=1)
+                assert best.score == pytest.approx(max(lane.score for lane in expected), abs=1e-4)
+        assert drawn > 0
+        with pytest.raises(Exception, match="UFLDv2 decoding has no conf_threshold"):
+            raw.detect(_frames((720, 1280))[0], conf_threshold=0.9)
