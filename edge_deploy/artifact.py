@@ -149,6 +149,11 @@ class FusedFrame:
 # --------------------------------------------------------------------------- the manifest
 
 
+def _plain_file_name(name: str) -> bool:
+    """A name with no directory part, so that artifact_dir / name stays inside the artifact."""
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
+
+
 @dataclass
 class Manifest:
     """manifest.json as one object: the typed seams every stage reads, and the stages' reports as records.
@@ -214,6 +219,10 @@ class Manifest:
         except (KeyError, TypeError, ValueError, DecodeDefaultsError, PreprocessSpecError) as exc:
             raise ManifestError(f"{where} is damaged ({type(exc).__name__}: {exc}); re-run `edge-deploy convert`.") \
                 from None
+        for name in files:
+            if not _plain_file_name(name):
+                raise ManifestError(f"{where} lists the file {name!r}, which is not a plain file name inside the "
+                                    "artifact (a manifest names only files beside it); re-run `edge-deploy convert`.")
         records = {key: data.get(key) if isinstance(data.get(key), dict) else None for key in _RECORDS}
         return cls(io=io, preprocess=preprocess, decode=decode, precision=precision, family=data.get("family"),
                    source=dict(data.get("source") or {}), files=files, tool=dict(data.get("tool") or {}),

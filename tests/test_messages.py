@@ -119,3 +119,52 @@ def test_bad_numbers_and_usage_errors_are_one_line(tmp_path, args, needle) -> No
     line = error(cli(*args, cwd=tmp_path))
     assert needle in line
     assert list(tmp_path.iterdir()) == []  # nothing was written (infer's default --out is ./lanes)
+
+
+# --- issue 26: messages that blamed the wrong thing --------------------------------------------------------
+
+
+def test_rollback_of_a_repository_that_does_not_exist_says_so(tmp_path) -> None:
+    line = error(cli("rollback", "lanedet", "--repository", str(tmp_path / "nowhere"), cwd=tmp_path))
+    assert f"model repository {tmp_path / 'nowhere'} does not exist" in line and "has no model" not in line
+
+
+def test_infer_on_a_directory_reads_its_images_or_says_it_has_none(tmp_path) -> None:
+    from edge_deploy.cli.infer import image_paths
+    from edge_deploy.errors import FrameError
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    line = error(cli("infer", str(empty), "--url", "127.0.0.1:1", cwd=tmp_path))
+    assert f"{empty} is a directory with no images in it" in line and "does not exist" not in line
+    (empty / "notes.txt").write_text("no image\n")
+    with pytest.raises(FrameError, match="is a directory with no images"):
+        image_paths([empty])
+    for name in ("b.JPG", "a.png"):
+        (empty / name).write_bytes(b"x")
+    assert image_paths([empty, tmp_path / "c.png"]) == [empty / "a.png", empty / "b.JPG", tmp_path / "c.png"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--synthetic", "0"], "--synthetic 0: give the number of synthetic frames to score, 1 or more"),
+    (["--synthetic", "-1"], "--synthetic -1: give the number of synthetic frames to score, 1 or more"),
+    (["--synthetic", "2", "--seed", "-4"], "--seed -4: the first synthetic evaluation seed is 0 or more"),
+])
+def test_evaluate_synthetic_counts_are_named_as_options(tmp_path, args, needle) -> None:
+    line = error(cli("evaluate", "--url", "127.0.0.1:1", *args, cwd=tmp_path))
+    assert needle in line
+
+
+def test_a_manifest_naming_files_outside_the_artifact_is_refused_as_such(tmp_path) -> None:
+    import json
+    import shutil
+
+    artifact = tmp_path / "art"
+    shutil.copytree(REPO_ROOT / "tests/data/format1/tiny_fp16", artifact)
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    for bad in ("../../../etc/passwd", "/etc/passwd", "sub/model.onnx", ".."):
+        manifest["files"] = {bad: {"sha256": "0" * 64, "bytes": 1}}
+        (artifact / "manifest.json").write_text(json.dumps(manifest))
+        line = error(cli("install", str(artifact), "--repository", str(tmp_path / "repo"), cwd=tmp_path))
+        assert f"lists the file {bad!r}, which is not a plain file name inside the artifact" in line, line
+        assert "changed after convert" not in line and not (tmp_path / "repo").exists()

@@ -55,6 +55,10 @@ def evaluate(
     if served_model is not None and url is None:
         raise EvaluationError("--model names a served model: give its server with --url HOST:PORT too.")
     model = model or f"grpc://{url}/{served_model or 'lanedet'}"
+    if synthetic is not None and synthetic < 1:
+        raise EvaluationError(f"--synthetic {synthetic}: give the number of synthetic frames to score, 1 or more.")
+    if seed < 0:
+        raise EvaluationError(f"--seed {seed}: the first synthetic evaluation seed is 0 or more.")
     sources = [s for s in (data, tusimple, synthetic) if s]
     if len(sources) != 1:
         raise EvaluationError("give exactly one of --data LIST, --tusimple LABELS or --synthetic N.")

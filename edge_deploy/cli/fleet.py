@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ..fleet.role_vars import parse_extra_vars
 from .app import app
 
 fleet_app = typer.Typer(help="A fleet of vehicles: status, and the commands the Ansible role runs on a vehicle.",
@@ -18,26 +19,6 @@ VarsOpt = Annotated[Optional[list[str]], typer.Option(
     "--extra-vars", "-e", help="Role variables for every host: KEY=VALUE, JSON, or @FILE (repeatable).")]
 LimitOpt = Annotated[Optional[str], typer.Option("--limit", help="Only these hosts (an Ansible host pattern).")]
 UserOpt = Annotated[bool, typer.Option("--user", help="The user scope's state directory (serve --user).")]
-
-
-def _extra_vars(items: list[str] | None) -> dict[str, Any]:
-    from ..fleet.policy import FleetError
-
-    out: dict[str, Any] = {}
-    for item in items or []:
-        try:
-            if item.startswith("@"):
-                out.update(json.loads(Path(item[1:]).read_text()))
-            elif item.lstrip().startswith("{"):
-                out.update(json.loads(item))
-            else:
-                key, sep, value = item.partition("=")
-                if not sep or not key:
-                    raise ValueError("not KEY=VALUE")
-                out[key] = value
-        except (OSError, ValueError) as exc:
-            raise FleetError(f"--extra-vars {item!r} is not KEY=VALUE, a JSON object or @FILE with one ({exc}).") from exc
-    return out
 
 
 @app.command()
@@ -58,7 +39,7 @@ def rollout(
     from ..fleet.policy import FleetError
     from ..fleet.rollout import rollout as do_rollout
 
-    variables = _extra_vars(extra_vars)
+    variables = parse_extra_vars(extra_vars)
     if name is not None:
         variables["edge_deploy_model_name"] = name
     if keep is not None:
@@ -108,7 +89,7 @@ def status(
     """One row per vehicle: served version, manifest sha256, fingerprint, health, last rollout."""
     from ..fleet.rollout import fleet_status
 
-    reports = fleet_status(inventory, _extra_vars(extra_vars), limit)
+    reports = fleet_status(inventory, parse_extra_vars(extra_vars), limit)
     if as_json:
         typer.echo(json.dumps(reports, indent=2))
         return

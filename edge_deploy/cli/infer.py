@@ -23,6 +23,26 @@ class Transport(str, Enum):
 _DECODE = "Decoding (default: the model config's)"
 
 
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
+
+
+def image_paths(paths: list[Path]) -> list[Path]:
+    """The image files to run: each file as given, each directory as the images in it (sorted)."""
+    from ..errors import FrameError
+
+    out: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            out.append(path)
+            continue
+        found = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+        if not found:
+            raise FrameError(f"{path} is a directory with no images in it ({' '.join(IMAGE_SUFFIXES)}); pass image "
+                             "files, a directory holding some, or --synthetic N.")
+        out += found
+    return out
+
+
 def read_image(path: Path) -> Any:
     """An image file as an HxWx3 uint8 BGR array, or a one-line FrameError."""
     import cv2
@@ -110,7 +130,7 @@ def synthetic_frames(count: int, width: int = 1640, height: int = 590, seed: int
 @app.command()
 def infer(
     images: Annotated[Optional[list[str]], typer.Argument(
-        help="Image files (PNG/JPEG, any size), video files (.mp4 .avi .mkv .mov .webm), cameras (/dev/video0) or "
+        help="Image files (PNG/JPEG, any size) or directories of them, video files (.mp4 .avi .mkv .mov .webm), cameras (/dev/video0) or "
              "GStreamer pipelines ending in appsink.", show_default=False)] = None,
     url: Annotated[str, typer.Option(help="Triton gRPC address.")] = "127.0.0.1:8001",
     model: Annotated[str, typer.Option(help="Served model: the lane model NAME or NAME_pipeline.")] = "lanedet",
@@ -153,7 +173,7 @@ def infer(
     blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
     if blocker is not None:
         raise ClientError(f"--out {out} cannot be a directory: {blocker} is a file; pass a directory with --out.")
-    frames = [(str(p), read_image(p)) for p in paths]  # every file is checked before the first request
+    frames = [(str(p), read_image(p)) for p in image_paths(paths)]  # every file is checked before the first request
     for source in videos:
         open_video(source).release()
     if synthetic > 0:

@@ -118,26 +118,35 @@ def stop(user: UserOpt = False) -> None:
 
 @app.command()
 def status(user: UserOpt = False) -> None:
-    """Unit state, server and model readiness, and the versions served (exit 3 when not serving)."""
+    """Unit state (and any `serve --foreground` server), server and model readiness, the versions served
+    (exit 3 when not serving)."""
     from ..serve.service import scope_of
-    from ..serve.status import unit_status
+    from ..serve.status import serving_status
     from ..serve.systemd import UNIT_NAME
 
-    state = unit_status(user)
+    report = serving_status(user)
+    state = report.unit
     if state is None:
-        typer.echo(f"{UNIT_NAME} is not installed ({scope_of(user)}); start it with `edge-deploy serve{' --user' if user else ''}`")
-        raise typer.Exit(3)
-    props = state.properties
-    typer.echo(
-        f"{UNIT_NAME} ({state.scope}): {props.get('ActiveState', '?')} ({props.get('SubState', '?')}), "
-        f"{props.get('UnitFileState', '?')}, main PID {props.get('MainPID', '?')}, restarts {props.get('NRestarts', '?')}"
-    )
-    typer.echo(f"server {state.unit.url}: {state.server_state}; repository {state.unit.repository}")
-    certificate = state.certificate()
-    if certificate is not None:
-        typer.echo(f"TLS: {certificate}")
-    _print_models(state.health.models)
-    if not state.serving:
+        why = "systemd is not running here" if report.no_systemd else f"not installed ({scope_of(user)})"
+        typer.echo(f"{UNIT_NAME}: {why}" if report.foreground else f"{UNIT_NAME} is not installed ({scope_of(user)}); "
+                   f"start it with `edge-deploy serve{' --user' if user else ''}`")
+    else:
+        props = state.properties
+        typer.echo(
+            f"{UNIT_NAME} ({state.scope}): {props.get('ActiveState', '?')} ({props.get('SubState', '?')}), "
+            f"{props.get('UnitFileState', '?')}, main PID {props.get('MainPID', '?')}, restarts {props.get('NRestarts', '?')}"
+        )
+        typer.echo(f"server {state.unit.url}: {state.server_state}; repository {state.unit.repository}")
+        certificate = state.certificate()
+        if certificate is not None:
+            typer.echo(f"TLS: {certificate}")
+        _print_models(state.health.models)
+    for server in report.foreground:
+        record = server.record
+        typer.echo(f"{record.describe()}: server {record.url}: {server.server_state}; repository {record.repository}"
+                   f"{'; mutual TLS' if record.tls else ''}")
+        _print_models(server.health.models)
+    if not report.serving:
         raise typer.Exit(3)
 
 

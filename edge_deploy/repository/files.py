@@ -83,6 +83,7 @@ def clean_leftovers(repository: Path) -> list[Path]:
     """Remove what a killed install left behind (call under the repository lock); returns what was removed."""
     removed: list[Path] = []
     candidates = list(_staging_roots(repository))
+    candidates += list(repository.glob(".edge-deploy-state.json.*.tmp"))  # history's temporary files
     for model_dir in (p for p in repository.iterdir() if p.is_dir()):
         candidates += [p for p in model_dir.iterdir() if p.name.startswith(TMP_PREFIX) and p.is_dir()]
         candidates += list(model_dir.glob(f".{CONFIG}.*.tmp"))  # write_bytes_atomic's temporary files

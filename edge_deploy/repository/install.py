@@ -15,7 +15,9 @@ Versions and rollback: a new version is the highest + 1 and the config's
 version_policy is ``latest { num_versions: 1 }``, so the newest version is served.
 `rollback NAME --to V` rewrites the config for version V (from V's own manifest and
 install options) with ``specific { versions: [V] }``; the next install goes back to
-``latest 1``. Newer versions stay on disk until pruned with `--keep`.
+``latest 1``. Newer versions stay on disk until pruned with `--keep`, which never removes the
+version an install replaced nor one that serves (`rollback.prune_versions`; what served and what
+failed is recorded by `history`).
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from ..errors import EdgeDeployError, RepositoryError
 from ..progress import Reporter
 from . import model_config as mc
 from .files import CONFIG, NewVersion, check_writable, clean_leftovers, publish, repository_error, repository_lock
+from .history import record_failed, record_served
 from .rollback import prune_versions, served_line
 from .runtime import check_model_signature, check_plan_for_server, choose_runtime
 from .serving import load_order, pin_previous, policy_now, server_for
@@ -49,6 +52,7 @@ class InstallResult:
     repository: Path
     models: list[str]
     pruned: dict[str, list[int]] = field(default_factory=dict)
+    kept: dict[str, list[int]] = field(default_factory=dict)  # what is left of a model --keep pruned
     served: dict[str, list[int]] | None = None  # None: no running server for this repository
     server_url: str | None = None
     evaluation: str | None = None  # the F1 convert --eval-data recorded, one line
@@ -58,7 +62,8 @@ class InstallResult:
         lines = [f"installed {', '.join(self.models)} version {self.version} ({self.runtime}) in {self.repository}"]
         if self.evaluation:
             lines.append(self.evaluation)
-        lines += [f"pruned {m} versions {', '.join(map(str, v))}" for m, v in self.pruned.items()]
+        lines += [f"pruned {m} versions {', '.join(map(str, v))} (kept {', '.join(map(str, self.kept.get(m, [])))})"
+                  for m, v in self.pruned.items()]
         lines.append(served_line(self.served, self.server_url, self.repository))
         return "\n".join(lines)
 
@@ -240,17 +245,23 @@ def install(
                     admin.load_models(record, load_order(result.models))
                 except RepositoryError:
                     pin_previous(repository, previous)
+                    for model in result.models:  # counts for nothing when --keep prunes
+                        record_failed(repository, model, [version], "the server refused to load it")
                     raise
             result.served = {m: admin.served_versions(record.url, m, record.client_tls()) for m in result.models}
+            for model, served in result.served.items():
+                record_served(repository, model, served)
         if keep is not None:
             # Only now: the new version is complete on disk and, with a server, confirmed served.
-            # A failed load above has raised, so the versions that still serve are never pruned.
+            # A failed load above has raised, so the versions that still serve are never pruned; nor is
+            # the version this install replaced (what a failed rollout rolls back to): prune_versions.
             try:
                 for item in items:
                     served = (result.served or {}).get(item.model, [])
-                    pruned = prune_versions(repository, item.model, keep, served)
+                    pruned = prune_versions(repository, item.model, keep, served, replaced=previous[item.model])
                     if pruned:
                         result.pruned[item.model] = pruned
+                        result.kept[item.model] = versions(repository, item.model)
             except OSError as exc:
                 raise repository_error(f"prune old versions in {repository}", exc) from exc
     return result

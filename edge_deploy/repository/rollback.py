@@ -9,6 +9,7 @@ from ..errors import RepositoryError
 from ..fsutil import write_bytes_atomic
 from ..progress import Reporter
 from .files import CONFIG, check_writable, remove_tree, repository_error, repository_lock
+from .history import forget_removed, read_history, record_chosen, record_failed, record_served
 from .serving import load_order, pin_config, policy_now, server_for
 from .versions import PIPELINE_SUFFIXES, check_name, versions
 
@@ -50,13 +51,31 @@ def served_line(served: dict[str, list[int]] | None, url: str | None, repository
 
 
 
-def prune_versions(repository: Path, model: str, keep: int, served: list[int] | tuple[int, ...] = ()) -> list[int]:
-    """Remove the oldest versions beyond `keep`, never one the config selects or the server serves."""
+def prune_versions(
+    repository: Path, model: str, keep: int, served: list[int] | tuple[int, ...] = (),
+    replaced: list[int] | tuple[int, ...] = (),
+) -> list[int]:
+    """Remove MODEL's versions beyond the newest `keep` healthy ones; the versions removed.
+
+    Only healthy versions (not refused by a server, not rolled back from: `history`) count towards
+    `keep`. Never removed, whatever `keep`: a version the config selects or the server serves
+    (`served`), the versions `replaced` (what the config selected before an install: the version a
+    failed rollout rolls back to), the newest version a server confirmed serving that nobody rolled
+    back from, and the newest version on disk (install numbers versions highest + 1, so a number
+    never comes back for other files). The rule is written down in docs/serving.md.
+    """
     avail = versions(repository, model)
-    spared = set(policy_now(repository, model)) | set(served)
-    doomed = [v for v in avail[:-keep] if v not in spared] if len(avail) > keep else []
+    history = read_history(repository, model)
+    spared = set(policy_now(repository, model)) | set(served) | set(replaced) | set(avail[-1:])
+    good = history.last_good(avail)
+    if good is not None:
+        spared.add(good)
+    kept = set([v for v in avail if history.healthy(v)][-keep:])
+    doomed = [v for v in avail if v not in kept and v not in spared]
     for v in doomed:
         remove_tree(repository / model / str(v))
+    if doomed:
+        forget_removed(repository, model)
     return doomed
 
 
@@ -93,6 +112,9 @@ def rollback(
     reporter = reporter or Reporter()
     repository = Path(repository)
     check_name(name)
+    if not repository.is_dir():
+        raise RepositoryError(f"model repository {repository} does not exist; pass the --repository that "
+                              "`install` wrote to.")
     if not (repository / name / CONFIG).is_file():
         raise RepositoryError(f"{repository} has no model {name!r}; see `edge-deploy models --repository {repository}`.")
     avail = versions(repository, name)
@@ -105,7 +127,8 @@ def rollback(
                 f"{name} has no version older than the served {current or 'none'} (versions: "
                 f"{', '.join(map(str, avail)) or 'none'}); pass --to V."
             )
-        to = older[-1]
+        history = read_history(repository, name)
+        to = ([v for v in older if history.healthy(v)] or older)[-1]  # skip versions that failed before
     if to not in avail:
         raise RepositoryError(
             f"{name} has no version {to} (versions: {', '.join(map(str, avail)) or 'none'}); pick one of them with --to."
@@ -138,6 +161,14 @@ def rollback(
                     admin.load_models(record, load_order(models))
                 except RepositoryError:
                     restore()  # the server keeps serving what it served: make the configs say so again
+                    for model in models:
+                        record_failed(repository, model, [to], "the server refused to load it")
                     raise
             result.served = {m: admin.served_versions(record.url, m, record.client_tls()) for m in models}
+        # What pruning must know: the versions moved away from failed; the one chosen is good again.
+        for model in models:
+            record_chosen(repository, model, to)
+            record_failed(repository, model, [v for v in current if v > to], f"rolled back to version {to}")
+            if result.served is not None and to in result.served.get(model, []):
+                record_served(repository, model, [to])
     return result

@@ -124,11 +124,13 @@ def wait_healthy(
     alive: "Callable[[], str | None] | None" = None,
     headers: dict[str, str] | None = None,
     tls=None,  # noqa: ANN001 - edge_deploy.client.tls.TLSConfig
+    probe: "Callable[[], Health] | None" = None,
 ) -> Health:
     """Poll until the server and `models` are ready; ServerError after `timeout`.
 
     `alive` (optional) returns a reason string once the server has died, so a crash
-    fails fast instead of waiting out the timeout.
+    fails fast instead of waiting out the timeout. `probe` (optional) asks instead of
+    `check_health(url, ...)`, for a caller that decides where and how to dial on every try.
     """
     deadline = time.monotonic() + timeout
     health = Health(url, False, False)
@@ -137,14 +139,14 @@ def wait_healthy(
             dead = alive()
             if dead:
                 raise ServerError(dead)
-        health = check_health(url, models, headers=headers, tls=tls)
+        health = probe() if probe is not None else check_health(url, models, headers=headers, tls=tls)
         if health.all_ready:
             return health
         if time.monotonic() >= deadline:
             break
         time.sleep(0.25)
     reason = f" ({health.error})" if health.error else ""
-    raise ServerError(f"{health.not_ready()} at {url} not ready after {timeout:.0f} s{reason}.")
+    raise ServerError(f"{health.not_ready()} at {health.url} not ready after {timeout:.0f} s{reason}.")
 
 
 def _short(exc: BaseException) -> str:

@@ -40,12 +40,14 @@ def network_policy(
     allow_from: list[str] | tuple[str, ...] = (),
     insecure: bool = False,
     reporter: Reporter | None = None,
+    foreground: bool = False,
 ) -> NetworkPolicy:
     """The TLS and allowed networks for gRPC on `address`; ServerError for plaintext beyond loopback.
 
     cert/key/ca: the server's TLS files (all three or none); without them, beyond loopback, the
     certificates `edge-deploy certs` keeps in the scope's state dir. What is chosen is said through
-    `reporter.info`; `insecure` beyond loopback is warned about.
+    `reporter.info`; `insecure` beyond loopback is warned about. `foreground`: no unit, so nothing
+    enforces the allowed networks (IPAddressAllow= is the unit's), and that is said instead.
     """
     from ..progress import Reporter
 
@@ -81,7 +83,14 @@ def network_policy(
                       "can run inference, read its results, and read the model-repository key from request "
                       "headers (and then load models). Serve with TLS (`edge-deploy certs init`) instead.")
     allowed = check_cidrs(list(allow_from)) if allow_from else local_subnets(address)
-    reporter.info(f"accepting connections from {', '.join(allowed)} and localhost (IPAddressAllow=)")
+    if foreground:
+        guard = "mutual TLS still refuses clients without a certificate of this CA" if tls is not None else \
+            "nothing else guards it"
+        reporter.warn(f"only the systemd unit enforces the allowed networks ({', '.join(allowed) or 'none'} and "
+                      f"localhost, IPAddressAllow=): `serve --foreground` accepts connections from any host that "
+                      f"reaches {address} ({guard}); use a firewall, or `edge-deploy serve` (the unit).")
+    else:
+        reporter.info(f"accepting connections from {', '.join(allowed)} and localhost (IPAddressAllow=)")
     return NetworkPolicy(tls, allowed)
 
 

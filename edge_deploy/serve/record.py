@@ -177,6 +177,20 @@ def find_record(repository: Path) -> ServerRecord | None:
     return None
 
 
+def foreground_records(scopes: list[str] | tuple[str, ...] = ("user", "system")) -> list[ServerRecord]:
+    """The records of the `serve --foreground` servers that run now, in the state dirs of `scopes`."""
+    out: list[ServerRecord] = []
+    for directory in dict.fromkeys(state_dir(scope) / "servers" for scope in scopes):
+        for path in sorted(directory.glob("*.foreground.json")):
+            try:
+                record = ServerRecord.from_dict(json.loads(path.read_text()))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if record.owner_alive():
+                out.append(record)
+    return out
+
+
 def prune_stale_records(repository: Path) -> list[str]:
     """Remove the records (and keys) of foreground servers whose process is gone; what was removed, in words."""
     removed = []

@@ -157,7 +157,7 @@ def serve(
     policy = network_policy(scope, options.grpc_address, cert=options.tls_cert, key=options.tls_key,
                             ca=options.tls_ca, client_cert=options.tls_client_cert,
                             client_key=options.tls_client_key, allow_from=options.allow_from,
-                            insecure=options.insecure, reporter=reporter)
+                            insecure=options.insecure, reporter=reporter, foreground=options.foreground)
     system_service = scope == "system" and not options.foreground
     cache = SYSTEM_CACHE if system_service and su.effective_uid() == 0 else None
     install = find_tritonserver(options.tritonserver, cache_dir=cache, prepare=not options.print_unit)

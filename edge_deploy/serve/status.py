@@ -65,6 +65,64 @@ class UnitStatus:
         return certificate_expiry(self.unit.server_cert) if self.unit.server_cert is not None else None
 
 
+@dataclass
+class ForegroundStatus:
+    """A `serve --foreground` server that runs now (from its record) and what it says."""
+
+    record: Any  # edge_deploy.serve.record.ServerRecord
+    health: Health
+
+    @property
+    def serving(self) -> bool:
+        return self.health.all_ready
+
+    @property
+    def server_state(self) -> str:
+        health = self.health
+        return "ready" if health.all_ready else ("live, not ready" if health.live else f"not reachable ({health.error})")
+
+
+@dataclass
+class ServingStatus:
+    """What `edge-deploy status` reports: the unit (None: not installed, or no systemd: `no_systemd` says
+    why) and every `serve --foreground` server running now."""
+
+    unit: UnitStatus | None
+    foreground: list[ForegroundStatus]
+    no_systemd: str | None = None
+
+    @property
+    def serving(self) -> bool:
+        """The unit, or a foreground server, serves with every model ready."""
+        return bool(self.unit is not None and self.unit.serving) or any(f.serving for f in self.foreground)
+
+
+def foreground_status(user: bool = False) -> list[ForegroundStatus]:
+    """The `serve --foreground` servers running now (in this user's state dirs) and their health."""
+    from .record import foreground_records
+    from .service import foreground_scope
+
+    out = []
+    for record in foreground_records((foreground_scope(user), scope_of(user))):
+        health = check_health(record.url, repository_models(record.repository),
+                              headers=repository_headers(record.repository), tls=record.client_tls())
+        out.append(ForegroundStatus(record, health))
+    return out
+
+
+def serving_status(user: bool = False) -> ServingStatus:
+    """The unit's state and every foreground server's; ServerError (suggesting --foreground) only when there
+    is no systemd and no foreground server either."""
+    foreground = foreground_status(user)
+    try:
+        unit = unit_status(user)
+    except ServerError as exc:
+        if not foreground:
+            raise
+        return ServingStatus(None, foreground, no_systemd=str(exc))
+    return ServingStatus(unit, foreground)
+
+
 def unit_status(user: bool = False) -> UnitStatus | None:
     """The installed unit's state and its server's health; None when no unit is installed (systemd needed)."""
     scope = scope_of(user)
@@ -76,6 +134,71 @@ def unit_status(user: bool = False) -> UnitStatus | None:
     health = check_health(installed.url, repository_models(installed.repository),
                           headers=repository_headers(installed.repository), tls=record_tls(installed.repository))
     return UnitStatus(scope=scope, unit=installed, properties=props, health=health)
+
+
+def certs_dir_tls(scope: str):  # noqa: ANN201 - TLSConfig | None
+    """edge-deploy's own client identity from `edge-deploy certs`' directory (what `serve` beyond loopback
+    uses unless told otherwise), when it is there: the scope's, else the one `certs` defaults to."""
+    from ..certs import ADMIN_CLIENT, CertificateAuthority, default_dir
+    from ..client.tls import TLSConfig
+    from ..errors import ClientError
+    from .record import state_dir
+
+    for directory in dict.fromkeys([state_dir(scope) / "tls", default_dir()]):
+        authority = CertificateAuthority(directory)
+        cert = authority.cert_path(ADMIN_CLIENT)
+        if authority.ca_cert.is_file() and cert.is_file():
+            try:
+                return TLSConfig(ca=authority.ca_cert, cert=cert, key=authority.key_path(ADMIN_CLIENT))
+            except ClientError:  # not readable by this user
+                continue
+    return None
+
+
+@dataclass
+class HealthTarget:
+    """How `health` dials: the address and, in order, the TLS settings to try (None: plaintext)."""
+
+    url: str
+    tls_choices: list[Any]
+    headers: dict[str, str] | None
+
+    def probe(self, models: list[str]) -> Health:
+        """The first answer from a live server over the choices, else the first choice's answer."""
+        first = None
+        for tls in self.tls_choices:
+            health = check_health(self.url, models, headers=self.headers, tls=tls)
+            if health.live:
+                return health
+            first = first or health
+        assert first is not None
+        return first
+
+
+def health_target(
+    *, scope: str, url: str | None, repository: Path | None, installed: Any, explicit_tls: Any = None,
+) -> HealthTarget:
+    """Where `health` dials now, and over what.
+
+    The address: `url`, else the server record of `repository` (where its server listens), else the
+    installed unit's, else 127.0.0.1:8001. TLS: `explicit_tls`, else the record's (plaintext when
+    its server is plaintext); without a record yet (a server still starting writes it once ready),
+    beyond loopback the identity of `edge-deploy certs`' directory first (serve speaks only mutual TLS
+    there unless --insecure), then plaintext.
+    """
+    from .addresses import is_loopback
+
+    record = find_record(repository) if repository is not None else None
+    target = url or (record.url if record is not None else installed.url if installed else DEFAULT_URL)
+    if explicit_tls is not None:
+        choices = [explicit_tls]
+    elif record is not None:
+        choices = [record.client_tls()]
+    else:
+        host = target.rpartition(":")[0].strip("[]") or "127.0.0.1"
+        guess = None if is_loopback(host) or host in ("0.0.0.0", "::") else certs_dir_tls(scope)
+        choices = [guess, None] if guess is not None else [None]
+    return HealthTarget(target, choices, repository_headers(repository))
 
 
 def server_health(
@@ -92,16 +215,18 @@ def server_health(
 ) -> tuple[str, Health]:
     """(the address asked, its health) once the server and every model are ready; else ServerError saying what is not.
 
-    url/repository default to the installed unit's (else 127.0.0.1:8001, no repository); models to
-    every model of the repository. wait > 0 waits up to that many seconds, 0 asks once. tls_ca,
-    tls_cert, tls_key: dial over TLS with these files (default: as the repository's server record
-    says). main_pid: the server's PID while systemd starts it (ExecStartPost='s $MAINPID); waiting
+    url defaults to where the server record of `repository` says its server listens, else the
+    installed unit's address, else 127.0.0.1:8001; repository to the unit's; models to every model
+    of the repository. wait > 0 waits up to that many seconds, 0 asks once; while waiting, the
+    address and TLS are looked up again on every try (`health_target`), so a server that writes its
+    record once ready is dialed as it serves. tls_ca, tls_cert, tls_key: dial over TLS with these
+    files. main_pid: the server's PID while systemd starts it (ExecStartPost='s $MAINPID); waiting
     stops when it is gone.
     """
     if not wait >= 0:
         raise ServerError(f"--wait must be 0 (ask once) or more seconds (got {wait:g}).")
-    installed = su.read_installed_unit(scope_of(user)) if url is None or (repository is None and not models) else None
-    target = url or (installed.url if installed else DEFAULT_URL)
+    scope = scope_of(user)
+    installed = su.read_installed_unit(scope) if url is None or (repository is None and not models) else None
     repo = repository or (installed.repository if installed else None)
     names = list(models) if models else (repository_models(repo) if repo else [])
 
@@ -110,16 +235,21 @@ def server_health(
             return f"tritonserver (PID {main_pid}) exited before it was ready"
         return None
 
-    headers = repository_headers(repo)
+    explicit = None
     if tls_ca or tls_cert or tls_key:
         from ..client.tls import TLSConfig
 
-        tls = TLSConfig(ca=tls_ca, cert=tls_cert, key=tls_key)
-    else:
-        tls = record_tls(repo)
+        explicit = TLSConfig(ca=tls_ca, cert=tls_cert, key=tls_key)
+
+    def probe() -> Health:
+        return health_target(scope=scope, url=url, repository=repo, installed=installed,
+                             explicit_tls=explicit).probe(names)
+
     if wait > 0:
-        return target, wait_healthy(target, names, wait, alive=server_gone, headers=headers, tls=tls)
-    result = check_health(target, names, headers=headers, tls=tls)
+        result = wait_healthy("", names, wait, alive=server_gone, probe=probe)
+        return result.url, result
+    result = probe()
+    target = result.url
     if not result.all_ready:
         what = result.not_ready()
         verb = "are" if what.startswith("models") else "is"

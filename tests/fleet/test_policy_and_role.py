@@ -80,3 +80,32 @@ def test_doctor_json_for_a_comma_list(tmp_path) -> None:
     bad = subprocess.run([sys.executable, "-m", "edge_deploy", "doctor", "--for", "convert,deploy", "--json"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("error: --for must be")
+
+
+def test_extra_vars_lists_as_json_and_role_types_checked(tmp_path) -> None:
+    # Issue 26: -e 'edge_deploy_install_args=["--fp16"]' reached the role as a string and every host failed
+    # with "can only concatenate list ... to list".
+    from edge_deploy.fleet.role_vars import LIST_VARS, MAPPING_VARS, parse_extra_vars
+
+    assert parse_extra_vars(['edge_deploy_install_args=["--fp16"]', "edge_deploy_keep=3",
+                             '{"edge_deploy_environment": {"A": "1"}}']) == {
+        "edge_deploy_install_args": ["--fp16"], "edge_deploy_keep": "3", "edge_deploy_environment": {"A": "1"}}
+    for bad, says in (("edge_deploy_install_args=--fp16", "edge_deploy_install_args must be a list"),
+                      ('{"edge_deploy_command": "edge-deploy"}', "edge_deploy_command must be a list"),
+                      ("edge_deploy_environment=A=1", "edge_deploy_environment must be a mapping"),
+                      ('edge_deploy_install_args=["--fp16"', "is not KEY=VALUE, a JSON object")):
+        with pytest.raises(FleetError, match=says):
+            parse_extra_vars([bad])
+    # the checked names are exactly the role's list and mapping defaults
+    import yaml
+
+    defaults = yaml.safe_load((REPO / "edge_deploy/fleet/ansible/roles/edge_deploy/defaults/main.yml").read_text())
+    assert sorted(LIST_VARS) == sorted(k for k, v in defaults.items() if isinstance(v, list))
+    assert sorted(MAPPING_VARS) == sorted(k for k, v in defaults.items() if isinstance(v, dict))
+    # on the command line: one line, exit 2, before any host is contacted
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("v1 ansible_host=192.0.2.1\n")
+    done = subprocess.run([sys.executable, "-m", "edge_deploy", "rollout", str(tmp_path), "-i", str(inventory),
+                           "-e", "edge_deploy_install_args=--fp16"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "edge_deploy_install_args must be a list" in done.stderr and "-e 'edge_deploy_install_args=" in done.stderr

@@ -174,6 +174,8 @@ def test_failed_canary_stops_the_rollout_and_rolls_back(fleet) -> None:
     # --keep 2 pruned version 1 once 3 was in; 3 stays on disk, the config pinned back to 2
     assert state["versions"] == [2, 3] and state["policy"] == [2]
     assert state["last_rollout"]["status"] == "failed" and state["last_rollout"]["step"] == "smoke"
+    # a report field named error is empty when the rollback worked
+    assert state["last_rollout"]["rolled_back"] in (True, "True") and state["last_rollout"]["rollback_error"] == ""
     for vehicle in others:  # never contacted: same state, same last rollout, no new payload copied
         now = vehicle.report()
         assert now["served"] == [2] and now["versions"] == before[vehicle.name]["versions"]
@@ -190,3 +192,32 @@ def test_failed_canary_stops_the_rollout_and_rolls_back(fleet) -> None:
         assert f"ok {fleet.good_payload}" in rows[name] and "ready" in rows[name], rows[name]
     for row in rows.values():
         assert row.split()[3] == "2", row  # the served version column
+
+
+def test_the_same_failing_rollout_run_again_rolls_back_again(fleet) -> None:
+    # Issue 26: the second run of a failing rollout left the canary serving the broken model, because
+    # install --keep 2 had pruned version 2 (the version it rolls back to) in favour of the failed 3.
+    if not hasattr(fleet, "good_payload"):
+        pytest.skip("needs the clean rollout first")
+    bad = fleet.work / "artifacts" / "broken"
+    if not bad.is_dir():
+        pytest.skip("needs the failed canary first")
+    canary, *others = fleet.vehicles
+    before = {v.name: v.report() for v in others}
+    for attempt in (4, 5):  # the same payload, run as the operator would: once more, and again
+        done = run_cli(fleet.work, "rollout", str(bad), "--inventory", str(fleet.inv), "--canary", "1", "--batch", "2",
+                       "--json")
+        assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+        result = json.loads(done.stdout)
+        assert result["stopped"] and result["untouched"] == ["vehicle2", "vehicle3"]
+        r = result["results"]["vehicle1"]
+        assert r["status"] == "failed" and r["step"] == "smoke", r
+        assert r["rolled_back"] in (True, "True") and r["rollback_error"] == "" and int(r["serving"]) == 2, r
+        state = canary.report()
+        assert state["served"] == [2] and state["health"] == "ready"
+        # --keep 2 pruned the version that failed before, never 2; this attempt's version stays unserved
+        assert state["versions"] == [2, attempt] and state["policy"] == [2], state
+        for vehicle in others:  # never contacted
+            now = vehicle.report()
+            assert now["served"] == [2] and now["versions"] == before[vehicle.name]["versions"]
+            assert now["last_rollout"] == before[vehicle.name]["last_rollout"]

@@ -13,6 +13,7 @@ from small_artifact import make_artifact, make_unloadable
 
 from edge_deploy.errors import RepositoryError
 from edge_deploy.repository.install import install
+from edge_deploy.repository.rollback import rollback
 from edge_deploy.repository.versions import read_config, versions
 from edge_deploy.serve import admin
 from edge_deploy.serve import record as control
@@ -29,6 +30,16 @@ def _state_dir(tmp_path, monkeypatch) -> None:
 @pytest.fixture(scope="module")
 def anchors(laneatt_data) -> Path:
     return laneatt_data / "anchors_2784x77.npy"
+
+
+def _serve_with_key(tmp_path: Path, repo: Path, start_triton):  # noqa: ANN001, ANN202
+    """A key-restricted explicit-mode server on `repo` and the record that lets install/rollback load models."""
+    key_file = tmp_path / "key"
+    key_file.write_text("k" * 32 + "\n")
+    server = start_triton(repo, model_control="explicit", restricted_key=(KEY_NAME, "k" * 32))
+    control.save_record(control.ServerRecord(url=server.url, repository=repo, key_header=KEY_NAME,
+                                             key_file=key_file, scope="user"))
+    return server
 
 
 def _rows(url: str) -> int:
@@ -49,11 +60,7 @@ def test_keep_1_with_a_version_that_fails_to_load_keeps_the_served_version(tmp_p
     broken = make_unloadable(tmp_path / "broken", anchors, n=100)
     repo = tmp_path / "repo"
     install(good, repo, "lane", runtime="python")
-    key_file = tmp_path / "key"
-    key_file.write_text("k" * 32 + "\n")
-    server = start_triton(repo, model_control="explicit", restricted_key=(KEY_NAME, "k" * 32))
-    control.save_record(control.ServerRecord(url=server.url, repository=repo, key_header=KEY_NAME,
-                                             key_file=key_file, scope="user"))
+    server = _serve_with_key(tmp_path, repo, start_triton)
 
     with pytest.raises(RepositoryError, match="did not load lane"):
         install(broken, repo, "lane", runtime="python", keep=1)
@@ -64,15 +71,56 @@ def test_keep_1_with_a_version_that_fails_to_load_keeps_the_served_version(tmp_p
 
     # After a restart (power cycle) the server loads it again.
     server.stop(timeout=15)
-    again = start_triton(repo, model_control="explicit", restricted_key=(KEY_NAME, "k" * 32))
+    again = _serve_with_key(tmp_path, repo, start_triton)
     assert admin.served_versions(again.url, "lane") == [1] and _rows(again.url) == 100
 
-    # A version that loads is served first, then the others are pruned.
-    control.save_record(control.ServerRecord(url=again.url, repository=repo, key_header=KEY_NAME,
-                                             key_file=key_file, scope="user"))
+    # A version that loads is served first, then the others are pruned: the refused one, never the one
+    # this install replaced (1, what a rollback returns to), even with --keep 1.
     result = install(make_artifact(tmp_path / "next", anchors, n=200, seed=2), repo, "lane", runtime="python", keep=1)
-    assert result.served == {"lane": [3]} and result.pruned == {"lane": [1, 2]}
-    assert versions(repo, "lane") == [3] and _rows(again.url) == 200
+    assert result.served == {"lane": [3]} and result.pruned == {"lane": [2]}
+    assert versions(repo, "lane") == [1, 3] and _rows(again.url) == 200
+
+
+@pytest.mark.triton
+def test_a_failed_install_retried_can_still_roll_back(tmp_path, anchors, start_triton) -> None:
+    # Issue 26, as a vehicle meets it: v2 serves; a bad version loads but its lanes are wrong (the fleet's
+    # smoke check fails), so it is rolled back to 2; the same bad install again, and again. --keep 2 must
+    # never take version 2 away; the versions rolled back from do not count towards K and go first.
+    good = make_artifact(tmp_path / "good", anchors, n=100, seed=1)
+    bad = make_artifact(tmp_path / "bad", anchors, n=200, seed=2)  # loads; 200 rows stand for "wrong lanes"
+    unloadable = make_unloadable(tmp_path / "unloadable", anchors, n=100)
+    repo = tmp_path / "repo"
+    install(good, repo, "lane", runtime="python")
+    server = _serve_with_key(tmp_path, repo, start_triton)
+    assert _cli("install", str(good), "--repository", str(repo), "--name", "lane", "--runtime", "python").returncode == 0
+    assert admin.served_versions(server.url, "lane") == [2]
+
+    for attempt, expect in ((3, "pruned lane versions 1 (kept 2, 3)"), (4, "pruned lane versions 3 (kept 2, 4)"),
+                            (5, "pruned lane versions 4 (kept 2, 5)")):
+        done = _cli("install", str(bad), "--repository", str(repo), "--name", "lane", "--runtime", "python",
+                    "--keep", "2")
+        assert done.returncode == 0, done.stderr
+        assert expect in done.stdout and f"now serves: lane {attempt}" in done.stdout, (attempt, done.stdout)
+        back = _cli("rollback", "lane", "--to", "2", "--repository", str(repo))
+        assert back.returncode == 0, (attempt, back.stderr)
+        assert admin.served_versions(server.url, "lane") == [2] and _rows(server.url) == 100
+        assert versions(repo, "lane") == [2, attempt]
+
+    # a load the server refuses counts for nothing either: the next install prunes it, never 2
+    with pytest.raises(RepositoryError, match="did not load lane"):
+        install(unloadable, repo, "lane", runtime="python", keep=2)
+    assert admin.served_versions(server.url, "lane") == [2] and versions(repo, "lane") == [2, 5, 6]
+    result = install(bad, repo, "lane", runtime="python", keep=2)
+    assert result.pruned == {"lane": [5, 6]} and versions(repo, "lane") == [2, 7]
+    assert rollback(repo, "lane").version == 2  # the default skips versions that failed
+    assert admin.served_versions(server.url, "lane") == [2] and _rows(server.url) == 100
+
+    # after a power cycle the server serves 2 again, and the next good install may let the bad ones go
+    server.stop(timeout=15)
+    again = _serve_with_key(tmp_path, repo, start_triton)
+    assert admin.served_versions(again.url, "lane") == [2]
+    result = install(good, repo, "lane", runtime="python", keep=2)
+    assert result.served == {"lane": [8]} and result.pruned == {"lane": [7]} and versions(repo, "lane") == [2, 8]
 
 
 def _edit_manifest(artifact: Path, edit) -> None:  # noqa: ANN001

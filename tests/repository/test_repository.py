@@ -103,16 +103,50 @@ def test_versions_keep_and_rollback(tmp_path, artifacts) -> None:
     assert list(config.output[0].dims) == [300, 77]  # rebuilt from version 2's own manifest
     assert versions(repo, "lane") == [1, 2, 3]  # newer files stay
 
-    # --keep never removes the version the config serves
+    # --keep never removes the version the config serves, nor the newest (a version number is never reused)
     assert prune(repo, "lane", 1) == {"lane": [1]}
     assert versions(repo, "lane") == [2, 3]
     infos = list_models(repo, "lane")
     assert [(i.name, [v.version for v in i.versions], i.policy, i.served) for i in infos] == [("lane", [2, 3], [2], None)]
 
+    # 3 was rolled back from: it does not count towards K and goes first
     result = install(artifacts["a"], repo, "lane", runtime="python", keep=2)
-    assert result.version == 4 and result.pruned == {"lane": [2]}
-    assert versions(repo, "lane") == [3, 4]
+    assert result.version == 4 and result.pruned == {"lane": [3]} and result.kept == {"lane": [2, 4]}
+    assert "pruned lane versions 3 (kept 2, 4)" in result.summary()
+    assert versions(repo, "lane") == [2, 4]
     assert read_config(repo, "lane").version_policy.latest.num_versions == 1
+    # the version an install replaced (4, what a rollback returns to) stays whatever K
+    result = install(artifacts["a"], repo, "lane", runtime="python", keep=1)
+    assert result.pruned == {"lane": [2]} and versions(repo, "lane") == [4, 5]
+
+
+def test_the_newest_version_that_served_is_kept_and_rollback_skips_failed_versions(tmp_path, artifacts) -> None:
+    # What a server confirmed is recorded by install/rollback (against the real server in
+    # test_install_safety.py); here the record is written as install writes it, and versions are added
+    # while the server is down (files only, never served): the last version that served must stay.
+    from edge_deploy.repository.history import STATE_NAME, read_history, record_served
+
+    repo = tmp_path / "repo"
+    for _ in range(2):
+        install(artifacts["a"], repo, "lane", runtime="python")
+    record_served(repo, "lane", [2])
+    assert install(artifacts["b"], repo, "lane", runtime="python", keep=2).pruned == {"lane": [1]}
+    assert install(artifacts["b"], repo, "lane", runtime="python", keep=2).pruned == {}
+    assert versions(repo, "lane") == [2, 3, 4]  # 2 served last; 3 is what the install replaced; 4 is new
+    assert install(artifacts["b"], repo, "lane", runtime="python", keep=2).pruned == {"lane": [3]}
+    assert versions(repo, "lane") == [2, 4, 5]
+
+    # rollback's default skips versions that failed before: 5 is rolled back from, so from 6 it goes to 4
+    assert rollback(repo, "lane").version == 4
+    assert read_history(repo, "lane").failed == {5: "rolled back to version 4"}
+    install(artifacts["a"], repo, "lane", runtime="python")
+    assert rollback(repo, "lane").version == 4
+    assert sorted(read_history(repo, "lane").failed) == [5, 6]
+    # the record sits where Triton looks for model directories only, and forgets pruned versions
+    assert sorted(p.name for p in repo.iterdir()) == sorted([".edge-deploy.lock", STATE_NAME, "lane"])
+    assert prune(repo, "lane", 1) == {"lane": [5]}  # 4 is served, 2 served last, 6 is the newest
+    history = json.loads((repo / STATE_NAME).read_text())["models"]["lane"]
+    assert history == {"served": [2], "failed": {"6": "rolled back to version 4"}}
 
 
 def test_only_version_directories_are_versions(tmp_path, artifacts) -> None:

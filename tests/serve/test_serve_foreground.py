@@ -68,6 +68,13 @@ def test_foreground_serves_and_stops_cleanly_on_sigterm(tmp_path) -> None:
         assert len(records) == 1  # `install` can find this server and hot-load versions
         record = control.ServerRecord.from_dict(json.loads(records[0].read_text()))
         assert record.key_file != unit_key and record.key_file.stat().st_mode & 0o077 == 0
+        # `status` reports this server, though systemd is not running here (issue 26: it exited 2 saying so)
+        assert not su.SYSTEMD_RUN_DIR.is_dir()
+        for args in (["status", "--user"], ["status"]):
+            shown = run_cli(tmp_path, *args)
+            assert shown.returncode == 0, shown.stderr
+            assert f"`edge-deploy serve --foreground` (PID {proc.pid}): server 127.0.0.1:{port}: ready" in shown.stdout
+            assert "add_one: ready, versions served: 1" in shown.stdout and "systemd is not running" in shown.stdout
         # the recorded key unlocks the model-repository protocol: a load brings in a new version
         write_model(tmp_path / "repo", "add_one", code=ADD_TWO, versions=(2,))
         assert admin.served_versions(record.url, "add_one") == [1]

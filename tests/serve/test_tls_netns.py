@@ -57,6 +57,17 @@ def pki(tmp_path_factory):
     return state, ca, other
 
 
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM the server's process group (the server stops its stubs), SIGKILL after 60 s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def _env(state: Path) -> dict[str, str]:
     root = str(Path(__file__).resolve().parents[2])
     return {**os.environ, "EDGE_DEPLOY_STATE_DIR": str(state), "PYTHONPATH": os.pathsep.join(
@@ -101,13 +112,7 @@ def served(link, pki, tmp_path_factory, tiny_artifact):
             time.sleep(0.5)
         yield work, log
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        _stop(proc)
 
 
 def test_serve_found_the_certificates_and_says_so(served) -> None:
@@ -164,7 +169,7 @@ def test_refused_clients_get_one_line_saying_which(served, link, pki) -> None:
     assert "wrong version number" in log
 
 
-def test_health_cli_over_tls_from_the_other_namespace(served, link, pki) -> None:
+def test_health_cli_over_tls_from_the_other_namespace(served, link, pki, tmp_path) -> None:
     state, ca, _ = pki
     base = [sys.executable, "-m", "edge_deploy", "health", "--url", URL, "--model", "tiny"]
     ok = subprocess.run(link.exec_argv(link.client_ns, base + [
@@ -172,8 +177,13 @@ def test_health_cli_over_tls_from_the_other_namespace(served, link, pki) -> None
         "--tls-key", str(ca.key_path("lane-consumer"))]), capture_output=True, text=True, env=_env(state), timeout=60)
     assert ok.returncode == 0, ok.stderr
     assert f"ready: {URL}" in ok.stdout
-    plain = subprocess.run(link.exec_argv(link.client_ns, base), capture_output=True, text=True, env=_env(state),
-                           timeout=60)
+    # no TLS options: beyond loopback, `edge-deploy certs`' own client identity is tried first (issue 26) ...
+    own = subprocess.run(link.exec_argv(link.client_ns, base), capture_output=True, text=True, env=_env(state),
+                         timeout=60)
+    assert own.returncode == 0 and f"ready: {URL}" in own.stdout, own.stderr
+    # ... and on a machine without one, the plaintext attempt gets one line saying the server speaks TLS
+    plain = subprocess.run(link.exec_argv(link.client_ns, base), capture_output=True, text=True,
+                           env=_env(tmp_path / "no-certs"), timeout=60)
     assert plain.returncode != 0
     assert len(plain.stderr.strip().splitlines()) == 1, plain.stderr
     assert "TLS handshake failed" in plain.stderr
@@ -254,3 +264,40 @@ def test_install_loads_over_tls_and_infer_evaluate_use_it(served, link, pki, tin
         *tls_args]),
         capture_output=True, text=True, env=env, timeout=180)
     assert evaluate.returncode == 0, evaluate.stderr
+
+
+def test_health_finds_a_starting_foreground_tls_server_and_its_address(link, pki, tmp_path, tiny_artifact) -> None:
+    """Issue 26: `health --url IP:PORT --wait` started right after `serve --foreground --grpc-address IP` dialed
+    plaintext for the whole wait (the server record, with its TLS identity, is written once the server is ready);
+    `health --repository R` without --url dialed 127.0.0.1:8001 instead of the address in the record; and the
+    foreground server claimed IPAddressAllow= that only the unit enforces."""
+    from edge_deploy.repository.install import install
+
+    state, _, _ = pki
+    env = _env(state)
+    repo = tmp_path / "repo"
+    install(tiny_artifact, repo, "tiny", runtime="python")
+    url = f"{SERVER_IP}:{PORT + 10}"
+    log = tmp_path / "serve.out"
+    serve = link.exec_argv(link.server_ns, [
+        sys.executable, "-m", "edge_deploy", "serve", "--foreground", "--repository", str(repo),
+        "--grpc-address", SERVER_IP, "--grpc-port", str(PORT + 10), "--wait", "120",
+        "--log-file", str(tmp_path / "triton.log")])
+    health = [sys.executable, "-m", "edge_deploy", "health", "--model", "tiny", "--repository", str(repo)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(serve, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        waited = subprocess.run(link.exec_argv(link.server_ns, [*health, "--url", url, "--wait", "60"]),
+                                capture_output=True, text=True, env=env, timeout=120)
+        assert waited.returncode == 0, waited.stderr + log.read_text(errors="replace")
+        assert f"ready: {url}" in waited.stdout
+        found = subprocess.run(link.exec_argv(link.server_ns, health), capture_output=True, text=True, env=env,
+                               timeout=60)
+        assert found.returncode == 0, found.stderr
+        assert f"ready: {url}" in found.stdout
+        said = " ".join(log.read_text(errors="replace").split())
+        assert "only the systemd unit enforces the allowed networks" in said and SUBNET in said
+        assert "mutual TLS still refuses clients without a certificate of this CA" in said
+        assert "accepting connections from" not in said
+    finally:
+        _stop(proc)

@@ -1,0 +1,53 @@
+"""The role variables `rollout -e` and `fleet status -e` pass to every host, parsed and checked once.
+
+Ansible's own KEY=VALUE form gives strings only, so `-e 'edge_deploy_install_args=["--fp16"]'` would
+reach the role as a string and fail on each host with a raw template error. Here a VALUE that starts
+with `[` or `{` is read as JSON, and the role's list and mapping variables must be given as such.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .policy import FleetError
+
+# The role's variables whose defaults (roles/edge_deploy/defaults/main.yml) are lists or mappings.
+LIST_VARS = ("edge_deploy_command", "edge_deploy_install_args")
+MAPPING_VARS = ("edge_deploy_environment",)
+
+
+def parse_extra_vars(items: list[str] | None) -> dict[str, Any]:
+    """KEY=VALUE, a JSON object, or @FILE holding one, merged in order; FleetError for what is neither."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        try:
+            if item.startswith("@"):
+                out.update(_object(json.loads(Path(item[1:]).read_text())))
+            elif item.lstrip().startswith("{"):
+                out.update(_object(json.loads(item)))
+            else:
+                key, sep, value = item.partition("=")
+                if not sep or not key:
+                    raise ValueError("not KEY=VALUE")
+                out[key] = json.loads(value) if value.lstrip()[:1] in ("[", "{") else value
+        except (OSError, ValueError) as exc:
+            raise FleetError(f"--extra-vars {item!r} is not KEY=VALUE, a JSON object or @FILE with one ({exc}).") from exc
+    check_role_vars(out)
+    return out
+
+
+def check_role_vars(variables: dict[str, Any]) -> None:
+    """FleetError naming the first list or mapping variable of the role given as something else."""
+    for key, kind, example in [*((k, list, '["--fp16"]') for k in LIST_VARS),
+                               *((k, dict, '{"EDGE_DEPLOY_STATE_DIR": "/var/lib/lanes"}') for k in MAPPING_VARS)]:
+        if key in variables and not isinstance(variables[key], kind):
+            what = "a list" if kind is list else "a mapping"
+            raise FleetError(f"--extra-vars {key} must be {what}, not {variables[key]!r}; give it as JSON, "
+                             f"e.g. -e '{key}={example}'.")
+
+
+def _object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError("the JSON is not an object")
+    return value
