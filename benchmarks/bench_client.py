@@ -118,7 +118,7 @@ def bench_end_to_end(url: str, frames: list[np.ndarray], n: int, artifact: Path)
     return samples
 
 
-async def _concurrent(url: str, model: str, frames: list[np.ndarray], n: int, width: int) -> tuple[list[float], float]:
+async def concurrent_detects(url: str, model: str, frames: list[np.ndarray], n: int, width: int) -> tuple[list[float], float]:
     """n detects with `width` in flight; per-request latencies and the wall time."""
     async with AsyncLaneDetClient(url, model, max_in_flight=width) as client:
         for f in frames[:width]:
@@ -160,7 +160,7 @@ def bench_pipeline(url: str, frames: list[np.ndarray], n: int) -> dict[str, tupl
         c.close()
     for rnd in range(2):  # concurrency 4, alternating halves to share any drift
         for name, model in (("client-side pre/post", "lanedet"), ("server-side pipeline", "lanedet_pipeline")):
-            got, secs = asyncio.run(_concurrent(url, model, frames, n // 2, 4))
+            got, secs = asyncio.run(concurrent_detects(url, model, frames, n // 2, 4))
             key = f"{name}, concurrency 4"
             prev = results.get(key, ([], 0.0))
             results[key] = (prev[0] + got, prev[1] + secs)

@@ -6,14 +6,33 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperCommand
 
 from ..errors import RepositoryError
+from ..repository.pipeline_kind import KINDS, PipelineKind
 from .app import app
 
 RepositoryOpt = Annotated[Path, typer.Option("--repository", "-r", help="Triton model repository directory.")]
 
 
-@app.command()
+def bare_pipeline(args: list[str]) -> list[str]:
+    """`--pipeline` without a kind after it (as before kinds existed: `install ART --pipeline`, or `--pipeline ART`)
+    means `--pipeline=ensemble`; click would otherwise take the next word for the kind."""
+    out = list(args)
+    for i, arg in enumerate(out):
+        if arg == "--":
+            break
+        if arg == "--pipeline" and (i + 1 == len(out) or out[i + 1].lower() not in KINDS):
+            out[i] = f"--pipeline={PipelineKind.ENSEMBLE.value}"
+    return out
+
+
+class _InstallCommand(TyperCommand):
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+        return super().parse_args(ctx, bare_pipeline(args))
+
+
+@app.command(cls=_InstallCommand)
 def install(
     artifact: Annotated[Path, typer.Argument(help="Artifact directory written by `edge-deploy convert`.")],
     repository: RepositoryOpt = Path("model_repository"),
@@ -22,13 +41,15 @@ def install(
         Optional[str], typer.Option(help="tensorrt | onnxruntime | python (default: follows the artifact and the server).")
     ] = None,
     pipeline: Annotated[
-        Optional[bool],
+        Optional[PipelineKind],
         typer.Option(
-            "--pipeline/--no-pipeline",
-            help="Also install NAME_preprocess, NAME_postprocess and the ensemble NAME_pipeline "
-            "(default: when NAME already has them).",
+            "--pipeline", case_sensitive=False, show_default=False,
+            help="Also install the server-side pipeline NAME_pipeline (frames in, lanes out): `--pipeline` or "
+            "`--pipeline ensemble` (NAME_preprocess -> NAME -> NAME_postprocess), `--pipeline bls` (one Python model "
+            "calling NAME itself). Default: the pipeline NAME already has, if any.",
         ),
     ] = None,
+    no_pipeline: Annotated[bool, typer.Option("--no-pipeline", help="Install NAME without a pipeline.")] = False,
     max_queue_delay_us: Annotated[
         Optional[int], typer.Option(help="Dynamic batching: longest wait (microseconds) to form a batch.")
     ] = None,
@@ -48,8 +69,10 @@ def install(
     from ..progress import ConsoleReporter
     from ..repository.install import install as do_install
 
+    if no_pipeline and pipeline is not None:
+        raise RepositoryError(f"--pipeline {pipeline.value} and --no-pipeline contradict each other; pass one of them.")
     result = do_install(
-        artifact, repository, name, runtime=runtime, pipeline=pipeline, max_queue_delay_us=max_queue_delay_us,
+        artifact, repository, name, runtime=runtime, pipeline=False if no_pipeline else pipeline, max_queue_delay_us=max_queue_delay_us,
         instances=instances, warmup=warmup, keep=keep, force=force, tritonserver=tritonserver,
         reporter=ConsoleReporter(), fp16=fp16,
     )

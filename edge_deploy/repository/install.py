@@ -7,6 +7,7 @@ Layout written by `install`::
     <repo>/<name>/<V>/install.json      runtime + install options (rollback rebuilds the config from it)
     <repo>/<name>/<V>/model.plan | model.onnx [+ model.py for the Python-backend ONNX Runtime runner]
     <repo>/<name>_preprocess/<V>/  <repo>/<name>_postprocess/<V>/  <repo>/<name>_pipeline/<V>/   (--pipeline)
+    <repo>/<name>_pipeline/<V>/   one Python model calling <name> through BLS   (--pipeline bls; pipelines.py)
 
 Writing is atomic as seen by a polling Triton and serialised per repository
 (edge_deploy.repository.files).
@@ -34,6 +35,8 @@ from ..progress import Reporter
 from . import model_config as mc
 from .files import CONFIG, NewVersion, check_writable, clean_leftovers, publish, repository_error, repository_lock
 from .history import record_failed, record_served
+from .pipeline_kind import PipelineKind, pipeline_kind
+from .pipelines import bls_unchanged, installed_kind, pipeline_versions
 from .rollback import prune_versions, served_line
 from .runtime import check_model_signature, check_plan_for_server, choose_runtime
 from .serving import load_order, pin_previous, policy_now, server_for
@@ -75,13 +78,8 @@ class InstallResult:
 # ---------------------------------------------------------------- install
 
 
-def _copy_lanedet_module(module: str) -> bytes:
-    from importlib import resources
-
-    return resources.files("edge_deploy.lanedet").joinpath(module).read_bytes()
-
-
-def _install_record(runtime: str, role: str, options: mc.ConfigOptions, artifact: Path) -> bytes:
+def _install_record(runtime: str, role: str, options: mc.ConfigOptions, artifact: Path,
+                    pipeline: PipelineKind | None = None) -> bytes:
     return json.dumps({
         "tool": {"name": "edge-deploy", "version": __version__},
         "installed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -89,6 +87,7 @@ def _install_record(runtime: str, role: str, options: mc.ConfigOptions, artifact
         "role": role,
         "runtime": runtime,
         "options": options.to_dict(),
+        **({"pipeline": pipeline.value} if pipeline is not None else {}),  # NAME_pipeline: which kind (rollback)
     }, indent=2).encode() + b"\n"
 
 
@@ -100,7 +99,8 @@ def _installed_manifest(artifact: Path, manifest: Manifest) -> bytes:
 
 
 def _plan_versions(
-    artifact: Path, manifest: Manifest, name: str, runtime: str, options: mc.ConfigOptions, pipeline: bool,
+    artifact: Path, manifest: Manifest, name: str, runtime: str, options: mc.ConfigOptions,
+    pipeline: PipelineKind | None,
 ) -> list[NewVersion]:
     from .triton_models import source
 
@@ -116,13 +116,7 @@ def _plan_versions(
     files[INSTALL_RECORD] = _install_record(runtime, "model", options, artifact)
     items = [NewVersion(name, files, mc.model_config(manifest, name=name, runtime=runtime, options=options,
                                                     manifest_sha256=manifest_sha))]
-    if pipeline:
-        family = manifest.lane_family()
-        if family is None:
-            raise RepositoryError(
-                "--pipeline decodes lanes on the server, but this artifact's outputs belong to no lane-model family "
-                "(the manifest's family is null); install without --pipeline."
-            )
+    if pipeline is not None:
         io = mc.served_io(manifest, runtime, options)
         if io != manifest.io:
             raise RepositoryError(
@@ -131,26 +125,8 @@ def _plan_versions(
                 "without --fp16-io."
             )
         plain = mc.ConfigOptions()
-        pre, post, ens = (name + s for s in PIPELINE_SUFFIXES)
-        if manifest.fused_frame is None:  # a fused model preprocesses the frame itself
-            items.append(NewVersion(pre, {
-                MANIFEST_NAME: manifest_bytes,
-                "model.py": source("preprocess_model.py"),
-                "preprocess.py": _copy_lanedet_module("preprocess.py"),
-                INSTALL_RECORD: _install_record("python", "preprocess", plain, artifact),
-            }, mc.preprocess_config(manifest, name=pre)))
-        items += [
-            NewVersion(post, {
-                MANIFEST_NAME: manifest_bytes,
-                "model.py": source("postprocess_model.py"),
-                **family.decoder_sources(),
-                INSTALL_RECORD: _install_record("python", "postprocess", plain, artifact),
-            }, mc.postprocess_config(manifest, name=post)),
-            NewVersion(ens, {
-                MANIFEST_NAME: manifest_bytes,
-                INSTALL_RECORD: _install_record("ensemble", "pipeline", plain, artifact),
-            }, mc.pipeline_config(manifest, name=ens, model=name, preprocess=pre, postprocess=post)),
-        ]
+        items += pipeline_versions(pipeline, manifest, manifest_bytes, name,
+                                   lambda rt, role, kind: _install_record(rt, role, plain, artifact, kind))
     return items
 
 
@@ -160,7 +136,7 @@ def install(
     name: str = DEFAULT_NAME,
     *,
     runtime: str | None = None,
-    pipeline: bool | None = None,
+    pipeline: bool | str | PipelineKind | None = None,
     max_queue_delay_us: int | None = None,
     instances: int = 1,
     warmup: bool = False,
@@ -172,8 +148,9 @@ def install(
 ) -> InstallResult:
     """Install an artifact as the next version of NAME (and its pipeline with `pipeline`).
 
-    pipeline=None installs the pipeline models when NAME already has them (so the ensemble
-    never pairs a new model with a stale pre/postprocess); True/False force it on/off.
+    pipeline=None installs the pipeline models when NAME already has them, of the kind it has (so a
+    pipeline never pairs a new model with a stale pre/postprocess); True (the ensemble, as before kinds),
+    "ensemble", "bls" (one Python model calling NAME through BLS: pipeline_kind.py) or False force it.
     Everything is checked before the repository is touched. When a server launched
     by `edge-deploy serve` serves the repository, it is asked to load the new version;
     a refused load fails the command (the server keeps serving the old version, and the
@@ -186,6 +163,7 @@ def install(
     artifact = Path(artifact_dir)
     repository = Path(repository)
     check_name(name)
+    kind = pipeline_kind(pipeline)
     if instances < 1:
         raise RepositoryError(f"--instances must be at least 1 (got {instances}).")
     if keep is not None and keep < 1:
@@ -203,15 +181,15 @@ def install(
         except EdgeDeployError as exc:
             raise RepositoryError(str(exc)) from exc
         if pipeline is None:
-            pipeline = (repository / f"{name}_pipeline" / CONFIG).is_file()
-        choice = choose_runtime(artifact, manifest, runtime, tritonserver, fp16=fp16, pipeline=pipeline)
+            kind = installed_kind(repository, name)
+        choice = choose_runtime(artifact, manifest, runtime, tritonserver, fp16=fp16, pipeline=kind is not None)
         chosen, why = choice.runtime, choice.why
         options = mc.ConfigOptions(max_queue_delay_us=max_queue_delay_us, instances=instances, warmup=warmup,
                                    fp16=choice.fp16)
         if chosen == "tensorrt":
             check_plan_for_server(manifest, tritonserver, force, reporter)
         check_model_signature(artifact, manifest, chosen, options, force, reporter)
-        items = _plan_versions(artifact, manifest, name, chosen, options, pipeline)
+        items = _plan_versions(artifact, manifest, name, chosen, options, kind)
         check_writable(repository)
         for item in items:
             model_dir = repository / item.model
@@ -232,6 +210,8 @@ def install(
             family = {i.model for i in items} | {name + s for s in PIPELINE_SUFFIXES}
             version = max([0, *(v for m in family for v in versions(repository, m))]) + 1
             previous = {i.model: policy_now(repository, i.model) for i in items}
+            # A BLS pipeline that would do what the served one does keeps serving: it calls the new NAME itself.
+            keep_serving = [i.model for i in items if kind is PipelineKind.BLS and bls_unchanged(repository, i)]
             result.version = version
             with reporter.stage(f"write {name} version {version}"):
                 for item in items:
@@ -242,7 +222,7 @@ def install(
             result.server_url = record.url
             with reporter.stage(f"load on {record.url}"):
                 try:
-                    admin.load_models(record, load_order(result.models))
+                    admin.load_models(record, load_order([m for m in result.models if m not in keep_serving]))
                 except RepositoryError:
                     pin_previous(repository, previous)
                     for model in result.models:  # counts for nothing when --keep prunes

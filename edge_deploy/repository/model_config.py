@@ -14,6 +14,8 @@ Parameters that edge-deploy writes (all values are strings, Triton's only kind):
 - ``edge_deploy.decode``: JSON of the decode defaults
   (conf_threshold, nms_threshold, top_k).
 - ``edge_deploy.role``: ``model`` | ``preprocess`` | ``postprocess`` | ``pipeline``.
+- ``edge_deploy.pipeline`` (NAME_pipeline only): ``ensemble`` | ``bls`` (absent: ensemble,
+  configs written before `install --pipeline bls`).
 - ``edge_deploy.runtime``: ``tensorrt`` | ``onnxruntime`` | ``python`` (the lane model only).
 - ``edge_deploy.fused_preprocess`` (fused models only, `convert --fuse-preprocess`): JSON
   {"input", "height", "width", "color"} of the UINT8 camera frame the model takes; the
@@ -45,6 +47,7 @@ from ..lanedet.contract import (
     PARAM_FAMILY,
     PARAM_FUSED,
     PARAM_MANIFEST_SHA256,
+    PARAM_PIPELINE,
     PARAM_PREPROCESS,
     PARAM_ROLE,
     PARAM_RUNTIME,
@@ -52,6 +55,9 @@ from ..lanedet.contract import (
 )
 
 RUNTIMES = ("tensorrt", "onnxruntime", "python")
+# A BLS pipeline instance waits for the model while it runs; a second one preprocesses and decodes the next
+# frame meanwhile (what the ensemble's separate steps do). BENCHMARKS.md measures one against two.
+BLS_INSTANCES = 2
 DATATYPES = ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
              "FP16", "FP32", "FP64", "BF16", "STRING", "BYTES")
 
@@ -272,6 +278,31 @@ def postprocess_config(manifest: Manifest, *, name: str, version_policy: int | N
     return config
 
 
+def _pipeline_signature(config: Any, manifest: Manifest) -> None:
+    """NAME_pipeline's inputs and outputs, whichever kind: a UINT8 FRAME [H, W, 3] of any size (a fused model's
+    one frame, [1, H, W, 3] under its input name) -> LANES, SCORES, NUM_POINTS, NUM_LANES."""
+    model_in, _ = _model_io(manifest)
+    if manifest.fused_frame is not None:
+        _add_one_frame(config.input, model_in, manifest)
+    else:
+        config.input.add(name=FRAME, data_type=_pb().TYPE_UINT8, dims=[-1, -1, 3])
+    _add_lane_outputs(config, manifest)
+
+
+def _pipeline_params(config: Any, manifest: Manifest, kind: str) -> None:
+    """What LaneDetClient reads from a NAME_pipeline config (both kinds write the same)."""
+    _set_params(config, {
+        PARAM_ROLE: "pipeline",
+        PARAM_PREPROCESS: manifest.preprocess.to_dict(),
+        PARAM_DECODE: manifest.decode.to_dict(),
+    })
+    if kind != "ensemble":  # configs of ensembles stay as they were before kinds
+        _set_params(config, {PARAM_PIPELINE: kind})
+    _set_family(config, manifest)
+    if manifest.fused_frame is not None:
+        _set_params(config, {PARAM_FUSED: manifest.fused_frame.to_dict()})
+
+
 def pipeline_config(
     manifest: Manifest, *, name: str, model: str, preprocess: str, postprocess: str,
     version_policy: int | None = None,
@@ -286,11 +317,7 @@ def pipeline_config(
     fused = manifest.fused_frame is not None
     config = pb.ModelConfig(name=name, platform="ensemble", max_batch_size=0)
     _policy(config, version_policy)
-    if fused:
-        _add_one_frame(config.input, model_in, manifest)
-    else:
-        config.input.add(name=FRAME, data_type=pb.TYPE_UINT8, dims=[-1, -1, 3])
-    _add_lane_outputs(config, manifest)
+    _pipeline_signature(config, manifest)
     steps = config.ensemble_scheduling.step
     if not fused:
         pre = steps.add(model_name=preprocess, model_version=-1)
@@ -307,15 +334,38 @@ def pipeline_config(
         post.input_map[ORIGINAL_SIZE] = "_original_size"
     for out in (LANES, SCORES, NUM_POINTS, NUM_LANES):
         post.output_map[out] = out
-    _set_params(config, {
-        PARAM_ROLE: "pipeline",
-        PARAM_PREPROCESS: manifest.preprocess.to_dict(),
-        PARAM_DECODE: manifest.decode.to_dict(),
-    })
-    _set_family(config, manifest)
-    if manifest.fused_frame is not None:
-        _set_params(config, {PARAM_FUSED: manifest.fused_frame.to_dict()})
+    _pipeline_params(config, manifest, "ensemble")
     return config
+
+
+def bls_config(manifest: Manifest, *, name: str, version_policy: int | None = None) -> Any:
+    """NAME_pipeline of `install --pipeline bls`: one Python-backend model that preprocesses, calls the lane model
+    through BLS and decodes; the ensemble's inputs, outputs and parameters, so the client cannot tell them apart."""
+    pb = _pb()
+    config = pb.ModelConfig(name=name, backend="python", max_batch_size=0)
+    _policy(config, version_policy)
+    _pipeline_signature(config, manifest)
+    config.instance_group.add(count=BLS_INSTANCES, kind=pb.ModelInstanceGroup.KIND_CPU)
+    _pipeline_params(config, manifest, "bls")
+    return config
+
+
+def bls_spec(manifest: Manifest, *, model: str) -> dict[str, Any]:
+    """pipeline.json of a BLS pipeline version: what it calls (the lane model `model`, whichever version the
+    server serves), with which tensor, and how it preprocesses and decodes (triton_models/bls_model.py reads it)."""
+    model_in, lane_outputs = _model_io(manifest)
+    family = manifest.lane_family()
+    frame = manifest.fused_frame
+    return {
+        "model": model,
+        "input": model_in.to_dict(),
+        "outputs": [t.to_dict() for t in lane_outputs],
+        "max_batch_size": batching(manifest)[0],
+        "preprocess": manifest.preprocess.to_dict(),
+        "decode": manifest.decode.to_dict(),
+        "max_points": family.max_points(lane_outputs),
+        "fused_frame": {"height": frame.height, "width": frame.width} if frame is not None else None,
+    }
 
 
 def config_text(config: Any) -> str:

@@ -11,18 +11,25 @@ from ..fsutil import write_bytes_atomic
 from ..progress import Reporter
 from . import model_config as mc
 from .files import CONFIG
+from .pipeline_kind import PipelineKind, kind_of_record
 from .versions import INSTALL_RECORD, read_config, read_json, versions
 
 
 def load_order(models: list[str]) -> list[str]:
-    """What to ask the server to load: just the ensemble when there is one.
+    """What to ask the server to load: just the ensemble when there is one, else every model, the lane model
+    before its BLS pipeline.
 
     Loading an ensemble in explicit mode reloads its changed composing models with it, as
     one step; loading the lane model alone first would make Triton re-check the ensemble
-    against the old pre/postprocess configs (and fail) whenever the I/O dims change.
+    against the old pre/postprocess configs (and fail) whenever the I/O dims change. A BLS
+    pipeline (`install --pipeline bls`) composes nothing Triton knows of, so the model it calls goes
+    first. The names tell the kinds apart: a version of an ensemble pipeline always comes with a
+    NAME_postprocess of the same version, a BLS pipeline's never does.
     """
-    ensembles = [m for m in models if m.endswith("_pipeline")]
-    return ensembles or models
+    ensembles = [m for m in models if m.endswith("_pipeline") and m[: -len("_pipeline")] + "_postprocess" in models]
+    if ensembles:
+        return ensembles
+    return sorted(models, key=lambda m: m.endswith("_pipeline"))
 
 
 def server_for(repository: Path, reporter: Reporter) -> Any:
@@ -74,6 +81,8 @@ def pin_config(repository: Path, model: str, version: int) -> None:
         config = mc.preprocess_config(manifest, name=model, version_policy=version)
     elif role == "postprocess":
         config = mc.postprocess_config(manifest, name=model, version_policy=version)
+    elif role == "pipeline" and kind_of_record(record) is PipelineKind.BLS:
+        config = mc.bls_config(manifest, name=model, version_policy=version)
     elif role == "pipeline":
         base = model[: -len("_pipeline")]
         config = mc.pipeline_config(manifest, name=model, model=base, preprocess=base + "_preprocess",

@@ -472,6 +472,33 @@ def restart_in_background(proc) -> tuple[threading.Event, threading.Event]:
     return stopped, started
 
 
+@pytest.mark.parametrize("kind", ["ensemble", "bls"])
+def test_a_pipeline_restarted_mid_stream_recovers_for_either_kind(tmp_path, tiny_artifact, kind):
+    """Issue 24: the BLS pipeline (one Python model calling tiny) recovers from a server restart as the ensemble
+    does: the client re-registers its regions and gets the same lanes, nothing leaked."""
+    from edge_deploy.repository.install import install
+
+    repo = tmp_path / "repo"
+    install(tiny_artifact, repo, "tiny", runtime="python", pipeline=kind)
+    proc = _serve(repo, tmp_path / "triton.log")
+    try:
+        stream = frames(43, 44)
+        with LaneDetClient(proc.url, "tiny_pipeline", client_timeout=10, retry_deadline=90) as client:
+            want = [client.detect(f) for f in stream]
+            regions = list(client.shm_regions)
+            got = []
+            for i in range(8):
+                if i == 3:
+                    _, started = restart_in_background(proc)  # detect 3 is sent while the server is down
+                got.append(client.detect(stream[i % 2]))
+            assert started.is_set() and client.recoveries >= 1
+            assert all(same_lanes(g, want[i % 2]) for i, g in enumerate(got))
+            assert client.shm_regions == regions and our_shm() == sorted(regions)
+        assert our_shm() == []
+    finally:
+        proc.stop(timeout=15)
+
+
 def _wait_until(predicate, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while not predicate():
