@@ -284,6 +284,9 @@ class CertificateAuthority:
         check_name(name)
         if kind not in ("server", "client"):
             raise CertificateError(f"certificate kind must be server or client (got {kind!r}).")
+        if kind == "client" and (dns or ips):
+            raise CertificateError("--name/--ip are for server certificates (--server); a client certificate "
+                                   "names only the app.")
         if days < 1:
             raise CertificateError(f"--days must be at least 1 (got {days}).")
         for address in ips:
@@ -328,8 +331,9 @@ class CertificateAuthority:
         redone = []
         for other, entry in keep.items():
             dns, ips = _san(load_cert(self.cert_path(other)))
-            redone.append(self.issue(other, kind=entry["kind"], dns=dns if entry["kind"] == "server" else [],
-                                     ips=ips, days=int(entry.get("days", LEAF_DAYS)), key=_load_key(self.key_path(other))))
+            server = entry["kind"] == "server"  # a client certificate has no names or addresses to keep
+            redone.append(self.issue(other, kind=entry["kind"], dns=dns if server else [], ips=ips if server else [],
+                                     days=int(entry.get("days", LEAF_DAYS)), key=_load_key(self.key_path(other))))
         self.cert_path(name).unlink(missing_ok=True)
         self.key_path(name).unlink(missing_ok=True)
         return redone

@@ -143,11 +143,10 @@ def convert(
     (in place, or in a copy at `output`).
     """
     reporter = reporter or Reporter()
-    settings = settings or ExportSettings()
+    settings, engine_options = _one_precision(settings, engine_options)
     if target not in ("auto", "onnx", "tensorrt"):
         raise ConvertError(f"--target must be auto, onnx or tensorrt (got {target!r}).")
     started = time.perf_counter()
-    engine_options = engine_options or EngineOptions()
     if eval_data:
         from .evaluate.record import check_eval_data
 
@@ -164,6 +163,10 @@ def convert(
         raise ConvertError("--output DIR is required: where to write model.onnx and manifest.json.")
     if target == "tensorrt":
         _require_builder(engine_options)  # fail before the export work, not after it
+    if settings.fuse_frame is not None:  # before the model is loaded: UFLDv2's resize is not the fused graph's
+        from .export.fused_preprocess import refuse_unfusable_family
+
+        refuse_unfusable_family(source.model, source.dataset)
     with StagingDir(Path(output), force) as staging:
         manifest = export_artifact(source, settings, staging.path, reporter)
         manifest.plan = _plan_stage(staging.path, manifest, target, engine_options, reporter)
@@ -178,6 +181,19 @@ def convert(
             manifest.write(staging.path)
             staging.commit()
     return _result(staging.target, manifest, reporter, started)
+
+
+def _one_precision(settings: ExportSettings | None,
+                   engine_options: EngineOptions | None) -> tuple[ExportSettings, EngineOptions]:
+    """Both, with one precision: the one given where only one of them is given (the defaults' otherwise);
+    a ConvertError where both are given and differ (one --precision: the ONNX files and the plan agree)."""
+    if settings is not None and engine_options is not None and settings.precision is not engine_options.precision:
+        raise ConvertError(
+            f"the export settings ask for precision {settings.precision} but the engine options for "
+            f"{engine_options.precision}; give one precision to both (convert's --precision does).")
+    if settings is None:
+        settings = ExportSettings(precision=engine_options.precision) if engine_options else ExportSettings()
+    return settings, engine_options or EngineOptions(precision=settings.precision)
 
 
 def _refuse_export_options(source: SourceSpec, settings: ExportSettings) -> None:

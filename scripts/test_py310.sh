@@ -4,9 +4,9 @@
 #
 # No torch here: the only local torch file is a CPU build for Python 3.11, and on 3.10 pip would pull
 # the CUDA build from PyPI (several GB). Tests that need torch (export from PyTorch, the LaneATT model
-# and its reference checks, training) skip with that reason; everything else runs, the served
-# end-to-end tests included (the lowest tritonclient and grpcio against the bundled tritonserver).
-# What torch-free coverage the ONNX side keeps: docs/testing.md.
+# and its reference checks, training, and the served tests built on a converted LaneATT artifact) skip
+# with that reason; the served tests on small ONNX artifacts run (the lowest tritonclient and grpcio
+# against the bundled tritonserver). The exact list, and the torch-free ONNX coverage: docs/testing.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +39,18 @@ $PIP install -q -c "$CONSTRAINTS" -e '.[test]'
 # Only the bundled tritonserver of nvidia-pytriton is used, not its Python API, whose requirement
 # tritonclient~=2.50 would lift tritonclient above the lowest version under test.
 $PIP install -q --no-deps -c "$CONSTRAINTS" nvidia-pytriton
+# onnxruntime 1.16.3, the version of the oldest onnxruntime builds for Jetson, in a directory of its own
+# (.venv310 itself keeps onnxruntime at pyproject's lower bound): tests/export/test_onnx_target.py loads
+# every ONNX variant convert writes in it, in a subprocess with $EDGE_DEPLOY_OLDEST_ORT first on PYTHONPATH.
+# It imports and runs with numpy alone (.venv310's); coloredlogs, flatbuffers, packaging, protobuf and
+# sympy, its other requirements, serve only its tools, hence --no-deps.
+OLDEST_ORT=.venv310/ort116
+if ! PYTHONPATH=$OLDEST_ORT .venv310/bin/python -c \
+    'import sys, onnxruntime; sys.exit(onnxruntime.__version__ != "1.16.3")' 2>/dev/null; then
+  rm -rf "$OLDEST_ORT"
+  $PIP install -q --no-deps --target "$OLDEST_ORT" onnxruntime==1.16.3
+fi
+export EDGE_DEPLOY_OLDEST_ORT="$PWD/$OLDEST_ORT"
 .venv310/bin/python - "$CONSTRAINTS" <<'EOF'
 # Fail when an installed version is not the pinned lowest one (a stale .venv310, a resolver surprise).
 import sys

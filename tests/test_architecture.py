@@ -104,6 +104,42 @@ def test_client_imports_only_lanedet_and_errors() -> None:
     assert {m: t for m, t in offending.items() if t} == {}
 
 
+# What a vehicle app that imports the client must never load: training and the synthetic scene generator,
+# and every stage that is not inference (export, engine, repository, serve, evaluate, fleet, the CLI, ...).
+NOT_INFERENCE = ("edge_deploy.training", "edge_deploy.evaluate", "edge_deploy.export", "edge_deploy.engine",
+                 "edge_deploy.repository", "edge_deploy.serve", "edge_deploy.fleet", "edge_deploy.cli",
+                 "edge_deploy.convert", "edge_deploy.certs", "edge_deploy.doctor", "edge_deploy.parity",
+                 "edge_deploy.artifact")
+
+
+def reachable(graph: dict[str, set[str]], roots: list[str]) -> dict[str, list[str]]:
+    """Every module reachable from `roots` -> one import path to it (lazy imports included)."""
+    paths = {root: [root] for root in roots}
+    todo = list(roots)
+    while todo:
+        module = todo.pop()
+        for nxt in sorted(graph[module]):
+            if nxt not in paths:
+                paths[nxt] = [*paths[module], nxt]
+                todo.append(nxt)
+    return paths
+
+
+def test_the_client_never_reaches_training_or_the_other_stages() -> None:
+    graph = import_graph()
+    def outside(module: str) -> bool:  # edge_deploy.cli, not edge_deploy.client
+        return any(module == p or module.startswith(p + ".") for p in NOT_INFERENCE)
+
+    assert all(any(m == p or m.startswith(p + ".") for m in graph) for p in NOT_INFERENCE)  # none renamed away
+    # the client, and the lane-model families the registry imports by name (lanedet/family.py) for it
+    roots = [m for m in graph if m.startswith(("edge_deploy.client", "edge_deploy.lanedet"))]
+    offending = {module: " -> ".join(path) for module, path in reachable(graph, roots).items()
+                 if outside(module)}
+    assert offending == {}
+    assert reachable({"a": {"b"}, "b": {"c"}, "c": set(), "d": {"a"}}, ["a"]) == {
+        "a": ["a"], "b": ["a", "b"], "c": ["a", "b", "c"]}
+
+
 def test_lanedet_does_not_import_the_pipeline_stages() -> None:
     stages = ("edge_deploy.export", "edge_deploy.engine", "edge_deploy.repository", "edge_deploy.serve",
               "edge_deploy.client", "edge_deploy.cli", "edge_deploy.convert")

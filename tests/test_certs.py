@@ -68,6 +68,20 @@ def test_issue_checks_names_and_addresses(ca) -> None:
         ca.issue("srv2", kind="server", ips=["10.0.0.300"])
 
 
+def test_issue_refuses_names_or_addresses_for_a_client_certificate(ca) -> None:
+    # the rule `certs issue` enforces (--name/--ip only with --server) is issue()'s, for library callers too
+    line = "--name/--ip are for server certificates (--server); a client certificate names only the app."
+    for sans in ({"dns": ["app.local"]}, {"ips": ["10.0.0.5"]}, {"dns": ["a"], "ips": ["10.0.0.5"]}):
+        with pytest.raises(CertificateError) as refused:
+            ca.issue("lane-consumer", kind="client", **sans)
+        assert str(refused.value) == line
+        with pytest.raises(CertificateError, match="a client certificate names only the app"):
+            ca.issue("lane-consumer", **sans)  # client is the default kind
+    assert not ca.cert_path("lane-consumer").exists()
+    issued = ca.issue("lane-consumer")  # no SANs: fine, and a server may have them
+    assert issued.kind == "client" and ca.issue("srv2", kind="server", dns=["orin2"], ips=["10.0.0.6"]).kind == "server"
+
+
 def test_revoke_rotates_the_ca_so_the_revoked_certificate_no_longer_verifies(ca) -> None:
     app = ca.issue("camera-app")
     keep = ca.issue("planner")

@@ -129,6 +129,12 @@ def test_rollback_of_a_repository_that_does_not_exist_says_so(tmp_path) -> None:
     assert f"model repository {tmp_path / 'nowhere'} does not exist" in line and "has no model" not in line
 
 
+def test_rollback_of_a_repository_that_is_a_file_says_it_is_not_a_directory(tmp_path) -> None:
+    (tmp_path / "repo").write_text("not a repository\n")
+    line = error(cli("rollback", "lanedet", "--repository", str(tmp_path / "repo"), cwd=tmp_path))
+    assert f"model repository {tmp_path / 'repo'} is not a directory" in line and "does not exist" not in line
+
+
 def test_infer_on_a_directory_reads_its_images_or_says_it_has_none(tmp_path) -> None:
     from edge_deploy.cli.infer import image_paths
     from edge_deploy.errors import FrameError

@@ -63,10 +63,6 @@ def issue(
     days: Annotated[int, typer.Option(help="Lifetime in days.")] = 730,
 ) -> None:
     """Issue a client certificate for one consuming app (or a server certificate with --server)."""
-    from ..errors import CertificateError
-
-    if not server and (dns or ip):
-        raise CertificateError("--name/--ip are for server certificates (--server); a client certificate names only the app.")
     authority = _authority(directory)
     item = authority.issue(name, kind="server" if server else "client", dns=list(dns or []), ips=list(ip or []),
                            days=days)

@@ -98,7 +98,7 @@ def convert(
     force: Annotated[bool, typer.Option(
         "--force", help="Replace an existing output artifact (only after success); for an artifact MODEL, "
                         "rebuild the plan even if it is current.")] = False,
-    seed: Annotated[int, typer.Option(help="Seed for untrained LaneATT weights and the parity inputs.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed for untrained (random) LaneATT/UFLDv2 weights and the parity inputs.")] = 0,
     atol: Annotated[float, typer.Option(help="Parity tolerance, absolute.")] = 1e-3,
     rtol: Annotated[float, typer.Option(help="Parity tolerance, relative.")] = 1e-3,
     simplify: Annotated[bool, typer.Option(help="Simplify the graph with onnxslim (kept only if results hold).")] = True,

@@ -55,19 +55,9 @@ def evaluate(
     if served_model is not None and url is None:
         raise EvaluationError("--model names a served model: give its server with --url HOST:PORT too.")
     model = model or f"grpc://{url}/{served_model or 'lanedet'}"
-    if synthetic is not None and synthetic < 1:
-        raise EvaluationError(f"--synthetic {synthetic}: give the number of synthetic frames to score, 1 or more.")
-    if seed < 0:
-        raise EvaluationError(f"--seed {seed}: the first synthetic evaluation seed is 0 or more.")
-    sources = [s for s in (data, tusimple, synthetic) if s]
-    if len(sources) != 1:
-        raise EvaluationError("give exactly one of --data LIST, --tusimple LABELS or --synthetic N.")
-    if data is not None:
-        frames = datasets.culane_frames(root or data.parent, data, limit=limit)
-    elif tusimple:
-        frames = datasets.tusimple_frames(root or tusimple[0].parent, tusimple, limit=limit)
-    else:
-        frames = datasets.synthetic_frames(synthetic, seed)
+    # the library checks the sources (exactly one; --synthetic N >= 1, --seed >= 0), naming these options
+    frames = datasets.evaluation_frames(data=data, tusimple=tusimple, synthetic=synthetic, seed=seed, root=root,
+                                        limit=limit)
     console = Console(stderr=True, soft_wrap=True)
     from .serve import _cli_tls
 

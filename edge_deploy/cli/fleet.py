@@ -42,11 +42,6 @@ def rollout(
     variables = parse_extra_vars(extra_vars)
     if name is not None:
         variables["edge_deploy_model_name"] = name
-    if keep is not None:
-        if keep < 2:
-            raise FleetError(f"--keep must be at least 2 (got {keep}): the previous version is what a failed "
-                             "vehicle rolls back to.")
-        variables["edge_deploy_keep"] = keep
 
     def progress(index: int, group: list[str], results: dict[str, dict[str, Any]]) -> None:
         if as_json:
@@ -56,7 +51,7 @@ def rollout(
             typer.echo(f"{label}: {_result_line(host, results[host])}")
 
     result = do_rollout(artifact, inventory, canary=canary, batch=batch, max_fail=max_fail, limit=limit,
-                        extra_vars=variables, on_batch=progress)
+                        extra_vars=variables, on_batch=progress, keep=keep)  # keep: checked by rollout()
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
     else:

@@ -228,18 +228,20 @@ def _check_numbers(*, synthetic: int, timeout: float, wait: float, conf: float |
                    top_k: int | None) -> None:
     """One-line ClientErrors for numbers that would otherwise fail later with a misleading message."""
     from ..errors import ClientError
+    from ..lanedet.family import DecodeDefaults, DecodeDefaultsError
 
     problems = [
         (synthetic < 0, f"--synthetic must be 0 or more frames (got {synthetic})"),
         (not timeout > 0, f"--timeout must be more than 0 seconds (got {timeout:g})"),
         (not wait >= 0, f"--wait must be 0 (do not wait) or more seconds (got {wait:g})"),
-        (conf is not None and not 0.0 <= conf <= 1.0, f"--conf is a score threshold from 0 to 1 (got {conf})"),
-        (nms is not None and not nms >= 0, f"--nms must be 0 or more pixels (got {nms})"),
-        (top_k is not None and top_k < 1, f"--top-k must be at least 1 lane (got {top_k})"),
     ]
     for bad, message in problems:
         if bad:
             raise ClientError(message + ".")
+    try:  # the decode rules live with DecodeDefaults; here they are named as infer's options
+        DecodeDefaults.check_given(conf_threshold=conf, nms_threshold=nms, top_k=top_k)
+    except DecodeDefaultsError as exc:
+        raise ClientError(f"{exc.for_options()}.") from None
 
 
 @app.command()

@@ -24,7 +24,7 @@ from ..errors import (
     TLSRefusedError,
     one_line,
 )
-from ..lanedet.family import DecodeParams
+from ..lanedet.family import DecodeDefaults, DecodeDefaultsError, DecodeParams
 from .buffers import Slot
 from .request import Request, build_request
 from .served_model import LaneModel, decode_params, describe_model
@@ -227,6 +227,10 @@ class ClientBase:
                  tls: TLSConfig | None = None, strict: bool = False) -> None:
         if tls is not None and not isinstance(tls, TLSConfig):
             raise ClientError(f"tls must be a TLSConfig(ca=..., cert=..., key=...) or None, not {type(tls).__name__}.")
+        try:  # refused here, not at the first detect(): the rules the decode parameters are made with
+            DecodeDefaults.check_given(conf_threshold=overrides[0], nms_threshold=overrides[1], top_k=overrides[2])
+        except DecodeDefaultsError as exc:
+            raise ClientError(f"{exc}.") from None
         self.url = url
         self.tls = tls
         self.model_name = model

@@ -25,6 +25,7 @@ from typing import Any
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, Manifest, sha256_file
 from ..errors import EdgeDeployError, EngineError, one_line
 from ..fsutil import write_bytes_atomic
+from ..precision import Precision
 from ..progress import Reporter
 from . import device as device_mod
 from . import tensorrt_api, trtexec
@@ -141,8 +142,8 @@ DLA_FROM_11 = (11, 4)  # TensorRT 11.0-11.3 have no DLA; 11.4.1 restores it on A
 
 
 def check_dla(dla_core: int | None, facts: device_mod.DeviceFacts, tensorrt_version: str | None = None,
-              precision: str = "fp16", profile: dict[str, tuple[list[int], list[int], list[int]]] | None = None,
-              ) -> None:
+              precision: Precision = Precision.FP16,
+              profile: dict[str, tuple[list[int], list[int], list[int]]] | None = None) -> None:
     """A DLA build that cannot run on the DLA: one-line EngineError.
 
     With GPU fallback on, TensorRT quietly runs on the GPU what the DLA cannot (an FP32 network, or
@@ -213,7 +214,7 @@ def build_settings(
     )
 
 
-def onnx_to_build(artifact_dir: Path, precision: str, strongly_typed: bool) -> Path:
+def onnx_to_build(artifact_dir: Path, precision: Precision, strongly_typed: bool) -> Path:
     """The ONNX file a build reads: model_fp16.onnx for a strongly typed FP16 build, else model.onnx."""
     if not (strongly_typed and precision == "fp16"):
         return Path(artifact_dir) / ONNX_NAME

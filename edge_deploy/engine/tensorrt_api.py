@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import EngineError, one_line
+from ..precision import Precision
 
 # TensorRT DataType member names -> Triton datatype names (the manifest's vocabulary).
 _TRITON_DTYPE = {
@@ -69,7 +70,7 @@ class Calibration:
 class BuildSettings:
     """A version-neutral description of one engine build (made by engine.py from the user's options)."""
 
-    precision: str  # fp16 | fp32 | int8
+    precision: Precision  # fp16 | fp32 | int8 (a str enum: compares equal to those strings)
     workspace_bytes: int
     profile: dict[str, tuple[list[int], list[int], list[int]]] = field(default_factory=dict)
     # (ONNX node name, its output tensor name or "") for each node pinned to FP32 (weakly typed builds only)
@@ -207,7 +208,7 @@ def check_supported(version: str | None) -> None:
     )
 
 
-def strongly_typed(version: str | None, precision: str, *, weak_typing: bool = False, dla: bool = False) -> bool:
+def strongly_typed(version: str | None, precision: Precision, *, weak_typing: bool = False, dla: bool = False) -> bool:
     """The builder path for TensorRT `version`: True = strongly typed network, False = builder flags.
 
     One-line EngineError for what TensorRT 11 cannot do: INT8 (its calibrators are gone; INT8

@@ -39,6 +39,7 @@ __all__ = [
     "CULaneEntry",
     "TuSimpleLabel",
     "culane_frames",
+    "evaluation_frames",
     "read_culane_list",
     "read_image",
     "read_lines_file",
@@ -91,6 +92,33 @@ def synthetic_frames(
             yield f"synthetic-{scene_seed}", drawn.frame, truth, drawn.conditions
 
     return frames()
+
+
+def evaluation_frames(
+    *,
+    data: str | Path | None = None,
+    tusimple: Sequence[str | Path] | None = None,
+    synthetic: int | None = None,
+    seed: int = 0,
+    root: str | Path | None = None,
+    limit: int | None = None,
+) -> Iterator[tuple[Any, ...]]:
+    """The labelled frames `evaluate` scores, from exactly one source: a CULane list file (`data`), TuSimple
+    label files (`tusimple`) or `synthetic` reserved-seed frames from `seed`. `root`: the data set root
+    (default: the list file's, or the first label file's, folder); `limit`: at most this many CULane or
+    TuSimple frames. What cannot be scored is a one-line EvaluationError naming evaluate's option."""
+    if synthetic is not None and (isinstance(synthetic, bool) or not isinstance(synthetic, (int, np.integer))
+                                  or synthetic < 1):
+        raise EvaluationError(f"--synthetic {synthetic}: give the number of synthetic frames to score, 1 or more.")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise EvaluationError(f"--seed {seed}: the first synthetic evaluation seed is 0 or more.")
+    if len([s for s in (data, tusimple, synthetic) if s]) != 1:
+        raise EvaluationError("give exactly one of --data LIST, --tusimple LABELS or --synthetic N.")
+    if data is not None:
+        return culane_frames(root or Path(data).parent, data, limit=limit)
+    if tusimple:
+        return tusimple_frames(root or Path(tusimple[0]).parent, tusimple, limit=limit)
+    return synthetic_frames(int(synthetic), int(seed))
 
 
 # --- images -------------------------------------------------------------------------------

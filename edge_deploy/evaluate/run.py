@@ -98,7 +98,7 @@ def evaluate(
     size: tuple[int, int] | None = None
     retention: RetentionComparison | None = None
     records: list[FrameRecord] = []
-    worst: list[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]] = []
+    worst = WorstFrames(model=str(getattr(runner, "name", runner)))
     against_seconds: list[float] = []
     tusimple: TuSimpleEvaluator | None = None
     for item in frames:
@@ -157,18 +157,32 @@ def evaluate(
     return report, worst
 
 
+class WorstFrames(list):
+    """evaluate()'s worst frames (record, frame, lanes, truth), knowing the model they came from (`model`: the
+    runner's name), so that their picture names it."""
+
+    def __init__(self, *args: Any, model: str | None = None) -> None:
+        super().__init__(*args)
+        self.model = model
+
+
 def worst_frames_grid(worst: Sequence[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]], path: Path,
-                      columns: int = 2, width: int = 820) -> Path:
-    """A PNG grid of frames: truth in green, predictions in red, captioned with the frame's name and F1."""
+                      columns: int = 2, width: int = 820, model: str | None = None) -> Path:
+    """A PNG grid of frames: truth in green, predictions in red, captioned with the model, the frame's name and
+    F1. `model` (default: the one evaluate() recorded on `worst`): a runner name such as grpc://HOST:PORT/NAME or
+    DIR:fp16, shown by its last part (the served model's name, e.g. ufldv2_random_weights in the demo)."""
     import cv2
 
     from ..lanedet.draw import draw_lanes, save_png
 
+    model = model if model is not None else getattr(worst, "model", None)
+    shown = f"{str(model).rstrip('/').rsplit('/', 1)[-1]}  " if model else ""
     tiles = []
     for record, frame, lanes, truth in worst:
         image = draw_lanes(frame, truth, color=TRUTH_COLOR, thickness=6, labels=False)
         image = draw_lanes(image, lanes, color=PRED_COLOR, thickness=3,
-                           caption=f"{record.name}  F1 {record.f1:.2f}  ({record.predicted} found / {record.truth} true)")
+                           caption=f"{shown}{record.name}  F1 {record.f1:.2f}  "
+                                   f"({record.predicted} found / {record.truth} true)")
         scale = width / image.shape[1]
         tiles.append(cv2.resize(image, (width, int(round(image.shape[0] * scale))), interpolation=cv2.INTER_AREA))
     if not tiles:

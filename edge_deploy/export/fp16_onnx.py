@@ -10,7 +10,8 @@ environment, while AutoCast itself calls onnxconverter-common underneath.
 
 ONNX Runtime runs the result on the CPU on the parity inputs of `convert`;
 it is compared with model.onnx (FP32) on the raw outputs (max abs/rel) and on
-decoded lanes (same count per image, mean |dx| <= MAX_LANE_DX_PX at 640 wide).
+decoded lanes (same count per image, mean |dx| <= MAX_LANE_DX_PX at 640 wide for LaneATT, at the data
+set's original width for UFLDv2: 1640 CULane, 1280 TuSimple; parity.LaneCheck).
 This is the FP16 accuracy a user sees before the model reaches the device.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..errors import ConvertError, EdgeDeployError, one_line
 from ..progress import Reporter
 from . import onnx_target
 
-MAX_LANE_DX_PX = 1.0  # mean |dx| allowed between model.onnx and model_fp16.onnx lanes, 640-wide pixels
+MAX_LANE_DX_PX = 1.0  # mean |dx| allowed between model.onnx and model_fp16.onnx lanes (pixels: see above)
 FP16_MAX = 65504.0  # largest finite FP16: weights are clamped here, not at the converter's 1e4 default
 FP16_MIN_SUBNORMAL = 2.0**-24  # smallest FP16 subnormal: tinier non-zero weights keep this magnitude
 
@@ -139,7 +140,8 @@ def verify_fp16_onnx(fp32_path: Path, fp16_path: Path, manifest: Manifest) -> di
     lanes = report["lanes"]
     if lanes is not None:
         lanes = {"images": lanes["images"], "lanes_fp32": lanes["lanes_onnxruntime"], "lanes_fp16": lanes["lanes_plan"],
-                 "mean_dx_px": lanes["mean_dx_px"], "max_mean_dx_px": lanes["max_mean_dx_px"]}
+                 "mean_dx_px": lanes["mean_dx_px"], "max_mean_dx_px": lanes["max_mean_dx_px"],
+                 "dx_width_px": lanes["dx_width_px"]}  # the image width the dx is measured and held at
     return {
         "reference": f"ONNX Runtime (CPU): {ONNX_NAME} (FP32) vs {FP16_ONNX_NAME}",
         "batches": [int(next(iter(f.values())).shape[0]) for f in feeds],

@@ -53,6 +53,31 @@ def parse_frame_size(text: str) -> tuple[int, int]:
     return height, width
 
 
+def unfusable(spec: PreprocessSpec, whose: str) -> str | None:
+    """Why the fused graph cannot do `spec` (one line, None when it can): it resizes the crop box bicubically,
+    nothing else. UFLDv2's area (antialiased) resize to a taller image with the bottom rows kept is refused."""
+    if spec.interpolation == "bicubic" and spec.resized_height is None:
+        return None
+    how = f"{spec.interpolation}{' (antialiased)' if spec.interpolation == 'area' else ''} interpolation"
+    taller = " to a taller image and keeps the bottom rows (crop_ratio)" if spec.resized_height is not None else ""
+    return (f"--fuse-preprocess does a bicubic resize only, but {whose}'s preprocessing resizes with {how}{taller}; "
+            "convert without --fuse-preprocess (the client or --pipeline preprocesses).")
+
+
+def refuse_unfusable_family(model: str, dataset: str | None) -> None:
+    """For `convert NAME --fuse-preprocess`: refuse a family whose preprocessing the fused graph cannot do
+    before the model is loaded and exported (ConvertError, one line); other MODELs are checked at fusion."""
+    from ..lanedet.family import family_names, get_family
+
+    if model.lower() not in family_names():
+        return
+    family = get_family(model.lower())
+    preset = family.datasets.get(dataset) if dataset else None
+    reason = unfusable(preset.preprocess if preset and preset.preprocess else family.preprocess, family.title)
+    if reason:
+        raise ConvertError(reason)
+
+
 def preprocess_graph(spec: PreprocessSpec, frame_size: tuple[int, int], batch_dim: Any, out_name: str,
                      out_dtype: str, opset: int = onnx_target.DEFAULT_OPSET, *, round_uint8: bool = True) -> Any:
     """The preprocessing ModelProto: FRAME uint8 [batch_dim, H, W, 3] -> `out_name` [batch_dim, 3, h, w].
@@ -63,14 +88,9 @@ def preprocess_graph(spec: PreprocessSpec, frame_size: tuple[int, int], batch_di
     from onnx import TensorProto, helper, numpy_helper
 
     pre = spec
-    if pre.interpolation != "bicubic":
-        raise ConvertError(
-            f"--fuse-preprocess implements bicubic resizing only, but the model's preprocessing uses "
-            f"{pre.interpolation!r}; convert without --fuse-preprocess."
-        )
-    if pre.resized_height is not None:
-        raise ConvertError("--fuse-preprocess does not implement resizing taller and keeping the bottom rows "
-                           "(UFLDv2's crop_ratio); convert without --fuse-preprocess.")
+    reason = unfusable(pre, "the model")
+    if reason:
+        raise ConvertError(reason)
     frame_h, frame_w = frame_size
     top, left, box_h, box_w = pre.crop_box(frame_h, frame_w)
     nodes, inits = [], []

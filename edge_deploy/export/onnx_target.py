@@ -17,6 +17,23 @@ onnx-tensorrt does not check the IR version but parses the protobuf with the onn
 with, and onnxruntime refuses a model whose IR version is above its onnx's ("Unsupported model
 IR version: 10, max supported IR version: 9" from onnxruntime 1.16.3). Opsets 9..17 are what
 TensorRT 10.x and 8.5 both parse; the default domain is the only one they import natively.
+
+Sources (read for this table):
+- https://github.com/onnx/onnx-tensorrt/blob/release/8.5-GA/docs/operators.md
+  "TensorRT 8.5 supports operators up to Opset 17."; that branch's third_party/onnx submodule is
+  onnx commit f7ee1ac, tag v1.12.0 (its .gitmodules still says `branch = rel-1.6.0`).
+- https://github.com/onnx/onnx-tensorrt/blob/release/10.1-GA/docs/operators.md
+  "TensorRT 10.0 supports operators in the inclusive range of opset 9 to opset 20."; submodule onnx
+  990217f, tag v1.16.0 (.gitmodules `branch = v1.16.0`). release/10.3-GA
+  (https://github.com/onnx/onnx-tensorrt/blob/release/10.3-GA/docs/operators.md), JetPack 6's line,
+  could not be read when this was written (not in the stored mirror, GitHub unreachable): 10.1-GA is
+  the newest branch checked.
+- https://github.com/microsoft/onnxruntime/blob/v1.16.3/onnxruntime/core/graph/model.cc
+  `ORT_THROW("Unsupported model IR version: ", ..., ", max supported IR version: ",
+  ONNX_NAMESPACE::Version::IR_VERSION)`; the 1.16.3 wheel itself reports model.cc:179 "Unsupported
+  model IR version: 10, max supported IR version: 9" (tests/export/test_onnx_target.py runs it).
+- https://github.com/onnx/onnx/blob/main/docs/Versioning.md rows "1.12.0|8|17|3|1",
+  "1.14.1|9|19|3|1", "1.16.0|10|21|5|1" (onnx version|IR version|opset ai.onnx|...).
 """
 from __future__ import annotations
 
@@ -31,6 +48,10 @@ MAX_OPSET = 17  # TensorRT 8.5 parses ai.onnx up to opset 17 (onnxruntime 1.16: 
 DEFAULT_OPSET = 17
 DEFAULT_DOMAINS = ("", "ai.onnx")  # the ONNX spec's two names of the default operator set
 # TensorProto element types IR 8 defines: 1..16 (FLOAT .. BFLOAT16); the FLOAT8 types are IR 9, the 4-bit ones IR 10.
+# Source: onnx/onnx.proto, TensorProto.DataType and the Version enum. At v1.12.0 (IR_VERSION = 8)
+# DataType ends with "BFLOAT16 = 16;" then "// Future extensions go here."
+# (https://github.com/onnx/onnx/blob/v1.12.0/onnx/onnx.proto); v1.15.0's "IR VERSION 9 ... Added FLOAT8E4M3FN,
+# FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ." (17..20) and v1.16.0's "IR VERSION 10 ... Added UINT4, INT4." (21, 22).
 _MAX_IR8_ELEM_TYPE = 16
 CONSUMERS = "TensorRT 8.5 (JetPack 5), TensorRT 10.3 (JetPack 6) and onnxruntime 1.16"
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from ..artifact import BatchRange
 from ..errors import ConvertError
+from ..lanedet.family import DecodeDefaults, DecodeDefaultsError
 from ..precision import Precision
 from .onnx_target import DEFAULT_OPSET, opset_problem
 
@@ -69,12 +70,11 @@ class ExportSettings:
             if not value >= 0:
                 raise ConvertError(f"{flag} is a parity tolerance and must be 0 or more (got {value:g}); "
                                    "the default is 1e-3.")
-        if self.conf_threshold is not None and not 0.0 <= self.conf_threshold <= 1.0:
-            raise ConvertError(f"--conf is a score threshold from 0 to 1 (got {self.conf_threshold:g}).")
-        if self.nms_threshold is not None and not self.nms_threshold >= 0:
-            raise ConvertError(f"--nms must be 0 or more pixels (got {self.nms_threshold:g}).")
-        if self.top_k is not None and self.top_k < 1:
-            raise ConvertError(f"--top-k must be at least 1 lane (got {self.top_k}).")
+        try:  # the rules DecodeDefaults is made with (lanedet/family.py), named as convert's options
+            DecodeDefaults.check_given(conf_threshold=self.conf_threshold, nms_threshold=self.nms_threshold,
+                                       top_k=self.top_k)
+        except DecodeDefaultsError as exc:
+            raise ConvertError(f"{exc.for_options()}.") from None
         if self.fuse_frame is not None and self.precision is Precision.INT8:
             # INT8 calibration feeds preprocessed images (engine/calibration.py), not camera frames.
             raise ConvertError("--fuse-preprocess does not support --precision int8 yet; use fp16 or fp32.")

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from .ansible import playbook, run_playbook
 from .inventory import inventory_hosts
 from .payload import archive, make_payload, payload_id
-from .policy import Amount, batches, exceeds
+from .policy import Amount, FleetError, batches, exceeds
 
 
 @dataclass
@@ -42,6 +42,23 @@ class RolloutResult:
                 "seconds": round(self.seconds, 2), "ok": not self.failed and self.stopped is None}
 
 
+def check_keep(keep: Any) -> int:
+    """Versions kept per vehicle (--keep, edge_deploy_keep; -e gives it as a string): at least 2, because the
+    previous version is what a failed vehicle rolls back to. One-line FleetError otherwise."""
+    count = keep
+    if isinstance(keep, str):
+        try:
+            count = int(keep)
+        except ValueError:
+            count = None
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise FleetError(f"--keep must be a whole number of versions, at least 2 (got {keep!r}).")
+    if count < 2:
+        raise FleetError(f"--keep must be at least 2 (got {keep}): the previous version is what a failed "
+                         "vehicle rolls back to.")
+    return count
+
+
 def default_run_root() -> Path:
     """Where rollouts keep their payloads, plan caches, logs and results: ~/.cache/edge-deploy/fleet."""
     import os
@@ -62,9 +79,19 @@ def rollout(
     run_root: Path | None = None,
     batch_timeout: float = 3600.0,
     on_batch: Callable[[int, list[str], dict[str, dict[str, Any]]], None] | None = None,
+    keep: int | None = None,
 ) -> RolloutResult:
-    """Roll `artifact` out to the hosts of `inventory`; returns every host's result (never raises for a host)."""
+    """Roll `artifact` out to the hosts of `inventory`; returns every host's result (never raises for a host).
+
+    `keep`: versions kept per vehicle (the role's edge_deploy_keep, install --keep; at least 2), over
+    an edge_deploy_keep in `extra_vars`, which is checked the same way.
+    """
     started = time.monotonic()
+    extra_vars = dict(extra_vars or {})
+    if keep is not None:
+        extra_vars["edge_deploy_keep"] = keep
+    if "edge_deploy_keep" in extra_vars:
+        check_keep(extra_vars["edge_deploy_keep"])
     size = Amount.parse(batch, "--batch")
     allowed = Amount.parse(max_fail, "--max-fail")
     hosts = inventory_hosts(Path(inventory), limit)

@@ -88,7 +88,7 @@ def check_served(
     import cv2
 
     from ..client.sync_client import LaneDetClient
-    from ..lanedet.laneatt.decode import Lane
+    from ..lanedet.lane import Lane
     from ..parity import lane_dx
 
     smoke_dir = Path(smoke_dir)

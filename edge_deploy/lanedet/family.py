@@ -40,12 +40,71 @@ from .lane import Lane
 if TYPE_CHECKING:  # pragma: no cover
     from .preprocess import PreprocessSpec
 
-__all__ = ["DatasetPreset", "DecodeDefaults", "DecodeDefaultsError", "DecodeParams", "LaneFamily", "LoadedModel", "SourceSpec",
+__all__ = ["DECODE_OPTIONS", "DatasetPreset", "DecodeDefaults", "DecodeDefaultsError",
+           "DecodeParams", "LaneFamily", "LoadedModel", "SourceSpec",
            "TensorSpec", "family_for_outputs", "family_names", "get_family", "register_family"]
 
 
 class DecodeDefaultsError(ValueError):
-    """Decode settings that cannot be used (one-line message)."""
+    """Decode settings that cannot be used (one-line message).
+
+    For one refused value, `param` names the parameter and `problem` is the rest of the sentence
+    ("conf_threshold" + "is a score threshold from 0 to 1 (got 7)"), so that a caller that took the value
+    as a command-line option can name the option instead (`for_options`)."""
+
+    def __init__(self, message: str, *, param: str | None = None, problem: str | None = None) -> None:
+        super().__init__(message)
+        self.param, self.problem = param, problem
+
+    @classmethod
+    def of(cls, param: str, problem: str) -> DecodeDefaultsError:
+        return cls(f"{param} {problem}", param=param, problem=problem)
+
+    def for_options(self, options: Mapping[str, str] | None = None) -> str:
+        """The message with the parameter named as the option that gave it ("--conf is a score threshold ...");
+        `options`: parameter -> option (default `DECODE_OPTIONS`, convert's and infer's)."""
+        option = (DECODE_OPTIONS if options is None else options).get(self.param or "")
+        return f"{option} {self.problem}" if option and self.problem else str(self)
+
+
+# The command-line options (convert, infer) that give the decode parameters, for messages.
+DECODE_OPTIONS = {"conf_threshold": "--conf", "nms_threshold": "--nms", "top_k": "--top-k"}
+
+
+def _number(param: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise DecodeDefaultsError.of(param, f"must be a number (got {value!r})")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise DecodeDefaultsError.of(param, f"must be a number (got {value!r})") from None
+
+
+def check_top_k(value: Any) -> int:
+    """`value` as the most lanes to return (an integer >= 1), or DecodeDefaultsError: every family's rule."""
+    number = None if isinstance(value, bool) else value
+    if not isinstance(number, (int, float, np.integer, np.floating)) or not math.isfinite(number) \
+            or int(number) != number:
+        raise DecodeDefaultsError.of("top_k", f"must be a whole number of lanes, at least 1 (got {value!r})")
+    if number < 1:
+        raise DecodeDefaultsError.of("top_k", f"must be at least 1 lane (got {int(number)})")
+    return int(number)
+
+
+def check_conf_threshold(value: Any) -> float:
+    """`value` as a score threshold (0 <= conf <= 1), or DecodeDefaultsError."""
+    conf = _number("conf_threshold", value)
+    if not 0.0 <= conf <= 1.0:
+        raise DecodeDefaultsError.of("conf_threshold", f"is a score threshold from 0 to 1 (got {conf:g})")
+    return conf
+
+
+def check_nms_threshold(value: Any) -> float:
+    """`value` as an NMS threshold in pixels (finite, >= 0), or DecodeDefaultsError."""
+    nms = _number("nms_threshold", value)
+    if not (math.isfinite(nms) and nms >= 0):
+        raise DecodeDefaultsError.of("nms_threshold", f"must be 0 or more pixels (got {nms:g})")
+    return nms
 
 
 _P = TypeVar("_P", bound="DecodeParams")
@@ -65,11 +124,7 @@ class DecodeParams:
     title: ClassVar[str] = "this family's"  # for messages: "UFLDv2 decoding has no ..."
 
     def __post_init__(self) -> None:
-        top_k = self.top_k
-        if isinstance(top_k, bool) or not isinstance(top_k, (int, float, np.integer)) or int(top_k) != top_k \
-                or top_k < 1:
-            raise DecodeDefaultsError(f"top_k must be an integer >= 1, got {self.top_k!r}")
-        object.__setattr__(self, "top_k", int(top_k))
+        object.__setattr__(self, "top_k", check_top_k(self.top_k))
 
     @classmethod
     def names(cls) -> list[str]:
@@ -125,17 +180,19 @@ class DecodeDefaults(DecodeParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        try:
-            conf, nms = float(self.conf_threshold), float(self.nms_threshold)
-        except (TypeError, ValueError):
-            raise DecodeDefaultsError(f"conf_threshold and nms_threshold must be numbers, got "
-                                      f"{self.conf_threshold!r} and {self.nms_threshold!r}") from None
-        if not math.isfinite(conf):
-            raise DecodeDefaultsError(f"conf_threshold must be a finite number, got {self.conf_threshold!r}")
-        if not (math.isfinite(nms) and nms >= 0):
-            raise DecodeDefaultsError(f"nms_threshold must be a finite number >= 0, got {self.nms_threshold!r}")
-        object.__setattr__(self, "conf_threshold", conf)
-        object.__setattr__(self, "nms_threshold", nms)
+        object.__setattr__(self, "conf_threshold", check_conf_threshold(self.conf_threshold))
+        object.__setattr__(self, "nms_threshold", check_nms_threshold(self.nms_threshold))
+
+    @classmethod
+    def check_given(cls, *, conf_threshold: Any = None, nms_threshold: Any = None, top_k: Any = None) -> None:
+        """The values given (not None) checked by the rules these parameters are made with, before the defaults
+        they go over are known: convert's and infer's --conf/--nms/--top-k (ExportSettings, the infer CLI) and
+        LaneDetClient(conf_threshold=...). DecodeDefaultsError for the first refused one (`for_options` names
+        its option)."""
+        for value, check in ((conf_threshold, check_conf_threshold), (nms_threshold, check_nms_threshold),
+                             (top_k, check_top_k)):
+            if value is not None:
+                check(value)
 
     def narrows(self, server: DecodeParams) -> bool:
         """A higher score threshold and a smaller top_k can be applied to the server's lanes; NMS cannot."""

@@ -58,6 +58,10 @@ RUNTIMES = ("tensorrt", "onnxruntime", "python")
 # A BLS pipeline instance waits for the model while it runs; a second one preprocesses and decodes the next
 # frame meanwhile (what the ensemble's separate steps do). BENCHMARKS.md measures one against two.
 BLS_INSTANCES = 2
+# How long a BLS pipeline waits for one call to the lane model before failing its frames with a one-line error
+# (pipeline.json's call_timeout_s; 0: forever). Below LaneDetClient's 10 s client_timeout, so that the client
+# gets the pipeline's error rather than its own deadline; far above a frame's tens of milliseconds.
+BLS_CALL_TIMEOUT_S = 5.0
 DATATYPES = ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
              "FP16", "FP32", "FP64", "BF16", "STRING", "BYTES")
 
@@ -352,7 +356,9 @@ def bls_config(manifest: Manifest, *, name: str, version_policy: int | None = No
 
 def bls_spec(manifest: Manifest, *, model: str) -> dict[str, Any]:
     """pipeline.json of a BLS pipeline version: what it calls (the lane model `model`, whichever version the
-    server serves), with which tensor, and how it preprocesses and decodes (triton_models/bls_model.py reads it)."""
+    server serves), with which tensor, how it preprocesses and decodes, and how long it waits for each call
+    (call_timeout_s: edit it in the version directory and load NAME_pipeline again to change it; 0: forever).
+    triton_models/bls_model.py reads it."""
     model_in, lane_outputs = _model_io(manifest)
     family = manifest.lane_family()
     frame = manifest.fused_frame
@@ -365,6 +371,7 @@ def bls_spec(manifest: Manifest, *, model: str) -> dict[str, Any]:
         "decode": manifest.decode.to_dict(),
         "max_points": family.max_points(lane_outputs),
         "fused_frame": {"height": frame.height, "width": frame.width} if frame is not None else None,
+        "call_timeout_s": BLS_CALL_TIMEOUT_S,
     }
 
 

@@ -6,7 +6,9 @@
 
 A BLS pipeline calls whichever version of NAME the server serves, so a new version of NAME that the same
 pipeline can serve (`bls_unchanged`) needs no new pipeline loaded: install then writes the pipeline's
-version (rollback to it rebuilds the same pipeline) but asks the server to load NAME only.
+version (rollback to it rebuilds the same pipeline) but asks the server to load NAME only; rollback
+likewise loads NAME only when the pipeline version it pins would do what the served one does
+(`bls_version_unchanged`).
 """
 from __future__ import annotations
 
@@ -15,12 +17,12 @@ from pathlib import Path
 from typing import Callable
 
 from ..artifact import MANIFEST_NAME, Manifest
-from ..errors import RepositoryError
+from ..errors import EdgeDeployError, RepositoryError
 from . import model_config as mc
 from .files import CONFIG, NewVersion
 from .pipeline_kind import PipelineKind
 from .serving import policy_now
-from .versions import INSTALL_RECORD, PIPELINE_SUFFIXES, read_config
+from .versions import INSTALL_RECORD, PIPELINE_SUFFIXES, read_config, read_json
 
 BLS_SPEC = "pipeline.json"
 # record(runtime, role, pipeline kind or None) -> install.json bytes
@@ -83,12 +85,13 @@ def installed_kind(repository: Path, name: str) -> PipelineKind | None:
         return PipelineKind.ENSEMBLE
 
 
-def bls_unchanged(repository: Path, item: NewVersion) -> bool:
+def bls_unchanged(repository: Path, item: NewVersion, selected: list[int] | None = None) -> bool:
     """Whether the BLS pipeline version `item` would do exactly what the version NAME_pipeline's config selects now
-    does (same config but for its version policy, same files but for the manifest and install record)."""
+    (or the one version in `selected`: what the server serves) does: same config but for its version policy,
+    same files but for the manifest and install record."""
     from .pipeline_kind import kind_of_config
 
-    selected = policy_now(repository, item.model)
+    selected = policy_now(repository, item.model) if selected is None else selected
     if len(selected) != 1 or BLS_SPEC not in item.files:
         return False
     vdir = Path(repository) / item.model / str(selected[0])
@@ -114,3 +117,23 @@ def bls_unchanged(repository: Path, item: NewVersion) -> bool:
         except OSError:
             return False
     return True
+
+
+def bls_version_unchanged(repository: Path, model: str, version: int, selected: list[int] | None = None) -> bool:
+    """Whether version `version` of the BLS pipeline `model`, already on disk, would do what the selected (or
+    served: `selected`) version does: what rollback needs not load again."""
+    from .pipeline_kind import kind_of_record
+
+    vdir = Path(repository) / model / str(version)
+    record = read_json(vdir / INSTALL_RECORD)
+    if record is None or record.get("role") != "pipeline" or kind_of_record(record) is not PipelineKind.BLS:
+        return False
+    try:
+        manifest = Manifest.read(vdir)
+    except (EdgeDeployError, OSError, ValueError):  # unreadable: not provably unchanged, so loaded as before
+        return False
+    files: dict[str, Path | bytes] = {f.name: f for f in vdir.iterdir() if f.is_file()}
+    if BLS_SPEC not in files:
+        return False
+    item = NewVersion(model, files, mc.bls_config(manifest, name=model, version_policy=version))
+    return bls_unchanged(repository, item, selected)

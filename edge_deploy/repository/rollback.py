@@ -10,6 +10,7 @@ from ..fsutil import write_bytes_atomic
 from ..progress import Reporter
 from .files import CONFIG, check_writable, remove_tree, repository_error, repository_lock
 from .history import forget_removed, read_history, record_chosen, record_failed, record_served
+from .pipelines import bls_version_unchanged
 from .serving import load_order, pin_config, policy_now, server_for
 from .versions import PIPELINE_SUFFIXES, check_name, versions
 
@@ -105,7 +106,9 @@ def rollback(
     """Serve an older version of NAME again (default: the newest one below the served one).
 
     The config is rewritten for that version with version_policy specific [V]; the
-    pipeline models follow when they have version V. A running server is asked to load.
+    pipeline models follow when they have version V. A running server is asked to load them, but for
+    a BLS pipeline that would do what the served one does (it calls the served NAME: nothing to
+    reload; `pipelines.bls_version_unchanged`). An ensemble is loaded again with its steps, as before.
     """
     from ..serve import admin
 
@@ -113,8 +116,8 @@ def rollback(
     repository = Path(repository)
     check_name(name)
     if not repository.is_dir():
-        raise RepositoryError(f"model repository {repository} does not exist; pass the --repository that "
-                              "`install` wrote to.")
+        why = "is not a directory" if repository.exists() else "does not exist"
+        raise RepositoryError(f"model repository {repository} {why}; pass the --repository that `install` wrote to.")
     if not (repository / name / CONFIG).is_file():
         raise RepositoryError(f"{repository} has no model {name!r}; see `edge-deploy models --repository {repository}`.")
     avail = versions(repository, name)
@@ -139,6 +142,13 @@ def rollback(
     check_writable(repository)
     with repository_lock(repository):
         saved = {m: (repository / m / CONFIG).read_bytes() for m in models}
+        # Before the configs are pinned: a served BLS pipeline that version `to` leaves as it is keeps serving.
+        pipe = name + "_pipeline"
+        keep_serving = []
+        if record is not None and pipe in models:
+            served_pipe = admin.served_versions(record.url, pipe, record.client_tls())
+            if served_pipe and bls_version_unchanged(repository, pipe, to, served_pipe):
+                keep_serving.append(pipe)
 
         def restore() -> None:
             for model, text in saved.items():
@@ -158,7 +168,7 @@ def rollback(
             result.server_url = record.url
             with reporter.stage(f"load {name} version {to} on {record.url}"):
                 try:
-                    admin.load_models(record, load_order(models))
+                    admin.load_models(record, load_order([m for m in models if m not in keep_serving]))
                 except RepositoryError:
                     restore()  # the server keeps serving what it served: make the configs say so again
                     for model in models:

@@ -37,8 +37,17 @@ _JETPACK4 = TritonFit(
     "JetPack 4.6", "tarballs up to tritonserver2.19.0-jetpack4.6.1.tgz (22.02); their TensorRT 8.0/8.2 is older "
     "than the 8.5 edge-deploy's plans need", _JETSON_CONTAINERS, supported=False, igpu_builds=False,
     max_release=(2, 19))
+# JetPack 5.0 DP/5.0.1 DP (L4T R34) and 5.0.2 (R35.1) ship TensorRT 8.4: edge-deploy builds plans from 8.5
+# (engine/tensorrt_api.py SUPPORTED), and TensorRT imports the fused preprocessing's cubic Resize from 8.5.
+_TENSORRT_84 = ("not supported: its TensorRT 8.4 is older than the 8.5 edge-deploy's plans need (and the fused "
+                "preprocessing's cubic Resize needs 8.5); upgrade to JetPack 5.1 (L4T R35.2.1) or newer")
+_JETPACK50_DP = TritonFit(
+    "JetPack 5.0/5.0.1 DP (L4T R34)", f"the developer previews, {_TENSORRT_84}", _JETSON_CONTAINERS,
+    supported=False, igpu_builds=False)
+_JETPACK502 = TritonFit(
+    "JetPack 5.0.2 (L4T R35.1)", f"tarballs up to tritonserver2.27.0-jetpack5.0.2.tgz (22.10), {_TENSORRT_84}",
+    _JETSON_CONTAINERS, supported=False, igpu_builds=False, max_release=(2, 27))
 _JETPACK5 = {
-    "35.1": "tritonserver2.27.0-jetpack5.0.2.tgz (22.10)",
     "35.2": "tritonserver2.34.0-jetpack5.1.tgz (23.05)",
 }
 _JETPACK5_LATEST = ("tritonserver2.35.0-jetpack5.1.2-update-1.tgz (23.06, the newest JetPack 5 tarball; it uses "
@@ -65,8 +74,12 @@ def triton_for_l4t(l4t: str | None) -> TritonFit | None:
     major = parts[0]
     if major == "32":
         return _JETPACK4
-    if major in ("34", "35"):
-        minor = ".".join(parts[:2])
+    minor = ".".join(parts[:2])
+    if major == "34":
+        return _JETPACK50_DP
+    if minor == "35.1":
+        return _JETPACK502
+    if major == "35":
         fits = _JETPACK5.get(minor, _JETPACK5_LATEST)
         return TritonFit("JetPack 5", f"{fits}; the -igpu builds (2.40.0 on) need CUDA 12, i.e. JetPack 6",
                          f"{_JETSON_CONTAINERS}; https://github.com/triton-inference-server/server/issues/6844",

@@ -90,6 +90,25 @@ def tiny_artifact(tmp_path_factory, laneatt_data: Path) -> Path:
     return make_artifact(tmp_path_factory.mktemp("eval") / "artifact", laneatt_data / "anchors_2784x77.npy")
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    ({"synthetic": 0}, "--synthetic 0: give the number of synthetic frames to score, 1 or more."),
+    ({"synthetic": -1}, "--synthetic -1: give the number of synthetic frames to score, 1 or more."),
+    ({"synthetic": 2, "seed": -4}, "--seed -4: the first synthetic evaluation seed is 0 or more."),
+    ({}, "give exactly one of --data LIST, --tusimple LABELS or --synthetic N."),
+    ({"synthetic": 2, "data": "list.txt"}, "give exactly one of --data LIST, --tusimple LABELS or --synthetic N."),
+])
+def test_the_library_refuses_what_evaluate_refuses_naming_its_options(kwargs: dict, message: str) -> None:
+    # the CLI's rules (--synthetic N >= 1, one source) are the library's: a library caller gets the same line
+    from edge_deploy.errors import EvaluationError
+    from edge_deploy.evaluate.datasets import evaluation_frames
+
+    with pytest.raises(EvaluationError) as refused:
+        evaluation_frames(**kwargs)
+    assert str(refused.value) == message
+    names = [f[0] for f in evaluation_frames(synthetic=2, seed=3)]
+    assert names == [f[0] for f in synthetic_frames(2, seed=3)]
+
+
 def test_onnx_runner_decodes_what_onnxruntime_computes(tiny_artifact: Path) -> None:
     from edge_deploy.lanedet.laneatt.decode import decode_lanes
     from edge_deploy.lanedet.preprocess import preprocess
@@ -145,3 +164,28 @@ def test_missing_artifact_is_one_line(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "edge_deploy", "evaluate", str(tmp_path / "nope"), "--synthetic", "1"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "not an artifact directory" in result.stderr
+
+
+def test_the_worst_frames_caption_names_the_model(tmp_path: Path, monkeypatch) -> None:
+    """The picture says which model drew the lanes: the demo's FAMILY=ufldv2 model is served as
+    ufldv2_random_weights (scripts/demo.sh), and its caption must say so."""
+    import edge_deploy.lanedet.draw as draw
+    from edge_deploy.evaluate.run import worst_frames_grid
+
+    captions: list[str] = []
+    real = draw.draw_lanes
+
+    def spy(*args, **kwargs):
+        if kwargs.get("caption"):
+            captions.append(kwargs["caption"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(draw, "draw_lanes", spy)
+    frames, truths = _frames(1)
+    runner = TruthRunner(truths)
+    runner.name = "grpc://127.0.0.1:8001/ufldv2_random_weights"  # what the CLI names a served model
+    _, worst = evaluate(runner, frames, keep_frames=1)
+    worst_frames_grid(worst, tmp_path / "grid.png")
+    assert len(captions) == 1 and captions[0].startswith("ufldv2_random_weights  "), captions
+    worst_frames_grid(list(worst), tmp_path / "grid.png", model="/tmp/art:fp16")
+    assert captions[1].startswith("art:fp16  "), captions

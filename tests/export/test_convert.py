@@ -615,6 +615,20 @@ def test_artifact_dir_with_engine(models_dir: Path, tmp_path: Path, fake_engine)
     assert manifest_json(copy)["plan"]["precision"] == "fp16" and manifest_json(out)["plan"]["precision"] == "fp32"
 
 
+def test_one_precision_for_the_onnx_files_and_the_plan(models_dir: Path, tmp_path: Path, fake_engine) -> None:
+    # the precision is given twice to the library (ExportSettings, EngineOptions): both must say the same
+    out = tmp_path / "art"
+    with pytest.raises(ConvertError) as refused:
+        convert(tiny_source(), out, ExportSettings(precision="fp32"), engine_options=EngineOptions(precision="fp16"))
+    assert str(refused.value) == ("the export settings ask for precision fp32 but the engine options for fp16; "
+                                  "give one precision to both (convert's --precision does).")
+    assert fake_engine == [] and not out.exists() and list(tmp_path.iterdir()) == []  # refused before any work
+    # given once, the other follows it: an FP32 export gets an FP32 plan, not the FP16 default
+    convert(tiny_source(), out, ExportSettings(precision="fp32"))
+    assert fake_engine[-1]["options"]["precision"] == "fp32"
+    assert manifest_json(out)["plan"]["precision"] == "fp32" and not (out / "model_fp16.onnx").exists()
+
+
 def test_load_source_rejects_unknown_model(tmp_path: Path) -> None:
     with pytest.raises(ConvertError, match="not laneatt"):
         load_source(SourceSpec("resnet50"))

@@ -193,3 +193,45 @@ def test_convert_dir_makes_a_missing_fp16_model_before_building(tmp_path: Path, 
     assert ("parser.parse_from_file", str(directory / FP16_ONNX_NAME)) in trt.calls
     Manifest.read(directory).verify_files(directory)
 
+
+
+def _ufldv2_outputs(dataset: str, fraction: float) -> dict[str, np.ndarray]:
+    """One image's UFLDv2 outputs (batch of 1): lanes 1 and 2 at every row anchor, at cell 50 moved right by
+    `fraction` of a cell (the softmax over the local window gives cell 51 that weight); no column lanes."""
+    from edge_deploy.lanedet.ufldv2.decode import OUTPUT_NAMES
+    from edge_deploy.lanedet.ufldv2.presets import PRESETS
+
+    p = PRESETS[dataset]
+    loc_row = np.full((p.cells_row, p.rows, p.lanes), -50.0, np.float32)
+    loc_row[50] = 0.0
+    loc_row[51] = np.log(fraction / (1.0 - fraction)) if fraction > 0 else -50.0
+    exist_row = np.zeros((2, p.rows, p.lanes), np.float32)
+    exist_row[1, :, 1:3] = 5.0
+    exist_col = np.zeros((2, p.cols, p.lanes), np.float32)
+    exist_col[0] = 5.0
+    loc_col = np.zeros((p.cells_col, p.cols, p.lanes), np.float32)
+    return {n: a[None] for n, a in zip(OUTPUT_NAMES, (loc_row, loc_col, exist_row, exist_col))}
+
+
+@pytest.mark.parametrize("dataset", ["culane", "tusimple"])
+def test_ufldv2_lanes_are_held_to_1_px_at_the_data_sets_original_width(tmp_path: Path, dataset: str) -> None:
+    """Issue 23: "mean |dx| <= 1 px at the original width" (1640 CULane, 1280 TuSimple), not at 640 wide:
+    lanes moved by 1.5 original pixels fail (at 640 wide that would be 0.59 / 0.75 px and pass)."""
+    from small_artifact import make_ufldv2_artifact
+
+    from edge_deploy.lanedet.ufldv2.presets import PRESETS
+    from edge_deploy.parity import LaneCheck, compare_to_reference
+
+    width = PRESETS[dataset].image_size[1]
+    cell = width / (PRESETS[dataset].cells_row - 1)  # one grid cell in original pixels
+    manifest = Manifest.read(make_ufldv2_artifact(tmp_path / "art", dataset))  # no source.dataset: found from the anchors
+    check = LaneCheck.of(manifest)
+    assert check.image_size == PRESETS[dataset].image_size and check.limit_width == width
+    reference = [_ufldv2_outputs(dataset, 0.0)]
+    for moved_px, passes in ((0.8, True), (1.5, False)):
+        report = compare_to_reference(reference, [_ufldv2_outputs(dataset, moved_px / cell)], check,
+                                      max_dx_px=MAX_LANE_DX_PX, subject="the FP16 model")
+        lanes = report["lanes"]
+        assert lanes["lanes_plan"] == lanes["lanes_onnxruntime"] == 2
+        assert lanes["mean_dx_px"] == pytest.approx(moved_px, abs=1e-3) and lanes["dx_width_px"] == width
+        assert report["passed"] is passes, report["problems"]

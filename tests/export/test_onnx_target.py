@@ -5,12 +5,17 @@ cites where those limits come from).
 The artifact walk covers each variant (plain, FP16, and fused and fused FP16 where the family's preprocessing
 can be fused) of every registered lane family (edge_deploy.lanedet.family.family_names(): a family added later
 is walked without editing this file), and, without torch (the Python 3.10 CI run), all four variants of
-tests/support/small_artifact.py's model. (Loading these files in onnxruntime 1.16.3 itself was checked by hand:
-the issue 25 note.)
+tests/support/small_artifact.py's model. Those four also load and run in onnxruntime 1.16.3 itself, the oldest
+Jetson onnxruntime builds' version, in the Python 3.10 run (scripts/test_py310.sh installs it apart and names it
+in $EDGE_DEPLOY_OLDEST_ORT; the 3.11 run skips that test).
 """
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -147,6 +152,45 @@ def test_the_fused_model_runs_in_onnx_runtime_after_conforming(tiny_variants) ->
     frame = np.zeros((1, *FRAME, 3), np.uint8)
     (out,) = session.run(None, {"FRAME": frame})
     assert out.shape[0] == 1
+
+
+OLDEST_ORT_ENV = "EDGE_DEPLOY_OLDEST_ORT"  # set by scripts/test_py310.sh: a directory holding onnxruntime 1.16.3
+OLDEST_ORT_VERSION = "1.16.3"
+_RUN_IN_OLDEST_ORT = """
+import json, sys
+import numpy as np
+import onnxruntime as ort
+
+assert ort.__version__ == sys.argv[1], (ort.__version__, ort.__file__)
+dtypes = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(uint8)": np.uint8,
+          "tensor(int64)": np.int64, "tensor(int32)": np.int32}
+ran = {}
+for name, path in json.loads(sys.argv[2]).items():
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feeds = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], dtypes[i.type])
+             for i in session.get_inputs()}
+    ran[name] = [list(out.shape) for out in session.run(None, feeds)]
+print(json.dumps({"version": ort.__version__, "file": ort.__file__, "ran": ran}))
+"""
+
+
+def test_every_variant_loads_and_runs_in_the_oldest_jetson_onnxruntime(request) -> None:
+    """onnxruntime 1.16 refuses an IR version above 9 ("Unsupported model IR version"): each variant is loaded
+    and run with zeros by onnxruntime 1.16.3 itself, in a subprocess with its directory first on PYTHONPATH."""
+    oldest = os.environ.get(OLDEST_ORT_ENV)
+    if not oldest:
+        pytest.skip(f"${OLDEST_ORT_ENV} is unset: onnxruntime {OLDEST_ORT_VERSION} is installed and named only by "
+                    "the Python 3.10 CI run (scripts/test_py310.sh)")
+    tiny_variants = request.getfixturevalue("tiny_variants")  # built only where the test runs
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [oldest, os.environ.get("PYTHONPATH")]))}
+    paths = {name: str(path) for name, path in tiny_variants.items()}
+    done = subprocess.run([sys.executable, "-c", _RUN_IN_OLDEST_ORT, OLDEST_ORT_VERSION, json.dumps(paths)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["version"] == OLDEST_ORT_VERSION and report["file"].startswith(oldest), report
+    assert sorted(report["ran"]) == sorted(["plain", "fp16", "fused plain", "fused fp16"])
+    assert all(shapes and all(shape[0] == 1 for shape in shapes) for shapes in report["ran"].values()), report
 
 
 # --------------------------------------------------------------------------- every family's real convert

@@ -109,6 +109,7 @@ def test_tusimple_checkpoint_converts_to_onnx_equal_to_the_pytorch_model(tusimpl
     assert [t.name for t in manifest.io.outputs] == list(OUTPUT_NAMES)
     lanes = manifest.fp16_onnx["verify"]["lanes"]  # the FP16 lane check: same lanes, mean |dx| <= 1 px
     assert manifest.fp16_onnx["verify"]["passed"] and lanes["lanes_fp16"] == lanes["lanes_fp32"] > 0
+    assert lanes["dx_width_px"] == 1280  # held at TuSimple's original width, not at 640
 
 
 @pytest.mark.slow
@@ -168,6 +169,22 @@ def test_laneatt_only_options_unknown_presets_and_score_options_are_refused(tmp_
     assert "UFLDv2 decoding has no conf_threshold" in done.stderr and "export ONNX" not in done.stdout
 
 
+def test_fuse_preprocess_is_refused_before_the_model_is_loaded_in_one_line(tmp_path) -> None:
+    """UFLDv2's resize (area, antialiased, to a taller image whose bottom rows are kept) is not the fused graph's
+    bicubic one: refused up front, not after a 2-minute export."""
+    import time
+
+    started = time.perf_counter()
+    done = run_cli(tmp_path, "convert", "ufldv2", "--dataset", "culane", "--fuse-preprocess", "-o",
+                   str(tmp_path / "out"), "--target", "onnx", timeout=120)
+    elapsed = time.perf_counter() - started
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode != 0 and len(lines) == 1, done.stderr
+    assert "bicubic resize only" in lines[0] and "area (antialiased)" in lines[0] and "UFLDv2" in lines[0]
+    assert "load model" not in done.stdout and not (tmp_path / "out").exists()
+    assert elapsed < 30, elapsed  # the CLI's start-up only (the export would take minutes)
+
+
 # --------------------------------------------------------------------------- served
 
 
@@ -210,3 +227,120 @@ def test_served_ufldv2_lanes_raw_and_pipeline_equal_the_local_decode(served) -> 
         assert drawn > 0
         with pytest.raises(Exception, match="UFLDv2 decoding has no conf_threshold"):
             raw.detect(_frames((720, 1280))[0], conf_threshold=0.9)
+
+
+# --------------------------------------------------------------------------- checkpoint keys
+
+
+def _tiny_preset():
+    """A UFLDv2 preset small enough for a fast checkpoint test (the real heads are 96-206 M parameters)."""
+    from edge_deploy.lanedet.ufldv2.presets import UFLDv2Preset
+
+    return UFLDv2Preset("tiny", 64, 64, 0.8, rows=4, cols=4, cells_row=8, cells_col=8, fc_norm=True,
+                        row_anchor=(0.5, 1.0), col_anchor=(0.0, 1.0), image_size=(72, 64))
+
+
+def test_the_training_only_seg_head_is_dropped_and_other_keys_are_named_without_advising_the_given_options(
+        tmp_path) -> None:
+    """An official checkpoint trained with use_aux=True also holds the auxiliary `seg_head.*` (model_culane.py:
+    `self.seg_head = SegHead(...)`): dropped and recorded. Any other key that does not fit is named, and the
+    advice never repeats the options already given."""
+    from edge_deploy.lanedet.ufldv2.model import UFLDv2, load_checkpoint
+
+    torch.manual_seed(3)
+    trained = UFLDv2(_tiny_preset())
+    state = {f"module.{k}": v for k, v in trained.state_dict().items()}
+    aux = {"module.seg_head.aux_header2.0.weight": torch.zeros(128, 128, 3, 3),
+           "module.seg_head.aux_combine.2.weight": torch.zeros(8, 128, 1, 1)}
+    torch.save({"model": {**state, **aux}}, tmp_path / "aux.pth")
+    model = load_checkpoint(UFLDv2(_tiny_preset()), tmp_path / "aux.pth")
+    assert sorted(model.dropped_keys) == ["seg_head.aux_combine.2.weight", "seg_head.aux_header2.0.weight"]
+    assert torch.equal(model.state_dict()["cls.3.weight"], trained.state_dict()["cls.3.weight"])
+
+    torch.save({"model": {**state, "module.extra.weight": torch.zeros(1)}}, tmp_path / "extra.pth")
+    with pytest.raises(CheckpointError) as refused:
+        load_checkpoint(UFLDv2(_tiny_preset()), tmp_path / "extra.pth")
+    message = str(refused.value)
+    assert "1 unexpected (extra.weight)" in message and "pass those options" not in message, message
+    assert "--backbone resnet18" not in message and len(message.splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def served_small(tmp_path_factory):
+    """The negligible-compute CULane stand-in (tests/support/small_artifact.py, the real I/O) served as `ufl`."""
+    from small_artifact import make_ufldv2_artifact
+
+    from edge_deploy.repository.install import install
+
+    work = tmp_path_factory.mktemp("ufldv2_small")
+    artifact = make_ufldv2_artifact(work / "art", "culane")
+    install(artifact, work / "repo", "ufl", runtime="python")
+    with serving(work / "repo", work, timeout=120) as proc:
+        yield artifact, proc
+
+
+def _same_lanes(got, want) -> None:
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a.points if hasattr(a, "points") else a["points"], np.float64),
+                                   b.points, atol=1e-3)
+
+
+@pytest.mark.triton
+def test_served_ufldv2_async_grpc_infer_and_evaluate_give_the_local_lanes(served_small, tmp_path) -> None:
+    """UFLDv2 served without tests before: AsyncLaneDetClient (shared memory), LaneDetClient over plain gRPC,
+    `edge-deploy infer` on a PNG and `edge-deploy evaluate --url` (synthetic, a CULane list, TuSimple labels)."""
+    import asyncio
+    import json
+
+    import cv2
+
+    from edge_deploy.client.async_client import AsyncLaneDetClient
+    from edge_deploy.client.sync_client import LaneDetClient
+    from edge_deploy.evaluate.datasets import write_lines_file
+    from edge_deploy.evaluate.runners import OnnxRunner
+
+    artifact, proc = served_small
+    frames = _frames((590, 1640))
+    local = OnnxRunner(artifact, "fp32")
+    expected = [local.detect(frame) for frame in frames]
+    assert sum(len(lanes) for lanes in expected) > 0
+
+    async def detect_async() -> list:
+        async with AsyncLaneDetClient(proc.url, "ufl") as client:
+            assert client.model.family.name == "ufldv2" and client.shm_regions
+            return list(await asyncio.gather(*(client.detect(frame) for frame in frames)))
+
+    for got, want in zip(asyncio.run(detect_async()), expected):
+        _same_lanes(got, want)
+    with LaneDetClient(proc.url, "ufl", transport="grpc") as client:
+        assert client.transport == "grpc"
+        for frame, want in zip(frames, expected):
+            _same_lanes(client.detect(frame), want)
+
+    image = tmp_path / "road.png"
+    cv2.imwrite(str(image), frames[0])
+    done = run_cli(tmp_path, "infer", str(image), "--url", proc.url, "--model", "ufl", "--out", str(tmp_path / "out"),
+                   "--json")
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "out" / "road.lanes.json").read_text())
+    _same_lanes(record["lanes"], local.detect(cv2.imread(str(image))))
+    assert (tmp_path / "out" / "road.lanes.png").is_file()
+
+    # one-frame data sets: a CULane list (1640x590) and a TuSimple label file (1280x720)
+    culane = tmp_path / "culane"
+    (culane / "list").mkdir(parents=True)
+    cv2.imwrite(str(culane / "f.jpg"), frames[1])
+    write_lines_file(culane / "f.lines.txt", [np.array([[800.0, 580.0], [820.0, 300.0]])])
+    (culane / "list" / "test.txt").write_text("/f.jpg\n")
+    tusimple = tmp_path / "tusimple"
+    tusimple.mkdir()
+    cv2.imwrite(str(tusimple / "t.jpg"), _frames((720, 1280))[0])
+    h_samples = list(range(240, 720, 10))
+    (tusimple / "label_data_0313.json").write_text(json.dumps(
+        {"lanes": [[640 - (h - 240) // 4 for h in h_samples]], "h_samples": h_samples, "raw_file": "t.jpg"}) + "\n")
+    for source in (["--synthetic", "2"], ["--data", str(culane / "list" / "test.txt"), "--root", str(culane)],
+                   ["--tusimple", str(tusimple / "label_data_0313.json")]):
+        done = run_cli(tmp_path, "evaluate", "--url", proc.url, "--model", "ufl", *source)
+        assert done.returncode == 0, (source, done.stderr)
+        assert "F1" in done.stdout or "f1" in done.stdout.lower(), done.stdout

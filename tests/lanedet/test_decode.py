@@ -416,3 +416,66 @@ def test_decode_module_is_self_contained(tmp_path, monkeypatch):
     finally:
         del sys.modules["copied_decode"]
         sys.modules.pop("lane", None)
+
+
+# --- DecodeDefaults: the one place the decode parameters' rules live ------------------------
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"conf_threshold": 1.5}, "conf_threshold is a score threshold from 0 to 1 \\(got 1.5\\)"),
+    ({"conf_threshold": -3}, "conf_threshold is a score threshold from 0 to 1 \\(got -3\\)"),
+    ({"conf_threshold": float("nan")}, "conf_threshold is a score threshold from 0 to 1"),
+    ({"conf_threshold": "high"}, "conf_threshold must be a number"),
+    ({"nms_threshold": -1}, "nms_threshold must be 0 or more pixels \\(got -1\\)"),
+    ({"nms_threshold": float("inf")}, "nms_threshold must be 0 or more pixels"),
+    ({"top_k": 0}, "top_k must be at least 1 lane \\(got 0\\)"),
+    ({"top_k": 2.5}, "top_k must be a whole number of lanes"),
+    ({"top_k": True}, "top_k must be a whole number of lanes"),
+])
+def test_decode_defaults_refuse_values_out_of_range_when_made_or_overridden(kwargs, match):
+    from edge_deploy.lanedet.family import DecodeDefaults, DecodeDefaultsError
+
+    base = DecodeDefaults(0.5, 50.0, 4)
+    with pytest.raises(DecodeDefaultsError, match=match):
+        DecodeDefaults(**{"conf_threshold": 0.5, "nms_threshold": 50.0, "top_k": 4, **kwargs})
+    with pytest.raises(DecodeDefaultsError, match=match):
+        base.overridden(**kwargs)
+    with pytest.raises(DecodeDefaultsError, match=match) as refused:
+        DecodeDefaults.check_given(**kwargs)
+    assert "\n" not in str(refused.value)
+    # the same rule, named as the command-line option (convert, infer)
+    option = {"conf_threshold": "--conf", "nms_threshold": "--nms", "top_k": "--top-k"}[next(iter(kwargs))]
+    assert refused.value.for_options().startswith(f"{option} ")
+    assert DecodeDefaults(0.0, 0.0, 1) == base.overridden(conf_threshold=0, nms_threshold=0, top_k=1)
+    assert base.overridden(conf_threshold=1) == DecodeDefaults(1.0, 50.0, 4)
+    DecodeDefaults.check_given()  # nothing given: nothing to refuse
+
+
+def test_export_settings_take_the_decode_rules_from_decode_defaults():
+    from edge_deploy.errors import ConvertError
+    from edge_deploy.export.settings import ExportSettings
+
+    for kwargs, message in (({"conf_threshold": -3}, "--conf is a score threshold from 0 to 1 (got -3)."),
+                            ({"nms_threshold": -1}, "--nms must be 0 or more pixels (got -1)."),
+                            ({"top_k": 0}, "--top-k must be at least 1 lane (got 0)."),
+                            ({"top_k": 2.5}, "--top-k must be a whole number of lanes, at least 1 (got 2.5).")):
+        with pytest.raises(ConvertError) as refused:
+            ExportSettings(**kwargs)
+        assert str(refused.value) == message
+    assert ExportSettings(conf_threshold=0.4, nms_threshold=0, top_k=6).top_k == 6
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"conf_threshold": 7}, "conf_threshold is a score threshold from 0 to 1 \\(got 7\\)\\.$"),
+    ({"nms_threshold": -2.0}, "nms_threshold must be 0 or more pixels \\(got -2\\)\\.$"),
+    ({"top_k": 0}, "top_k must be at least 1 lane \\(got 0\\)\\.$"),
+])
+def test_lane_clients_refuse_bad_decode_values_when_made(kwargs, match):
+    pytest.importorskip("tritonclient.grpc")
+    from edge_deploy import AsyncLaneDetClient, LaneDetClient
+    from edge_deploy.errors import ClientError
+
+    with pytest.raises(ClientError, match=match):  # not at the first detect(); no server is asked
+        LaneDetClient("127.0.0.1:1", connect=False, **kwargs)
+    with pytest.raises(ClientError, match=match):
+        AsyncLaneDetClient("127.0.0.1:1", **kwargs)

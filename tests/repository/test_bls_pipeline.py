@@ -129,8 +129,8 @@ def test_cli_pipeline_option(tmp_path, anchors) -> None:
 @pytest.mark.triton
 @pytest.mark.slow
 def test_bls_lanes_equal_client_side_and_the_ensemble(tmp_path, anchors, start_triton) -> None:
-    """LaneATT, UFLDv2, a fused model and an FP16 model: BLS lanes equal client-side pre/post's; the BLS pipeline's
-    answers and description equal the ensemble's."""
+    """LaneATT, UFLDv2, a fused model and FP16 models of both families: BLS lanes equal client-side pre/post's; the
+    BLS pipeline's answers and description equal the ensemble's."""
     import tritonclient.grpc as grpcclient
 
     from edge_deploy.artifact import Manifest
@@ -142,12 +142,17 @@ def test_bls_lanes_equal_client_side_and_the_ensemble(tmp_path, anchors, start_t
     install(art, repo, "ens", runtime="python", pipeline="ensemble")
     install(make_ufldv2_artifact(tmp_path / "ufl", "tusimple"), repo, "ufl", runtime="python", pipeline="bls")
     install(make_fused_artifact(tmp_path / "fus", anchors, seed=3), repo, "fus", runtime="python", pipeline="bls")
-    half = make_artifact(tmp_path / "f16", anchors, n=1000, seed=5)
-    manifest = Manifest.read(half)
-    make_fp16_onnx(half, manifest)  # FP16 weights, FP32 I/O (what a pipeline serves)
-    manifest.write(half)
-    install(half, repo, "f16", runtime="python", pipeline="bls", fp16=True)
-    assert (repo / "f16" / "1" / "model.onnx").read_bytes() == (half / "model_fp16.onnx").read_bytes()
+
+    def half(art: Path) -> Path:
+        manifest = Manifest.read(art)
+        make_fp16_onnx(art, manifest)  # FP16 weights, FP32 I/O (what a pipeline serves)
+        manifest.write(art)
+        return art
+
+    for name, art in (("f16", half(make_artifact(tmp_path / "f16", anchors, n=1000, seed=5))),
+                      ("u16", half(make_ufldv2_artifact(tmp_path / "u16", "tusimple")))):
+        install(art, repo, name, runtime="python", pipeline="bls", fp16=True)
+        assert (repo / name / "1" / "model.onnx").read_bytes() == (art / "model_fp16.onnx").read_bytes()
     server = start_triton(repo)
 
     images = frames(1, 2, 3)
@@ -155,6 +160,7 @@ def test_bls_lanes_equal_client_side_and_the_ensemble(tmp_path, anchors, start_t
     assert same_lanes(server.url, "ufl", images) > 0
     assert same_lanes(server.url, "fus", images[:2]) > 0
     assert same_lanes(server.url, "f16", images) > 0
+    assert same_lanes(server.url, "u16", images) > 0
 
     # The ensemble and the BLS pipeline of the same model: the same tensors, and the same description.
     client = grpcclient.InferenceServerClient(server.url)
@@ -234,9 +240,14 @@ def test_bls_follows_the_served_version_while_a_client_streams(tmp_path, anchors
             new = lanes_of(raw, frame)
             assert new != old, "the two versions give the same lanes: the test could not see the change"
             count = len(stream.answers)
-            rollback(repo, "lane", to=1)
+            stubs = stub_pids("lane_pipeline", server.proc.pid)
+            assert len(stubs) == BLS_INSTANCES
+            result = rollback(repo, "lane", to=1)
             assert lanes_of(raw, frame) == old
             assert admin.served_versions(server.url, "lane_pipeline") == [1]
+            # Not reloaded: a load starts new stubs for its instances (and ends the old ones).
+            assert stub_pids("lane_pipeline", server.proc.pid) == stubs, "rollback reloaded the unchanged BLS pipeline"
+            assert result.served == {"lane": [1], "lane_pipeline": [1]}
             after_rollback = len(stream.answers)
             while len(stream.answers) < after_rollback + 3 and stream.is_alive():
                 stream.halt.wait(0.05)
@@ -249,19 +260,33 @@ def test_bls_follows_the_served_version_while_a_client_streams(tmp_path, anchors
     assert failed_loads(server.log_path) == []
 
 
-def stub_shm_sizes(model: str) -> list[int]:
-    """Sizes of the shared memory regions of the Python-backend stubs that run `model`."""
-    sizes = []
+def stubs_of(model: str, server: int | None = None) -> dict[int, list[bytes]]:
+    """The Python-backend stubs that run `model` (of the tritonserver with pid `server`): pid -> argv."""
+    stubs = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
+            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
             continue
-        if argv and argv[0].endswith(b"triton_python_backend_stub") and f"/{model}/".encode() in argv[1]:
-            try:
-                sizes.append(os.stat(f"/dev/shm/{argv[2].decode()}").st_size)
-            except FileNotFoundError:  # a stub on its way out
-                continue
+        if (len(argv) > 2 and argv[0].endswith(b"triton_python_backend_stub") and f"/{model}/".encode() in argv[1]
+                and server in (None, parent)):
+            stubs[int(pid)] = argv
+    return stubs
+
+
+def stub_pids(model: str, server: int) -> set[int]:
+    return set(stubs_of(model, server))
+
+
+def stub_shm_sizes(model: str) -> list[int]:
+    """Sizes of the shared memory regions of the Python-backend stubs that run `model`."""
+    sizes = []
+    for argv in stubs_of(model).values():
+        try:
+            sizes.append(os.stat(f"/dev/shm/{argv[2].decode()}").st_size)
+        except FileNotFoundError:  # a stub on its way out
+            continue
     return sizes
 
 
@@ -328,3 +353,79 @@ def test_bls_errors_name_the_pipeline_and_model_in_one_line(tmp_path, anchors, s
     finally:
         client.close()
     shutil.rmtree(tmp_path / "v2", ignore_errors=True)
+
+
+# The lane model's model.py (the ONNX Runtime runner), made to stall or fail while a file exists.
+MISBEHAVING = """
+
+import os as _os
+import time as _time
+
+_execute = TritonPythonModel.execute
+
+
+def _misbehaving(self, requests):
+    if _os.path.exists({stall!r}):
+        _time.sleep(float(open({stall!r}).read()))
+    if _os.path.exists({fail!r}):
+        raise RuntimeError("the lane model's weights went bad")
+    return _execute(self, requests)
+
+
+TritonPythonModel.execute = _misbehaving
+"""
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_bls_call_that_stalls_or_fails_answers_in_one_line(tmp_path, anchors, start_triton) -> None:
+    """A lane model that stalls: the client gets the pipeline's one-line error after call_timeout_s (pipeline.json),
+    not when the model answers, and the pipeline serves once the model does. One that fails: the one-line error."""
+    from edge_deploy.repository.model_config import BLS_CALL_TIMEOUT_S
+
+    repo = tmp_path / "repo"
+    install(make_artifact(tmp_path / "v1", anchors, n=1000, seed=3), repo, "lane", runtime="python", pipeline="bls")
+    spec_path = repo / "lane_pipeline" / "1" / "pipeline.json"
+    spec = json.loads(spec_path.read_text())
+    assert spec["call_timeout_s"] == BLS_CALL_TIMEOUT_S == 5.0  # the default docs/pipelines.md states
+    timeout, stall_s = 1.0, 6.0
+    spec_path.write_text(json.dumps({**spec, "call_timeout_s": timeout}))
+    stall, fail = tmp_path / "stall", tmp_path / "fail"
+    runner = repo / "lane" / "1" / "model.py"
+    runner.write_text(runner.read_text() + MISBEHAVING.format(stall=str(stall), fail=str(fail)))
+    server = start_triton(repo)
+    frame = frames(2)[0]
+
+    with LaneDetClient(server.url, "lane_pipeline") as client:
+        def refused() -> tuple[str, float]:
+            started = time.monotonic()
+            with pytest.raises(ClientError) as info:
+                client.detect(frame)
+            message = str(info.value)
+            assert "\n" not in message and "lane_pipeline version 1: " in message, message
+            assert not isinstance(info.value, ModelNotReadyError) and "retried" not in message, message
+            return message, time.monotonic() - started
+
+        good = lanes_of(client, frame)
+        assert good, "no lanes: the comparisons below would be vacuous"
+
+        stall.write_text(str(stall_s))
+        message, took = refused()
+        assert timeout <= took < timeout + 2.0, f"answered after {took:.1f} s, the model stalls {stall_s} s"
+        assert f"lane did not answer within {timeout:g} s (call_timeout_s in lane_pipeline/1/pipeline.json)" in message
+        assert "edge-deploy rollback lane" in message
+        stall.unlink()
+        # The pipeline serves again once the lane model answers (meanwhile its calls queue behind the stalled one).
+        deadline = time.monotonic() + stall_s + 10
+        while True:
+            try:
+                assert lanes_of(client, frame) == good
+                break
+            except ClientError as exc:
+                assert "did not answer within" in str(exc) and time.monotonic() < deadline, str(exc)
+
+        fail.touch()
+        message, _ = refused()
+        assert "lane_pipeline version 1: the call to lane failed: " in message and "weights went bad" in message
+        fail.unlink()
+        assert lanes_of(client, frame) == good

@@ -79,3 +79,25 @@ def test_jetpack_7_gets_the_agx_builds(board) -> None:
     release.write_text(release.read_text().replace("# R36 (release), REVISION: 3.0", "# R38 (release), REVISION: 2.0"))
     (row,) = rows(root)
     assert "JetPack 7" in row.detail and "tritonserver2.60.0-agx.tar" in row.detail
+
+
+def test_jetpack_5_before_5_1_is_not_supported_and_doctor_says_why(board) -> None:
+    # TensorRT 8.4 (JetPack 5.0 DP/5.0.1 DP on L4T R34, 5.0.2 on R35.1) is below engine/tensorrt_api.py's SUPPORTED
+    # 8.5, where the fused preprocessing's cubic Resize also starts.
+    for l4t, jetpack in (("35.1.0", "JetPack 5.0.2"), ("34.1.1", "JetPack 5.0/5.0.1 DP")):
+        fit = triton_for_l4t(l4t)
+        assert not fit.supported and fit.jetpack.startswith(jetpack), (l4t, fit)
+        assert "not supported: its TensorRT 8.4 is older than the 8.5" in fit.fits and "JetPack 5.1" in fit.fits
+        assert "2.35.0" not in fit.fits  # not the JetPack 5.1.2 tarball
+    assert "tritonserver2.27.0-jetpack5.0.2.tgz" in triton_for_l4t("35.1.0").fits
+    assert triton_for_l4t("35.2.1").supported and triton_for_l4t("35.4.1").supported
+
+    root = board("agx_orin_jp512")
+    release = root / "etc" / "nv_tegra_release"
+    text = release.read_text()
+    for revision, jetpack in (("# R35 (release), REVISION: 1.0", "JetPack 5.0.2"),
+                              ("# R34 (release), REVISION: 1.1", "JetPack 5.0/5.0.1 DP")):
+        release.write_text(text.replace("# R35 (release), REVISION: 4.1", revision))
+        (row,) = rows(root)
+        assert row.status == "warn" and row.detail.startswith(jetpack), row
+        assert "not supported: its TensorRT 8.4 is older than the 8.5 edge-deploy's plans need" in row.detail

@@ -1,10 +1,11 @@
 """`edge-deploy serve --foreground` (a real tritonserver, no systemd) and `serve`'s answers to bad input.
 
 CLI runs are subprocesses (`python3 -m edge_deploy ...`) with HOME and the state
-dir in tmp_path, so nothing lands in the real home or /etc. Two conditions cannot
-be produced for real here, because tests run as root on a machine where
-systemd is not init: "not root" (the `effective_uid` seam) and "no systemd"
-(`SYSTEMD_RUN_DIR` pointed at a missing directory); those run the CLI in-process.
+dir in tmp_path, so nothing lands in the real home or /etc. Conditions that depend on
+the machine (tests run as root, with or without systemd as init) come from seams, with
+the CLI run in-process: "not root" (`effective_uid`), "no systemd" (`SYSTEMD_RUN_DIR`
+pointed at a missing directory) and "systemd, no unit installed" (it and the unit
+directories pointed at tmp_path).
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: st
 
 
 @pytest.mark.triton
-def test_foreground_serves_and_stops_cleanly_on_sigterm(tmp_path) -> None:
+def test_foreground_serves_and_stops_cleanly_on_sigterm(tmp_path, monkeypatch, capsys) -> None:
     import tritonclient.grpc as grpcclient
 
     write_model(tmp_path / "repo", "add_one")
@@ -68,13 +69,19 @@ def test_foreground_serves_and_stops_cleanly_on_sigterm(tmp_path) -> None:
         assert len(records) == 1  # `install` can find this server and hot-load versions
         record = control.ServerRecord.from_dict(json.loads(records[0].read_text()))
         assert record.key_file != unit_key and record.key_file.stat().st_mode & 0o077 == 0
-        # `status` reports this server, though systemd is not running here (issue 26: it exited 2 saying so)
-        assert not su.SYSTEMD_RUN_DIR.is_dir()
+        # `status` reports this server whether or not systemd runs (issue 26: without it, it exited 2 saying so)
+        served = f"`edge-deploy serve --foreground` (PID {proc.pid}): server 127.0.0.1:{port}: ready"
         for args in (["status", "--user"], ["status"]):
-            shown = run_cli(tmp_path, *args)
-            assert shown.returncode == 0, shown.stderr
-            assert f"`edge-deploy serve --foreground` (PID {proc.pid}): server 127.0.0.1:{port}: ready" in shown.stdout
-            assert "add_one: ready, versions served: 1" in shown.stdout and "systemd is not running" in shown.stdout
+            shown = run_cli(tmp_path, *args)  # this machine's own systemd, whichever it is
+            assert shown.returncode == 0 and served in shown.stdout, shown.stdout + shown.stderr
+        for systemd in (False, True):
+            for args in (["status", "--user"], ["status"]):
+                code, said = status_in_process(tmp_path, monkeypatch, capsys, args, systemd=systemd)
+                assert code == 0, (systemd, args, said)
+                assert served in said and "add_one: ready, versions served: 1" in said, said
+                scope = "user" if "--user" in args else "system"
+                why = f"not installed ({scope})" if systemd else "systemd is not running"
+                assert f"edge-deploy-triton.service: {why}" in said, said
         # the recorded key unlocks the model-repository protocol: a load brings in a new version
         write_model(tmp_path / "repo", "add_one", code=ADD_TWO, versions=(2,))
         assert admin.served_versions(record.url, "add_one") == [1]
@@ -96,6 +103,48 @@ def test_foreground_serves_and_stops_cleanly_on_sigterm(tmp_path) -> None:
     assert not list((tmp_path / "state" / "servers").glob("*.json"))
     assert not record.key_file.exists()
     assert unit_key.read_text() == "the-unit-key\n"
+
+
+def status_in_process(tmp_path, monkeypatch, capsys, args: list[str], *,  # noqa: ANN001
+                      systemd: bool) -> tuple[int, str]:
+    """`edge-deploy status` in-process in cli_env(tmp_path), with systemd absent (the `SYSTEMD_RUN_DIR` seam at a
+    missing directory) or present with no unit installed (the seam at an existing directory, a `systemctl` on
+    PATH, a user manager's socket, empty unit directories): (exit code, stdout + stderr)."""
+    with monkeypatch.context() as patch:
+        for name, value in cli_env(tmp_path).items():
+            patch.setenv(name, value)
+        for name in ("XDG_CONFIG_HOME", "EDGE_DEPLOY_DEBUG", "XDG_RUNTIME_DIR"):
+            patch.delenv(name, raising=False)
+        fake = tmp_path / "fake-systemd"
+        patch.setattr(su, "SYSTEMD_RUN_DIR", fake / ("run" if systemd else "missing"))
+        patch.setattr(su, "SYSTEM_UNIT_DIR", fake / "system-units")  # empty: no unit installed
+        if systemd:
+            (fake / "run").mkdir(parents=True, exist_ok=True)
+            (fake / "runtime" / "systemd" / "private").mkdir(parents=True, exist_ok=True)
+            (fake / "bin").mkdir(exist_ok=True)
+            systemctl = fake / "bin" / "systemctl"  # found, never needed: with no unit, status asks it nothing
+            systemctl.write_text("#!/bin/sh\necho \"systemctl $*: not expected\" >&2\nexit 1\n")
+            systemctl.chmod(0o755)
+            patch.setenv("PATH", f"{fake / 'bin'}:{cli_env(tmp_path)['PATH']}")
+            patch.setenv("XDG_RUNTIME_DIR", str(fake / "runtime"))
+        capsys.readouterr()
+        code = run_in_process_code(*args)
+        said = capsys.readouterr()
+    return code, said.out + said.err
+
+
+def run_in_process_code(*args: str) -> int:
+    """`edge-deploy ARGS` in this process; its exit code."""
+    from edge_deploy.cli import main
+
+    old = sys.argv
+    sys.argv = ["edge-deploy", *args]
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+    finally:
+        sys.argv = old
+    return exit_info.value.code
 
 
 class LineReader:
@@ -160,16 +209,8 @@ def test_tritonserver_that_does_not_exist(tmp_path) -> None:
 
 
 def run_in_process(capsys, *args: str) -> tuple[int, str]:
-    from edge_deploy.cli import main
-
-    old = sys.argv
-    sys.argv = ["edge-deploy", *args]
-    try:
-        with pytest.raises(SystemExit) as exit_info:
-            main()
-    finally:
-        sys.argv = old
-    return exit_info.value.code, capsys.readouterr().err
+    code = run_in_process_code(*args)
+    return code, capsys.readouterr().err
 
 
 def test_not_root_for_the_system_scope(tmp_path, monkeypatch, capsys) -> None:

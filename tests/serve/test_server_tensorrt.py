@@ -140,6 +140,22 @@ def test_install_refuses_a_plan_the_servers_tensorrt_cannot_load(board, artifact
     assert _repository_with_plan(tmp_path, art, root).is_dir()
 
 
+def test_install_force_installs_over_a_server_tensorrt_mismatch_with_a_warning(board, artifact, tmp_path,
+                                                                               monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "1000")  # rich wraps the warning at 80 columns off a terminal
+    root = board("agx_orin_jp60")
+    art = plan_artifact(tmp_path, artifact, BUILT_ON_JP60)
+    igpu = fake_triton(tmp_path / "igpu", tensorrt="10.3.0", where="bundled", root=root)
+    repo = tmp_path / "repo"
+    result = cli("install", str(art), "--repository", str(repo), "--name", "lane", "--tritonserver", str(igpu),
+                 "--force", root=root)
+    assert result.returncode == 0, result.stderr
+    assert (repo / "lane" / "1" / "model.plan").read_bytes() == (art / "model.plan").read_bytes()
+    (warning,) = [line for line in result.stderr.splitlines() if "installing because of --force" in line]
+    for text in ("TensorRT 8.6.2.3", "TensorRT 10.3.0", str(igpu)):
+        assert text in warning, warning
+
+
 def test_serve_refuses_a_served_plan_before_tritonserver_starts(board, artifact, tmp_path) -> None:
     root = board("agx_orin_jp60")
     repo = _repository_with_plan(tmp_path, plan_artifact(tmp_path, artifact, BUILT_ON_JP60), root)

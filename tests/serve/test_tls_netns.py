@@ -286,11 +286,20 @@ def test_health_finds_a_starting_foreground_tls_server_and_its_address(link, pki
     health = [sys.executable, "-m", "edge_deploy", "health", "--model", "tiny", "--repository", str(repo)]
     with open(log, "wb") as out:
         proc = subprocess.Popen(serve, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    bare = None
     try:
+        # the exact command, no --repository, while the server starts (no record yet): only the
+        # identity in the certs directory (state/tls) tells it to dial mutual TLS
+        assert not list((state / "servers").glob("*.json"))
+        bare = subprocess.Popen(link.exec_argv(link.server_ns, [
+            sys.executable, "-m", "edge_deploy", "health", "--model", "tiny", "--url", url, "--wait", "60"]),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         waited = subprocess.run(link.exec_argv(link.server_ns, [*health, "--url", url, "--wait", "60"]),
                                 capture_output=True, text=True, env=env, timeout=120)
         assert waited.returncode == 0, waited.stderr + log.read_text(errors="replace")
         assert f"ready: {url}" in waited.stdout
+        bare_out, bare_err = bare.communicate(timeout=120)
+        assert bare.returncode == 0 and f"ready: {url}" in bare_out, bare_err
         found = subprocess.run(link.exec_argv(link.server_ns, health), capture_output=True, text=True, env=env,
                                timeout=60)
         assert found.returncode == 0, found.stderr
@@ -300,4 +309,7 @@ def test_health_finds_a_starting_foreground_tls_server_and_its_address(link, pki
         assert "mutual TLS still refuses clients without a certificate of this CA" in said
         assert "accepting connections from" not in said
     finally:
+        if bare is not None and bare.poll() is None:
+            bare.kill()
+            bare.wait()
         _stop(proc)

@@ -124,7 +124,10 @@ class UFLDv2Family(LaneFamily):
             "backbone": backbone,
             "dataset": dataset,
             "checkpoint": None if spec.checkpoint is None else {
-                "path": str(Path(spec.checkpoint).resolve()), "sha256": sha256_file(Path(spec.checkpoint))},
+                "path": str(Path(spec.checkpoint).resolve()), "sha256": sha256_file(Path(spec.checkpoint)),
+                # the training-only auxiliary head (official use_aux=True) is not part of the exported model
+                **({"dropped": f"{len(module.dropped_keys)} seg_head.* keys (training-only auxiliary head)"}
+                   if module.dropped_keys else {})},
             "parameters": sum(p.numel() for p in module.parameters()),
             "trained": trained,
             "seed": None if trained else spec.seed,

@@ -22,6 +22,7 @@ BACKBONES = tuple(BLOCKS_PER_STAGE)
 POOL_CHANNELS = 8
 MLP_WIDTH = 2048
 DDP_PREFIX = "module."
+AUX_PREFIX = "seg_head."  # the official parsingNet's training-only auxiliary segmentation head (use_aux=True)
 
 
 class UFLDv2(nn.Module):
@@ -30,6 +31,7 @@ class UFLDv2(nn.Module):
     def __init__(self, preset: UFLDv2Preset, backbone: str = "resnet18") -> None:
         super().__init__()
         self.preset, self.backbone = preset, backbone
+        self.dropped_keys: tuple[str, ...] = ()  # checkpoint keys load_checkpoint left out (seg_head.*)
         self.model = resnet_features(backbone, named=True)
         self.pool = nn.Conv2d(OUT_CHANNELS, POOL_CHANNELS, 1)
         features = preset.feature_size
@@ -53,13 +55,14 @@ class UFLDv2(nn.Module):
         return tuple(part.reshape(-1, *shape) for part, shape in zip(parts, shapes))  # type: ignore[return-value]
 
 
-def _guess(state: dict[str, Tensor]) -> str:
-    """The --dataset / --backbone a checkpoint's shapes say it was trained with ("" when they say nothing)."""
-    hints = [hint for hint in [backbone_hint(state, "model.layer3")] if hint]
+def _guess(state: dict[str, Tensor], model: UFLDv2) -> str:
+    """The --dataset / --backbone a checkpoint's shapes say it was trained with, other than `model`'s own
+    (the options already given): "" when they say nothing new."""
+    hints = [hint for hint in [backbone_hint(state, "model.layer3")] if hint and hint != f"--backbone {model.backbone}"]
     head = state.get("cls.3.weight")
     fits = [name for name, preset in PRESETS.items()
             if isinstance(head, Tensor) and head.shape[0] == preset.total_dim]
-    if fits:
+    if fits and fits[0] != model.preset.name:
         hints.append(f"--dataset {fits[0]}")
     return " and ".join(hints)
 
@@ -69,6 +72,8 @@ def load_checkpoint(model: UFLDv2, path: Path | str) -> UFLDv2:
 
     The official demo loads with strict=False, which silently accepts a checkpoint of another data set or
     backbone; this refuses it in one line naming the keys and, when the shapes tell, the options that fit.
+    The keys of the training-only auxiliary head (`seg_head.*`, use_aux=True) are dropped, and listed in
+    `model.dropped_keys`.
     """
     path = Path(path)
     if not path.is_file():
@@ -79,10 +84,14 @@ def load_checkpoint(model: UFLDv2, path: Path | str) -> UFLDv2:
         raise CheckpointError(f"checkpoint {path} holds no state_dict (expected {{'model': state_dict}}, as the "
                               "official UFLDv2 checkpoints have)")
     state = {k[len(DDP_PREFIX):] if k.startswith(DDP_PREFIX) else k: v for k, v in state.items()}
+    model.dropped_keys = tuple(k for k in state if k.startswith(AUX_PREFIX))
+    state = {k: v for k, v in state.items() if not k.startswith(AUX_PREFIX)}
     problems = fit_problems(model.state_dict(), state)
     if problems:
-        guess = _guess(state)
-        advice = f"it looks trained with {guess}: pass those options" if guess else "check --dataset and --backbone"
+        guess = _guess(state, model)
+        advice = (f"it looks trained with {guess}: pass those options" if guess else
+                  f"its shapes give no other --dataset/--backbone than {model.preset.name}/{model.backbone}: "
+                  "the keys above differ from the official parsingNet's")
         raise CheckpointError(f"checkpoint {path} does not fit UFLDv2-{model.backbone} for {model.preset.name}: "
                               f"{problems}; {advice}")
     model.load_state_dict(state, strict=True)
