@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -62,7 +62,7 @@ ONNX_TRITON_DTYPES = {
 }
 
 FORMAT = 2
-_RECORDS = ("export", "parity", "fp16", "plan", "evaluation", "fused_preprocess")
+_RECORDS = ("export", "parity", "fp16", "evaluation", "fused_preprocess")
 
 
 # --------------------------------------------------------------------------- typed sections
@@ -146,6 +146,125 @@ class FusedFrame:
         return {"input": self.input, "height": self.height, "width": self.width, "color": self.color}
 
 
+# --------------------------------------------------------------------------- the plan section
+
+
+class PlanRecordError(ValueError):
+    """A manifest's "plan" section with a value of the wrong type (the message names the field)."""
+
+
+@dataclass(frozen=True)
+class MachineFingerprint:
+    """The machine a TensorRT plan was built on (or this machine): a plan runs only where these match.
+
+    None: not recorded (a plan's) or not known (this machine's).
+    """
+
+    tensorrt: str | None = None
+    cuda: str | None = None
+    gpu: str | None = None
+    compute_capability: str | None = None
+    l4t: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields in declaration order (the manifest's key order)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class PlanFingerprint(MachineFingerprint):
+    """What a plan depends on: the machine plus the ONNX file built, its sha256 and the build options."""
+
+    onnx: str | None = None
+    onnx_sha256: str | None = None
+    typing: str | None = None  # "strong" | "weak"
+    precision: str | None = None
+    dla_core: int | None = None
+    profile: Mapping[str, Any] | None = None  # input name -> {"min", "opt", "max"} shapes
+    optimization_level: int | None = None
+    fp32_layers: list[str] | None = None
+    calibration: str | None = None  # the INT8 calibration images' digest
+
+
+@dataclass(frozen=True)
+class PlanRecord(PlanFingerprint):
+    """The manifest's "plan" section: the fingerprint the plan was built with and how the build went.
+
+    `verify` stays a plain mapping: verify_plan's report, written by the build and only shown
+    (its keys follow what the verification could do: skipped, I/O only, parity). Keys this version
+    does not know are kept in `extra`, and `key_order` is the order the keys were read in, so
+    `to_dict` writes back exactly the section that was read.
+    """
+
+    jetpack: str | None = None
+    device: str | None = None
+    nvpmodel: str | None = None
+    workspace_bytes: int | None = None
+    builder: str | None = None  # "python" | "trtexec"
+    build_time: str | None = None
+    build_seconds: float | None = None
+    timing_cache: str | None = None
+    verify: Mapping[str, Any] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    key_order: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PlanRecord:
+        """The typed section; PlanRecordError naming the field whose value has the wrong type."""
+        known = {f.name: f for f in fields(cls) if f.name not in ("extra", "key_order")}
+        for key, value in data.items():
+            if key in known and value is not None and not _PLAN_TYPES[key][0](value):
+                raise PlanRecordError(f"plan.{key} is {type(value).__name__} {value!r}, not {_PLAN_TYPES[key][1]}")
+        return cls(**{k: v for k, v in data.items() if k in known},
+                   extra={k: v for k, v in data.items() if k not in known}, key_order=tuple(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The section as read (same keys, same order), with the fields set since then after them."""
+        data = {key: self.extra[key] if key in self.extra else getattr(self, key) for key in self.key_order}
+        for f in fields(self):
+            if f.name not in data and f.name not in ("extra", "key_order") and getattr(self, f.name) is not None:
+                data[f.name] = getattr(self, f.name)
+        return data
+
+    def __bool__(self) -> bool:
+        """False for an empty section ({}), which records nothing, as the mapping it was read from."""
+        return bool(self.to_dict())
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_mapping(value: Any) -> bool:
+    return isinstance(value, Mapping)
+
+
+def _is_names(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+
+
+_STRING = (_is_str, "a string")
+# field -> (check of a non-null value, what it must be)
+_PLAN_TYPES = {
+    **{key: _STRING for key in ("tensorrt", "cuda", "gpu", "compute_capability", "l4t", "onnx", "onnx_sha256",
+                                "typing", "precision", "calibration", "jetpack", "device", "nvpmodel", "builder",
+                                "build_time", "timing_cache")},
+    **{key: (_is_int, "an integer") for key in ("dla_core", "optimization_level", "workspace_bytes")},
+    "build_seconds": (_is_number, "a number"),
+    "profile": (_is_mapping, "a mapping"),
+    "verify": (_is_mapping, "a mapping"),
+    "fp32_layers": (_is_names, "a list of node names"),
+}
+
+
 # --------------------------------------------------------------------------- the manifest
 
 
@@ -158,9 +277,10 @@ def _plain_file_name(name: str) -> bool:
 class Manifest:
     """manifest.json as one object: the typed seams every stage reads, and the stages' reports as records.
 
-    Typed: family, precision, io, preprocess, decode, files. Records (dicts, written
-    by one stage and shown or checked by others): source, export, parity, fp16,
-    plan, timings, evaluation, fused_preprocess.
+    Typed: family, precision, io, preprocess, decode, files, plan (`PlanRecord`: the
+    repository, doctor and the rebuild decision read its fingerprint). Records (dicts,
+    written by one stage and shown or checked by others): source, export, parity, fp16,
+    timings, evaluation, fused_preprocess.
     """
 
     io: IOSignature
@@ -175,7 +295,7 @@ class Manifest:
     export: dict[str, Any] | None = None
     parity: dict[str, Any] | None = None
     fp16: dict[str, Any] | None = None
-    plan: dict[str, Any] | None = None
+    plan: PlanRecord | None = None
     timings: dict[str, float] = field(default_factory=dict)
     evaluation: dict[str, Any] | None = None
     fused_preprocess: dict[str, Any] | None = None
@@ -216,6 +336,7 @@ class Manifest:
             precision = Precision(data["precision"])
             io = IOSignature.from_dict(data["io"])
             files = {name: FileEntry(str(e["sha256"]), int(e["bytes"])) for name, e in (data.get("files") or {}).items()}
+            plan = PlanRecord.from_dict(data["plan"]) if isinstance(data.get("plan"), dict) else None
         except (KeyError, TypeError, ValueError, DecodeDefaultsError, PreprocessSpecError) as exc:
             raise ManifestError(f"{where} is damaged ({type(exc).__name__}: {exc}); re-run `edge-deploy convert`.") \
                 from None
@@ -225,7 +346,7 @@ class Manifest:
                                     "artifact (a manifest names only files beside it); re-run `edge-deploy convert`.")
         records = {key: data.get(key) if isinstance(data.get(key), dict) else None for key in _RECORDS}
         return cls(io=io, preprocess=preprocess, decode=decode, precision=precision, family=data.get("family"),
-                   source=dict(data.get("source") or {}), files=files, tool=dict(data.get("tool") or {}),
+                   plan=plan, source=dict(data.get("source") or {}), files=files, tool=dict(data.get("tool") or {}),
                    created=str(data.get("created", "")), timings=dict(data.get("timings") or {}), **records)
 
     def to_dict(self) -> dict[str, Any]:
@@ -244,7 +365,7 @@ class Manifest:
             "decode": self.decode.to_dict(),
             "parity": self.parity,
             "fp16": self.fp16,
-            "plan": self.plan,
+            "plan": self.plan.to_dict() if self.plan is not None else None,
             "timings": self.timings,
         }
         for key in ("evaluation", "fused_preprocess"):
@@ -296,7 +417,7 @@ class Manifest:
     @property
     def plan_io(self) -> IOSignature:
         """The I/O of model.plan: that of the ONNX file it was built from."""
-        return self.io_of(str((self.plan or {}).get("onnx") or ONNX_NAME))
+        return self.io_of((self.plan.onnx if self.plan else None) or ONNX_NAME)
 
     @property
     def input_size(self) -> tuple[int, int]:

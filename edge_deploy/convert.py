@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .artifact import FP16_ONNX_NAME, MANIFEST_NAME, ONNX_NAME, PLAN_NAME, Manifest, file_entry
+from .artifact import FP16_ONNX_NAME, MANIFEST_NAME, ONNX_NAME, PLAN_NAME, Manifest, PlanRecord, file_entry
 from .engine.options import EngineOptions
 from .errors import ConvertError, EngineError
 from .export.pipeline import ExportSettings, export_artifact
@@ -240,7 +240,7 @@ def _missing_tensorrt(engine: Any | None) -> str:
 
 
 def _plan_stage(artifact_dir: Path, manifest: Manifest, target: str, engine_options: EngineOptions,
-                reporter: Reporter) -> dict[str, Any] | None:
+                reporter: Reporter) -> PlanRecord | None:
     """Build model.plan in `artifact_dir` when the target asks for it; returns the manifest's plan section."""
     if target == "onnx":
         return None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .artifact import MANIFEST_NAME, PLAN_NAME, Manifest
+from .artifact import MANIFEST_NAME, PLAN_NAME, Manifest, PlanRecord
 from .engine import device as device_mod
 from .errors import EdgeDeployError, EngineError, one_line
 
@@ -232,13 +232,14 @@ def _resource_checks(facts: device_mod.DeviceFacts, disk_path: Path) -> list[Che
     return checks
 
 
-def _find_manifest(version_dir: Path) -> Manifest | None:
+def _find_manifest(version_dir: Path) -> Manifest | str | None:
+    """The manifest beside a version's plan; its one-line error when it cannot be read; None when there is none."""
     for directory in (version_dir, version_dir.parent):
         if (directory / MANIFEST_NAME).is_file():
             try:
                 return Manifest.read(directory)
-            except EdgeDeployError:
-                return None
+            except EdgeDeployError as exc:
+                return one_line(exc)
     return None
 
 
@@ -268,6 +269,9 @@ def repository_checks(repository: Path, facts: device_mod.DeviceFacts, install: 
             if manifest is None:
                 checks.append(Check(label, WARN, "model.plan without manifest.json: cannot tell where it was built"))
                 continue
+            if isinstance(manifest, str):
+                checks.append(Check(label, WARN, f"cannot tell where model.plan was built: {manifest}"))
+                continue
             refusal = plan_refusal(label, manifest, server, install) if server is not None else None
             differences = plan_mismatch(manifest.plan, facts)
             if refusal:
@@ -276,8 +280,8 @@ def repository_checks(repository: Path, facts: device_mod.DeviceFacts, install: 
                 checks.append(Check(label, FAIL, "plan does not match this machine: " + "; ".join(differences),
                                     ("serve",)))
             else:
-                plan = manifest.plan or {}
-                detail = f"plan matches (TensorRT {plan.get('tensorrt')}, {plan.get('precision')})"
+                plan = manifest.plan or PlanRecord()
+                detail = f"plan matches (TensorRT {plan.tensorrt}, {plan.precision})"
                 checks.append(Check(label, OK, detail, ("serve",)))
     if not checks:
         checks.append(Check("repository", INFO, f"{repository} holds no models yet"))

@@ -32,7 +32,7 @@ def test_format1_migrates_family_precision_and_complete_settings() -> None:
     assert manifest.precision is Precision.INT8  # from the plan
     assert manifest.decode == DecodeDefaults(0.5, 50.0, 4)  # the family's defaults fill what format 1 left out
     assert manifest.preprocess.interpolation == "bicubic" and manifest.preprocess.height == 288
-    assert manifest.plan == {"tensorrt": "10.3.0", "precision": "int8"}
+    assert manifest.plan.tensorrt == "10.3.0" and manifest.plan.to_dict() == {"tensorrt": "10.3.0", "precision": "int8"}
     assert Manifest.from_dict(_format1(fp16={"onnx": {"file": "model_fp16.onnx"}})).precision is Precision.FP16
     assert Manifest.from_dict(_format1()).precision is Precision.FP32
 
@@ -62,6 +62,43 @@ def test_unknown_formats_and_damaged_manifests_are_one_line_errors(tmp_path) -> 
         Manifest.from_dict(_format1(decode={"conf_threshold": "high", "nms_threshold": 50, "top_k": 4}))
     with pytest.raises(ManifestError, match="not an edge-deploy artifact"):
         Manifest.read(tmp_path)
+
+
+# The "plan" section as build_plan records it (edge_deploy.engine.plan), every key in its order.
+BUILT_PLAN = {
+    "tensorrt": "8.6.2.3", "cuda": "12.2.140", "gpu": "Orin", "compute_capability": "8.7", "l4t": "36.3.0",
+    "onnx": "model_fp16.onnx", "onnx_sha256": "a" * 64, "typing": "strong", "precision": "fp16", "dla_core": None,
+    "profile": {"input": {"min": [1, 3, 360, 640], "opt": [1, 3, 360, 640], "max": [4, 3, 360, 640]}},
+    "optimization_level": 3, "fp32_layers": ["head"], "calibration": None, "jetpack": "6.0",
+    "device": "NVIDIA Jetson AGX Orin Developer Kit", "nvpmodel": "MAXN", "workspace_bytes": 2147483648,
+    "builder": "python", "build_time": "2026-11-22T07:00:00Z", "build_seconds": 412.5, "timing_cache": None,
+    "verify": {"status": "passed", "io": "ok", "run": {"status": "passed", "max_abs": 0.0012}},
+}
+
+
+@pytest.mark.parametrize("plan", [
+    BUILT_PLAN,
+    {"onnx": "model.onnx", "tensorrt": "10.3.0", "precision": "int8", "by": {"tool": "other"}},  # another order/tool
+    {},
+])
+def test_a_plan_section_reads_and_writes_byte_for_byte(tmp_path, plan) -> None:
+    data = Manifest.from_dict(_format1()).to_dict()
+    data["plan"] = plan
+    text = json.dumps(data, indent=2) + "\n"
+    (tmp_path / "manifest.json").write_text(text)
+    manifest = Manifest.read(tmp_path)
+    manifest.write(tmp_path)
+    assert (tmp_path / "manifest.json").read_text() == text
+    if plan:
+        assert manifest.plan.tensorrt == plan["tensorrt"] and manifest.plan.onnx == plan["onnx"]
+
+
+@pytest.mark.parametrize(("key", "value"), [("tensorrt", 10), ("compute_capability", [8, 7]), ("dla_core", "0"),
+                                            ("dla_core", True), ("fp32_layers", "head"), ("verify", "passed")])
+def test_a_malformed_plan_section_is_refused_naming_the_field(key, value) -> None:
+    with pytest.raises(ManifestError, match=f"plan.{key} is ") as info:
+        Manifest.from_dict(_format1(plan=dict(BUILT_PLAN, **{key: value})))
+    assert "\n" not in str(info.value) and "re-run `edge-deploy convert`" in str(info.value)
 
 
 def test_the_released_format1_artifacts_read_as_written(tmp_path) -> None:

@@ -96,6 +96,7 @@ def test_repository_plans_are_checked_against_this_machine(board, tmp_path) -> N
     _model(repository, "lanes_ok", built_here)
     _model(repository, "lanes_old", dict(built_here, tensorrt="8.5.2", l4t="35.4.1"))
     _model(repository, "lanes_bare", None)
+    _model(repository, "lanes_damaged", dict(built_here, compute_capability=[8, 7]))
     _model(repository, "lanes_onnx", None, with_plan=False)
     facts = device_facts(board("agx_orin_jp60"))
     checks = {c.name: c for c in doctor.repository_checks(repository, facts)}
@@ -103,6 +104,9 @@ def test_repository_plans_are_checked_against_this_machine(board, tmp_path) -> N
     old = checks["model lanes_old/1"]
     assert old.status == "fail" and "TensorRT: 8.5.2 -> 8.6.2" in old.detail and "L4T release" in old.detail
     assert checks["model lanes_bare/1"].status == "warn"
+    assert "without manifest.json" in checks["model lanes_bare/1"].detail
+    damaged = checks["model lanes_damaged/1"]  # a manifest that is there but unreadable is named as such
+    assert damaged.status == "warn" and "plan.compute_capability" in damaged.detail, damaged.detail
     assert checks["model lanes_onnx/1"].status == "info"
 
     result = invoke("--for", "serve", "--repository", str(repository), "--root", str(board("agx_orin_jp60")))

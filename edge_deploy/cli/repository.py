@@ -86,7 +86,6 @@ def models(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """List models, their versions and fingerprints, and which version is served."""
-    from dataclasses import asdict
 
     from ..repository.versions import list_models
 
@@ -94,7 +93,7 @@ def models(
         raise RepositoryError(f"model repository {repository} does not exist; pass --repository or install a model first.")
     infos = list_models(repository, name)
     if as_json:
-        typer.echo(json.dumps([asdict(i) for i in infos], indent=2))
+        typer.echo(json.dumps([i.to_dict() for i in infos], indent=2))
         return
     if not infos:
         typer.echo(f"{repository} has no models; add one with `edge-deploy install ARTIFACT`.")
@@ -107,7 +106,8 @@ def models(
         for v in info.versions:
             plan = ""
             if v.plan is not None:
-                plan = " ".join(str(v.plan.get(k)) for k in ("gpu", "compute_capability", "tensorrt") if v.plan.get(k))
+                plan = " ".join(str(value) for value in (v.plan.gpu, v.plan.compute_capability, v.plan.tensorrt)
+                                if value)
                 if v.plan_mismatch:
                     plan += " (does not fit this machine)"
                 elif v.plan_mismatch == []:

@@ -9,15 +9,16 @@ doctor ask ("does this plan run here?").
 """
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from ..artifact import ONNX_NAME, Manifest, sha256_file
+from ..artifact import ONNX_NAME, MachineFingerprint, Manifest, PlanFingerprint, PlanRecord, sha256_file
 from . import device as device_mod
 from . import tensorrt_api
 
 # Keys describing the machine: None here while the plan recorded one means this machine lacks it.
-MACHINE_KEYS = ("tensorrt", "cuda", "gpu", "compute_capability", "l4t")
+MACHINE_KEYS = tuple(f.name for f in fields(MachineFingerprint))
 _LABELS = {
     "tensorrt": "TensorRT",
     "cuda": "CUDA",
@@ -38,16 +39,11 @@ _LABELS = {
 
 def machine_fingerprint(
     facts: device_mod.DeviceFacts | None = None, tensorrt_version: str | None = None
-) -> dict[str, Any]:
+) -> MachineFingerprint:
     """The machine part of a plan fingerprint: TensorRT, CUDA, GPU, compute capability, L4T."""
     facts = facts or device_mod.device_facts()
-    return {
-        "tensorrt": tensorrt_version or facts.tensorrt,
-        "cuda": facts.cuda,
-        "gpu": facts.gpu,
-        "compute_capability": facts.compute_capability,
-        "l4t": facts.l4t,
-    }
+    return MachineFingerprint(tensorrt=tensorrt_version or facts.tensorrt, cuda=facts.cuda, gpu=facts.gpu,
+                              compute_capability=facts.compute_capability, l4t=facts.l4t)
 
 
 def plan_fingerprint(
@@ -57,23 +53,20 @@ def plan_fingerprint(
     settings: tensorrt_api.BuildSettings,
     calibration: str | None = None,
     onnx_name: str = ONNX_NAME,
-) -> dict[str, Any]:
+) -> PlanFingerprint:
     """What a plan depends on: this machine plus the ONNX model (the file built and its sha256) and the options."""
-    fingerprint = machine_fingerprint(facts, tensorrt_version)
-    fingerprint.update(
-        {
-            "onnx": onnx_name,
-            "onnx_sha256": onnx_sha256,
-            "typing": "strong" if settings.strongly_typed else "weak",
-            "precision": settings.precision,
-            "dla_core": settings.dla_core,
-            "profile": {k: {"min": v[0], "opt": v[1], "max": v[2]} for k, v in settings.profile.items()},
-            "optimization_level": settings.optimization_level,
-            "fp32_layers": sorted({node for node, _ in settings.fp32_pins}),
-            "calibration": calibration,
-        }
+    return PlanFingerprint(
+        **machine_fingerprint(facts, tensorrt_version).to_dict(),
+        onnx=onnx_name,
+        onnx_sha256=onnx_sha256,
+        typing="strong" if settings.strongly_typed else "weak",
+        precision=settings.precision,
+        dla_core=settings.dla_core,
+        profile={k: {"min": v[0], "opt": v[1], "max": v[2]} for k, v in settings.profile.items()},
+        optimization_level=settings.optimization_level,
+        fp32_layers=sorted({node for node, _ in settings.fp32_pins}),
+        calibration=calibration,
     )
-    return fingerprint
 
 
 def _major_minor(version: str | None) -> tuple[int, ...] | None:
@@ -119,18 +112,17 @@ def _show(key: str, value: Any) -> str:
     return str(value)
 
 
-def fingerprint_diff(recorded: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
+def fingerprint_diff(recorded: PlanFingerprint | None, current: MachineFingerprint) -> list[str]:
     """What differs between a recorded plan fingerprint and `current`, one readable line per key.
 
-    Only the keys present in `current` are compared, so a machine-only
+    Only the fields of `current` are compared, so a machine-only
     fingerprint (`machine_fingerprint`) asks "does this plan run here?" and a
     full one (`plan_fingerprint`) asks "is this plan still what would be built?".
     A key unknown on this machine (None) while the plan recorded it counts as a difference.
     """
-    recorded = recorded or {}
     changes = []
-    for key, new in current.items():
-        old = recorded.get(key)
+    for key, new in current.to_dict().items():
+        old = getattr(recorded, key) if recorded is not None else None
         if old is None and new is None:
             continue
         if old is None or new is None or not _same(key, old, new):
@@ -152,11 +144,11 @@ def tensorrt_mismatch(built: str, loading: str) -> bool:
     return tensorrt_api.version_tuple(built)[:depth] != tensorrt_api.version_tuple(loading)[:depth]
 
 
-def plan_mismatch(plan_section: dict[str, Any] | None, facts: device_mod.DeviceFacts | None = None) -> list[str]:
+def plan_mismatch(plan: PlanRecord | None, facts: device_mod.DeviceFacts | None = None) -> list[str]:
     """Why a recorded plan would not run on this machine (empty: it matches). For repository and doctor."""
-    if not plan_section:
+    if not plan:
         return ["no plan fingerprint recorded (built by something other than edge-deploy)"]
-    return fingerprint_diff(plan_section, machine_fingerprint(facts))
+    return fingerprint_diff(plan, machine_fingerprint(facts))
 
 
 def plan_file_matches(plan: Path, manifest: Manifest) -> bool | None:
@@ -167,7 +159,7 @@ def plan_file_matches(plan: Path, manifest: Manifest) -> bool | None:
     return entry.sha256 == sha256_file(plan)
 
 
-def plan_is_current(plan: Path, manifest: Manifest, fingerprint: dict[str, Any]) -> tuple[bool, list[str]]:
+def plan_is_current(plan: Path, manifest: Manifest, fingerprint: PlanFingerprint) -> tuple[bool, list[str]]:
     """The rebuild decision: (True, []) when `plan` is intact and was built with `fingerprint`; else what differs."""
     recorded = manifest.plan
     if not Path(plan).is_file() or not recorded:

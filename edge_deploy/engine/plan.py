@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, Manifest, sha256_file
+from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, Manifest, PlanFingerprint, PlanRecord, sha256_file
 from ..errors import EdgeDeployError, EngineError, one_line
 from ..fsutil import write_bytes_atomic
 from ..precision import Precision
@@ -236,7 +236,7 @@ class _Build:
 
     tool: Path | None  # the trtexec binary; None: the tensorrt Python module builds
     settings: tensorrt_api.BuildSettings
-    fingerprint: dict[str, Any]
+    fingerprint: PlanFingerprint
     onnx: Path  # the ONNX file built (model_fp16.onnx for a strongly typed FP16 build)
 
     @property
@@ -245,7 +245,7 @@ class _Build:
 
     @property
     def tensorrt_version(self) -> str | None:
-        return self.fingerprint["tensorrt"]
+        return self.fingerprint.tensorrt
 
 
 def _resolve(manifest: Manifest, options: EngineOptions, facts: device_mod.DeviceFacts,
@@ -340,7 +340,7 @@ def build_plan(
     reporter: Reporter | None = None,
     *,
     root: Path | None = None,
-) -> dict[str, Any]:
+) -> PlanRecord:
     """Build (or keep) artifact_dir/model.plan and return the manifest's "plan" section.
 
     Skips the build when model.plan exists with the same fingerprint (unless
@@ -365,7 +365,7 @@ def build_plan(
             f"{PLAN_NAME} is up to date (same TensorRT {build.tensorrt_version}, device, ONNX model and options): "
             "skipped the build; --force rebuilds it"
         )
-        return dict(manifest.plan or {})
+        return manifest.plan
     if changes:
         reporter.info(f"rebuilding {PLAN_NAME}: " + "; ".join(changes))
     elif current:
@@ -401,8 +401,8 @@ def build_plan(
         plan_tmp.unlink(missing_ok=True)
 
     mode = facts.power_mode
-    return {
-        **build.fingerprint,
+    return PlanRecord.from_dict({
+        **build.fingerprint.to_dict(),
         "jetpack": facts.jetpack,
         "device": facts.model,
         "nvpmodel": mode.name if mode else None,
@@ -412,7 +412,7 @@ def build_plan(
         "build_seconds": round(build_seconds, 1),
         "timing_cache": str(timing_cache) if timing_cache is not None else None,
         "verify": verification,
-    }
+    })
 
 
 def check_existing_plan(
@@ -443,6 +443,6 @@ def check_existing_plan(
         )
     if deserialize and tensorrt_api.module_version() is not None:
         trt = tensorrt_api.load()
-        dla_core = (manifest.plan or {}).get("dla_core")
+        dla_core = manifest.plan.dla_core if manifest.plan else None
         engine = trt.deserialize(plan.read_bytes(), where=str(plan), dla_core=dla_core)
         check_io(trt.io_tensors(engine), manifest.plan_io, where=str(plan))

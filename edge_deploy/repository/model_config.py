@@ -182,7 +182,7 @@ def model_config(
         runtime, pb.ModelInstanceGroup.KIND_AUTO
     )
     group = config.instance_group.add(count=int(options.instances), kind=kind)
-    dla_core = (manifest.plan or {}).get("dla_core") if runtime == "tensorrt" else None
+    dla_core = manifest.plan.dla_core if runtime == "tensorrt" and manifest.plan else None
     if dla_core is not None:
         # A DLA plan: without a secondary device Triton's TensorRT backend deserializes it with DLA core -1
         # (IRuntime's default). ModelInstanceGroup.SecondaryDevice of model_config.proto; KIND_NVDLA is

@@ -144,8 +144,8 @@ def check_model_signature(artifact: Path, manifest: Manifest, runtime: str, opti
     check_plan_fingerprint(manifest, force, reporter)
     if force:
         return  # a plan for another device may not even deserialize here; the server's load decides
-    plan = manifest.plan or {}
-    if not check_plan_signature(artifact / PLAN_NAME, io, plan.get("dla_core")):
+    dla_core = manifest.plan.dla_core if manifest.plan else None
+    if not check_plan_signature(artifact / PLAN_NAME, io, dla_core):
         reporter.info("TensorRT is not installed here: the plan's I/O is checked when the server loads it")
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..artifact import MANIFEST_NAME, PLAN_NAME, Manifest, sha256_file
+from ..artifact import MANIFEST_NAME, PLAN_NAME, Manifest, PlanRecord, sha256_file
 from ..engine.fingerprint import plan_mismatch
 from ..errors import EdgeDeployError, RepositoryError
 from ..lanedet import contract
@@ -39,9 +39,13 @@ class VersionInfo:
     version: int
     runtime: str | None
     manifest_sha256: str | None
-    plan: dict[str, Any] | None
+    plan: PlanRecord | None
     installed: str | None
     plan_mismatch: list[str] | None = None  # why the plan would not run here ([] = fits; None = not checked)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form, with the plan section as its manifest has it."""
+        return {**asdict(self), "plan": self.plan.to_dict() if self.plan is not None else None}
 
 
 @dataclass
@@ -53,6 +57,10 @@ class ModelInfo:
     versions: list[VersionInfo]
     policy: list[int]  # versions the config's version_policy selects
     served: list[int] | None  # from the running server; None without one
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`repository list --json`)."""
+        return {**asdict(self), "versions": [v.to_dict() for v in self.versions]}
 
 
 def check_name(name: str) -> str:

@@ -114,7 +114,7 @@ def plan_refusal(label: str, manifest: Manifest | None, server: ServerTensorRT, 
 
     if server.version is None:
         return None
-    built = ((manifest.plan if manifest else None) or {}).get("tensorrt")
+    built = manifest.plan.tensorrt if manifest and manifest.plan else None
     if not built:
         return None
     if not tensorrt_mismatch(str(built), server.version):

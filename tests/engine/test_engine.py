@@ -110,17 +110,17 @@ def test_build_plan_writes_verifies_and_records(fake_trt, board, artifact) -> No
     section = engine.build_plan(directory, manifest, engine.EngineOptions(), reporter, root=board("agx_orin_jp60"))
     assert (directory / "model.plan").read_bytes() == b"PLAN8.6.1"
     assert file_names(directory) == {"model.onnx", "model_fp16.onnx", "model.plan"}
-    assert section["tensorrt"] == "8.6.1" and section["builder"] == "python"
-    assert (section["l4t"], section["jetpack"], section["gpu"], section["compute_capability"]) == ("36.3.0", "6.0", "Orin", "8.7")
-    assert section["device"] == "NVIDIA Jetson AGX Orin Developer Kit" and section["nvpmodel"] == "MAXN"
-    assert section["cuda"] == "12.2.140" and section["precision"] == "fp16" and section["dla_core"] is None
-    assert section["onnx_sha256"] == sha256_file(directory / "model.onnx")
-    assert section["profile"] == {"input": {"min": [1, 3, 360, 640], "opt": [1, 3, 360, 640], "max": [4, 3, 360, 640]}}
-    assert section["workspace_bytes"] == engine.DEFAULT_WORKSPACE_CAP and section["fp32_layers"] == ["head"]
-    assert section["build_time"].endswith("Z")
-    assert section["verify"]["io"] == "ok" and section["verify"]["run"]["status"] == "skipped"
+    assert section.tensorrt == "8.6.1" and section.builder == "python"
+    assert (section.l4t, section.jetpack, section.gpu, section.compute_capability) == ("36.3.0", "6.0", "Orin", "8.7")
+    assert section.device == "NVIDIA Jetson AGX Orin Developer Kit" and section.nvpmodel == "MAXN"
+    assert section.cuda == "12.2.140" and section.precision == "fp16" and section.dla_core is None
+    assert section.onnx_sha256 == sha256_file(directory / "model.onnx")
+    assert section.profile == {"input": {"min": [1, 3, 360, 640], "opt": [1, 3, 360, 640], "max": [4, 3, 360, 640]}}
+    assert section.workspace_bytes == engine.DEFAULT_WORKSPACE_CAP and section.fp32_layers == ["head"]
+    assert section.build_time.endswith("Z")
+    assert section.verify["io"] == "ok" and section.verify["run"]["status"] == "skipped"
     assert any("not run" in w and "pycuda" in w for w in reporter.warnings)
-    json.dumps(section)  # the manifest must be able to store it
+    json.dumps(section.to_dict())  # the manifest must be able to store it
 
 
 def test_dla_plan_is_verified_and_checked_on_its_dla_core(fake_trt, board, artifact) -> None:
@@ -175,7 +175,7 @@ def test_new_tensorrt_and_device_rebuild_saying_what_changed(fake_trt, board, ar
     section = engine.build_plan(directory, manifest, engine.EngineOptions(), reporter, root=board("orin_nano_jp62"))
     message = next(m for m in reporter.infos if m.startswith("rebuilding"))
     assert "TensorRT: 8.6.1 -> 10.3.0" in message and "L4T release: 36.3.0 -> 36.4.3" in message
-    assert section["tensorrt"] == "10.3.0" and (directory / "model.plan").read_bytes() == b"PLAN10.3.0"
+    assert section.tensorrt == "10.3.0" and (directory / "model.plan").read_bytes() == b"PLAN10.3.0"
     # The Orin Nano is a small device in a poor state: the build says so.
     warnings = " | ".join(reporter.warnings)
     assert "nvpmodel" in warnings and "jetson_clocks" in warnings and "tritonserver" in warnings and "swap" in warnings
@@ -253,7 +253,7 @@ def test_timing_cache_created_then_corrupt_one_replaced(fake_trt, board, artifac
     reporter = Recording()
     section = engine.build_plan(directory, manifest, engine.EngineOptions(timing_cache=cache), reporter,
                                 root=board("agx_orin_jp60"))
-    assert cache.read_bytes() == b"TIMING-CACHE:8.6.1" and section["timing_cache"] == str(cache)
+    assert cache.read_bytes() == b"TIMING-CACHE:8.6.1" and section.timing_cache == str(cache)
     assert any("will be created" in m for m in reporter.infos)
     cache.write_bytes(b"CORRUPT garbage")
     reporter = Recording()
@@ -276,7 +276,7 @@ def test_check_existing_plan(fake_trt, board, artifact) -> None:
     with pytest.raises(EngineError, match=r"has shape \[-1, 9, 77\], the manifest says \[-1, 64, 77\]"):
         engine.check_existing_plan(directory, manifest, orin)
     assert engine.check_existing_plan(directory, manifest, orin, deserialize=False) is None
-    other = replace(manifest, plan=dict(manifest.plan, tensorrt="8.5.2"))
+    other = replace(manifest, plan=replace(manifest.plan, tensorrt="8.5.2"))
     with pytest.raises(EngineError, match="TensorRT: 8.5.2 -> 8.6.2") as info:
         engine.check_existing_plan(directory, other, orin)
     assert "--force" in str(info.value)

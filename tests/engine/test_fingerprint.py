@@ -5,6 +5,7 @@ decision as build_plan takes it is in tests/test_engine.py.
 """
 from __future__ import annotations
 
+from edge_deploy.artifact import PlanRecord
 from edge_deploy.engine import plan as engine
 from edge_deploy.engine.device import device_facts
 from edge_deploy.engine.fingerprint import (
@@ -40,7 +41,8 @@ def test_fingerprint_diff_names_what_changed(board, artifact) -> None:
 
 def test_plan_mismatch_for_the_repository(board) -> None:
     desktop = device_facts(board("x86_desktop"))
-    recorded = {"tensorrt": "8.6.2", "cuda": "12.2.140", "gpu": "Orin", "compute_capability": "8.7", "l4t": "36.3.0"}
+    recorded = PlanRecord.from_dict({"tensorrt": "8.6.2", "cuda": "12.2.140", "gpu": "Orin", "compute_capability": "8.7",
+                                     "l4t": "36.3.0"})
     changes = plan_mismatch(recorded, desktop)
     assert "TensorRT: the plan was built with 8.6.2, this machine has none" in changes
     assert len(changes) == 5

@@ -142,7 +142,7 @@ def test_verify_runs_the_plan_on_the_parity_inputs(fake_gpu, board, artifact) ->
     directory, manifest = artifact
     gpu = fake_gpu(directory)
     section = engine.build_plan(directory, manifest, engine.EngineOptions(), root=board("agx_orin_jp60"))
-    run = section["verify"]["run"]
+    run = section.verify["run"]
     assert run["status"] == "passed" and run["batches"] == [1, 4, 4]  # parity batches, then the road frames
     assert run["outputs"]["predict_lanes"]["max_abs"] == 0.0
     assert run["lanes"]["images"] == 9 and run["lanes"]["lanes_plan"] == run["lanes"]["lanes_onnxruntime"] > 0
@@ -162,4 +162,4 @@ def test_verify_failure_names_the_worst_output_and_keeps_the_old_plan(fake_gpu, 
     assert (directory / "model.plan").read_bytes() == b"the previous good plan"
     assert file_names(directory) == {"model.onnx", "model_fp16.onnx", "model.plan"}
     section = engine.build_plan(directory, manifest, engine.EngineOptions(verify=False), root=board("agx_orin_jp60"))
-    assert section["verify"] == {"status": "skipped", "reason": "--no-verify"}
+    assert section.verify == {"status": "skipped", "reason": "--no-verify"}

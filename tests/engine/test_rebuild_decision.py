@@ -19,7 +19,7 @@ import pytest
 from edge_deploy.artifact import BatchRange
 from trt_double import ENGINE_IO, FakeEngineSpec, Recording, settings
 
-from edge_deploy.artifact import Manifest, file_entry
+from edge_deploy.artifact import Manifest, PlanFingerprint, PlanRecord, file_entry
 from edge_deploy.engine import plan as engine
 from edge_deploy.engine.device import device_facts
 from edge_deploy.engine.fingerprint import plan_fingerprint, plan_is_current, plan_mismatch
@@ -39,12 +39,12 @@ def orin(board):
     return facts
 
 
-def recorded_plan(tmp_path: Path, fingerprint: dict) -> tuple[Path, Manifest]:
+def recorded_plan(tmp_path: Path, fingerprint: PlanFingerprint) -> tuple[Path, Manifest]:
     """A model.plan and the manifest that records it with `fingerprint` (through JSON, as stored)."""
     plan = tmp_path / "model.plan"
     plan.write_bytes(b"a plan")
     stored = json.loads(json.dumps({"format": 1, "io": {}, "files": {"model.plan": file_entry(plan).to_dict()},
-                                    "plan": fingerprint}))
+                                    "plan": fingerprint.to_dict()}))
     return plan, Manifest.from_dict(stored)
 
 
@@ -94,7 +94,7 @@ def test_machine_fields(tmp_path, orin, key, value, rebuild, line) -> None:
 def test_the_tensorrt_a_builder_reports_counts_over_the_machines(tmp_path, orin) -> None:
     # trtexec (or the tensorrt module) says which TensorRT builds; facts.tensorrt is only the fallback
     plan, manifest = recorded_plan(tmp_path, plan_fingerprint(orin, "8.6.2", ONNX_SHA, settings()))
-    assert manifest.plan["tensorrt"] == "8.6.2"
+    assert manifest.plan.tensorrt == "8.6.2"
     orin.tensorrt = "10.3.0"
     current, changes = plan_is_current(plan, manifest, plan_fingerprint(orin, "8.6.1", ONNX_SHA, settings()))
     assert (current, changes) == (False, ["TensorRT: 8.6.2 -> 8.6.1"])
@@ -166,7 +166,7 @@ def test_no_decision_without_a_plan_a_record_or_the_recorded_bytes(tmp_path, ori
 # --- build_plan: the options reach the fingerprint ---------------------------------------------
 
 
-def build(directory: Path, manifest: dict, root: Path, **options) -> tuple[dict, Recording]:
+def build(directory: Path, manifest: Manifest, root: Path, **options) -> tuple[PlanRecord, Recording]:
     """build_plan, then record the section and the plan's file entry as convert does."""
     reporter = Recording()
     manifest.plan = engine.build_plan(directory, manifest, engine.EngineOptions(**options), reporter, root=root)
@@ -200,7 +200,7 @@ def test_build_plan_records_each_option_and_rebuilds_when_it_changes(fake_trt, b
     trt = fake_trt("8.6.2", engine=engine_io)
     section, _ = build(directory, manifest, orin, **first)
     for key, value in first.items():
-        assert section[key] == value
+        assert getattr(section, key) == value
     _, reporter = build(directory, manifest, orin, **first)
     assert trt.calls.count(("builder.build_serialized_network",)) == 1 and rebuilt(reporter) == []
     section, reporter = build(directory, manifest, orin, **second)
@@ -208,7 +208,7 @@ def test_build_plan_records_each_option_and_rebuilds_when_it_changes(fake_trt, b
     (message,) = rebuilt(reporter)
     assert line in message.split(": ", 1)[1].split("; ")
     for key, value in second.items():
-        assert section[key] == value
+        assert getattr(section, key) == value
 
 
 def test_int8_plan_is_rebuilt_when_a_calibration_image_changes(fake_trt, board, artifact, tmp_path) -> None:
@@ -222,14 +222,14 @@ def test_int8_plan_is_rebuilt_when_a_calibration_image_changes(fake_trt, board, 
     for i in range(3):
         cv2.imwrite(str(frames / f"{i}.png"), np.full((360, 640, 3), 60 * i, np.uint8))
     section, _ = build(directory, manifest, orin, precision="int8", calibration_images=frames)
-    first_digest = section["calibration"]
+    first_digest = section.calibration
     assert first_digest is not None and len(first_digest) == 64
     _, reporter = build(directory, manifest, orin, precision="int8", calibration_images=frames)
     assert rebuilt(reporter) == [] and trt.calls.count(("builder.build_serialized_network",)) == 1
     cv2.imwrite(str(frames / "2.png"), np.full((360, 640, 3), 7, np.uint8))  # the last image only
     section, reporter = build(directory, manifest, orin, precision="int8", calibration_images=frames)
     (message,) = rebuilt(reporter)
-    assert f"INT8 calibration images: {first_digest[:12]}… -> {section['calibration'][:12]}…" in message
+    assert f"INT8 calibration images: {first_digest[:12]}… -> {section.calibration[:12]}…" in message
     assert trt.calls.count(("builder.build_serialized_network",)) == 2
 
 

@@ -132,15 +132,15 @@ def test_build_plan_on_tensorrt10_builds_model_fp16_strongly_typed(fake_trt, boa
     trt = fake_trt("10.3.0", layers=LAYERS)
     section = engine.build_plan(directory, manifest, engine.EngineOptions(), root=board("orin_nano_jp62"))
     assert ("parser.parse_from_file", str(directory / FP16_ONNX_NAME)) in trt.calls
-    assert section["onnx"] == FP16_ONNX_NAME and section["typing"] == "strong" and section["fp32_layers"] == []
-    assert section["onnx_sha256"] == file_entry(directory / FP16_ONNX_NAME).sha256
+    assert section.onnx == FP16_ONNX_NAME and section.typing == "strong" and section.fp32_layers == []
+    assert section.onnx_sha256 == file_entry(directory / FP16_ONNX_NAME).sha256
     assert ("builder.create_network", 2) in trt.calls  # 1 << STRONGLY_TYPED
 
     trt.calls.clear()
     weak = engine.build_plan(directory, manifest, engine.EngineOptions(weak_typing=True, force=True),
                              root=board("orin_nano_jp62"))
     assert ("parser.parse_from_file", str(directory / ONNX_NAME)) in trt.calls
-    assert weak["typing"] == "weak" and weak["fp32_layers"] == ["head"] and weak["onnx"] == ONNX_NAME
+    assert weak.typing == "weak" and weak.fp32_layers == ["head"] and weak.onnx == ONNX_NAME
     assert ("config.set_flag", "OBEY_PRECISION_CONSTRAINTS") in trt.calls
 
 
@@ -152,7 +152,7 @@ def test_a_plan_from_model_fp16_with_fp16_io_is_checked_against_its_io(fake_trt,
     io = [(n, i, "HALF", s, p) for n, i, _, s, p in ENGINE_IO.tensors]
     fake_trt("10.3.0", layers=LAYERS, engine=FakeEngineSpec(io))
     section = engine.build_plan(directory, manifest, engine.EngineOptions(), root=board("orin_nano_jp62"))
-    assert section["verify"]["io"] == "ok"  # FP16 plan I/O matches model_fp16.onnx's io, not model.onnx's
+    assert section.verify["io"] == "ok"  # FP16 plan I/O matches model_fp16.onnx's io, not model.onnx's
     manifest.plan, manifest.files["model.plan"] = section, file_entry(directory / "model.plan")
     engine.check_existing_plan(directory, manifest, device_facts(board("orin_nano_jp62")))
 
@@ -162,7 +162,7 @@ def test_build_plan_on_tensorrt11_and_fp32(fake_trt, board, artifact) -> None:
     trt = fake_trt("11.4.1", layers=LAYERS)
     section = engine.build_plan(directory, manifest, engine.EngineOptions(precision="fp32"), root=board("agx_orin_jp60"))
     assert ("parser.parse_from_file", str(directory / ONNX_NAME)) in trt.calls
-    assert section["typing"] == "strong" and section["precision"] == "fp32"
+    assert section.typing == "strong" and section.precision == "fp32"
     with pytest.raises(EngineError, match="explicit quantization"):
         engine.build_plan(directory, manifest, engine.EngineOptions(precision="int8", force=True),
                           root=board("agx_orin_jp60"))
@@ -218,7 +218,7 @@ def test_dla_build_on_tensorrt10_keeps_the_flag_path(fake_trt, board, artifact) 
     trt = fake_trt("10.3.0", layers=LAYERS, engine=FakeEngineSpec(
         [ENGINE_IO.tensors[0][:4] + ((frame, frame, frame),), ENGINE_IO.tensors[1]]))
     section = engine.build_plan(directory, manifest, engine.EngineOptions(dla_core=0), root=board("agx_orin_jp60"))
-    assert section["typing"] == "weak" and section["dla_core"] == 0
+    assert section.typing == "weak" and section.dla_core == 0
     assert ("config.set_flag", "FP16") in trt.calls and ("config.set_flag", "GPU_FALLBACK") in trt.calls
 
 
@@ -273,7 +273,7 @@ def test_trtexec_builds_model_fp16_on_10_and_11(fake_trtexec, board, artifact, m
     (argv,) = fake_trtexec()
     assert f"--onnx={directory / FP16_ONNX_NAME}" in argv and "--fp16" not in argv
     assert [a for a in argv if a == "--stronglyTyped"] == strongly
-    assert section["typing"] == "strong" and section["builder"] == "trtexec"
+    assert section.typing == "strong" and section.builder == "trtexec"
 
 
 def test_trtexec_pins_never_give_a_layer_a_type_count(fake_trtexec, board, tmp_path) -> None:

@@ -13,7 +13,7 @@ from lane_onnx import lane_manifest, write_lane_onnx
 from trt_double import Recording
 
 from edge_deploy import parity
-from edge_deploy.artifact import file_entry
+from edge_deploy.artifact import Manifest, PlanRecord, file_entry
 from edge_deploy.engine import plan as engine
 from edge_deploy.engine import tensorrt_api
 from edge_deploy.engine import verify as plan_verify
@@ -33,7 +33,7 @@ needs_pycuda = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> tuple[Path, dict, dict]:
+def built(tmp_path_factory) -> tuple[Path, Manifest, PlanRecord]:
     """One FP16 plan of the lane model, built and verified by build_plan on this machine."""
     directory = tmp_path_factory.mktemp("plan")
     write_lane_onnx(directory / "model.onnx", rows=ROWS)
@@ -48,12 +48,12 @@ def built(tmp_path_factory) -> tuple[Path, dict, dict]:
 def test_build_records_this_machine(built) -> None:
     directory, manifest, section = built
     assert (directory / "model.plan").stat().st_size > 0
-    assert section["tensorrt"] == tensorrt_api.module_version()
-    assert section["builder"] == "python" and section["precision"] == "fp16"
+    assert section.tensorrt == tensorrt_api.module_version()
+    assert section.builder == "python" and section.precision == "fp16"
     strong = tensorrt_api.strongly_typed(tensorrt_api.module_version(), "fp16")
-    assert section["typing"] == ("strong" if strong else "weak")
-    assert section["fp32_layers"] == ([] if strong else ["head"])  # strongly typed: "head" is FP32 in the graph
-    assert section["verify"]["io"] == "ok"
+    assert section.typing == ("strong" if strong else "weak")
+    assert section.fp32_layers == ([] if strong else ["head"])  # strongly typed: "head" is FP32 in the graph
+    assert section.verify["io"] == "ok"
     assert not list(directory.glob(".model.plan.tmp*"))
 
 
@@ -74,7 +74,7 @@ def test_run_and_compare_with_onnxruntime(built) -> None:
     from edge_deploy.parity import ort_session
 
     directory, manifest, section = built
-    assert section["verify"]["run"]["status"] == "passed"
+    assert section.verify["run"]["status"] == "passed"
     trt = tensorrt_api.load()
     plan = trt.deserialize((directory / "model.plan").read_bytes())
     feeds = parity.parity_feeds(manifest)
@@ -128,4 +128,4 @@ def test_dla_build_with_gpu_fallback(tmp_path: Path) -> None:
     manifest = lane_manifest(directory, 64, batch=(1, 1, 1))  # DLA: min = opt = max
     make_fp16_onnx(directory, manifest)
     section = engine.build_plan(directory, manifest, engine.EngineOptions(builder="python", dla_core=0))
-    assert section["dla_core"] == 0 and (directory / "model.plan").stat().st_size > 0
+    assert section.dla_core == 0 and (directory / "model.plan").stat().st_size > 0

@@ -95,8 +95,8 @@ def test_trtexec_build_renames_the_plan_and_records_trtexecs_version(fake_trtexe
     section = engine.build_plan(directory, manifest, engine.EngineOptions(builder="trtexec"), reporter,
                                 root=board("agx_orin_jp60"))
     assert (directory / "model.plan").read_bytes() == b"PLAN-from-trtexec"
-    assert section["builder"] == "trtexec" and section["tensorrt"] == "8.6.2"
-    assert section["verify"]["status"] == "skipped"
+    assert section.builder == "trtexec" and section.tensorrt == "8.6.2"
+    assert section.verify["status"] == "skipped"
     assert any("not verified" in w for w in reporter.warnings)
     (argv,) = fake_trtexec()
     assert f"--onnx={directory / 'model.onnx'}" in argv and "--fp16" in argv
@@ -163,7 +163,7 @@ def test_trtexec_85_gets_only_options_it_knows(fake_trtexec, board, artifact, mo
     monkeypatch.setenv("FAKE_TRTEXEC_BANNER", "8502")
     section = engine.build_plan(directory, manifest, engine.EngineOptions(builder="trtexec", optimization_level=3),
                                 Recording(), root=board("agx_orin_jp60"))
-    assert section["tensorrt"] == "8.5.2" and (directory / "model.plan").read_bytes() == b"PLAN-from-trtexec"
+    assert section.tensorrt == "8.5.2" and (directory / "model.plan").read_bytes() == b"PLAN-from-trtexec"
     (argv,) = fake_trtexec()
     assert "--buildOnly" in argv and not any(a.startswith("--builderOptimizationLevel") for a in argv)
 

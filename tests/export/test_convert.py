@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from manifest_files import manifest_json, write_manifest_json
 
-from edge_deploy.artifact import Manifest, sha256_file
+from edge_deploy.artifact import Manifest, PlanRecord, sha256_file
 from edge_deploy.engine.options import EngineOptions
 from edge_deploy.convert import _engine_module, convert
 from needs import torch_or_skip
@@ -561,7 +561,7 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
         calls.append({"dir": Path(artifact_dir), "options": options.__dict__,
                       "onnx_listed": "model.onnx" in manifest.files})
         (Path(artifact_dir) / "model.plan").write_bytes(b"plan for " + manifest.files["model.onnx"].sha256.encode())
-        return {"tensorrt": "fake", "precision": options.precision}
+        return PlanRecord.from_dict({"tensorrt": "fake", "precision": options.precision})
 
     fake.available_builder = lambda preference: "python"
     fake.build_plan = build_plan

@@ -163,6 +163,6 @@ def test_served_io_follows_the_file_served() -> None:
     assert types(mc.model_config(data, name="m", runtime="python")) == fp32
     assert types(mc.model_config(data, name="m", runtime="python", options=mc.ConfigOptions(fp16=True))) == fp16
     assert types(mc.model_config(data, name="m", runtime="tensorrt")) == fp16
-    data.plan["onnx"] = "model.onnx"
+    data.plan = replace(data.plan, onnx="model.onnx")
     assert types(mc.model_config(data, name="m", runtime="tensorrt")) == fp32
     assert mc.ConfigOptions.from_dict(mc.ConfigOptions(fp16=True).to_dict()).fp16

@@ -345,7 +345,7 @@ def test_plan_with_foreign_fingerprint_needs_force(tmp_path, artifacts) -> None:
     assert read_config(repo, "lane").platform == "tensorrt_plan"
     assert (repo / "lane" / "2" / "model.plan").read_bytes() == (art / "model.plan").read_bytes()
     (info,) = list_models(repo, "lane")
-    assert info.versions[1].plan["gpu"] == "Orin" and any("GPU" in d for d in info.versions[1].plan_mismatch)
+    assert info.versions[1].plan.gpu == "Orin" and any("GPU" in d for d in info.versions[1].plan_mismatch)
     assert info.versions[0].plan is None and info.versions[0].plan_mismatch is None
     table = run_cli("models", "lane", "--repository", str(repo))
     assert "does not fit this machine" in table.stdout
