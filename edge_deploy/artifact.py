@@ -206,7 +206,7 @@ class PlanRecord(PlanFingerprint):
     timing_cache: str | None = None
     verify: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
-    key_order: tuple[str, ...] = ()
+    key_order: tuple[str, ...] = field(default=(), compare=False)  # how it was read, not what it says
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PlanRecord:

@@ -80,7 +80,7 @@ def evaluate(
         typer.echo(f"report: {json_out}")
     if show > 0:
         out.mkdir(parents=True, exist_ok=True)
-        typer.echo(f"worst frames: {worst_frames_grid(worst, out / 'worst_frames.png')}")
+        typer.echo(f"worst frames: {worst_frames_grid(worst, out / 'worst_frames.png', model=report.model)}")
 
 
 def _print(report) -> None:  # noqa: ANN001

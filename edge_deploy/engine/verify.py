@@ -7,6 +7,7 @@ decoded lanes, mean |dx| <= parity.PLAN_MAX_LANE_DX_PX at 640 wide), failing on 
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -80,7 +81,10 @@ def verify_plan(plan_path: Path, onnx_path: Path, manifest: Manifest, trt: tenso
     names = [o.name for o in session.get_outputs()]
     reference = [dict(zip(names, session.run(None, feed))) for feed in feeds]
     actual = [trt.run(engine, feed) for feed in feeds]
-    report = compare_to_reference(reference, actual, LaneCheck.of(manifest))
+    check = LaneCheck.of(manifest)
+    # The plan's lane limit stays in 640-wide pixels, as before UFLDv2's FP16 ONNX check moved to the data set's
+    # original width (issue 23 asked that of the ONNX check; a stricter plan check cannot be tried without TensorRT).
+    report = compare_to_reference(reference, actual, check and replace(check, limit_width=640.0))
     report["batches"] = [int(next(iter(f.values())).shape[0]) for f in feeds]
     if not report["passed"]:
         worst = report["worst_output"]

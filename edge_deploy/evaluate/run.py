@@ -98,7 +98,7 @@ def evaluate(
     size: tuple[int, int] | None = None
     retention: RetentionComparison | None = None
     records: list[FrameRecord] = []
-    worst = WorstFrames(model=str(getattr(runner, "name", runner)))
+    worst: list[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]] = []
     against_seconds: list[float] = []
     tusimple: TuSimpleEvaluator | None = None
     for item in frames:
@@ -157,25 +157,14 @@ def evaluate(
     return report, worst
 
 
-class WorstFrames(list):
-    """evaluate()'s worst frames (record, frame, lanes, truth), knowing the model they came from (`model`: the
-    runner's name), so that their picture names it."""
-
-    def __init__(self, *args: Any, model: str | None = None) -> None:
-        super().__init__(*args)
-        self.model = model
-
-
 def worst_frames_grid(worst: Sequence[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]], path: Path,
                       columns: int = 2, width: int = 820, model: str | None = None) -> Path:
     """A PNG grid of frames: truth in green, predictions in red, captioned with the model, the frame's name and
-    F1. `model` (default: the one evaluate() recorded on `worst`): a runner name such as grpc://HOST:PORT/NAME or
-    DIR:fp16, shown by its last part (the served model's name, e.g. ufldv2_random_weights in the demo)."""
+    F1. `model` (the report's `model`): a runner name such as grpc://HOST:PORT/NAME or DIR:fp16, shown by its last part (the served model's name, e.g. ufldv2_random_weights in the demo)."""
     import cv2
 
     from ..lanedet.draw import draw_lanes, save_png
 
-    model = model if model is not None else getattr(worst, "model", None)
     shown = f"{str(model).rstrip('/').rsplit('/', 1)[-1]}  " if model else ""
     tiles = []
     for record, frame, lanes, truth in worst:

@@ -62,6 +62,9 @@ BLS_INSTANCES = 2
 # (pipeline.json's call_timeout_s; 0: forever). Below LaneDetClient's 10 s client_timeout, so that the client
 # gets the pipeline's error rather than its own deadline; far above a frame's tens of milliseconds.
 BLS_CALL_TIMEOUT_S = 5.0
+# Calls to the lane model a BLS instance keeps outstanding (pipeline.json's call_threads): a stalled model holds at
+# most these (and their tensors); further frames are refused at once.
+BLS_CALL_THREADS = 4
 DATATYPES = ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
              "FP16", "FP32", "FP64", "BF16", "STRING", "BYTES")
 
@@ -357,7 +360,8 @@ def bls_config(manifest: Manifest, *, name: str, version_policy: int | None = No
 def bls_spec(manifest: Manifest, *, model: str) -> dict[str, Any]:
     """pipeline.json of a BLS pipeline version: what it calls (the lane model `model`, whichever version the
     server serves), with which tensor, how it preprocesses and decodes, and how long it waits for each call
-    (call_timeout_s: edit it in the version directory and load NAME_pipeline again to change it; 0: forever).
+    (call_timeout_s: edit it in the version directory and load NAME_pipeline again to change it; 0: forever) with
+    at most call_threads calls outstanding.
     triton_models/bls_model.py reads it."""
     model_in, lane_outputs = _model_io(manifest)
     family = manifest.lane_family()
@@ -372,6 +376,7 @@ def bls_spec(manifest: Manifest, *, model: str) -> dict[str, Any]:
         "max_points": family.max_points(lane_outputs),
         "fused_frame": {"height": frame.height, "width": frame.width} if frame is not None else None,
         "call_timeout_s": BLS_CALL_TIMEOUT_S,
+        "call_threads": BLS_CALL_THREADS,
     }
 
 

@@ -119,21 +119,23 @@ def bls_unchanged(repository: Path, item: NewVersion, selected: list[int] | None
     return True
 
 
-def bls_version_unchanged(repository: Path, model: str, version: int, selected: list[int] | None = None) -> bool:
-    """Whether version `version` of the BLS pipeline `model`, already on disk, would do what the selected (or
-    served: `selected`) version does: what rollback needs not load again."""
+def bls_version_unchanged(repository: Path, model: str, version: int,
+                          served: Callable[[], list[int] | None]) -> bool:
+    """Whether version `version` of the BLS pipeline `model`, already on disk, would do what the served version
+    does: what rollback needs not load again. `served` (the versions the server serves) is asked only once
+    `version` proves to be a readable BLS pipeline; anything unreadable counts as changed (loaded as before)."""
     from .pipeline_kind import kind_of_record
 
     vdir = Path(repository) / model / str(version)
     record = read_json(vdir / INSTALL_RECORD)
     if record is None or record.get("role") != "pipeline" or kind_of_record(record) is not PipelineKind.BLS:
         return False
-    try:
-        manifest = Manifest.read(vdir)
-    except (EdgeDeployError, OSError, ValueError):  # unreadable: not provably unchanged, so loaded as before
-        return False
     files: dict[str, Path | bytes] = {f.name: f for f in vdir.iterdir() if f.is_file()}
     if BLS_SPEC not in files:
         return False
-    item = NewVersion(model, files, mc.bls_config(manifest, name=model, version_policy=version))
-    return bls_unchanged(repository, item, selected)
+    try:
+        item = NewVersion(model, files, mc.bls_config(Manifest.read(vdir), name=model, version_policy=version))
+    except (EdgeDeployError, OSError, ValueError):
+        return False
+    selected = served()
+    return bool(selected) and bls_unchanged(repository, item, selected)

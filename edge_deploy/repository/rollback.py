@@ -145,10 +145,9 @@ def rollback(
         # Before the configs are pinned: a served BLS pipeline that version `to` leaves as it is keeps serving.
         pipe = name + "_pipeline"
         keep_serving = []
-        if record is not None and pipe in models:
-            served_pipe = admin.served_versions(record.url, pipe, record.client_tls())
-            if served_pipe and bls_version_unchanged(repository, pipe, to, served_pipe):
-                keep_serving.append(pipe)
+        if record is not None and pipe in models and bls_version_unchanged(
+                repository, pipe, to, lambda: admin.served_versions(record.url, pipe, record.client_tls())):
+            keep_serving.append(pipe)
 
         def restore() -> None:
             for model, text in saved.items():

@@ -184,8 +184,8 @@ def test_the_worst_frames_caption_names_the_model(tmp_path: Path, monkeypatch) -
     frames, truths = _frames(1)
     runner = TruthRunner(truths)
     runner.name = "grpc://127.0.0.1:8001/ufldv2_random_weights"  # what the CLI names a served model
-    _, worst = evaluate(runner, frames, keep_frames=1)
-    worst_frames_grid(worst, tmp_path / "grid.png")
+    report, worst = evaluate(runner, frames, keep_frames=1)
+    worst_frames_grid(worst, tmp_path / "grid.png", model=report.model)
     assert len(captions) == 1 and captions[0].startswith("ufldv2_random_weights  "), captions
-    worst_frames_grid(list(worst), tmp_path / "grid.png", model="/tmp/art:fp16")
+    worst_frames_grid(worst, tmp_path / "grid.png", model="/tmp/art:fp16")
     assert captions[1].startswith("art:fp16  "), captions

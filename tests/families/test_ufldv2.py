@@ -172,17 +172,12 @@ def test_laneatt_only_options_unknown_presets_and_score_options_are_refused(tmp_
 def test_fuse_preprocess_is_refused_before_the_model_is_loaded_in_one_line(tmp_path) -> None:
     """UFLDv2's resize (area, antialiased, to a taller image whose bottom rows are kept) is not the fused graph's
     bicubic one: refused up front, not after a 2-minute export."""
-    import time
-
-    started = time.perf_counter()
     done = run_cli(tmp_path, "convert", "ufldv2", "--dataset", "culane", "--fuse-preprocess", "-o",
                    str(tmp_path / "out"), "--target", "onnx", timeout=120)
-    elapsed = time.perf_counter() - started
     lines = done.stderr.strip().splitlines()
     assert done.returncode != 0 and len(lines) == 1, done.stderr
     assert "bicubic resize only" in lines[0] and "area (antialiased)" in lines[0] and "UFLDv2" in lines[0]
-    assert "load model" not in done.stdout and not (tmp_path / "out").exists()
-    assert elapsed < 30, elapsed  # the CLI's start-up only (the export would take minutes)
+    assert "load model" not in done.stdout and not (tmp_path / "out").exists()  # refused before the model loads
 
 
 # --------------------------------------------------------------------------- served

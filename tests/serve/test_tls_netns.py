@@ -284,16 +284,16 @@ def test_health_finds_a_starting_foreground_tls_server_and_its_address(link, pki
         "--grpc-address", SERVER_IP, "--grpc-port", str(PORT + 10), "--wait", "120",
         "--log-file", str(tmp_path / "triton.log")])
     health = [sys.executable, "-m", "edge_deploy", "health", "--model", "tiny", "--repository", str(repo)]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(serve, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    bare = None
+    # the exact command, no --repository, started before the server (so this server has no record yet;
+    # the module's other server has one, for another port): only the identity in the certs directory (state/tls)
+    # tells it to dial mutual TLS
+    bare = subprocess.Popen(link.exec_argv(link.server_ns, [
+        sys.executable, "-m", "edge_deploy", "health", "--model", "tiny", "--url", url, "--wait", "60"]),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = None
     try:
-        # the exact command, no --repository, while the server starts (no record yet): only the
-        # identity in the certs directory (state/tls) tells it to dial mutual TLS
-        assert not list((state / "servers").glob("*.json"))
-        bare = subprocess.Popen(link.exec_argv(link.server_ns, [
-            sys.executable, "-m", "edge_deploy", "health", "--model", "tiny", "--url", url, "--wait", "60"]),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(serve, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         waited = subprocess.run(link.exec_argv(link.server_ns, [*health, "--url", url, "--wait", "60"]),
                                 capture_output=True, text=True, env=env, timeout=120)
         assert waited.returncode == 0, waited.stderr + log.read_text(errors="replace")
@@ -309,7 +309,8 @@ def test_health_finds_a_starting_foreground_tls_server_and_its_address(link, pki
         assert "mutual TLS still refuses clients without a certificate of this CA" in said
         assert "accepting connections from" not in said
     finally:
-        if bare is not None and bare.poll() is None:
+        if bare.poll() is None:
             bare.kill()
             bare.wait()
-        _stop(proc)
+        if proc is not None:
+            _stop(proc)

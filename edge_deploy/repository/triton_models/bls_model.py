@@ -19,7 +19,8 @@ frames with a one-line error, and this instance serves the next request. The Inf
 timeout (passed too) does not do that: on the 2.51 server a 0.5 s timeout ended neither a call NAME
 was executing for 3 s nor one queued behind it (it bounds only a wait in a queue whose policy allows
 it). So the call runs on a daemon thread and the instance stops waiting for it; a call still queued for
-such a thread when its time is up is dropped, so a stalled NAME holds CALL_THREADS threads at most.
+such a thread when its time is up is dropped. At most call_threads (pipeline.json) calls are outstanding per instance: while a
+stalled NAME holds them all, further frames fail at once (one line) instead of queueing their tensors in memory.
 """
 import json
 import os
@@ -41,7 +42,7 @@ _MISSING = ("unknown model", "not found", "no available version", "not ready", "
 _OTHER_DIMS = ("unexpected shape", "data-type", "datatype", "byte size")
 _TIMED_OUT = ("timeout expired", "timed out")  # a queue's rejection of a request waiting past its timeout
 DEFAULT_CALL_TIMEOUT_S = 5.0  # pipeline.json written before call_timeout_s (model_config.BLS_CALL_TIMEOUT_S)
-CALL_THREADS = 4
+DEFAULT_CALL_THREADS = 4  # pipeline.json written before call_threads (model_config.BLS_CALL_THREADS)
 # LaneDetClient reads these as "the model you called changed or went away" and re-reads it: reworded here.
 _CLIENT_TRIGGERS = re.compile(r"unexpected shape for input|data-type is|not ready|unknown model|shared memory",
                               re.IGNORECASE)
@@ -61,6 +62,10 @@ class _TimedOut(Exception):
     """A call that has not answered in time."""
 
 
+class _AllBusy(Exception):
+    """Every call thread still waits for NAME (earlier calls that timed out)."""
+
+
 class _Call:
     __slots__ = ("request", "response", "error", "done", "abandoned")
 
@@ -78,27 +83,35 @@ class _Calls:
 
     def __init__(self, threads):
         self.jobs = queue.SimpleQueue()
+        self.free = threading.BoundedSemaphore(threads)  # calls outstanding, queued or running: at most `threads`
         for _ in range(threads):
             threading.Thread(target=self._work, daemon=True).start()
 
     def _work(self):
         while True:
             call = self.jobs.get()
+            request, call.request = call.request, None
             if not call.abandoned:  # abandoned: its caller gave up while it waited for a thread
                 try:
-                    call.response = call.request.exec()
+                    call.response = request.exec()
                 except BaseException as exc:  # noqa: BLE001 - handed to the caller
                     call.error = exc
-            call.request = None
+            del request
             call.done.release()
+            self.free.release()
             del call  # an abandoned response is released now, not when the next job comes
 
     def run(self, request, timeout):
-        """The response, or _TimedOut after `timeout` s (the call then goes on unwatched)."""
+        """The response; _AllBusy at once when `threads` calls are outstanding; _TimedOut after `timeout` s (the
+        call then goes on unwatched, its request released as soon as a thread is done with it)."""
+        if not self.free.acquire(blocking=False):
+            raise _AllBusy()
         call = _Call(request)
+        del request
         self.jobs.put(call)
         if not call.done.acquire(timeout=timeout):
             call.abandoned = True
+            call.request = None  # not yet taken by a thread: never sent, freed now
             raise _TimedOut()
         if call.error is not None:
             raise call.error
@@ -133,7 +146,8 @@ class TritonPythonModel:
         if hasattr(pb_utils, "PreferredMemory"):
             self.options["preferred_memory"] = pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_CPU, 0)
         self.timeout_s = float(spec.get("call_timeout_s", DEFAULT_CALL_TIMEOUT_S))
-        self.calls = _Calls(CALL_THREADS) if self.timeout_s > 0 else None
+        self.call_threads = int(spec.get("call_threads", DEFAULT_CALL_THREADS))
+        self.calls = _Calls(self.call_threads) if self.timeout_s > 0 else None
         if self.timeout_s > 0:
             try:  # the request's own timeout, in microseconds (older stubs may lack it)
                 self._request([], timeout=int(self.timeout_s * 1e6))
@@ -190,6 +204,11 @@ class TritonPythonModel:
                 response = self.calls.run(request, self.timeout_s)
             except _TimedOut:
                 raise PipelineError(self._timed_out()) from None
+            except _AllBusy:
+                raise PipelineError(f"{self._where()}: {self.call_threads} earlier calls to {self.model} are still "
+                                    f"unanswered (each timed out after {self.timeout_s:g} s): it is stalled; check "
+                                    f"`edge-deploy models {self.model}` and the server log, restart the server or roll "
+                                    f"{self.model} back (`edge-deploy rollback {self.model}`).") from None
         if response.has_error():
             raise PipelineError(self._explain(response.error().message()))
         arrays = []
