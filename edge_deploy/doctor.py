@@ -389,8 +389,7 @@ def report(checks: list[Check], stages: Iterable[str], root: Path | None = None)
         verdicts[stage] = {"ready": not blockers, "blockers": list(dict.fromkeys(blockers))}
     try:
         facts = device_mod.device_facts(Path(root) if root is not None else device_mod.default_root())
-        machine: dict[str, Any] | None = fp.machine_fingerprint(facts)
-        machine["jetpack"] = facts.jetpack
+        machine: dict[str, Any] | None = {**fp.machine_fingerprint(facts).to_dict(), "jetpack": facts.jetpack}
     except Exception:  # noqa: BLE001 - doctor reports, it never crashes
         machine = None
     builder = next((c for c in checks if c.name == "plan builder"), None)

@@ -51,7 +51,7 @@ def report(repository: Path, name: str, scope: str) -> dict[str, Any]:
                            "health": "no server", "health_detail": "", "fingerprint": None, "last_rollout": None}
     try:
         facts = device_facts()
-        out["fingerprint"] = {**machine_fingerprint(facts), "jetpack": facts.jetpack}
+        out["fingerprint"] = {**machine_fingerprint(facts).to_dict(), "jetpack": facts.jetpack}
     except Exception as exc:  # noqa: BLE001 - a report always comes back
         out["fingerprint_error"] = one_line(exc, 200)
     try:
