@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .client.sync_client import LaneDetClient
     from .client.tls import TLSConfig
     from .lanedet.lane import Lane
-    from .lanedet.laneatt.decode import decode_lanes
+    from .lanedet import decode_lanes
 
 
 def __getattr__(name: str) -> Any:
@@ -40,7 +40,7 @@ def __getattr__(name: str) -> Any:
 
         return Lane
     if name == "decode_lanes":
-        from .lanedet.laneatt.decode import decode_lanes
+        from .lanedet import decode_lanes
 
         return decode_lanes
     raise AttributeError(f"module 'edge_deploy' has no attribute {name!r}")

@@ -46,7 +46,8 @@ from typing import Any, Mapping
 from ._version import __version__
 from .errors import ManifestError
 from .fsutil import sha256_file, write_json_atomic
-from .lanedet.family import DecodeDefaults, DecodeDefaultsError, DecodeParams, TensorSpec, family_for_outputs, get_family
+from .lanedet.family import (LEGACY_FAMILY, DecodeDefaults, DecodeDefaultsError, DecodeParams, TensorSpec,
+                             family_for_outputs, get_family)
 from .lanedet.preprocess import PreprocessSpec, PreprocessSpecError
 from .precision import Precision
 
@@ -473,7 +474,7 @@ def _migrate_1(data: dict[str, Any]) -> dict[str, Any]:
     source = data.get("source") or {}
     outputs = [TensorSpec.from_dict(t) for t in (data.get("io") or {}).get("outputs") or ()]
     dynamic = bool(((data.get("io") or {}).get("batch") or {}).get("dynamic", True))
-    family = get_family("laneatt") if source.get("kind") == "laneatt" else family_for_outputs(outputs, dynamic)
+    family = get_family(LEGACY_FAMILY) if source.get("kind") == LEGACY_FAMILY else family_for_outputs(outputs, dynamic)
     out["family"] = family.name if family else None
     fp16 = data.get("fp16") if isinstance(data.get("fp16"), dict) else {}
     plan = data.get("plan") if isinstance(data.get("plan"), dict) else {}
@@ -481,8 +482,8 @@ def _migrate_1(data: dict[str, Any]) -> dict[str, Any]:
         out["precision"] = "fp16"
     else:
         out["precision"] = str(plan.get("precision") or "fp32")
-    base_decode = family.decode_defaults if family else get_family("laneatt").decode_defaults
-    base_pre = family.preprocess if family else get_family("laneatt").preprocess
+    base_decode = family.decode_defaults if family else get_family(LEGACY_FAMILY).decode_defaults
+    base_pre = family.preprocess if family else get_family(LEGACY_FAMILY).preprocess
     out["decode"] = {**base_decode.to_dict(), **(data.get("decode") or {})}
     out["preprocess"] = {**base_pre.to_dict(), **(data.get("preprocess") or {})}
     out["format"] = 2

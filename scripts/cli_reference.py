@@ -1,8 +1,9 @@
-"""Write docs/cli.md: every command, its arguments and options, from the CLI's own objects.
+"""Write docs/cli.md: every command, its arguments and options, from the CLI's own objects (and the table of
+built-in lane-model families in docs/families.md, from the registry).
 
-    python scripts/cli_reference.py            # rewrite docs/cli.md
-    python scripts/cli_reference.py --check    # exit 1 when docs/cli.md is not what this prints
-    python scripts/cli_reference.py --stdout   # print the page instead
+    python scripts/cli_reference.py            # rewrite docs/cli.md and the table in docs/families.md
+    python scripts/cli_reference.py --check    # exit 1 when either is not what this prints
+    python scripts/cli_reference.py --stdout   # print docs/cli.md instead
 
 It walks the click command tree typer builds (typer.main.get_command) and formats the markdown itself from
 the parameter objects (names, help, default, choices), never through typer's rich help renderer, so the page
@@ -22,6 +23,8 @@ from typing import Any, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "cli.md"
+FAMILIES_PAGE = ROOT / "docs" / "families.md"
+TABLE_START, TABLE_END = "<!-- families:start -->\n", "<!-- families:end -->"
 REGENERATE = "python scripts/cli_reference.py"
 
 # typer's rich markup ([bold], [/], [green] ...), never a bracket of the text such as "[B, H, W, 3]"
@@ -224,15 +227,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.stdout:
         sys.stdout.write(page)
         return 0
+    pages = {PAGE: page, FAMILIES_PAGE: families_page()}
     if args.check:
-        current = PAGE.read_text(encoding="utf-8") if PAGE.exists() else ""
-        if current != page:
-            print(f"{os.path.relpath(PAGE)} is out of date: run `{REGENERATE}`", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(page, encoding="utf-8")
-    print(f"wrote {os.path.relpath(PAGE)}")
+        stale = [path for path, text in pages.items() if (path.read_text(encoding="utf-8") if path.exists() else "") != text]
+        for path in stale:
+            print(f"{os.path.relpath(path)} is out of date: run `{REGENERATE}`", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in pages.items():
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {os.path.relpath(path)}")
     return 0
+
+
+def families_page() -> str:
+    """docs/families.md with its table replaced by `edge-deploy families --markdown` of the built-in families."""
+    from edge_deploy.cli.families import markdown_table
+    from edge_deploy.lanedet.family import family_origin, known_families
+
+    table = markdown_table([f.describe() for f in known_families() if family_origin(f.name) == "built-in"])
+    head, rest = FAMILIES_PAGE.read_text(encoding="utf-8").split(TABLE_START, 1)
+    return head + TABLE_START + table + TABLE_END + rest.split(TABLE_END, 1)[1]
 
 
 if __name__ == "__main__":

@@ -4,29 +4,30 @@
 # The built-in LaneATT (ResNet-18, CULane top-1000 anchors) gets the demo weights in
 # weights/ (trained on synthetic roads only: see weights/README.md).
 #   CHECKPOINT=laneatt_r34_culane.pt BACKBONE=resnet34 bash scripts/demo.sh   # an official checkpoint
-#   FAMILY=ufldv2 [DATASET=tusimple] [CHECKPOINT=culane_res18.pth] bash scripts/demo.sh   # UFLDv2
+#   FAMILY=ufldv2 [DATASET=tusimple] [CHECKPOINT=culane_res18.pth] bash scripts/demo.sh   # another family
 #   OUT=dir PORT=8001 bash scripts/demo.sh
-# UFLDv2 has no demo weights: without CHECKPOINT it runs on seeded random weights, and the served
-# model is named ufldv2_random_weights so that every picture's caption says so.
+# FAMILY is any lane-model family `edge-deploy convert --help` lists (laneatt, ufldv2, clrnet, or one from
+# an installed package). Only LaneATT has demo weights: another family without CHECKPOINT runs on seeded
+# random weights, and the served model is named FAMILY_random_weights so that every picture's caption says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 ED=".venv/bin/edge-deploy"
 OUT=${OUT:-out/demo}
 PORT=${PORT:-8001}
-# The demo weights' synthetic roads have up to 6 lane markings: decode up to 6 lanes. An official
-# checkpoint keeps its data set's default (CULane: 4).
 FAMILY=${FAMILY:-laneatt}
 BACKBONE=${BACKBONE:-resnet18}
-if [ "$FAMILY" = ufldv2 ]; then
-    NAME=$([ -n "${CHECKPOINT:-}" ] && echo ufldv2 || echo ufldv2_random_weights)
-    "$ED" convert ufldv2 ${CHECKPOINT:+--checkpoint "$CHECKPOINT"} --backbone "$BACKBONE" \
-        --dataset "${DATASET:-culane}" --output "$OUT/$NAME" --force
-else
+if [ "$FAMILY" = laneatt ] && [ -z "${CHECKPOINT:-}" ]; then
+    # The demo weights' synthetic roads have up to 6 lane markings: decode up to 6 lanes, and score them.
     NAME=lanedet
-    TOP_K=$([ -z "${CHECKPOINT:-}" ] && echo "--top-k 6" || true)
-    "$ED" convert laneatt --checkpoint "${CHECKPOINT:-weights/laneatt_r18_synthetic.pt}" --backbone "$BACKBONE" \
-        --dataset culane $TOP_K --output "$OUT/$NAME" --eval-data synthetic:20 --force
+    "$ED" convert laneatt --checkpoint weights/laneatt_r18_synthetic.pt --backbone "$BACKBONE" \
+        --dataset culane --top-k 6 --output "$OUT/$NAME" --eval-data synthetic:20 --force
+else
+    # An official checkpoint keeps its data set's defaults (CULane: 4 lanes).
+    NAME=$([ "$FAMILY" = laneatt ] && echo lanedet || { [ -n "${CHECKPOINT:-}" ] && echo "$FAMILY"; } \
+        || echo "${FAMILY}_random_weights")
+    "$ED" convert "$FAMILY" ${CHECKPOINT:+--checkpoint "$CHECKPOINT"} --backbone "$BACKBONE" \
+        --dataset "${DATASET:-culane}" --output "$OUT/$NAME" --force
 fi
 "$ED" install "$OUT/$NAME" --repository "$OUT/model_repository" --name "$NAME" --pipeline
 

@@ -60,13 +60,10 @@ def laneatt_checkpoint(tmp_path_factory, laneatt_data) -> Path:
     classifier sharpened: frames then give lanes and comparisons of lanes are not vacuous.
     """
     torch = torch_or_skip()
-    from edge_deploy.lanedet.laneatt.model import build_laneatt
+    from edge_deploy.lanedet.laneatt.model import build_laneatt, give_untrained_lanes
 
-    state = build_laneatt("resnet18", anchors_freq=laneatt_data / "culane_anchors_freq.pt", topk_anchors=1000,
-                          seed=0).state_dict()
-    with torch.no_grad():
-        state["reg_layer.bias"][0] = 30.0
-        state["cls_layer.weight"].mul_(40.0)
+    state = give_untrained_lanes(build_laneatt("resnet18", anchors_freq=laneatt_data / "culane_anchors_freq.pt",
+                                               topk_anchors=1000, seed=0)).state_dict()
     path = tmp_path_factory.mktemp("checkpoint") / "laneatt_r18_culane.pt"
     torch.save({"model": state}, path)
     return path

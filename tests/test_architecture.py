@@ -147,3 +147,46 @@ def test_lanedet_does_not_import_the_pipeline_stages() -> None:
     offending = {m: sorted(t for t in targets if t.startswith(stages))
                  for m, targets in graph.items() if m.startswith("edge_deploy.lanedet")}
     assert {m: t for m, t in offending.items() if t} == {}
+
+
+# Where a family may be named: its own package, the registry (family.py: the built-in families and the legacy one)
+# and lanedet/__init__.py (the public decoders, decode_lanes/decode_ufldv2/..., re-exported by name). training/
+# trains the demo's LaneATT weights: a user of that one family, not part of the seam between stages and families.
+FAMILY_NAMING_ALLOWED = ("edge_deploy/lanedet/family.py", "edge_deploy/lanedet/__init__.py", "edge_deploy/training/")
+
+
+def family_mentions(path: Path, names: set[str]) -> list[str]:
+    """Where a module names one of `names` in code: a string literal (docstrings aside) containing it as a word, or an
+    import of a module path with it as a part."""
+    import re
+
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            if set(re.findall(r"[a-z0-9]+", node.value.lower())) & names:
+                found.append(f"line {node.lineno}: {node.value[:50]!r}")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [alias.name for alias in node.names] + [getattr(node, "module", None) or ""]
+            if any(set(module.split(".")) & names for module in modules):
+                found.append(f"line {node.lineno}: import of {', '.join(m for m in modules if m)}")
+    return found
+
+
+def test_no_module_outside_a_familys_own_package_names_a_family() -> None:
+    """A fourth family needs no change outside lanedet/<family>/ (and one registry line): every other module asks the
+    registry. Plant `if family.name == "ufldv2":` in parity.py, or `from .lanedet.laneatt import ...` anywhere, and this
+    fails."""
+    family_dirs = [p for p in (PACKAGE / "lanedet").iterdir() if (p / "__init__.py").is_file()]
+    names = {p.name for p in family_dirs}
+    assert {"laneatt", "ufldv2"} <= names
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).as_posix()
+        if any(rel.startswith(f"edge_deploy/lanedet/{name}/") for name in names) or rel.startswith(FAMILY_NAMING_ALLOWED):
+            continue
+        offenders += [f"{rel} {where}" for where in family_mentions(path, names)]
+    assert not offenders, "modules naming a lane family outside its package: " + "; ".join(offenders)

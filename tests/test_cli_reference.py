@@ -83,3 +83,19 @@ def test_committed_page_is_what_the_generator_writes():
     generated = _generator().render()
     if PAGE.read_text(encoding="utf-8") != generated:
         pytest.fail("docs/cli.md is out of date: run `python scripts/cli_reference.py` and commit docs/cli.md")
+
+
+def test_the_families_page_lists_every_built_in_family_as_the_cli_does():
+    """docs/families.md's table is `edge-deploy families --markdown` for the built-in families (run
+    `python scripts/cli_reference.py`), and the README names each of them: a family added to the registry
+    and not to the docs fails here."""
+    from edge_deploy.cli.families import markdown_table
+    from edge_deploy.lanedet.family import family_origin, known_families
+
+    built_in = [family for family in known_families() if family_origin(family.name) == "built-in"]
+    page = (ROOT / "docs" / "families.md").read_text(encoding="utf-8")
+    table = page.split("<!-- families:start -->\n", 1)[1].split("<!-- families:end -->", 1)[0]
+    assert table == markdown_table([family.describe() for family in built_in]), \
+        "docs/families.md is out of date: run `python scripts/cli_reference.py`"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert [f.title for f in built_in if f.title not in readme] == []

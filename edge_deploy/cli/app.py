@@ -6,7 +6,7 @@ import typer
 app = typer.Typer(
     name="edge-deploy",
     help=(
-        "Take a PyTorch lane-detection model (LaneATT) to a TensorRT plan on a Jetson Orin, "
+        "Take a PyTorch lane-detection model to a TensorRT plan on a Jetson Orin, "
         "install it in a Triton model repository, serve it under systemd, and detect lanes."
     ),
     no_args_is_help=True,

@@ -1,6 +1,7 @@
 """`edge-deploy convert`: torch -> ONNX (-> TensorRT plan on the device) (-> model repository)."""
 from __future__ import annotations
 
+import inspect
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -9,22 +10,6 @@ import typer
 
 from ..precision import Precision
 from .app import app
-
-
-class Backbone(str, Enum):
-    resnet18 = "resnet18"
-    resnet34 = "resnet34"
-
-
-class Dataset(str, Enum):
-    culane = "culane"
-    tusimple = "tusimple"
-    llamas = "llamas"
-
-
-class AnchorOrder(str, Enum):
-    torch16 = "torch16"
-    stable = "stable"
 
 
 class Target(str, Enum):
@@ -40,44 +25,75 @@ class Builder(str, Enum):
 
 
 _TRT = "TensorRT plan (on the device)"
-_FAMILY = "Lane-model families (laneatt, ufldv2)"
-_LANEATT = "LaneATT only"
+_FAMILY = "Lane-model families"
 _BATCH = "Batch"
 _FUSED = "Fused preprocessing"
 _DECODE = "Decode defaults (recorded for clients)"
 
 
+def _families() -> list[Any]:
+    from ..lanedet.family import known_families
+
+    return known_families()
+
+
+def _per_family(what: str) -> str:
+    """Help text listing, per registered family, the backbones or data sets it takes and its default."""
+    parts = []
+    for family in _families():
+        if what == "backbone" and family.backbones:
+            parts.append(f"{family.name}: {'|'.join(family.backbones)} (default {family.default_backbone})")
+        elif what == "dataset" and family.datasets:
+            parts.append(f"{family.name}: {'|'.join(family.datasets)}")
+    return "; ".join(parts)
+
+
+def _family_option_parameters() -> list[inspect.Parameter]:
+    """One keyword parameter (a --flag) per option of a registered family's options dataclass
+    (`LaneFamily.options_type`), in the help panel of the families that take it."""
+    owners: dict[str, list[Any]] = {}
+    for family in _families():
+        for option in family.options():
+            owners.setdefault(option.name, [option]).append(family.title)
+    parameters = []
+    for name, (option, *titles) in owners.items():
+        info = typer.Option(option.flag, help=option.help, rich_help_panel=f"{' and '.join(titles)} only",
+                            show_default=False)
+        kind = Enum(option.name, {choice: choice for choice in option.choices}, type=str) if option.choices \
+            else option.type  # an Enum shows and checks the choices, with any typer
+        annotation = Annotated[Optional[kind], info]  # type: ignore[valid-type]
+        parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation))
+    return parameters
+
+
+def _with_family_options(command: Any) -> Any:
+    """`command` whose **family_options parameter becomes the families' own flags (typer reads __signature__)."""
+    signature = inspect.signature(command, eval_str=True)
+    fixed = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    command.__signature__ = signature.replace(parameters=[*fixed, *_family_option_parameters()])
+    return command
+
+
 @app.command()
+@_with_family_options
 def convert(
     model: Annotated[str, typer.Argument(
-        help="laneatt or ufldv2 (built-in lane families), a TorchScript file, package.module:factory (returns an "
-             "nn.Module), "
-             "or an artifact directory made by convert (then only the TensorRT plan is built)."
+        help=f"A lane-model family ({', '.join(f.name for f in _families())}), a TorchScript file, "
+             "package.module:factory (returns an nn.Module), or an artifact directory made by convert (then only the "
+             "TensorRT plan is built)."
     )],
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", help="Artifact directory to write (model.onnx, manifest.json, model.plan). "
                                "Required unless MODEL is an artifact directory.")] = None,
-    backbone: Annotated[Optional[Backbone], typer.Option(
-        help="Backbone (default: LaneATT resnet34, UFLDv2 resnet18).", rich_help_panel=_FAMILY,
+    backbone: Annotated[Optional[str], typer.Option(
+        help=f"Backbone of a lane-model family ({_per_family('backbone')}).", rich_help_panel=_FAMILY,
         show_default=False)] = None,
     checkpoint: Annotated[Optional[Path], typer.Option(
-        help="Official checkpoint ({'model': state_dict} or a bare state_dict; UFLDv2's DDP 'module.' prefixes "
-             "are removed), loaded strictly.", rich_help_panel=_FAMILY)] = None,
-    dataset: Annotated[Optional[Dataset], typer.Option(
-        help="The data set an official checkpoint was trained on. LaneATT: its shipped anchor-frequency table, the "
-             "top 1000 anchors and its decode defaults (TuSimple: conf 0.2, NMS 45, top 5). UFLDv2 (culane, the "
-             "default, or tusimple): the model's geometry, preprocessing and row anchors.",
-        rich_help_panel=_FAMILY)] = None,
-    anchors_freq: Annotated[Optional[Path], typer.Option(
-        help="Your own anchor-frequency file (a torch 1-D tensor, for custom training) for --topk-anchors. A wrong "
-             "file cannot be detected from shapes: the model converts and finds poor lanes.",
-        rich_help_panel=_LANEATT)] = None,
-    topk_anchors: Annotated[Optional[int], typer.Option(
-        help="Keep the top-k most frequent anchors (default 1000 with --dataset).", rich_help_panel=_LANEATT)] = None,
-    anchor_order: Annotated[Optional[AnchorOrder], typer.Option(
-        help="How tied frequencies are ordered: torch16 (the default) = PyTorch 1.6's argsort, what every official "
-             "checkpoint was trained with; stable = ties by anchor index, only for checkpoints trained with that rule.",
-        rich_help_panel=_LANEATT, show_default=False)] = None,
+        help="Official checkpoint of the family (the layouts its official code saves; DDP 'module.' prefixes are "
+             "removed), loaded strictly.", rich_help_panel=_FAMILY)] = None,
+    dataset: Annotated[Optional[str], typer.Option(
+        help=f"The data set an official checkpoint was trained on ({_per_family('dataset')}): the family's preset "
+             "for it (model geometry, preprocessing, decode defaults).", rich_help_panel=_FAMILY, show_default=False)] = None,
     input_shape: Annotated[Optional[str], typer.Option(
         help="Input shape for TorchScript/factory models, e.g. 1,3,360,640 (the batch dimension comes from "
              "--batch or --min/--max-batch).")] = None,
@@ -98,7 +114,7 @@ def convert(
     force: Annotated[bool, typer.Option(
         "--force", help="Replace an existing output artifact (only after success); for an artifact MODEL, "
                         "rebuild the plan even if it is current.")] = False,
-    seed: Annotated[int, typer.Option(help="Seed for untrained (random) LaneATT/UFLDv2 weights and the parity inputs.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed for a family's untrained (random) weights and the parity inputs.")] = 0,
     atol: Annotated[float, typer.Option(help="Parity tolerance, absolute.")] = 1e-3,
     rtol: Annotated[float, typer.Option(help="Parity tolerance, relative.")] = 1e-3,
     simplify: Annotated[bool, typer.Option(help="Simplify the graph with onnxslim (kept only if results hold).")] = True,
@@ -138,16 +154,17 @@ def convert(
         help="Camera frame size WIDTHxHEIGHT for --fuse-preprocess (default 1640x590).", rich_help_panel=_FUSED,
         show_default=False)] = None,
     conf: Annotated[Optional[float], typer.Option(
-        help="Score threshold (default: the data set's; CULane 0.5).", rich_help_panel=_DECODE, show_default=False)] = None,
+        help="Score threshold (default: the family's for the data set).", rich_help_panel=_DECODE, show_default=False)] = None,
     nms: Annotated[Optional[float], typer.Option(
-        help="NMS threshold, pixels at 640 wide (default: the data set's; CULane 50).", rich_help_panel=_DECODE,
+        help="NMS threshold, pixels at the model's input width (default: the family's for the data set).", rich_help_panel=_DECODE,
         show_default=False)] = None,
     top_k: Annotated[Optional[int], typer.Option(
-        help="At most this many lanes (default: the data set's; CULane 4, TuSimple 5): as many as your roads have.",
+        help="At most this many lanes (default: the family's for the data set): as many as your roads have.",
         rich_help_panel=_DECODE, show_default=False)] = None,
     install: Annotated[bool, typer.Option("--install", help="Install the result into the model repository.")] = False,
     repository: Annotated[Path, typer.Option(help="Triton model repository for --install.")] = Path("model_repository"),
     name: Annotated[str, typer.Option(help="Model name in the repository for --install.")] = "lanedet",
+    **family_options: Any,
 ) -> None:
     """Convert a PyTorch lane model to a verified ONNX model (and a TensorRT plan on the device)."""
     from rich.console import Console
@@ -160,9 +177,9 @@ def convert(
     from ..progress import ConsoleReporter
 
     source = SourceSpec(
-        model=model, backbone=backbone.value if backbone else None, checkpoint=checkpoint, anchors_freq=anchors_freq,
-        dataset=dataset.value if dataset else None, topk_anchors=topk_anchors,
-        anchor_order=anchor_order.value if anchor_order else None,
+        model=model, backbone=backbone, checkpoint=checkpoint, dataset=dataset,
+        options={key: value.value if isinstance(value, Enum) else value
+                 for key, value in family_options.items() if value is not None},
         input_shape=parse_input_shape(input_shape) if input_shape else None, seed=seed,
     )
     settings = ExportSettings(
@@ -231,9 +248,9 @@ def _print_summary(console: Any, result: Any) -> None:
             console.print(f"{fp16_model['file']} vs model.onnx (ONNX Runtime) {out_name}: max abs "
                           f"{entry['max_abs']:.3g}, max rel {entry['max_rel']:.3g}")
         if lanes:
-            console.print(f"{fp16_model['file']} lanes: {lanes['lanes_fp16']} (FP32 {lanes['lanes_fp32']}) over "
-                          f"{lanes['images']} images, mean |dx| {lanes['mean_dx_px']:.2f} px "
-                          f"(limit {lanes['max_mean_dx_px']:g} px)")
+            from ..export.fp16_onnx import fp16_lanes_line
+
+            console.print(f"{fp16_model['file']} {fp16_lanes_line(lanes)}")
     from ..evaluate.record import evaluation_summary
 
     summary = evaluation_summary(manifest.evaluation)

@@ -21,7 +21,6 @@ from typing import Any
 from ..errors import ClientError, ModelMismatchError
 from ..lanedet.contract import (
     LANES,
-    LEGACY_FAMILY,
     NUM_LANES,
     NUM_POINTS,
     PARAM_DECODE,
@@ -30,7 +29,7 @@ from ..lanedet.contract import (
     PARAM_PREPROCESS,
     SCORES,
 )
-from ..lanedet.family import DecodeDefaultsError, DecodeParams, LaneFamily, TensorSpec, get_family
+from ..lanedet.family import LEGACY_FAMILY, DecodeDefaultsError, DecodeParams, LaneFamily, TensorSpec, get_family
 from ..lanedet.preprocess import PreprocessSpec, PreprocessSpecError
 
 __all__ = ["LaneModel", "describe_model", "decode_params", "PIPE_OUTPUTS"]

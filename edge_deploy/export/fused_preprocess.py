@@ -33,13 +33,18 @@ from .._deps import require
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, IOSignature, Manifest, TensorSpec, file_entry
 from ..errors import ConvertError, one_line
 from ..lanedet.preprocess import PreprocessSpec
+from ..parity import lanes_moved_reason
 from . import onnx_target
 
 FRAME_INPUT = "FRAME"
 DEFAULT_FRAME_SIZE = (590, 1640)  # (height, width) of a CULane camera frame
 PREFIX = "edge_deploy_pre/"
 MAX_PIXEL_LEVELS = 2.0  # per value, in uint8 levels: OpenCV's fixed-point kernel vs float32 (measured: 1)
-MAX_LANE_DX_PX = 0.5  # mean |dx| at 640 wide between fused and client-side preprocessing
+MAX_LANE_DX_PX = 0.5  # mean |dx| at 640 wide between fused and client-side preprocessing (model.onnx)
+# model_fp16.onnx: its FP16 arithmetic tips near-ties (an NMS pick between two anchors of equal score, measured at
+# 5 px on one lane of the demo weights) on inputs that differ by one uint8 level, so both of its runs are held to
+# the FP16 check's limit; the preprocessing itself runs in FP32 before the model's cast to FP16 in both files.
+MAX_LANE_DX_PX_FP16 = 1.0
 
 
 def parse_frame_size(text: str) -> tuple[int, int]:
@@ -234,7 +239,8 @@ def pixel_parity(spec: PreprocessSpec, frame_size: tuple[int, int], frames: list
     return report
 
 
-def lane_parity(raw_path: Path, fused_path: Path, manifest: Manifest, frames: list[np.ndarray]) -> dict[str, Any]:
+def lane_parity(raw_path: Path, fused_path: Path, manifest: Manifest, frames: list[np.ndarray],
+                max_dx_px: float = MAX_LANE_DX_PX) -> dict[str, Any]:
     """Lanes of the fused model on frames vs the unfused model on the client's preprocessing of them."""
     from ..lanedet.preprocess import Preprocessor
     from ..parity import LaneCheck, compare_to_reference, ort_session
@@ -248,13 +254,14 @@ def lane_parity(raw_path: Path, fused_path: Path, manifest: Manifest, frames: li
     for frame in frames:
         reference.append(dict(zip(names, raw.run(None, {image.name: client(frame)}))))
         actual.append(dict(zip(names, fused.run(None, {FRAME_INPUT: frame[None]}))))
-    report = compare_to_reference(reference, actual, LaneCheck.of(manifest), max_dx_px=MAX_LANE_DX_PX,
+    report = compare_to_reference(reference, actual, LaneCheck.of(manifest), max_dx_px=max_dx_px,
                                   subject="the fused model")
     lanes = report["lanes"]
     if lanes is not None:
         lanes = {"images": lanes["images"], "lanes_client": lanes["lanes_onnxruntime"],
                  "lanes_fused": lanes["lanes_plan"], "mean_dx_px": lanes["mean_dx_px"],
-                 "max_mean_dx_px": lanes["max_mean_dx_px"]}
+                 "max_mean_dx_px": lanes["max_mean_dx_px"],
+                 **{key: lanes[key] for key in ("verified", "note") if key in lanes}}
     return {"outputs": report["outputs"], "lanes": lanes, "passed": report["passed"], "problems": report["problems"]}
 
 
@@ -287,13 +294,15 @@ def fuse_artifact(workdir: Path, manifest: Manifest, frame_size: tuple[int, int]
         try:
             shutil.copyfile(original, path)
             fuse_file(path, spec, frame_size)
-            lanes[name] = lane_parity(original, path, manifest, frames)
+            limit = MAX_LANE_DX_PX_FP16 if name == FP16_ONNX_NAME else MAX_LANE_DX_PX
+            lanes[name] = lane_parity(original, path, manifest, frames, limit)
         finally:
             original.unlink(missing_ok=True)
         if not lanes[name]["passed"]:
             raise ConvertError(
                 f"the fused preprocessing does not reproduce the client's in {name}: "
-                f"{'; '.join(lanes[name]['problems'][:3])}; convert without --fuse-preprocess."
+                f"{'; '.join(lanes[name]['problems'][:3])}; {lanes_moved_reason(lanes[name], 'the fused graph')}; "
+                "convert without --fuse-preprocess."
             )
         manifest.files[name] = file_entry(path)
     manifest.io = fused_io(manifest.io, frame_size)
@@ -312,7 +321,7 @@ def fuse_artifact(workdir: Path, manifest: Manifest, frame_size: tuple[int, int]
             "seed": seed,
             "pixels": pixels,
             "lanes": lanes,
-            "max_mean_dx_px": MAX_LANE_DX_PX,
+            "max_mean_dx_px": {ONNX_NAME: MAX_LANE_DX_PX, FP16_ONNX_NAME: MAX_LANE_DX_PX_FP16},
         },
     }
     manifest.fused_preprocess = section

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from .._deps import require
 from ..artifact import ONNX_NAME, Manifest, file_entry
 from ..errors import ConvertError, one_line
-from ..lanedet.family import DecodeDefaultsError, DecodeParams, family_for_outputs, get_family
+from ..lanedet.family import LEGACY_FAMILY, DecodeDefaultsError, DecodeParams, family_for_outputs, get_family
 from ..parity import ort_session, parity_inputs, run_ort, tolerance_report
 from ..progress import Reporter
 from .fp16_onnx import make_fp16_onnx
@@ -28,7 +28,6 @@ from .settings import ExportSettings
 from .source import SourceSpec, load_source
 
 # The preprocessing and decode defaults recorded for a model that belongs to no lane family.
-DEFAULT_FAMILY = "laneatt"
 UNTRAINED_NOTICE = (
     "no --checkpoint: {title} gets seeded random weights; this is fine for testing the pipeline, "
     "but lanes from untrained weights mean nothing."
@@ -120,11 +119,11 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
 
     io = io_signature(final_model, settings.batch)
     family = loaded.family or family_for_outputs(io.outputs, io.batch.dynamic)
-    preprocess = loaded.preprocess or (family or get_family(DEFAULT_FAMILY)).preprocess
+    preprocess = loaded.preprocess or (family or get_family(LEGACY_FAMILY)).preprocess
     if loaded.preprocess is None and len(loaded.sample_shape) == 3:  # the model's own input size
         preprocess = replace(preprocess, height=int(loaded.sample_shape[1]), width=int(loaded.sample_shape[2]),
                              resized_height=None)
-    decode = _decode(loaded.decode or (family or get_family(DEFAULT_FAMILY)).decode_defaults, settings)
+    decode = _decode(loaded.decode or (family or get_family(LEGACY_FAMILY)).decode_defaults, settings)
     manifest = Manifest(
         io=io,
         preprocess=preprocess,

@@ -100,7 +100,7 @@ def _load_torchscript(torch: Any, path: Path) -> Any:
     except Exception as exc:  # torch raises RuntimeError/ValueError with long C++ messages
         raise ConvertError(
             f"{path} is not a loadable TorchScript file ({one_line(exc, 160, first_line=True)}); save it with torch.jit.save, "
-            "or for a LaneATT checkpoint use `convert laneatt --checkpoint FILE`."
+            "or for an official checkpoint of a lane family use `convert FAMILY --checkpoint FILE`."
         ) from exc
 
 

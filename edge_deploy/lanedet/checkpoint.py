@@ -40,6 +40,30 @@ def backbone_hint(state: Mapping[str, Tensor], stage3: str) -> str | None:
     return None
 
 
+def checkpoint_path(path: Path | str, family_title: str) -> Path:
+    """`path` when it is a file, else a one-line CheckpointError saying what is there instead."""
+    path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"checkpoint {path} is a directory; pass the {family_title} checkpoint file inside it "
+                              "with --checkpoint")
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} not found; pass the path of a {family_title} checkpoint file with "
+                              "--checkpoint")
+    return path
+
+
+def refuse_other_family(path: Path, state: Mapping[str, Tensor], family_name: str) -> None:
+    """A CheckpointError naming the family a checkpoint belongs to when another family recognises its keys
+    (`LaneFamily.recognizes_checkpoint`); nothing when none does."""
+    from .family import get_family, known_families
+
+    keys = [key.removeprefix("module.") for key in state]
+    for family in known_families():
+        if family.name != family_name and family.recognizes_checkpoint(keys):
+            raise CheckpointError(f"checkpoint {path} is not a {get_family(family_name).title} checkpoint: this is a "
+                                  f"{family.title} checkpoint: edge-deploy convert {family.name} --checkpoint {path}")
+
+
 def fit_problems(expected: Mapping[str, Tensor], state: Mapping[str, Tensor]) -> str:
     """What a strict load of `state` into a model whose state_dict is `expected` would refuse ("" when it fits)."""
     missing = [k for k in expected if k not in state]

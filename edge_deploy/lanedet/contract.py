@@ -19,8 +19,6 @@ PARAM_MANIFEST_SHA256 = "edge_deploy.manifest_sha256"
 PARAM_FUSED = "edge_deploy.fused_preprocess"
 # NAME_pipeline's kind: "ensemble" (absent: configs written before kinds) or "bls" (one Python model calling NAME).
 PARAM_PIPELINE = "edge_deploy.pipeline"
-# The family of a config written before families existed.
-LEGACY_FAMILY = "laneatt"
 
 # Pipeline tensor names (the server-side pre/postprocess models and the ensemble).
 FRAME = "FRAME"  # UINT8 [H, W, 3] BGR, any size

@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 import math
 from abc import ABC, abstractmethod
-from dataclasses import MISSING, dataclass, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
@@ -40,9 +40,9 @@ from .lane import Lane
 if TYPE_CHECKING:  # pragma: no cover
     from .preprocess import PreprocessSpec
 
-__all__ = ["DECODE_OPTIONS", "DatasetPreset", "DecodeDefaults", "DecodeDefaultsError",
-           "DecodeParams", "LaneFamily", "LoadedModel", "SourceSpec",
-           "TensorSpec", "family_for_outputs", "family_names", "get_family", "register_family"]
+__all__ = ["DECODE_OPTIONS", "ENTRY_POINT_GROUP", "LEGACY_FAMILY", "DatasetPreset", "DecodeDefaults",
+           "DecodeDefaultsError", "DecodeParams", "FamilyOption", "LaneFamily", "LoadedModel", "SourceSpec",
+           "TensorSpec", "family_for_outputs", "family_names", "get_family", "known_families", "register_family"]
 
 
 class DecodeDefaultsError(ValueError):
@@ -231,34 +231,76 @@ class DatasetPreset:
     name: str
     decode: DecodeParams
     preprocess: PreprocessSpec | None = None
+    image_size: tuple[int, int] | None = None  # (H, W) of the data set's frames; the lane checks decode at it
 
 
 @dataclass
 class SourceSpec:
-    """What to convert: MODEL plus the options that describe how to build or load it."""
+    """What to convert: MODEL plus the options that describe how to build or load it.
+
+    `options` holds the family's own options that were given (name -> value, e.g. {"topk_anchors": 1000} for
+    LaneATT's --topk-anchors); the family reads them into its typed options object (`LaneFamily.options_from`)."""
 
     model: str
     backbone: str | None = None  # family models only; None: the family's default
     checkpoint: Path | None = None
-    anchors_freq: Path | None = None
     dataset: str | None = None
-    topk_anchors: int | None = None
-    anchor_order: str | None = None  # LaneATT only; None: torch16
+    options: Mapping[str, Any] = field(default_factory=dict)
     input_shape: tuple[int, ...] | None = None
     seed: int = 0
 
     @property
     def family_options_given(self) -> list[str]:
         """The flags given that only a lane-model family's builder reads (`convert NAME`)."""
-        return [flag for flag, value in (
-            ("--backbone", self.backbone), ("--checkpoint", self.checkpoint), ("--dataset", self.dataset),
-            ("--anchors-freq", self.anchors_freq), ("--topk-anchors", self.topk_anchors),
-            ("--anchor-order", self.anchor_order)) if value is not None]
+        common = [flag for flag, value in (("--backbone", self.backbone), ("--checkpoint", self.checkpoint),
+                                           ("--dataset", self.dataset)) if value is not None]
+        return [*common, *(option_flag(name) for name, value in self.options.items() if value is not None)]
 
     @property
     def options_given(self) -> list[str]:
         """Every flag given that describes the torch model (an artifact MODEL refuses them)."""
         return [*self.family_options_given, *(["--input-shape"] if self.input_shape is not None else [])]
+
+
+def option_flag(name: str) -> str:
+    """The command-line flag of a family option: topk_anchors -> --topk-anchors."""
+    return "--" + name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class FamilyOption:
+    """One of a family's own convert options, read from its options dataclass (`LaneFamily.options_type`):
+    the field's name, its value type (int, float, str or Path), the help text and choices from the field's
+    metadata ({"help": ..., "choices": (...)})."""
+
+    name: str
+    type: type
+    help: str
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def flag(self) -> str:
+        return option_flag(self.name)
+
+
+_OPTION_TYPES = {"int": int, "float": float, "str": str, "Path": Path}
+
+
+def family_options(options_type: type | None) -> tuple[FamilyOption, ...]:
+    """The options an options dataclass declares, in field order. Every field needs a default (an option not given
+    takes it) and a type of int, float, str or Path (optionally `| None`)."""
+    if options_type is None:
+        return ()
+    found = []
+    for f in fields(options_type):
+        type_name = str(f.type).replace("Optional[", "").replace("]", "").replace(" | None", "").strip()
+        if type_name not in _OPTION_TYPES or (f.default is MISSING and f.default_factory is MISSING):
+            raise TypeError(f"family option {options_type.__name__}.{f.name}: give it a default and a type of "
+                            f"{', '.join(_OPTION_TYPES)} (got {f.type!r})")
+        choices = f.metadata.get("choices")
+        found.append(FamilyOption(f.name, _OPTION_TYPES[type_name], str(f.metadata.get("help", "")),
+                                  tuple(choices) if choices else None))
+    return tuple(found)
 
 
 @dataclass
@@ -283,6 +325,9 @@ class LaneFamily(ABC):
     decode_defaults: DecodeParams
     datasets: Mapping[str, DatasetPreset] = {}
     decoder_module: str  # dotted name of the self-contained decoder module (see the module docstring)
+    backbones: tuple[str, ...] = ()  # what `convert NAME --backbone` takes (empty: the family has no choice)
+    default_backbone: str | None = None
+    options_type: type | None = None  # a dataclass of the family's own convert options (`family_options`)
 
     @abstractmethod
     def lane_outputs(self, outputs: Sequence[TensorSpec], has_batch: bool) -> tuple[TensorSpec, ...]:
@@ -299,6 +344,81 @@ class LaneFamily(ABC):
         except ValueError:
             return False
         return True
+
+    def options(self) -> tuple[FamilyOption, ...]:
+        """This family's own convert options (the CLI makes a flag of each)."""
+        return family_options(self.options_type)
+
+    def options_from(self, spec: SourceSpec) -> Any:
+        """spec.options as this family's typed options object (None without `options_type`), or ConvertError
+        naming the options that belong to other families and the ones this family takes."""
+        from ..errors import ConvertError
+
+        given = {name: value for name, value in spec.options.items() if value is not None}
+        known = {option.name for option in self.options()}
+        foreign = [option_flag(name) for name in given if name not in known]
+        if foreign:
+            takes = ", ".join(["--dataset", "--backbone", "--checkpoint", *(o.flag for o in self.options())])
+            owners = sorted({get_family(name).title for name in family_names() if name != self.name
+                             and any(option_flag(o.name) in foreign for o in get_family(name).options())})
+            whose = f"only appl{'ies' if len(foreign) == 1 else 'y'} to {' and '.join(owners)}" if owners else \
+                "is not an option of any lane family"
+            raise ConvertError(f"{' and '.join(foreign)} {whose}; {self.title} takes {takes}.")
+        if self.options_type is None:
+            return None
+        for option in self.options():
+            value = given.get(option.name)
+            if option.choices and value is not None and value not in option.choices:
+                raise ConvertError(f"{self.title} has no {option.flag} {value}; use {' or '.join(option.choices)}.")
+        return self.options_type(**given)
+
+    def backbone_from(self, spec: SourceSpec) -> str | None:
+        """spec.backbone (the family's default when not given), or ConvertError naming the backbones it has."""
+        from ..errors import ConvertError
+
+        if spec.backbone is None:
+            return self.default_backbone
+        if spec.backbone not in self.backbones:
+            choices = " or ".join(self.backbones) if self.backbones else "no choice of backbone (drop --backbone)"
+            raise ConvertError(f"{self.title} has no --backbone {spec.backbone}; use {choices}.")
+        return spec.backbone
+
+    def dataset_from(self, spec: SourceSpec, default: str | None = None) -> str | None:
+        """spec.dataset (`default` when not given), or ConvertError naming the data sets this family has presets
+        for."""
+        from ..errors import ConvertError
+
+        dataset = spec.dataset or default
+        if dataset is not None and dataset not in self.datasets:
+            choices = " or ".join(self.datasets) if self.datasets else "none (drop --dataset)"
+            raise ConvertError(f"{self.title} has no --dataset {dataset} preset; use {choices}.")
+        return dataset
+
+    def check_image_size(self, dataset: str | None, decode: DecodeParams) -> tuple[int, int] | None:
+        """(H, W) at which convert's FP16, fused and plan lane checks decode this family's lanes and hold their
+        limits (pixels at this width): the frames of `dataset` (or of the preset whose decode parameters these
+        are), when its preset gives their size; None: the model's input size, limits at 640 wide."""
+        preset = self.datasets.get(dataset or "") or next(
+            (p for p in self.datasets.values() if p.decode == decode), None)
+        return preset.image_size if preset is not None else None
+
+    def recognizes_checkpoint(self, keys: Sequence[str]) -> bool:
+        """Whether a state dict with these keys is one of this family's checkpoints (for the message that names
+        the right family when another family's checkpoint is given): False unless the family says."""
+        return False
+
+    def describe(self) -> dict[str, Any]:
+        """What `edge-deploy families` shows of this family (JSON-ready)."""
+        return {
+            "name": self.name, "title": self.title, "origin": family_origin(self.name),
+            "backbones": list(self.backbones), "default_backbone": self.default_backbone,
+            "datasets": {name: {"image_size": list(p.image_size) if p.image_size else None}
+                         for name, p in self.datasets.items()},
+            "options": [{"flag": o.flag, "type": o.type.__name__, "choices": list(o.choices) if o.choices else None,
+                         "help": o.help} for o in self.options()],
+            "input": [self.preprocess.height, self.preprocess.width],
+            "decode": self.decode_defaults.to_dict(),
+        }
 
     def decode_preset(self, dataset: str | None) -> DecodeParams:
         """The decode defaults of `dataset` (the family's own without one)."""
@@ -336,6 +456,11 @@ class LaneFamily(ABC):
 
 # Built-in families, imported on first use: name -> module whose FAMILY attribute is the instance.
 _BUILTIN = {"laneatt": "edge_deploy.lanedet.laneatt", "ufldv2": "edge_deploy.lanedet.ufldv2"}
+# The family of models installed before configs and manifests recorded one (format 1: LaneATT only).
+LEGACY_FAMILY = "laneatt"
+# Families from other installed distributions: an entry point NAME = "package.module:OBJECT" in this group, OBJECT
+# a LaneFamily instance (or class) whose name is NAME. Loaded on first use, like the built-in ones.
+ENTRY_POINT_GROUP = "edge_deploy.families"
 _REGISTRY: dict[str, LaneFamily] = {}
 
 
@@ -345,23 +470,72 @@ def register_family(family: LaneFamily) -> LaneFamily:
     return family
 
 
+def _entry_points() -> dict[str, Any]:
+    from importlib.metadata import entry_points
+
+    found: dict[str, Any] = {}
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(point.name, point)  # the first distribution on the path wins, as for imports
+    return found
+
+
+def _load_entry_point(name: str, point: Any) -> LaneFamily:
+    where = f"lane-model family {name!r} from {point.value}"
+    try:
+        loaded = point.load()
+    except Exception as exc:  # noqa: BLE001 - a third-party package can fail in any way on import
+        raise KeyError(f"{where} cannot be imported ({type(exc).__name__}: {exc}); reinstall that package") from exc
+    family = loaded() if isinstance(loaded, type) and issubclass(loaded, LaneFamily) else loaded
+    if not isinstance(family, LaneFamily) or family.name != name:
+        raise KeyError(f"{where} is not a LaneFamily named {name!r}; fix the entry point in that package")
+    return family
+
+
 def get_family(name: str) -> LaneFamily:
-    """The family called `name`; KeyError (with the known names) when there is none."""
-    if name not in _REGISTRY and name in _BUILTIN:
-        register_family(importlib.import_module(_BUILTIN[name]).FAMILY)
+    """The family called `name`: registered, built in, or from an installed package's entry point; KeyError (with
+    the known names) when there is none."""
+    if name not in _REGISTRY:
+        if name in _BUILTIN:
+            register_family(importlib.import_module(_BUILTIN[name]).FAMILY)
+        elif name in (points := _entry_points()):
+            register_family(_load_entry_point(name, points[name]))
     if name not in _REGISTRY:
         raise KeyError(f"no lane-model family {name!r} (known: {', '.join(family_names())})")
     return _REGISTRY[name]
 
 
+def family_origin(name: str) -> str:
+    """Where a family comes from: "built-in", the distribution whose entry point provides it, or "registered" (by
+    `register_family` in this process)."""
+    if name in _BUILTIN:
+        return "built-in"
+    point = _entry_points().get(name)
+    dist = getattr(point, "dist", None)
+    if point is not None:
+        return f"package {dist.name}" if dist is not None else f"entry point {point.value}"
+    return "registered"
+
+
 def family_names() -> list[str]:
-    return sorted({*_BUILTIN, *_REGISTRY})
+    """Every family's name: the built-in ones first, in their order, then the others sorted."""
+    return [*_BUILTIN, *sorted({*_REGISTRY, *_entry_points()} - set(_BUILTIN))]
+
+
+def known_families() -> list[LaneFamily]:
+    """Every family that loads (`family_names` order); one whose package is broken is left out here and named by the
+    error when it is asked for by name."""
+    found = []
+    for name in family_names():
+        try:
+            found.append(get_family(name))
+        except KeyError:
+            continue
+    return found
 
 
 def family_for_outputs(outputs: Sequence[TensorSpec], has_batch: bool) -> LaneFamily | None:
     """The first family (built-in ones first) whose outputs these are, or None."""
-    for name in [*_BUILTIN, *sorted(set(_REGISTRY) - set(_BUILTIN))]:
-        family = get_family(name)
+    for family in known_families():
         if family.matches(outputs, has_batch):
             return family
     return None

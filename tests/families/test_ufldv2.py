@@ -160,7 +160,7 @@ def test_laneatt_only_options_unknown_presets_and_score_options_are_refused(tmp_
     with pytest.raises(ConvertError, match="no --dataset llamas preset"):
         family.load(SourceSpec(model="ufldv2", dataset="llamas"))
     with pytest.raises(ConvertError, match="--topk-anchors only applies to LaneATT"):
-        family.load(SourceSpec(model="ufldv2", topk_anchors=100))
+        family.load(SourceSpec(model="ufldv2", options={"topk_anchors": 100}))
     with pytest.raises(ConvertError, match="no --backbone resnet50"):
         family.load(SourceSpec(model="ufldv2", dataset="tusimple", backbone="resnet50"))
     done = run_cli(tmp_path, "convert", "ufldv2", "--dataset", "tusimple", "--conf", "0.3", "-o",

@@ -5,8 +5,9 @@ decode.py is the self-contained decoder; `FAMILY` is what the registry hands out
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from ..family import DatasetPreset, DecodeDefaults, LaneFamily, LoadedModel, SourceSpec, TensorSpec
 from ..preprocess import PreprocessSpec
@@ -19,6 +20,21 @@ ANCHOR_ORDER_RULES = {
     "stable": "descending frequency, ties by anchor index",
 }
 _FLOATS = ("FP32", "FP16")
+
+
+@dataclass(frozen=True)
+class LaneATTOptions:
+    """LaneATT's own convert options (each field is a `convert` flag: --anchors-freq, --topk-anchors,
+    --anchor-order)."""
+
+    anchors_freq: Optional[Path] = field(default=None, metadata={"help": (
+        "Your own anchor-frequency file (a torch 1-D tensor, for custom training) for --topk-anchors. A wrong file "
+        "cannot be detected from shapes: the model converts and finds poor lanes.")})
+    topk_anchors: Optional[int] = field(default=None, metadata={"help": (
+        "Keep the top-k most frequent anchors (default 1000 with --dataset).")})
+    anchor_order: str = field(default="torch16", metadata={"choices": tuple(ANCHOR_ORDER_RULES), "help": (
+        "How tied frequencies are ordered: torch16 (the default) = PyTorch 1.6's argsort, what every official "
+        "checkpoint was trained with; stable = ties by anchor index, only for checkpoints trained with that rule.")})
 
 
 class LaneATTFamily(LaneFamily):
@@ -34,6 +50,9 @@ class LaneATTFamily(LaneFamily):
         "llamas": DatasetPreset("llamas", decode_defaults),
     }
     decoder_module = "edge_deploy.lanedet.laneatt.decode"
+    backbones = ("resnet18", "resnet34")
+    default_backbone = "resnet34"
+    options_type = LaneATTOptions
 
     def max_points(self, lane_outputs: Sequence[TensorSpec]) -> int:
         return N_OFFSETS
@@ -53,6 +72,9 @@ class LaneATTFamily(LaneFamily):
                              f"fixed number of FP32/FP16 rows of {ROW_WIDTH}: check the exported model.")
         return (chosen,)
 
+    def recognizes_checkpoint(self, keys: Sequence[str]) -> bool:
+        return {"attention_layer.weight", "cls_layer.weight", "reg_layer.weight"} <= set(keys)
+
     def load(self, spec: SourceSpec) -> LoadedModel:
         from ..._deps import require
         from ...errors import ConvertError
@@ -60,27 +82,30 @@ class LaneATTFamily(LaneFamily):
 
         require("torch", "converting LaneATT from PyTorch")  # before .model, which imports torch
         from .anchors import N_ANCHORS
-        from .model import build_laneatt
+        from .model import UNTRAINED_LANES, build_laneatt, give_untrained_lanes
 
         if spec.input_shape is not None and tuple(spec.input_shape[1:]) != INPUT_SHAPE:
             raise ConvertError(
                 f"LaneATT takes 3x360x640 input, not --input-shape {','.join(map(str, spec.input_shape))}; "
                 "drop --input-shape."
             )
-        backbone, anchor_order = spec.backbone or "resnet34", spec.anchor_order or "torch16"
-        module = build_laneatt(backbone, checkpoint=spec.checkpoint, anchors_freq=spec.anchors_freq,
-                               dataset=spec.dataset, topk_anchors=spec.topk_anchors, anchor_order=anchor_order,
+        backbone, dataset, options = self.backbone_from(spec), self.dataset_from(spec), self.options_from(spec)
+        anchor_order = options.anchor_order
+        module = build_laneatt(backbone, checkpoint=spec.checkpoint, anchors_freq=options.anchors_freq,
+                               dataset=dataset, topk_anchors=options.topk_anchors, anchor_order=anchor_order,
                                seed=spec.seed)
         trained = spec.checkpoint is not None
+        if not trained:
+            give_untrained_lanes(module)
         source: dict[str, Any] = {
             "kind": "laneatt",
             "spec": "laneatt",
             "backbone": backbone,
             "checkpoint": None if spec.checkpoint is None else {
                 "path": str(Path(spec.checkpoint).resolve()), "sha256": sha256_file(Path(spec.checkpoint))},
-            "anchors_freq": None if spec.anchors_freq is None else {
-                "path": str(Path(spec.anchors_freq).resolve()), "sha256": sha256_file(Path(spec.anchors_freq))},
-            "dataset": spec.dataset,
+            "anchors_freq": None if options.anchors_freq is None else {
+                "path": str(Path(options.anchors_freq).resolve()), "sha256": sha256_file(Path(options.anchors_freq))},
+            "dataset": dataset,
             "topk_anchors": module.num_anchors if module.num_anchors != N_ANCHORS else None,
             "anchor_order": None if module.num_anchors == N_ANCHORS else {
                 "rule": anchor_order,
@@ -89,8 +114,9 @@ class LaneATTFamily(LaneFamily):
             "num_anchors": module.num_anchors,
             "trained": trained,
             "seed": None if trained else spec.seed,
+            **({} if trained else {"untrained_lanes": UNTRAINED_LANES}),
         }
-        return LoadedModel(module, INPUT_SHAPE, source, self, self.decode_preset(spec.dataset))
+        return LoadedModel(module, INPUT_SHAPE, source, self, self.decode_preset(dataset))
 
 
 FAMILY = LaneATTFamily()

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from ...errors import CheckpointError, ConvertError
-from ..checkpoint import backbone_hint, fit_problems, state_dict_from, torch_load
+from ..checkpoint import backbone_hint, checkpoint_path, fit_problems, refuse_other_family, state_dict_from, torch_load
 from . import anchors as A
 from ..resnet import BLOCKS_PER_STAGE, OUT_CHANNELS, resnet_features
 
@@ -129,9 +129,7 @@ def load_checkpoint(model: LaneATT, path: Path | str) -> LaneATT:
 
     Raises CheckpointError (one line) when the file is missing, unreadable, or does not fit.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} not found; pass the path of a LaneATT .pt file with --checkpoint")
+    path = checkpoint_path(path, "LaneATT")
     obj = torch_load(path, "checkpoint", "torch.save(torch.load(path, weights_only=False)['model'], 'weights.pt')")
     state = state_dict_from(obj)
     if state is None:
@@ -140,6 +138,7 @@ def load_checkpoint(model: LaneATT, path: Path | str) -> LaneATT:
         )
     problems = fit_problems(model.state_dict(), state)
     if problems:
+        refuse_other_family(path, state, "laneatt")
         guess = _guess_shape(state)
         advice = (
             f"it looks trained with {guess}: pass those options"
@@ -236,3 +235,16 @@ def build_laneatt(
     if checkpoint is not None:
         load_checkpoint(model, checkpoint)
     return model.eval()
+
+
+UNTRAINED_LANES = ("reg_layer.bias[0] = 30 strips and cls_layer.weight x 40: seeded weights then decode to lanes, "
+                   "so convert's lane checks compare lanes")
+
+
+def give_untrained_lanes(model: LaneATT) -> LaneATT:
+    """Seeded weights predict lanes ~0 strips long, which decode to no lane at any threshold: a lane length of 30
+    strips and sharpened scores make them find lanes (for convert's lane checks and tests; see UNTRAINED_LANES)."""
+    with torch.no_grad():
+        model.reg_layer.bias[0] = 30.0
+        model.cls_layer.weight.mul_(40.0)
+    return model

@@ -68,8 +68,11 @@ class UFLDv2Family(LaneFamily):
     title = "UFLDv2"
     preprocess = preset_preprocess(PRESETS[DEFAULT_DATASET])
     decode_defaults = preset_decode(PRESETS[DEFAULT_DATASET])
-    datasets = {name: DatasetPreset(name, preset_decode(p), preset_preprocess(p)) for name, p in PRESETS.items()}
+    datasets = {name: DatasetPreset(name, preset_decode(p), preset_preprocess(p), p.image_size)
+                for name, p in PRESETS.items()}
     decoder_module = "edge_deploy.lanedet.ufldv2.decode"
+    backbones = ("resnet18", "resnet34")  # the official checkpoints' backbones (model.BACKBONES)
+    default_backbone = DEFAULT_BACKBONE
 
     def lane_outputs(self, outputs: Sequence[TensorSpec], has_batch: bool) -> tuple[TensorSpec, ...]:
         by_name = {t.name: t for t in outputs}
@@ -91,31 +94,24 @@ class UFLDv2Family(LaneFamily):
     def max_points(self, lane_outputs: Sequence[TensorSpec]) -> int:
         return max(t.shape[-2] for t in lane_outputs)  # a lane has at most one point per anchor
 
+    def recognizes_checkpoint(self, keys: Sequence[str]) -> bool:
+        return {"pool.weight", "cls.1.weight", "model.conv1.weight"} <= set(keys)
+
     def load(self, spec: SourceSpec) -> LoadedModel:
         from ..._deps import require
         from ...errors import ConvertError
         from ...fsutil import sha256_file
 
-        laneatt_only = [flag for flag, value in (("--anchors-freq", spec.anchors_freq),
-                                                 ("--topk-anchors", spec.topk_anchors),
-                                                 ("--anchor-order", spec.anchor_order)) if value is not None]
-        if laneatt_only:
-            raise ConvertError(f"{' and '.join(laneatt_only)} only appl{'ies' if len(laneatt_only) == 1 else 'y'} "
-                               "to LaneATT; UFLDv2 takes --dataset, --backbone and --checkpoint.")
-        dataset, backbone = spec.dataset or DEFAULT_DATASET, spec.backbone or DEFAULT_BACKBONE
-        if dataset not in PRESETS:
-            raise ConvertError(f"UFLDv2 has no --dataset {dataset} preset; use {' or '.join(PRESETS)}.")
+        self.options_from(spec)  # UFLDv2 has no options of its own: refuses other families'
+        dataset, backbone = self.dataset_from(spec, DEFAULT_DATASET), self.backbone_from(spec)
         preset = PRESETS[dataset]
         shape = (3, preset.input_height, preset.input_width)
         if spec.input_shape is not None and tuple(spec.input_shape[1:]) != shape:
             raise ConvertError(f"UFLDv2 for {dataset} takes {shape[1]}x{shape[2]} input, not --input-shape "
                                f"{','.join(map(str, spec.input_shape))}; drop --input-shape.")
         require("torch", "converting UFLDv2 from PyTorch")
-        from .model import BACKBONES, build_ufldv2
+        from .model import build_ufldv2
 
-        if backbone not in BACKBONES:
-            raise ConvertError(f"UFLDv2 has no --backbone {backbone}; use {' or '.join(BACKBONES)} (the official "
-                               "checkpoints' backbones).")
         module = build_ufldv2(dataset, backbone, spec.checkpoint, spec.seed)
         trained = spec.checkpoint is not None
         source: dict[str, Any] = {

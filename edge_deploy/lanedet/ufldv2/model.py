@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from ...errors import CheckpointError
-from ..checkpoint import backbone_hint, fit_problems, state_dict_from, torch_load
+from ..checkpoint import backbone_hint, checkpoint_path, fit_problems, refuse_other_family, state_dict_from, torch_load
 from ..resnet import BLOCKS_PER_STAGE, OUT_CHANNELS, resnet_features
 from .presets import PRESETS, UFLDv2Preset
 
@@ -75,9 +75,7 @@ def load_checkpoint(model: UFLDv2, path: Path | str) -> UFLDv2:
     The keys of the training-only auxiliary head (`seg_head.*`, use_aux=True) are dropped, and listed in
     `model.dropped_keys`.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} not found; pass the path of a UFLDv2 .pth file with --checkpoint")
+    path = checkpoint_path(path, "UFLDv2")
     state = state_dict_from(torch_load(
         path, "checkpoint", "torch.save({'model': torch.load(path, weights_only=False)['model']}, 'weights.pth')"))
     if state is None:
@@ -88,6 +86,7 @@ def load_checkpoint(model: UFLDv2, path: Path | str) -> UFLDv2:
     state = {k: v for k, v in state.items() if not k.startswith(AUX_PREFIX)}
     problems = fit_problems(model.state_dict(), state)
     if problems:
+        refuse_other_family(path, state, "ufldv2")
         guess = _guess(state, model)
         advice = (f"it looks trained with {guess}: pass those options" if guess else
                   f"its shapes give no other --dataset/--backbone than {model.preset.name}/{model.backbone}: "

@@ -1,0 +1,50 @@
+"""`edge-deploy families`: the lane-model families this installation knows (built in and from packages)."""
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from .app import app
+
+
+@app.command()
+def families(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the families as JSON.")] = False,
+    markdown: Annotated[bool, typer.Option(
+        "--markdown", help="Print the table as Markdown (docs/families.md is this output for the built-in ones).")] = False,
+) -> None:
+    """List the lane-model families `convert NAME` takes: backbones, data sets, own options, where each comes from."""
+    from ..lanedet.family import known_families
+
+    described = [family.describe() for family in known_families()]
+    if as_json:
+        typer.echo(json.dumps(described, indent=2))
+    elif markdown:
+        typer.echo(markdown_table(described), nl=False)
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title="lane-model families (edge-deploy convert NAME)", title_justify="left")
+        for column in ("name", "family", "backbones", "data sets", "own options", "from"):
+            table.add_column(column)
+        for row in described:
+            table.add_row(*_cells(row))
+        Console(soft_wrap=True).print(table)
+
+
+def _cells(row: dict[str, Any]) -> list[str]:
+    backbones = ", ".join(f"{b} (default)" if b == row["default_backbone"] else b for b in row["backbones"]) or "-"
+    datasets = ", ".join(f"{name} {size[1]}x{size[0]}" if (size := d["image_size"]) else name
+                         for name, d in row["datasets"].items()) or "-"
+    options = ", ".join(o["flag"] for o in row["options"]) or "-"
+    return [row["name"], row["title"], backbones, datasets, options, row["origin"]]
+
+
+def markdown_table(described: list[dict[str, Any]]) -> str:
+    lines = ["| `convert NAME` | family | `--backbone` | `--dataset` (frame size) | own options | from |",
+             "|---|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(_cells(row)) + " |" for row in described]
+    return "\n".join(lines) + "\n"
