@@ -335,7 +335,8 @@ class LaneFamily(ABC):
 # --------------------------------------------------------------------------- registry
 
 # Built-in families, imported on first use: name -> module whose FAMILY attribute is the instance.
-_BUILTIN = {"laneatt": "edge_deploy.lanedet.laneatt", "ufldv2": "edge_deploy.lanedet.ufldv2"}
+_BUILTIN = {"laneatt": "edge_deploy.lanedet.laneatt", "ufldv2": "edge_deploy.lanedet.ufldv2",
+            "clrnet": "edge_deploy.lanedet.clrnet"}
 _REGISTRY: dict[str, LaneFamily] = {}
 
 
