@@ -19,11 +19,14 @@ from .decode import NUM_POINTS, NUM_PRIORS, OUTPUT_NAME, PREDICTION_SIZE
 from .presets import BACKBONES, DEFAULT_BACKBONE, DEFAULT_DATASET, PRESETS, CLRNetPreset
 
 _FLOATS = ("FP32", "FP16")
-# An untrained model's class logits barely differ between priors, so FP16 rounding would reorder its lanes and
-# the lane checks would compare near-ties, and on road frames they fall below every data set's threshold, so no
-# lane would be compared: load() spreads them (class-1 weights x UNTRAINED_CLS_GAIN) and lifts them
-# (class-1 bias + UNTRAINED_CLS_BIAS).
-UNTRAINED_CLS_GAIN, UNTRAINED_CLS_BIAS = 300.0, 0.3
+# Seeded random weights (no checkpoint) give class logits that barely differ between priors and fall below every
+# data set's threshold on road frames, and lengths of ~0 rows (no points): no lane to check, or near-ties that FP16
+# rounding reorders. load() makes them checkable: the class branch's hidden layers get zero weights, so every prior
+# has the same score, softmax of UNTRAINED_LOGITS (equal scores keep the prior order in the NMS, in FP32 and FP16
+# alike), the length bias gets UNTRAINED_LENGTH (a fraction of the 71 strips), and the regression weights are scaled
+# by UNTRAINED_REG_GAIN, so that FP16 rounding of the random offsets (~0.3 px, up to 2 px) does not flip NMS decisions
+# between priors whose distance is near the threshold (the lanes still follow the frame, by tenths of a pixel).
+UNTRAINED_LOGITS, UNTRAINED_LENGTH, UNTRAINED_REG_GAIN = (0.0, 0.5), 0.6, 0.05
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,7 @@ class CLRNetFamily(LaneFamily):
         module = build_clrnet(dataset, backbone, spec.checkpoint, spec.seed)
         trained = spec.checkpoint is not None
         if not trained:
-            _spread_untrained_scores(module)
+            _checkable_untrained(module)
         source: dict[str, Any] = {
             "kind": "clrnet",
             "spec": "clrnet",
@@ -133,9 +136,10 @@ class CLRNetFamily(LaneFamily):
             "parameters": sum(p.numel() for p in module.parameters()),
             "trained": trained,
             "seed": None if trained else spec.seed,
-            **({} if trained else {"untrained_scores": f"class-1 weights x{UNTRAINED_CLS_GAIN:g}, bias "
-                                                       f"+{UNTRAINED_CLS_BIAS:g}, so that the lane checks compare "
-                                                       "lanes, not near-ties or nothing"}),
+            **({} if trained else {"untrained": "class branch set to one score for every prior (logits "
+                                                f"{list(UNTRAINED_LOGITS)}), regression weights x{UNTRAINED_REG_GAIN:g}, "
+                                                f"length bias +{UNTRAINED_LENGTH:g} strips: lanes to check instead "
+                                                "of near-ties or none"}),
         }
         return LoadedModel(module, shape, source, self, decode=preset_decode(preset, backbone),
                            preprocess=preset_preprocess(preset), output_names=(OUTPUT_NAME,))
@@ -147,13 +151,19 @@ def _dropped(keys: Sequence[str]) -> str:
     return f"{seg} heads.seg_decoder.* keys and {', '.join(other) or 'nothing else'} (training only)"
 
 
-def _spread_untrained_scores(module: Any) -> None:
-    """Seeded random weights: spread the class-1 logits between priors (module docstring, UNTRAINED_CLS_GAIN)."""
+def _checkable_untrained(module: Any) -> None:
+    """Seeded random weights: one score for every prior and lanes with length (UNTRAINED_LOGITS' comment)."""
     import torch
 
+    heads = module.heads
     with torch.no_grad():
-        module.heads.cls_layers.weight[1] *= UNTRAINED_CLS_GAIN
-        module.heads.cls_layers.bias[1] += UNTRAINED_CLS_BIAS
+        for layer in heads.cls_modules:
+            if isinstance(layer, torch.nn.Linear):
+                layer.weight.zero_()
+                layer.bias.zero_()
+        heads.cls_layers.bias.copy_(torch.tensor(UNTRAINED_LOGITS))
+        heads.reg_layers.weight *= UNTRAINED_REG_GAIN
+        heads.reg_layers.bias[3] += UNTRAINED_LENGTH
 
 
 FAMILY = CLRNetFamily()
