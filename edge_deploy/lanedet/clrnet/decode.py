@@ -6,7 +6,8 @@ CLRNet's decoder (the family's `decoder_module`). The rules are the official `CL
 class logits, start_y, start_x, theta, length, then 72 x values divided by (input width - 1), the
 first at the bottom row of the model's view and the last at its top.
 
-- A prior is a candidate when softmax(logits)[1] >= conf_threshold (a score equal to it is kept).
+- A prior is a candidate when softmax(logits)[1] >= conf_threshold (a score equal to it is kept; compared in
+  float32, as torch compares the float32 scores with the threshold).
 - NMS in descending score (a stable sort: equal scores keep their prior order): a candidate is kept
   unless a kept one overlaps it; at most top_k are kept (the kernel stops there). Two lanes overlap
   when their mean |dx| in input pixels (x * (width - 1)) over their common rows is below
@@ -105,7 +106,8 @@ def nms_keep(rows: np.ndarray, scores: np.ndarray, threshold: float, top_k: int,
     start_y = rows[order, 2]
     length = rows[order, 5] * strips
     first = (start_y * strips + np.float32(0.5)).astype(np.int64)  # C's (int) truncates towards zero
-    last = (first + length - np.float32(1) + np.float32(0.5) - (length - 1 < 0)).astype(np.int64)
+    last = (first.astype(np.float32) + length - np.float32(1) + np.float32(0.5)
+            - (length - 1 < 0).astype(np.float32)).astype(np.int64)
     xs = rows[order, 6:].astype(np.float64) * x_scale
     rows_k = np.arange(xs.shape[1])
     alive = np.ones(len(order), dtype=bool)
