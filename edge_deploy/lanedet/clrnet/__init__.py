@@ -123,7 +123,7 @@ class CLRNetFamily(LaneFamily):
         module = build_clrnet(dataset, backbone, spec.checkpoint, spec.seed)
         trained = spec.checkpoint is not None
         if not trained:
-            _checkable_untrained(module)
+            make_checkable(module)
         source: dict[str, Any] = {
             "kind": "clrnet",
             "spec": "clrnet",
@@ -151,7 +151,7 @@ def _dropped(keys: Sequence[str]) -> str:
     return f"{seg} heads.seg_decoder.* keys and {', '.join(other) or 'nothing else'} (training only)"
 
 
-def _checkable_untrained(module: Any) -> None:
+def make_checkable(module: Any) -> None:
     """Seeded random weights: one score for every prior and lanes with length (UNTRAINED_LOGITS' comment)."""
     import torch
 
