@@ -92,8 +92,8 @@ class CLRNetFamily(LaneFamily):
             raise ValueError(f"returns {shapes}; a CLRNet model returns {OUTPUT_NAME} [{NUM_PRIORS}, "
                              f"{PREDICTION_SIZE}] per image: check --model.")
         tensor = by_name[OUTPUT_NAME]
-        shape = tensor.shape[1:] if has_batch else tensor.shape
-        if tuple(shape) != (NUM_PRIORS, PREDICTION_SIZE) or tensor.datatype not in _FLOATS:
+        shape = tensor.shape[1:] if has_batch else tensor.shape  # a fixed batch keeps its axis: [B, 192, 78]
+        if tuple(shape[-2:]) != (NUM_PRIORS, PREDICTION_SIZE) or len(shape) > 3 or tensor.datatype not in _FLOATS:
             raise ValueError(f"has {tensor.name} {tensor.datatype} {list(tensor.shape)}; CLRNet decoding needs "
                              f"FP32/FP16 {OUTPUT_NAME} [{NUM_PRIORS}, {PREDICTION_SIZE}] per image: check the "
                              "exported model.")

@@ -220,3 +220,32 @@ def test_convert_cli_takes_clrnet_and_refuses_a_wrong_checkpoint_in_one_line(clr
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert len(lines) == 1 and "it is a --dataset culane or llamas checkpoint" in lines[0], done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_fuse_preprocess_is_refused_before_the_model_is_loaded_in_one_line(tmp_path) -> None:
+    """The official crop + resize is expressed as a taller resize with the bottom rows kept, which the fused graph
+    (a bicubic resize of the crop box) does not do."""
+    done = run_cli(tmp_path, "convert", "clrnet", "--dataset", "culane", "--fuse-preprocess", "-o",
+                   str(tmp_path / "out"), "--target", "onnx", timeout=120)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode != 0 and len(lines) == 1, done.stderr
+    assert "to a taller image and keeps the bottom rows" in lines[0] and "CLRNet's preprocessing" in lines[0]
+    assert "load model" not in done.stdout and not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_convert_cli_builds_an_untrained_clrnet_whose_lanes_can_be_checked(tmp_path) -> None:
+    """`convert clrnet --dataset culane --backbone resnet18` without a checkpoint: seeded random weights, made
+    checkable (one score above the threshold for every prior, lanes with length), recorded in the source."""
+    from edge_deploy.evaluate.runners import OnnxRunner
+    from edge_deploy.training.synthetic import scene
+
+    done = run_cli(tmp_path, "convert", "clrnet", "--dataset", "culane", "--backbone", "resnet18", "-o",
+                   str(tmp_path / "art"), "--target", "onnx", "--precision", "fp32", "--no-simplify", "--batch", "1",
+                   timeout=300)
+    assert done.returncode == 0, done.stderr
+    manifest = Manifest.read(tmp_path / "art")
+    assert manifest.family == "clrnet" and manifest.source["trained"] is False and manifest.source["seed"] == 0
+    assert "one score for every prior" in manifest.source["untrained"]
+    lanes = OnnxRunner(tmp_path / "art", "fp32").detect(scene(5, 1640, 590).frame)
+    assert len(lanes) == 4 and all(lane.score == pytest.approx(1 / (1 + np.exp(-0.5)), abs=1e-4) for lane in lanes)
