@@ -47,6 +47,7 @@ except ImportError:  # the flat copy beside a Triton Python-backend model (no pa
     from lane import DecodeError, Lane  # type: ignore[no-redef]
 
 OUTPUT_NAME = "predictions"
+BLOCK_ELEMENTS = 512  # NMS: (block rows x alive rows) compared at once, at most (see nms_keep)
 NUM_PRIORS, NUM_POINTS = 192, 72
 PREDICTION_SIZE = 6 + NUM_POINTS  # 2 logits, start_y, start_x, theta, length, then the x values
 MODEL_WIDTH, MODEL_HEIGHT = 800, 320
@@ -90,46 +91,54 @@ def validate_predictions(predictions: Any) -> np.ndarray:
 
 
 def _scores(logits: np.ndarray) -> np.ndarray:
-    """softmax(logits)[:, 1] in float32, as torch computes it (max subtracted first)."""
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    e = np.exp(shifted)
-    return e[:, 1] / e.sum(axis=1)
+    """softmax(logits)[:, 1] in float32, as torch computes it (the larger logit subtracted first)."""
+    l0, l1 = logits[:, 0], logits[:, 1]
+    top = np.maximum(l0, l1)
+    e1 = np.exp(l1 - top)
+    return e1 / (np.exp(l0 - top) + e1)
+
 
 
 def nms_keep(rows: np.ndarray, scores: np.ndarray, threshold: float, top_k: int, x_scale: float) -> np.ndarray:
     """Indices into `rows` (the candidates' predictions) that the kernel's NMS keeps, best first.
 
-    Greedy over the stably sorted scores: each kept lane removes the later ones it overlaps (module
-    docstring), vectorised over those; at most top_k are kept, so at most top_k passes."""
+    Greedy over the stably sorted scores: each kept lane removes the later ones it overlaps (module docstring).
+    The overlaps of a block of the next alive rows with every alive row are computed at once, then the block is
+    walked in Python; the next block starts after it, among the rows still alive."""
     order = np.argsort(-scores, kind="stable")
-    strips = np.float32(rows.shape[1] - 7)  # 71
-    start_y = rows[order, 2]
-    length = rows[order, 5] * strips
-    first = (start_y * strips + np.float32(0.5)).astype(np.int64)  # C's (int) truncates towards zero
+    ranked = rows[order]
+    strips = ranked.shape[1] - 7  # 71
+    length = ranked[:, 5] * np.float32(strips)
+    first = (ranked[:, 2] * np.float32(strips) + np.float32(0.5)).astype(np.int64)  # C's (int): towards zero
     last = (first.astype(np.float32) + length - np.float32(1) + np.float32(0.5)
-            - (length - 1 < 0).astype(np.float32)).astype(np.int64)
-    xs = rows[order, 6:].astype(np.float64) * x_scale
-    rows_k = np.arange(xs.shape[1])
-    alive = np.ones(len(order), dtype=bool)
+            - (length < 1).astype(np.float32)).astype(np.int64)
+    first_rows = np.maximum(first, 0)  # the 8-bit decision: the common rows never start below row 0
+    last_rows = np.minimum(last, strips)
+    xs = ranked[:, 6:] * np.float32(x_scale)
+    k = np.arange(xs.shape[1])
+    alive = np.arange(len(order))  # ranks not yet kept or removed, best first
     kept: list[int] = []
-    i = 0
-    while i < len(order):
-        kept.append(i)
-        if len(kept) == top_k:
-            break
-        rest = np.arange(i + 1, len(order))[alive[i + 1:]]
-        if not len(rest):
-            break
-        lo = np.maximum(np.maximum(first[rest], first[i]), 0)  # the 8-bit decision: never below row 0
-        hi = np.minimum(np.minimum(last[rest], last[i]), int(strips))
-        common = (rows_k >= lo[:, None]) & (rows_k <= hi[:, None])
-        dist = (np.abs(xs[rest] - xs[i]) * common).sum(axis=1)
-        alive[rest[(hi >= lo) & (dist < threshold * (hi - lo + 1))]] = False
-        later = np.flatnonzero(alive[i + 1:])
-        if not len(later):
-            break
-        i = i + 1 + int(later[0])
-    return order[np.asarray(kept, dtype=np.int64)]
+    while len(alive) and len(kept) < top_k:
+        # a block of the next alive rows against every alive row: all of them when few, else as many as may still
+        # be kept, fewer when the alive rows are many (the arrays grow with block x rows x 72)
+        size = len(alive) if len(alive) ** 2 <= BLOCK_ELEMENTS else \
+            max(1, min(top_k - len(kept), BLOCK_ELEMENTS // len(alive)))
+        block = alive[:size]
+        lo = np.maximum(first_rows[block, None], first_rows[alive])  # [block, alive]
+        hi = np.minimum(last_rows[block, None], last_rows[alive])
+        common = (k >= lo[..., None]) & (k <= hi[..., None])
+        dist = (np.abs(xs[block, None] - xs[alive]) * common).sum(axis=-1, dtype=np.float64)
+        overlaps = (hi >= lo) & (dist < threshold * (hi - lo + 1))
+        removed = np.zeros(len(alive), dtype=bool)
+        for b in range(len(block)):
+            if removed[b]:
+                continue
+            kept.append(int(block[b]))
+            if len(kept) == top_k:
+                break
+            removed[b + 1:] |= overlaps[b, b + 1:]
+        alive = alive[len(block):][~removed[len(block):]]
+    return order[kept]
 
 
 def _lane_points(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -138,16 +147,15 @@ def _lane_points(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     strips = rows.shape[1] - 7
     xs = rows[:, 6:].astype(np.float64)
     start = np.clip(np.rint(rows[:, 2].astype(np.float64) * strips), 0, strips).astype(np.int64)
-    length = np.rint(np.rint(rows[:, 5] * np.float32(strips)).astype(np.float64)).astype(np.int64)
+    length = np.rint(rows[:, 5] * np.float32(strips)).astype(np.int64)
     cut = np.minimum(start + length - 1, strips) + 1  # xs[end + 1:] = -2, with Python's negative index
     cut = np.where(cut < 0, np.maximum(cut + xs.shape[1], 0), cut)
     k = np.arange(xs.shape[1])
     below = k < start[:, None]
-    outside = below & ~((xs >= 0) & (xs <= 1))
+    outside = below & ((xs < 0) | (xs > 1))
     # a row below the start stays while no row from it up to the start is outside [0, 1]
-    outside_above = np.flip(np.cumsum(np.flip(outside, axis=1), axis=1), axis=1) > 0
-    dropped = (below & outside_above) | (k >= cut[:, None])
-    return xs, ~dropped & (xs >= 0)
+    outside_above = np.flip(np.logical_or.accumulate(np.flip(outside, axis=1), axis=1), axis=1)
+    return xs, (xs >= 0) & (k < cut[:, None]) & ~(below & outside_above)
 
 
 def decode_outputs(outputs: Sequence[Any], *, image_size: tuple[float, float], model_width: float | None = None,
@@ -185,12 +193,12 @@ def decode_outputs(outputs: Sequence[Any], *, image_size: tuple[float, float], m
     strips = rows.shape[1] - 7
     cut = float(cut_fraction) * height
     ys = cut + (1.0 - np.arange(strips + 1) / strips) * (height - cut)
-    lanes = []
-    for j, index in enumerate(picked):
-        at = np.flatnonzero(valid[j])[::-1]  # top to bottom
-        if len(at) > 1:
-            lanes.append(Lane(np.stack([xs[j, at] * width, ys[at]], axis=1), float(scores[index])))
-    return lanes
+    points = np.empty((*xs.shape, 2), dtype=np.float32)
+    points[..., 0] = xs * width
+    points[..., 1] = ys
+    points, valid = points[:, ::-1], valid[:, ::-1]  # top to bottom
+    return [Lane(points[j][valid[j]], float(scores[index])) for j, (index, count) in
+            enumerate(zip(picked, valid.sum(axis=1))) if count > 1]
 
 
 def decode_clrnet(predictions: Any, *, image_size: tuple[float, float] | None = None, dataset: str = "culane",
