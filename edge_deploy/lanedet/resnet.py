@@ -20,6 +20,14 @@ STAGE_WIDTHS = (64, 128, 256, 512)
 BOTTLENECK_EXPANSION = 4
 
 
+def _shortcut(in_channels: int, out_channels: int, stride: int) -> nn.Module | None:
+    """downsample: a 1x1 conv + BN when a block changes the shape, else None (the identity)."""
+    if stride == 1 and in_channels == out_channels:
+        return None
+    return nn.Sequential(nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False),
+                         nn.BatchNorm2d(out_channels))
+
+
 class BasicBlock(nn.Module):
     """Two 3x3 convs with a residual connection (a 1x1 conv + BN when the shape changes)."""
 
@@ -30,12 +38,7 @@ class BasicBlock(nn.Module):
         self.relu = nn.ReLU(inplace=True)
         self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
         self.bn2 = nn.BatchNorm2d(channels)
-        self.downsample: nn.Module | None = None
-        if stride != 1 or in_channels != channels:
-            self.downsample = nn.Sequential(
-                nn.Conv2d(in_channels, channels, 1, stride=stride, bias=False),
-                nn.BatchNorm2d(channels),
-            )
+        self.downsample = _shortcut(in_channels, channels, stride)
 
     def forward(self, x: Tensor) -> Tensor:
         identity = x if self.downsample is None else self.downsample(x)
@@ -58,12 +61,7 @@ class Bottleneck(nn.Module):
         self.conv3 = nn.Conv2d(channels, out_channels, 1, bias=False)
         self.bn3 = nn.BatchNorm2d(out_channels)
         self.relu = nn.ReLU(inplace=True)
-        self.downsample: nn.Module | None = None
-        if stride != 1 or in_channels != out_channels:
-            self.downsample = nn.Sequential(
-                nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False),
-                nn.BatchNorm2d(out_channels),
-            )
+        self.downsample = _shortcut(in_channels, out_channels, stride)
 
     def forward(self, x: Tensor) -> Tensor:
         identity = x if self.downsample is None else self.downsample(x)

@@ -42,9 +42,9 @@ from typing import Any, Sequence
 import numpy as np
 
 try:
-    from ..lane import DecodeError, Lane
+    from ..lane import DecodeError, Lane, check_image_size
 except ImportError:  # the flat copy beside a Triton Python-backend model (no package around it)
-    from lane import DecodeError, Lane  # type: ignore[no-redef]
+    from lane import DecodeError, Lane, check_image_size  # type: ignore[no-redef]
 
 OUTPUT_NAME = "predictions"
 BLOCK_ELEMENTS = 512  # NMS: (block rows x alive rows) compared at once, at most (see nms_keep)
@@ -175,12 +175,7 @@ def decode_outputs(outputs: Sequence[Any], *, image_size: tuple[float, float], m
     if not 0.0 <= float(cut_fraction) < 1.0:
         raise DecodeError(f"cut_fraction must be from 0 to below 1 (the part of the frame above the model's view), "
                           f"got {cut_fraction!r}")
-    try:
-        height, width = (float(v) for v in image_size)
-    except (TypeError, ValueError):
-        raise DecodeError(f"image_size must be (height, width), got {image_size!r}") from None
-    if not (height > 0 and width > 0 and math.isfinite(height) and math.isfinite(width)):
-        raise DecodeError(f"image_size must be two positive numbers (height, width), got {image_size!r}")
+    height, width = check_image_size(image_size)
     input_width = float(model_width) if model_width else float(MODEL_WIDTH)
 
     scores = _scores(rows[:, :2])

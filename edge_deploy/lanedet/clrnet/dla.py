@@ -7,27 +7,24 @@ change, a max-pool `downsample` when strided). The forward returns levels 2..5 (
 """
 from __future__ import annotations
 
-from torch import Tensor, nn
 import torch
+from torch import Tensor, nn
+
+from ..resnet import BasicBlock
 
 LEVELS = (1, 1, 1, 2, 2, 1)
 CHANNELS = (16, 32, 64, 128, 256, 512)
 
 
-class Block(nn.Module):
-    """Two 3x3 convs; the residual is given by the tree (the block's input when none is)."""
+class Block(BasicBlock):
+    """ResNet's basic block whose residual the tree gives (the block's input when none is): no downsample."""
 
     def __init__(self, in_channels: int, channels: int, stride: int = 1) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, channels, 3, stride=stride, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(channels)
-        self.relu = nn.ReLU(inplace=True)
-        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(channels)
+        super().__init__(in_channels, channels, stride)
+        self.downsample = None
 
     def forward(self, x: Tensor, residual: Tensor | None = None) -> Tensor:
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
+        out = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
         return self.relu(out + (x if residual is None else residual))
 
 
