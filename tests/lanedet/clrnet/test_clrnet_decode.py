@@ -75,10 +75,11 @@ def test_lanes_at_the_image_edges_keep_the_official_points() -> None:
     rows = [line(-0.2, slope=0.5, logit=3.0), line(0.9, slope=0.4, logit=2.5),
             line(0.5, slope=0.2, start_y=0.3, logit=2.0), line(0.02, slope=-0.1, start_y=0.2, logit=1.5)]
     rows[2][6 + 5] = 1.2  # below the start: outside [0, 1], so rows 0..5 are not drawn
+    rows.append(line(0.7, slope=-0.2, length=-0.1, logit=1.0))  # length -7 rows: xs[-7:] = -2 (Python's index)
     pred = predictions(*rows)
-    lanes = ours(pred)
-    assert_same(lanes, official_decode(pred, **CULANE))
-    assert len(lanes) == 4
+    lanes = ours(pred, top_k=5)
+    assert_same(lanes, official_decode(pred, **{**CULANE, "top_k": 5}))
+    assert len(lanes) == 5 and len(lanes[4]) == 72 - 7  # the negative length kept all but the top 7 rows
     assert (lanes[0].points[:, 0] >= 0).all() and lanes[1].points[:, 0].max() > 1640
     assert lanes[2].points[:, 1].max() < 590 - 5 * 320 / 71 + 1e-3  # rows 0..5 dropped
 
@@ -90,6 +91,10 @@ def test_starts_below_the_frame_follow_the_8bit_decision() -> None:
     far_apart = predictions(line(0.2, start_y=-0.1, logit=2.0), line(0.6, start_y=-0.1, logit=1.0))
     assert len(official_decode(far_apart, **CULANE)) == 1  # wrapped: dist 0, the second lane "overlaps"
     assert len(ours(far_apart)) == 2
+    # 52 px apart over rows 0..55: compared from row 0 they are two lanes (a mean of 52 px); counting the 6 rows
+    # below the frame too (as an unclamped first row would) they would be one
+    close = predictions(line(0.2, start_y=-0.1, logit=2.0), line(0.2 + 52 / 799, start_y=-0.1, logit=1.0))
+    assert len(ours(close)) == 2 and len(official_decode(close, **CULANE)) == 1
     assert_same(ours(far_apart), official_decode(far_apart, **CULANE, clamp_start=True))
     # one start below the frame, the other inside: no difference from the kernel
     mixed = predictions(line(0.2, start_y=-0.1, logit=2.0), line(0.6, start_y=0.1, logit=1.0),
