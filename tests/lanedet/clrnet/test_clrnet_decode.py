@@ -114,10 +114,15 @@ def test_a_score_equal_to_the_threshold_is_kept() -> None:
     # compared in float32, as torch compares a float32 tensor with a Python float
     assert len(ours(tie, conf_threshold=np.nextafter(0.5, 1.0))) == 1
     assert ours(tie, conf_threshold=float(np.nextafter(np.float32(0.5), np.float32(1.0)))) == []
-    # equal scores keep the prior order in the NMS (a stable sort)
-    twins = predictions(line(0.3, logit=1.0), line(0.305, logit=1.0))
-    (kept,) = ours(twins)
-    assert kept.points[-1, 0] == pytest.approx(0.3 * 1640, abs=0.01)
+    # equal scores keep the prior order in the NMS (a stable sort): of 40 near-duplicates with the best score
+    # (every third of 120 priors), the first is kept
+    crowd = predictions(*(line(0.3 + i * 1e-4, logit=(1.0, 1.5, 2.0)[i % 3]) for i in range(120)))
+    (kept,) = ours(crowd)
+    assert kept.points[-1, 0] == pytest.approx((0.3 + 2e-4) * 1640, abs=1e-3)
+    assert_same([kept], official_decode(crowd, **CULANE))
+    # a mean |dx| exactly at the threshold is not an overlap (the kernel's strict <)
+    exact = predictions(line(0.0, slope=0.0, logit=2.0), line(float(np.float32(50 / 799)), slope=0.0, logit=1.0))
+    assert len(ours(exact)) == 2 and len(official_decode(exact, **CULANE)) == 2
 
 
 def test_top_k_keeps_the_best_lanes_in_score_order() -> None:
