@@ -119,10 +119,9 @@ def nms_keep(rows: np.ndarray, scores: np.ndarray, threshold: float, top_k: int,
     alive = np.arange(len(order))  # ranks not yet kept or removed, best first
     kept: list[int] = []
     while len(alive) and len(kept) < top_k:
-        # a block of the next alive rows against every alive row: all of them when few, else as many as may still
-        # be kept, fewer when the alive rows are many (the arrays grow with block x rows x 72)
-        size = len(alive) if len(alive) ** 2 <= BLOCK_ELEMENTS else \
-            max(1, min(top_k - len(kept), BLOCK_ELEMENTS // len(alive)))
+        # a block of the next alive rows against every alive row: as many as may still be kept, fewer when the
+        # alive rows are many (the arrays grow with block x rows x 72)
+        size = max(1, min(top_k - len(kept), BLOCK_ELEMENTS // len(alive)))
         block = alive[:size]
         lo = np.maximum(first_rows[block, None], first_rows[alive])  # [block, alive]
         hi = np.minimum(last_rows[block, None], last_rows[alive])
