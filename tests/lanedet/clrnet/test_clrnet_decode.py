@@ -9,7 +9,8 @@ import pytest
 from clrnet_reference import N_OFFSETS, crafted_predictions, official_decode
 
 from edge_deploy.lanedet import decode_clrnet
-from edge_deploy.lanedet.clrnet import FAMILY, CLRNetDecode
+from edge_deploy.lanedet.clrnet import FAMILY, CLRNetDecode, preset_decode
+from edge_deploy.lanedet.clrnet.presets import PRESETS
 from edge_deploy.lanedet.clrnet.decode import OFFICIAL, cut_fraction, decode_outputs
 from edge_deploy.lanedet.family import DecodeDefaultsError
 from edge_deploy.lanedet.lane import DecodeError, Lane
@@ -161,6 +162,11 @@ def test_the_family_decodes_with_its_presets_parameters() -> None:
         got = FAMILY.decode([pred], preset.decode, OFFICIAL[name][0], 800)
         assert_same(got, [(lane.score, lane.points) for lane in decode_clrnet(pred, dataset=name)])
     assert FAMILY.decode_preset("llamas") == CLRNetDecode(0.45, 60.0, 4, cut_fraction=1 - 320 / 550)
+    # clr_dla34_llamas.py has nms_thres 50 where clr_resnet18_llamas.py has 60: load() records the backbone's
+    assert preset_decode(PRESETS["llamas"], "dla34").nms_threshold == 50.0
+    assert preset_decode(PRESETS["llamas"], "resnet18").nms_threshold == 60.0
+    assert [(p.name, p.cut_height, p.image_size, p.resized_height) for p in PRESETS.values()] == [
+        ("culane", 270, (590, 1640), 590), ("tusimple", 160, (720, 1280), 411), ("llamas", 300, (717, 1276), 550)]
 
 
 def test_bad_predictions_and_parameters_are_refused_in_one_line() -> None:
