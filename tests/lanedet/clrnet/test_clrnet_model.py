@@ -107,6 +107,11 @@ def test_a_checkpoint_of_another_backbone_data_set_or_family_is_refused_naming_w
     torch.save({"model": ufld}, tmp_path / "ufld.pth")
     with pytest.raises(CheckpointError, match=r"it is a UFLDv2 \(edge-deploy convert ufldv2\) checkpoint"):
         build_clrnet("culane", "resnet18", tmp_path / "ufld.pth")
+    laneatt = {k: torch.zeros(1) for k in ("feature_extractor.0.weight", "conv1.weight", "cls_layer.weight",
+                                           "attention_layer.weight")}
+    torch.save({"model": laneatt}, tmp_path / "laneatt.pt")
+    with pytest.raises(CheckpointError, match=r"it is a LaneATT \(edge-deploy convert laneatt\) checkpoint"):
+        build_clrnet("culane", "resnet18", tmp_path / "laneatt.pt")
 
 
 @pytest.mark.parametrize("backbone", ["resnet101", "dla34"])
