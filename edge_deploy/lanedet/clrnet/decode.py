@@ -116,6 +116,8 @@ def nms_keep(rows: np.ndarray, scores: np.ndarray, threshold: float, top_k: int,
     last_rows = np.minimum(last, strips)
     xs = ranked[:, 6:] * np.float32(x_scale)
     k = np.arange(xs.shape[1])
+    # each lane's rows; two lanes' common rows are where both are set (an interval, clipped to 0..71)
+    spans = (k >= first_rows[:, None]) & (k <= last_rows[:, None])
     alive = np.arange(len(order))  # ranks not yet kept or removed, best first
     kept: list[int] = []
     while len(alive) and len(kept) < top_k:
@@ -125,8 +127,8 @@ def nms_keep(rows: np.ndarray, scores: np.ndarray, threshold: float, top_k: int,
         block = alive[:size]
         lo = np.maximum(first_rows[block, None], first_rows[alive])  # [block, alive]
         hi = np.minimum(last_rows[block, None], last_rows[alive])
-        common = (k >= lo[..., None]) & (k <= hi[..., None])
-        dist = (np.abs(xs[block, None] - xs[alive]) * common).sum(axis=-1, dtype=np.float64)
+        dist = (np.abs(xs[block, None] - xs[alive]) * (spans[block, None] & spans[alive])).sum(axis=-1,
+                                                                                                dtype=np.float64)
         overlaps = (hi >= lo) & (dist < threshold * (hi - lo + 1))
         removed = np.zeros(len(alive), dtype=bool)
         for b in range(len(block)):
