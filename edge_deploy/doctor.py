@@ -121,6 +121,7 @@ def _tensorrt_checks(facts: device_mod.DeviceFacts) -> list[Check]:
             checks.append(Check("plan builder", OK, f"{builder}", ("convert",)))
         except EngineError as exc:
             checks.append(Check("plan builder", FAIL, str(exc), ("convert",)))
+        checks.append(onnx_op_check(module if builder == "python" else tool_version))
     else:
         checks.append(Check("plan builder", FAIL, engine.tensorrt_missing_message(), ("convert",)))
     pycuda = _module_version("pycuda")
@@ -128,6 +129,20 @@ def _tensorrt_checks(facts: device_mod.DeviceFacts) -> list[Check]:
                         pycuda or "missing: plans are built but not run for verification "
                                   "(pip install 'edge-deploy[jetson]')", ("convert",)))
     return checks
+
+
+def onnx_op_check(version: str | None) -> Check:
+    """Whether the plan builder's TensorRT parses every ONNX op that needs a newer TensorRT
+    (engine/tensorrt_api.py OP_MIN_TENSORRT); FAIL names the op, the version it needs and the source."""
+    from .engine.tensorrt_api import OP_MIN_TENSORRT, op_refusal
+
+    ops = ", ".join(f"{op} (from {a}.{b})" for op, ((a, b), _) in sorted(OP_MIN_TENSORRT.items()))
+    refusal = op_refusal(OP_MIN_TENSORRT, version)
+    if refusal:
+        return Check("ONNX ops", FAIL, refusal, ("convert",))
+    return Check("ONNX ops", OK if version else INFO,
+                 f"TensorRT {version} parses {ops}" if version else f"TensorRT version unknown; {ops} need those",
+                 ("convert",))
 
 
 def _python_checks() -> list[Check]:

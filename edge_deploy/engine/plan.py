@@ -248,6 +248,16 @@ class _Build:
         return self.fingerprint.tensorrt
 
 
+def onnx_ops(path: Path) -> set[str]:
+    """The op types of an ONNX graph (weights not read); empty when the file cannot be read (the build says why)."""
+    try:
+        import onnx
+
+        return {node.op_type for node in onnx.load(str(path), load_external_data=False).graph.node}
+    except Exception:  # noqa: BLE001 - a missing or unreadable file is the builder's to report
+        return set()
+
+
 def _resolve(manifest: Manifest, options: EngineOptions, facts: device_mod.DeviceFacts,
              artifact_dir: Path) -> _Build:
     """Builder, settings and fingerprint of the build `options` ask for; one-line EngineError when impossible."""
@@ -268,6 +278,7 @@ def _resolve(manifest: Manifest, options: EngineOptions, facts: device_mod.Devic
         if tool is None:  # gone since available_builder looked
             raise EngineError(tensorrt_missing_message())
         version = trtexec.trtexec_version(tool) or facts.tensorrt
+    tensorrt_api.check_ops(onnx_ops(artifact_dir / ONNX_NAME), version)
     tensorrt_api.check_supported(version)
     strong = tensorrt_api.strongly_typed(version, options.precision, weak_typing=options.weak_typing,
                                          dla=options.dla_core is not None)

@@ -37,7 +37,7 @@ import importlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ..errors import EngineError, one_line
 from ..precision import Precision
@@ -206,6 +206,35 @@ def check_supported(version: str | None) -> None:
         f"TensorRT {version} is not supported for building plans: {why}; "
         "use TensorRT 8.5 to 11.x (JetPack 5.1 to 7.2), e.g. trtexec of that version via $TRTEXEC."
     )
+
+
+# ONNX ops that only newer TensorRT ONNX parsers import: op -> (the first TensorRT that does, where that is written).
+# Rows are per op, never per model family: a model is checked by the ops its graph holds.
+OP_MIN_TENSORRT: dict[str, tuple[tuple[int, int], str]] = {
+    # CLRNet's ROIGather (grid_sample). onnx-tensorrt docs/operators.md lists GridSample as "N" on its
+    # release branch 8.4-GA and "Y" (FP32, FP16) from 8.5-GA on.
+    "GridSample": ((8, 5), "onnx-tensorrt's operator table (docs/operators.md) lists it from release 8.5-GA"),
+}
+
+
+def op_refusal(ops: Iterable[str], version: str | None) -> str | None:
+    """Why TensorRT `version` cannot parse one of the ONNX `ops` (one line), or None (an unknown version passes)."""
+    if not version:
+        return None
+    found = version_tuple(version)[:2]
+    for op in sorted(set(ops)):
+        if op in OP_MIN_TENSORRT and found < OP_MIN_TENSORRT[op][0]:
+            (major, minor), source = OP_MIN_TENSORRT[op]
+            return (f"a model with the ONNX op {op} cannot be built with TensorRT {version}: TensorRT parses {op} "
+                    f"from {major}.{minor} ({source}); use TensorRT {major}.{minor} or newer.")
+    return None
+
+
+def check_ops(ops: Iterable[str], version: str | None) -> None:
+    """One-line EngineError when TensorRT `version` cannot parse one of the ONNX `ops` (OP_MIN_TENSORRT)."""
+    refusal = op_refusal(ops, version)
+    if refusal:
+        raise EngineError(refusal)
 
 
 def strongly_typed(version: str | None, precision: Precision, *, weak_typing: bool = False, dla: bool = False) -> bool:

@@ -64,7 +64,7 @@ def unfusable(spec: PreprocessSpec, whose: str) -> str | None:
     if spec.interpolation == "bicubic" and spec.resized_height is None:
         return None
     how = f"{spec.interpolation}{' (antialiased)' if spec.interpolation == 'area' else ''} interpolation"
-    taller = " to a taller image and keeps the bottom rows (crop_ratio)" if spec.resized_height is not None else ""
+    taller = " to a taller image and keeps its bottom rows" if spec.resized_height is not None else ""
     return (f"--fuse-preprocess does a bicubic resize only, but {whose}'s preprocessing resizes with {how}{taller}; "
             "convert without --fuse-preprocess (the client or --pipeline preprocesses).")
 

@@ -1,5 +1,5 @@
 """Lane models: the family interface and registry (`family.py`), `Lane`, preprocessing, drawing, the
-install<->client contract, and one subpackage per family (`laneatt/`, `ufldv2/`). The gRPC client lives in
+install<->client contract, and one subpackage per family (`laneatt/`, `ufldv2/`, `clrnet/`). The gRPC client lives in
 `edge_deploy.client`; training and synthetic roads in `edge_deploy.training`.
 
 Only light modules are imported here; a family's model (e.g. `laneatt.model`) needs torch.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Lane", "decode_lanes", "decode_ufldv2"]
+__all__ = ["Lane", "decode_clrnet", "decode_lanes", "decode_ufldv2"]
 
 
 def __getattr__(name: str) -> Any:
@@ -24,4 +24,8 @@ def __getattr__(name: str) -> Any:
         from .ufldv2.decode import decode_ufldv2
 
         return decode_ufldv2
+    if name == "decode_clrnet":
+        from .clrnet.decode import decode_clrnet
+
+        return decode_clrnet
     raise AttributeError(f"module 'edge_deploy.lanedet' has no attribute {name!r}")

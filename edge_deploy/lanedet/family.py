@@ -262,6 +262,12 @@ class SourceSpec:
         return [*self.family_options_given, *(["--input-shape"] if self.input_shape is not None else [])]
 
 
+def one_of(names: Sequence[str]) -> str:
+    """"a", "a or b", "a, b or c": the choices in a message."""
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
 def option_flag(name: str) -> str:
     """The command-line flag of a family option: topk_anchors -> --topk-anchors."""
     return "--" + name.replace("_", "-")
@@ -369,7 +375,7 @@ class LaneFamily(ABC):
         for option in self.options():
             value = given.get(option.name)
             if option.choices and value is not None and value not in option.choices:
-                raise ConvertError(f"{self.title} has no {option.flag} {value}; use {' or '.join(option.choices)}.")
+                raise ConvertError(f"{self.title} has no {option.flag} {value}; use {one_of(option.choices)}.")
         return self.options_type(**given)
 
     def backbone_from(self, spec: SourceSpec) -> str | None:
@@ -379,7 +385,7 @@ class LaneFamily(ABC):
         if spec.backbone is None:
             return self.default_backbone
         if spec.backbone not in self.backbones:
-            choices = " or ".join(self.backbones) if self.backbones else "no choice of backbone (drop --backbone)"
+            choices = one_of(self.backbones) if self.backbones else "no choice of backbone (drop --backbone)"
             raise ConvertError(f"{self.title} has no --backbone {spec.backbone}; use {choices}.")
         return spec.backbone
 
@@ -390,7 +396,7 @@ class LaneFamily(ABC):
 
         dataset = spec.dataset or default
         if dataset is not None and dataset not in self.datasets:
-            choices = " or ".join(self.datasets) if self.datasets else "none (drop --dataset)"
+            choices = one_of(list(self.datasets)) if self.datasets else "none (drop --dataset)"
             raise ConvertError(f"{self.title} has no --dataset {dataset} preset; use {choices}.")
         return dataset
 
@@ -455,7 +461,8 @@ class LaneFamily(ABC):
 # --------------------------------------------------------------------------- registry
 
 # Built-in families, imported on first use: name -> module whose FAMILY attribute is the instance.
-_BUILTIN = {"laneatt": "edge_deploy.lanedet.laneatt", "ufldv2": "edge_deploy.lanedet.ufldv2"}
+_BUILTIN = {"laneatt": "edge_deploy.lanedet.laneatt", "ufldv2": "edge_deploy.lanedet.ufldv2",
+            "clrnet": "edge_deploy.lanedet.clrnet"}
 # The family of models installed before configs and manifests recorded one (format 1: LaneATT only).
 LEGACY_FAMILY = "laneatt"
 # Families from other installed distributions: an entry point NAME = "package.module:OBJECT" in this group, OBJECT

@@ -6,16 +6,28 @@ decoder, because Triton's Python on a Jetson may not have edge_deploy installed.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["DecodeError", "Lane"]
+__all__ = ["DecodeError", "Lane", "check_image_size"]
 
 
 class DecodeError(ValueError):
     """The raw output or a decode parameter is not usable (one-line message)."""
+
+
+def check_image_size(image_size: Any) -> tuple[float, float]:
+    """(height, width) of a decoder's `image_size`, two positive finite numbers, or DecodeError."""
+    try:
+        height, width = (float(v) for v in image_size)
+    except (TypeError, ValueError):
+        raise DecodeError(f"image_size must be (height, width), got {image_size!r}") from None
+    if not (height > 0 and width > 0 and math.isfinite(height) and math.isfinite(width)):
+        raise DecodeError(f"image_size must be two positive numbers (height, width), got {image_size!r}")
+    return height, width
 
 
 @dataclass(frozen=True, eq=False)

@@ -197,8 +197,11 @@ def test_every_variant_loads_and_runs_in_the_oldest_jetson_onnxruntime(request) 
 
 
 def fusable(name: str) -> bool:
-    """Whether --fuse-preprocess takes the family's preprocessing (fused_preprocess.preprocess_graph: bicubic only)."""
-    return get_family(name).preprocess.interpolation == "bicubic"
+    """Whether --fuse-preprocess takes the family's preprocessing (fused_preprocess.unfusable: a bicubic resize of the
+    crop box only, no taller resize with the bottom rows kept)."""
+    from edge_deploy.export.fused_preprocess import unfusable
+
+    return unfusable(get_family(name).preprocess, name) is None
 
 
 @pytest.fixture(scope="module")
@@ -220,8 +223,8 @@ def family_artifacts(request, tmp_path_factory):
             made[name] = (request.getfixturevalue("laneatt_artifact"),
                           request.getfixturevalue("laneatt_fused_artifact"))
             return made[name]
-        if name == "ufldv2":  # the suite's converted UFLDv2 (conftest.py: `ufldv2_artifact`); not fusable
-            made[name] = (request.getfixturevalue("ufldv2_artifact")[1], None)
+        if name in ("ufldv2", "clrnet"):  # the suite's converted ones (conftest.py: `*_artifact`); not fusable
+            made[name] = (request.getfixturevalue(f"{name}_artifact")[1], None)
             return made[name]
         from edge_deploy.artifact import Manifest
         from edge_deploy.convert import convert

@@ -1,0 +1,163 @@
+"""The CLRNet family (Cross Layer Refinement Network, CVPR 2022): 192 line priors refined over three FPN levels,
+one output `predictions` [B, 192, 78] per image (docs/design.md, "CLRNet").
+
+presets.py holds the official data-set configurations; decode.py is the self-contained decoder; model.py (and
+dla.py) need torch (imported by `load`); `FAMILY` is what the registry hands out.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
+
+from ..family import (DatasetPreset, DecodeDefaults, DecodeDefaultsError, DecodeParams, LaneFamily, LoadedModel,
+                      SourceSpec, TensorSpec)
+from ..lane import Lane
+from ..preprocess import PreprocessSpec
+from .decode import NUM_POINTS, NUM_PRIORS, OUTPUT_NAME, PREDICTION_SIZE
+from .presets import BACKBONES, DEFAULT_BACKBONE, DEFAULT_DATASET, PRESETS, CLRNetPreset
+
+_FLOATS = ("FP32", "FP16")
+# Seeded random weights (no checkpoint) give class logits that barely differ between priors and fall below every
+# data set's threshold on road frames, and lengths of ~0 rows (no points): no lane to check, or near-ties that FP16
+# rounding reorders. load() makes them checkable: the class branch's hidden layers get zero weights, so every prior
+# has the same score, softmax of UNTRAINED_LOGITS (equal scores keep the prior order in the NMS, in FP32 and FP16
+# alike), the length bias gets UNTRAINED_LENGTH (a fraction of the 71 strips), and the regression weights are scaled
+# by UNTRAINED_REG_GAIN, so that FP16 rounding of the random offsets (~0.3 px, up to 2 px) does not flip NMS decisions
+# between priors whose distance is near the threshold (the lanes still follow the frame, by tenths of a pixel).
+UNTRAINED_LOGITS, UNTRAINED_LENGTH, UNTRAINED_REG_GAIN = (0.0, 0.5), 0.6, 0.05
+
+
+@dataclass(frozen=True)
+class CLRNetDecode(DecodeDefaults):
+    """CLRNet's decode parameters: score threshold, NMS threshold (pixels at the 800-wide input), the most lanes
+    (the NMS's top_k), and the fraction of the frame's height above the model's view (the cut, scaled to any
+    frame: the preset's cut_height / the data set's frame height, as the preprocessing makes it)."""
+
+    cut_fraction: float = 0.0
+    title: ClassVar[str] = "CLRNet"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        cut = self.cut_fraction
+        if isinstance(cut, bool) or not isinstance(cut, (int, float)) or not (math.isfinite(cut) and 0 <= cut < 1):
+            raise DecodeDefaultsError.of("cut_fraction", f"is the part of the frame above the model's view, from 0 "
+                                                         f"to below 1 (got {cut!r})")
+        object.__setattr__(self, "cut_fraction", float(cut))
+
+    def narrows(self, server: DecodeParams) -> bool:
+        return super().narrows(server) and getattr(server, "cut_fraction", None) == self.cut_fraction
+
+    def narrow(self, lanes: list[Lane], server: DecodeParams) -> list[Lane]:
+        # A score >= the threshold is kept (official get_lanes), and NMS in score order makes cutting the
+        # server's lanes by a higher threshold the same as decoding with it.
+        return [lane for lane in lanes if lane.score >= self.conf_threshold][: self.top_k]
+
+
+def preset_preprocess(preset: CLRNetPreset) -> PreprocessSpec:
+    """The official test pipeline: BGR, the rows from cut_height down resized to 800x320 (imgaug's Resize, cubic),
+    /255, no mean/std. As a spec: the whole frame resized to resized_height rows, the bottom 320 kept, so that
+    the cut scales with a frame of another height (docs/design.md, "CLRNet")."""
+    return PreprocessSpec(height=preset.input_height, width=preset.input_width, color="bgr", scale=1.0 / 255.0,
+                          interpolation="bicubic", resized_height=preset.resized_height)
+
+
+def preset_decode(preset: CLRNetPreset, backbone: str = DEFAULT_BACKBONE) -> CLRNetDecode:
+    return CLRNetDecode(preset.conf_threshold, preset.nms_for(backbone), preset.max_lanes,
+                        cut_fraction=preset.cut_fraction)
+
+
+class CLRNetFamily(LaneFamily):
+    name = "clrnet"
+    title = "CLRNet"
+    backbones = BACKBONES
+    default_backbone = DEFAULT_BACKBONE
+    preprocess = preset_preprocess(PRESETS[DEFAULT_DATASET])
+    decode_defaults = preset_decode(PRESETS[DEFAULT_DATASET])
+    datasets = {name: DatasetPreset(name, preset_decode(p), preset_preprocess(p), p.image_size)
+                for name, p in PRESETS.items()}
+    decoder_module = "edge_deploy.lanedet.clrnet.decode"
+
+    def lane_outputs(self, outputs: Sequence[TensorSpec], has_batch: bool) -> tuple[TensorSpec, ...]:
+        by_name = {t.name: t for t in outputs}
+        if OUTPUT_NAME not in by_name:
+            shapes = ", ".join(f"{t.name} {list(t.shape)}" for t in outputs)
+            raise ValueError(f"returns {shapes}; a CLRNet model returns {OUTPUT_NAME} [{NUM_PRIORS}, "
+                             f"{PREDICTION_SIZE}] per image: check --model.")
+        tensor = by_name[OUTPUT_NAME]
+        shape = tensor.shape[1:] if has_batch else tensor.shape  # a fixed batch keeps its axis: [B, 192, 78]
+        if tuple(shape[-2:]) != (NUM_PRIORS, PREDICTION_SIZE) or len(shape) > 3 or tensor.datatype not in _FLOATS:
+            raise ValueError(f"has {tensor.name} {tensor.datatype} {list(tensor.shape)}; CLRNet decoding needs "
+                             f"FP32/FP16 {OUTPUT_NAME} [{NUM_PRIORS}, {PREDICTION_SIZE}] per image: check the "
+                             "exported model.")
+        return (tensor,)
+
+    def max_points(self, lane_outputs: Sequence[TensorSpec]) -> int:
+        return NUM_POINTS
+
+    def recognizes_checkpoint(self, keys: Sequence[str]) -> bool:
+        return {"heads.priors", "heads.cls_layers.weight", "heads.reg_layers.weight"} <= set(keys)
+
+    def load(self, spec: SourceSpec) -> LoadedModel:
+        from ..._deps import require
+        from ...errors import ConvertError
+        from ...fsutil import sha256_file
+
+        self.options_from(spec)  # CLRNet has no options of its own: refuses other families'
+        dataset, backbone = self.dataset_from(spec, DEFAULT_DATASET), self.backbone_from(spec)
+        preset = PRESETS[dataset]
+        shape = (3, preset.input_height, preset.input_width)
+        if spec.input_shape is not None and tuple(spec.input_shape[1:]) != shape:
+            raise ConvertError(f"CLRNet takes {shape[1]}x{shape[2]} input, not --input-shape "
+                               f"{','.join(map(str, spec.input_shape))}; drop --input-shape.")
+        require("torch", "converting CLRNet from PyTorch")
+        from .model import build_clrnet
+
+        module = build_clrnet(dataset, backbone, spec.checkpoint, spec.seed)
+        trained = spec.checkpoint is not None
+        if not trained:
+            make_checkable(module)
+        source: dict[str, Any] = {
+            "kind": "clrnet",
+            "spec": "clrnet",
+            "backbone": backbone,
+            "dataset": dataset,
+            "image_size": list(preset.image_size),
+            "checkpoint": None if spec.checkpoint is None else {
+                "path": str(Path(spec.checkpoint).resolve()), "sha256": sha256_file(Path(spec.checkpoint)),
+                **({"dropped": _dropped(module.dropped_keys)} if module.dropped_keys else {})},
+            "parameters": sum(p.numel() for p in module.parameters()),
+            "trained": trained,
+            "seed": None if trained else spec.seed,
+            **({} if trained else {"untrained": "class branch set to one score for every prior (logits "
+                                                f"{list(UNTRAINED_LOGITS)}), regression weights x{UNTRAINED_REG_GAIN:g}, "
+                                                f"length bias +{UNTRAINED_LENGTH:g} strips: lanes to check instead "
+                                                "of near-ties or none"}),
+        }
+        return LoadedModel(module, shape, source, self, decode=preset_decode(preset, backbone),
+                           preprocess=preset_preprocess(preset), output_names=(OUTPUT_NAME,))
+
+
+def _dropped(keys: Sequence[str]) -> str:
+    seg = sum(k.startswith("heads.seg_decoder.") for k in keys)
+    other = [k for k in keys if not k.startswith("heads.seg_decoder.")]
+    return f"{seg} heads.seg_decoder.* keys and {', '.join(other) or 'nothing else'} (training only)"
+
+
+def make_checkable(module: Any) -> None:
+    """Seeded random weights: one score for every prior and lanes with length (UNTRAINED_LOGITS' comment)."""
+    import torch
+
+    heads = module.heads
+    with torch.no_grad():
+        for layer in heads.cls_modules:
+            if isinstance(layer, torch.nn.Linear):
+                layer.weight.zero_()
+                layer.bias.zero_()
+        heads.cls_layers.bias.copy_(torch.tensor(UNTRAINED_LOGITS))
+        heads.reg_layers.weight *= UNTRAINED_REG_GAIN
+        heads.reg_layers.bias[3] += UNTRAINED_LENGTH
+
+
+FAMILY = CLRNetFamily()
