@@ -40,7 +40,15 @@ from .pipelines import bls_unchanged, installed_kind, pipeline_versions
 from .rollback import prune_versions, served_line
 from .runtime import check_model_signature, check_plan_for_server, choose_runtime
 from .serving import load_order, pin_previous, policy_now, server_for
-from .versions import DEFAULT_REPOSITORY, INSTALL_RECORD, PIPELINE_SUFFIXES, check_name, versions
+from .versions import (
+    DEFAULT_REPOSITORY,
+    INSTALL_RECORD,
+    PIPELINE_SUFFIXES,
+    check_name,
+    check_role_free,
+    config_role,
+    versions,
+)
 
 DEFAULT_NAME = "lanedet"  # the name LaneDetClient and `convert --install` default to
 
@@ -198,6 +206,7 @@ def install(
                     f"{model_dir} exists but has no {CONFIG}, so edge-deploy did not make it; "
                     "pick another --name or move it away."
                 )
+            check_role_free(repository, item.model, config_role(item.config))
         record = server_for(repository, reporter)
     reporter.info(f"runtime: {chosen} ({why})")
     from ..evaluate.record import evaluation_summary
