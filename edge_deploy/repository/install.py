@@ -34,7 +34,7 @@ from ..errors import EdgeDeployError, RepositoryError
 from ..progress import Reporter
 from . import model_config as mc
 from .files import CONFIG, NewVersion, check_writable, clean_leftovers, publish, repository_error, repository_lock
-from .history import record_failed, record_served
+from .history import check_state, record_failed, record_served
 from .pipeline_kind import PipelineKind, pipeline_kind
 from .pipelines import bls_unchanged, installed_kind, pipeline_versions
 from .rollback import prune_versions, served_line
@@ -199,6 +199,7 @@ def install(
         check_model_signature(artifact, manifest, chosen, options, force, reporter)
         items = _plan_versions(artifact, manifest, name, chosen, options, kind)
         check_writable(repository)
+        check_state(repository)
         for item in items:
             model_dir = repository / item.model
             if model_dir.exists() and not (model_dir / CONFIG).is_file():

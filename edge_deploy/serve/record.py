@@ -9,7 +9,8 @@ changed (explicit model control), then report which versions are served.
 Records live in ``<state_dir>/servers/<sha1 of the resolved repository path>.json`` for the
 unit (its key is ``<state_dir>/model-repository.key``) and ``<sha1>.foreground.json`` for a
 `serve --foreground` server, whose key sits beside it (``<sha1>.foreground.key``) and which
-holds ``<sha1>.foreground.lock`` while it runs. Two kinds, two files: neither ever writes or
+holds the repository's ``.edge-deploy-server.lock`` while it runs (``<sha1>.foreground.lock`` in the state dir
+where the repository is read-only). Two kinds, two files: neither ever writes or
 removes the other's record. state_dir is $EDGE_DEPLOY_STATE_DIR, else /etc/edge-deploy (scope
 "system") or ~/.config/edge-deploy (scope "user").
 
@@ -122,6 +123,12 @@ def state_dir(scope: str) -> Path:
     """Where records live: $EDGE_DEPLOY_STATE_DIR, else /etc/edge-deploy (system) or ~/.config/edge-deploy (user)."""
     override = os.environ.get("EDGE_DEPLOY_STATE_DIR")
     if override:
+        if Path(override).exists() and not Path(override).is_dir():
+            # Read as "no server here", it would make install write configs past a running server.
+            raise ServerError(
+                f"EDGE_DEPLOY_STATE_DIR={override} is not a directory, so the servers recorded there cannot be "
+                "found; point it at a directory (or unset it)."
+            )
         return Path(override)
     if scope == "system":
         return SYSTEM_STATE_DIR
@@ -217,16 +224,30 @@ def remove_record(record: ServerRecord) -> None:
         path.unlink(missing_ok=True)
 
 
+SERVER_LOCK_NAME = ".edge-deploy-server.lock"  # in the repository: held by the foreground server that serves it
+
+
+def _open_claim(scope: str, repository: Path) -> tuple[int, Path]:
+    """The lock file a foreground server of `repository` holds: the repository's own, so servers with other state
+    directories (root and a user, another EDGE_DEPLOY_STATE_DIR) see each other; where it cannot be created or
+    opened (a read-only repository), the state directory's ``<sha1>.foreground.lock``."""
+    path = Path(repository) / SERVER_LOCK_NAME
+    for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):  # another user's lock file is still lockable read-only
+        with contextlib.suppress(OSError):
+            return os.open(path, flags, 0o644), path
+    path = record_path(scope, repository, "foreground").with_suffix(".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o600), path
+
+
 @contextlib.contextmanager
 def foreground_claim(scope: str, repository: Path, url: str) -> Iterator[Path]:
-    """Hold ``<sha1>.foreground.lock`` while a foreground server runs; ServerError when another one holds it.
+    """Hold the repository's server lock while a foreground server runs; ServerError when another one holds it.
 
     An flock dies with its process, so a SIGKILLed server never blocks the next one.
     The lock file says who holds it (PID and URL) for the refusal message.
     """
-    path = record_path(scope, repository, "foreground").with_suffix(".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd, path = _open_claim(scope, repository)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -237,8 +258,9 @@ def foreground_claim(scope: str, repository: Path, url: str) -> Iterator[Path]:
                 f"another `edge-deploy serve --foreground` ({who}) already serves {Path(repository).resolve()}; "
                 "stop it first, or serve another repository."
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {url}\n".encode(), 0)
+        with contextlib.suppress(OSError):  # a lock file opened read-only cannot say who holds it
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {url}\n".encode(), 0)
         yield path
     finally:
         os.close(fd)

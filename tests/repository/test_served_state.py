@@ -48,8 +48,11 @@ def snapshot(repo: Path) -> dict[str, bytes]:
 
 
 def one_line_refusal(proc: subprocess.CompletedProcess[str], needle: str) -> None:
+    """Exit 2 and one error line holding `needle` (after any notes, such as which tritonserver `serve` found)."""
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.count("\n") == 1 and needle in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert errors == proc.stderr.splitlines()[-1:] and needle in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
 
 
 # ------------------------------------------------------------------ 1. a pipeline's name is not free for the taking
@@ -81,4 +84,151 @@ def test_a_lane_model_name_is_refused_to_a_pipeline(tmp_path, artifacts) -> None
     before = snapshot(repo)
     with pytest.raises(RepositoryError, match="lane_pipeline is a model of its own in"):
         install(other, repo, "lane", runtime="python", pipeline="bls")
+    assert snapshot(repo) == before
+
+
+# ------------------------------------------------------------------ one explicit-mode server for the served cases
+
+KEY_NAME = "edge-deploy-key"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The real bundled tritonserver, explicit model control with a key, serving an (at first empty) repository,
+    and the state directory holding the record install and rollback find it by."""
+    from conftest import free_port
+
+    from edge_deploy.serve import record as control
+    from edge_deploy.serve.argv import ServerOptions
+    from edge_deploy.serve.discovery import find_tritonserver
+    from edge_deploy.serve.process import TritonProcess
+
+    work = tmp_path_factory.mktemp("served")
+    repo, state = work / "repo", work / "state"
+    repo.mkdir()
+    key = "s" * 32
+    (work / "key").write_text(key + "\n")
+    options = ServerOptions(model_repository=repo, grpc_port=free_port(), restricted_key=(KEY_NAME, key))
+    proc = TritonProcess(find_tritonserver(cache_dir=work / "cache"), options, work / "triton.log").start()
+    try:
+        proc.wait_ready(90)
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("EDGE_DEPLOY_STATE_DIR", str(state))
+            control.save_record(control.ServerRecord(url=proc.url, repository=repo, key_header=KEY_NAME,
+                                                     key_file=work / "key", scope="user"))
+        yield proc, repo, state
+    finally:
+        proc.stop(timeout=15)
+
+
+@pytest.fixture
+def served(server, monkeypatch):
+    """(server, repository) with this test's state directory the server's."""
+    proc, repo, state = server
+    monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(state))
+    return proc, repo
+
+
+def served_now(url: str, *models: str) -> dict[str, list[int]]:
+    from edge_deploy.serve import admin
+
+    return {m: admin.served_versions(url, m) for m in models}
+
+
+# ------------------------------------------------------------------ 2. a rollback is done whole or not at all
+
+
+@pytest.fixture(scope="module")
+def two_kinds(tmp_path_factory, anchors) -> tuple[Path, Path]:
+    """Two artifacts whose BLS pipelines differ (other anchor counts), so a rollback loads the pipeline too."""
+    work = tmp_path_factory.mktemp("two_kinds")
+    return make_artifact(work / "a", anchors, n=100, seed=1), make_artifact(work / "b", anchors, n=80, seed=2)
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize("damage, needle", [
+    (lambda spec: spec.unlink(), "has no pipeline.json, so version 1 of {m}_pipeline cannot load"),
+    (lambda spec: spec.write_text("{ not json"), "did not load {m}_pipeline"),
+], ids=["missing", "unloadable"])
+def test_a_rollback_that_cannot_finish_leaves_what_served(served, two_kinds, damage, needle) -> None:
+    proc, repo = served
+    model = f"roll_{len(list(repo.iterdir()))}"
+    for artifact in two_kinds:
+        install(artifact, repo, model, runtime="python", pipeline="bls")
+    models = (model, f"{model}_pipeline")
+    assert served_now(proc.url, *models) == {model: [2], f"{model}_pipeline": [2]}
+    damage(repo / f"{model}_pipeline" / "1" / "pipeline.json")
+    configs = {m: (repo / m / "config.pbtxt").read_bytes() for m in models}
+    rolled = cli("rollback", model, "--repository", str(repo), "--to", "1")
+    one_line_refusal(rolled, needle.format(m=model))
+    assert served_now(proc.url, *models) == {model: [2], f"{model}_pipeline": [2]}, "half rolled back"
+    assert {m: (repo / m / "config.pbtxt").read_bytes() for m in models} == configs
+
+
+# ------------------------------------------------------------------ 3. one server per repository, whatever the state dir
+
+
+@pytest.mark.triton
+def test_a_second_foreground_server_is_refused_whatever_its_state_directory(tmp_path, monkeypatch) -> None:
+    from triton_helpers import write_model
+
+    from edge_deploy.serve.record import foreground_claim
+
+    repo = tmp_path / "repo"
+    write_model(repo, "add_one")
+    monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "root-state"))
+    # The first server's claim, held as `serve --foreground` holds it (its tritonserver adds nothing to the claim).
+    with foreground_claim("user", repo, "127.0.0.1:8123"):
+        env = {**os.environ, "EDGE_DEPLOY_STATE_DIR": str(tmp_path / "user-state"), "HOME": str(tmp_path)}
+        proc = cli("serve", "--foreground", "--repository", str(repo), "--grpc-port", "8124", env=env)
+    one_line_refusal(proc, f"(PID {os.getpid()} at 127.0.0.1:8123) already serves {repo.resolve()}")
+
+
+# ------------------------------------------------------------------ 4. and 6. the state file: newer, or damaged
+
+
+def test_a_state_file_of_a_newer_format_is_never_rewritten(tmp_path, artifacts) -> None:
+    from edge_deploy.repository.history import STATE_NAME
+
+    repo = tmp_path / "repo"
+    install(artifacts[0], repo, "lane", runtime="python")
+    newer = json.dumps({"format": 99, "tool": {"name": "edge-deploy", "version": "9.1"}, "models": {"x": "y"}})
+    (repo / STATE_NAME).write_text(newer)
+    before = snapshot(repo)
+    needle = "is format 99, written by edge-deploy 9.1; this edge-deploy"
+    with pytest.raises(RepositoryError, match=needle):
+        install(artifacts[1], repo, "lane", runtime="python", keep=1)
+    one_line_refusal(cli("rollback", "lane", "--repository", str(repo), "--to", "1"), needle)
+    assert snapshot(repo) == before
+
+
+@pytest.mark.parametrize("entry", [{"served": "abc", "failed": [1, 2]}, {"served": 3, "failed": "x"}, ["lane"]])
+def test_a_state_file_with_wrong_types_reads_as_damaged(tmp_path, artifacts, entry) -> None:
+    from edge_deploy.repository.history import STATE_NAME
+
+    repo = tmp_path / "repo"
+    for artifact in artifacts:
+        install(artifact, repo, "lane", runtime="python")
+    (repo / STATE_NAME).write_text(json.dumps({"format": 1, "models": {"lane": entry}}))
+    rolled = cli("rollback", "lane", "--repository", str(repo))
+    assert rolled.returncode == 0 and "pinned to version 1" in rolled.stdout, rolled.stderr
+    installed = cli("install", str(artifacts[0]), "--repository", str(repo), "--name", "lane", "--runtime", "python",
+                    "--keep", "1")
+    assert installed.returncode == 0 and "version 3" in installed.stdout, installed.stderr
+
+
+# ------------------------------------------------------------------ 5. a state directory that is a file
+
+
+def test_a_state_directory_that_is_a_file_is_refused_first(tmp_path, artifacts) -> None:
+    repo = tmp_path / "repo"
+    install(artifacts[0], repo, "lane", runtime="python")
+    before = snapshot(repo)
+    (tmp_path / "state-file").write_text("not a directory\n")
+    env = {**os.environ, "EDGE_DEPLOY_STATE_DIR": str(tmp_path / "state-file")}
+    needle = f"EDGE_DEPLOY_STATE_DIR={tmp_path / 'state-file'} is not a directory"
+    for args in (("install", str(artifacts[1]), "--repository", str(repo), "--name", "lane", "--runtime", "python"),
+                 ("rollback", "lane", "--repository", str(repo), "--to", "1"),
+                 ("status",), ("health", "--repository", str(repo))):
+        one_line_refusal(cli(*args, env=env), needle)
     assert snapshot(repo) == before
