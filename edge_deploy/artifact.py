@@ -331,12 +331,13 @@ class Manifest:
             )
         data = migrate(data)
         try:
+            _check_section_types(data)
             decode = _decode_type(data.get("family")).from_dict(data["decode"])
             preprocess = PreprocessSpec.from_dict(data["preprocess"])
             precision = Precision(data["precision"])
             io = IOSignature.from_dict(data["io"])
             files = {name: FileEntry(str(e["sha256"]), int(e["bytes"])) for name, e in (data.get("files") or {}).items()}
-            plan = PlanRecord.from_dict(data["plan"]) if isinstance(data.get("plan"), dict) else None
+            plan = PlanRecord.from_dict(data["plan"]) if data.get("plan") is not None else None
         except (KeyError, TypeError, ValueError, DecodeDefaultsError, PreprocessSpecError) as exc:
             raise ManifestError(f"{where} is damaged ({type(exc).__name__}: {exc}); re-run `edge-deploy convert`.") \
                 from None
@@ -440,6 +441,16 @@ class Manifest:
 
     def with_io(self, io: IOSignature) -> Manifest:
         return replace(self, io=io)
+
+
+def _check_section_types(data: Mapping[str, Any]) -> None:
+    """TypeError/KeyError (read as a damaged manifest) for a section of the wrong type or an unknown family."""
+    for key, kind in (("files", dict), ("plan", dict), ("family", str)):
+        value = data.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise TypeError(f"{key} is {type(value).__name__} {value!r:.40}, not {'an object' if kind is dict else 'a string'}")
+    if data.get("family") is not None:
+        get_family(data["family"])  # KeyError naming the families there are
 
 
 def _decode_type(family: str | None) -> type[DecodeParams]:

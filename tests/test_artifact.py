@@ -64,6 +64,22 @@ def test_unknown_formats_and_damaged_manifests_are_one_line_errors(tmp_path) -> 
         Manifest.read(tmp_path)
 
 
+@pytest.mark.parametrize("section, value, words", [
+    ("family", "yolo", "no lane-model family 'yolo' (known: laneatt, "),
+    ("family", 5, "family is int 5, not a string"),
+    ("files", ["model.onnx"], "files is list ['model.onnx'], not an object"),
+    ("plan", "yes", "plan is str 'yes', not an object"),
+    ("plan", [1, 2], "plan is list [1, 2], not an object"),
+])
+def test_a_section_of_the_wrong_kind_is_a_damaged_manifest(section, value, words) -> None:
+    """Issue 34 item 7: each was an internal error (exit 70) or stored as it was."""
+    data = {**Manifest.from_dict(_format1()).to_dict(), section: value}
+    with pytest.raises(ManifestError) as info:
+        Manifest.from_dict(data)
+    assert "manifest.json is damaged (" in str(info.value) and words in str(info.value), info.value
+    assert str(info.value).endswith("re-run `edge-deploy convert`.") and "\n" not in str(info.value)
+
+
 # The "plan" section as build_plan records it (edge_deploy.engine.plan), every key in its order.
 BUILT_PLAN = {
     "tensorrt": "8.6.2.3", "cuda": "12.2.140", "gpu": "Orin", "compute_capability": "8.7", "l4t": "36.3.0",
