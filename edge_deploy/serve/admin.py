@@ -26,6 +26,7 @@ class ModelHealth:
     ready: bool
     versions: list[str]
     reason: str = ""
+    failed: bool = False  # no version serves and the server's load of it failed (the repository index says so)
 
 
 @dataclass
@@ -49,6 +50,12 @@ class Health:
         if not self.live:
             return False
         return all(m.ready for m in self.models) if self.models else self.ready
+
+    @property
+    def settled(self) -> bool:
+        """Live, some asked-for model ready and every other one failed to load: nothing left to wait for (the server
+        serves what loads)."""
+        return self.live and any(m.ready for m in self.models) and all(m.ready or m.failed for m in self.models)
 
     def not_ready(self) -> str:
         """What is not ready, for a message: "model a (why)", "models a (why), b" or "the server"."""
@@ -113,6 +120,7 @@ def _add_reasons(client, result: Health, headers: dict[str, str] | None, timeout
         if state in ("", "READY"):
             continue
         why = " ".join(reason.split("\n", 1)[0].split()).removeprefix("Internal: ")[:200] or state.lower()
+        model.failed = not model.ready and state == "UNAVAILABLE"
         model.reason = f"version {version} {'failed to load' if state == 'UNAVAILABLE' else state.lower()}: {why}"
 
 
@@ -125,8 +133,10 @@ def wait_healthy(
     headers: dict[str, str] | None = None,
     tls=None,  # noqa: ANN001 - edge_deploy.client.tls.TLSConfig
     probe: "Callable[[], Health] | None" = None,
+    settle: bool = False,
 ) -> Health:
-    """Poll until the server and `models` are ready; ServerError after `timeout`.
+    """Poll until the server and `models` are ready (with `settle`: or failed to load, some ready: `Health.settled`);
+    ServerError after `timeout`.
 
     `alive` (optional) returns a reason string once the server has died, so a crash
     fails fast instead of waiting out the timeout. `probe` (optional) asks instead of
@@ -140,8 +150,10 @@ def wait_healthy(
             if dead:
                 raise ServerError(dead)
         health = probe() if probe is not None else check_health(url, models, headers=headers, tls=tls)
-        if health.all_ready:
+        if health.all_ready or (settle and health.settled):
             return health
+        if settle and health.live and health.models and all(m.failed for m in health.models):
+            raise ServerError(f"{health.not_ready()} at {health.url}: no model loaded.")
         if time.monotonic() >= deadline:
             break
         time.sleep(0.25)

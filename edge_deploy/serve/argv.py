@@ -90,6 +90,7 @@ def tritonserver_argv(install: TritonInstall, options: ServerOptions) -> list[st
         f"--allow-metrics={'true' if options.metrics else 'false'}",
         f"--model-control-mode={options.model_control}",
         f"--strict-readiness={'true' if options.strict_readiness else 'false'}",
+        "--exit-on-error=false",  # a model that fails to load must not keep the others from serving
         f"--exit-timeout-secs={options.exit_timeout}",
         f"--log-verbose={options.log_verbose}",
     ]

@@ -246,7 +246,9 @@ def server_health(
                              explicit_tls=explicit).probe(names)
 
     if wait > 0:
-        result = wait_healthy("", names, wait, alive=server_gone, probe=probe)
+        # Starting the unit (ExecStartPost=, $MAINPID): a model that failed to load must not fail the server that
+        # serves the others; `status` and `health` name it.
+        result = wait_healthy("", names, wait, alive=server_gone, probe=probe, settle=bool(main_pid))
         return result.url, result
     result = probe()
     target = result.url

@@ -232,3 +232,40 @@ def test_a_state_directory_that_is_a_file_is_refused_first(tmp_path, artifacts) 
                  ("status",), ("health", "--repository", str(repo))):
         one_line_refusal(cli(*args, env=env), needle)
     assert snapshot(repo) == before
+
+
+# ------------------------------------------------------------------ 11. one damaged pipeline keeps no other model down
+
+
+@pytest.mark.triton
+def test_serve_serves_the_models_that_load_and_names_the_damaged_pipeline(tmp_path, artifacts) -> None:
+    import signal
+
+    from conftest import free_port
+
+    from edge_deploy.serve import admin
+
+    repo = tmp_path / "repo"
+    install(artifacts[0], repo, "lane", runtime="python", pipeline="bls")
+    (repo / "lane_pipeline" / "1" / "pipeline.json").write_text("{ damaged")
+    port = free_port()
+    env = {**os.environ, "EDGE_DEPLOY_STATE_DIR": str(tmp_path / "state"), "HOME": str(tmp_path)}
+    env.pop("EDGE_DEPLOY_DEBUG", None)
+    proc = subprocess.Popen([sys.executable, "-m", "edge_deploy", "serve", "--foreground", "--repository", str(repo),
+                             "--grpc-port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=env)
+    try:
+        lines = []
+        for line in proc.stdout:  # the lines `serve` prints once the server serves (or nothing: it exited)
+            lines.append(line.rstrip())
+            if len(lines) == 3:
+                break
+        assert lines[:1] == [f"tritonserver serving {repo} at 127.0.0.1:{port} (Ctrl-C to stop)"], lines
+        assert "  lane: ready, versions served: 1" in lines
+        damaged = [line for line in lines if line.startswith("  lane_pipeline: NOT ready (version 1 failed to load: ")]
+        assert damaged and "pipeline.json of lane_pipeline version 1 is damaged (JSONDecodeError" in damaged[0], lines
+        assert "`edge-deploy rollback lane`" in damaged[0] or "--pipeline bls" in damaged[0], lines
+        assert admin.served_versions(f"127.0.0.1:{port}", "lane") == [1]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
