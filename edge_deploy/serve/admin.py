@@ -91,13 +91,26 @@ def check_health(
             try:
                 model_ready = client.is_model_ready(name, client_timeout=timeout)
                 versions = list(client.get_model_metadata(name, client_timeout=timeout).versions) if model_ready else []
-                result.models.append(ModelHealth(name, model_ready, versions))
+                result.models.append(ModelHealth(name, model_ready, versions,
+                                                 "" if model_ready else _unknown(client, name, timeout)))
             except Exception as exc:  # noqa: BLE001
                 result.models.append(ModelHealth(name, False, [], _short(exc)))
         _add_reasons(client, result, headers, timeout)
         return result
     finally:
         client.close()
+
+
+UNKNOWN_MODEL = "the server does not know this model"
+
+
+def _unknown(client, name: str, timeout: float) -> str:  # noqa: ANN001
+    """UNKNOWN_MODEL when the server has no model `name` at all (answered without the key), else ""."""
+    try:
+        client.get_model_config(name, client_timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - InferenceServerException
+        return UNKNOWN_MODEL if "unknown model" in str(exc).lower() else ""
+    return ""
 
 
 def _add_reasons(client, result: Health, headers: dict[str, str] | None, timeout: float) -> None:  # noqa: ANN001
@@ -116,7 +129,7 @@ def _add_reasons(client, result: Health, headers: dict[str, str] | None, timeout
     for model in result.models:
         version, state, reason = newest.get(model.name, (0, "", ""))
         if state == "" and not model.ready and not model.reason:
-            model.reason = "the server does not know this model"
+            model.reason = UNKNOWN_MODEL
         if state in ("", "READY"):
             continue
         why = " ".join(reason.split("\n", 1)[0].split()).removeprefix("Internal: ")[:200] or state.lower()

@@ -269,3 +269,48 @@ def test_serve_serves_the_models_that_load_and_names_the_damaged_pipeline(tmp_pa
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(60)
+
+
+# ------------------------------------------------------------------ 12. and 16. health and status say what is so
+
+
+def refused(proc: subprocess.CompletedProcess[str], code: int, needle: str) -> None:
+    assert proc.returncode == code and proc.stderr.count("\n") == 1 and needle in proc.stderr, (proc.returncode,
+                                                                                                proc.stderr)
+
+
+@pytest.mark.triton
+def test_health_after_a_failed_load_and_for_names_it_does_not_know(served, tmp_path, anchors) -> None:
+    from small_artifact import make_unloadable
+
+    from edge_deploy.serve import admin
+
+    proc, repo = served
+    good = make_artifact(tmp_path / "good", anchors, n=100, seed=3)
+    install(good, repo, "healthy", runtime="python")
+    with pytest.raises(RepositoryError):
+        install(make_unloadable(tmp_path / "broken", anchors), repo, "never_loads", runtime="python")
+    assert admin.served_versions(proc.url, "healthy") == [1]
+    refused(cli("health", "--url", proc.url), 3, f"the server at {proc.url} answers but is not ready: a model is "
+            "still loading or failed to load; pass --repository DIR or --model M to see which.")
+    assert cli("health", "--url", proc.url, "--model", "healthy").returncode == 0
+    refused(cli("health", "--url", proc.url, "--model", "nosuch"), 3,
+            "model nosuch (the server does not know this model) at")
+    refused(cli("health", "--url", proc.url, "--model", "nosuch"), 3, "check the name (`edge-deploy models")
+    refused(cli("health", "--url", proc.url, "--model", ""), 2, "--model '' names no model")
+    refused(cli("health", "--repository", str(tmp_path / "missing")), 2,
+            f"model repository {tmp_path / 'missing'} does not exist; pass the --repository the server serves.")
+
+
+def test_status_and_health_exit_3_when_nothing_serves_as_the_docs_say(tmp_path) -> None:
+    """README.md, docs/serving.md, docs/failures.md: "`status` and `health` exit 3 when not serving"."""
+    from edge_deploy.serve.checks import port_in_use
+
+    env = {**os.environ, "EDGE_DEPLOY_STATE_DIR": str(tmp_path / "state"), "HOME": str(tmp_path)}
+    assert cli("status", env=env).returncode == 3
+    if port_in_use("127.0.0.1", 8001):  # another server on this machine: ask a port where nothing listens
+        from conftest import free_port
+
+        assert cli("health", "--url", f"127.0.0.1:{free_port()}", env=env).returncode == 3
+    else:
+        assert cli("health", env=env).returncode == 3
