@@ -99,10 +99,11 @@ class ServerRecord:
 
 
 def tls_record(tls) -> dict[str, str] | None:  # noqa: ANN001 - argv.ServerTLS | None
-    """The record's `tls` entry for a server's TLS settings: the client identity edge-deploy dials it with."""
+    """The record's `tls` entry for a server's TLS settings: the client identity edge-deploy dials it with, and the
+    server's certificate (whose expiry `status` shows)."""
     if tls is None:
         return None
-    entry = {"ca": str(tls.ca)}
+    entry = {"ca": str(tls.ca), "server_cert": str(tls.cert)}
     if tls.client_cert is not None and tls.client_key is not None:
         entry.update(cert=str(tls.client_cert), key=str(tls.client_key))
     return entry

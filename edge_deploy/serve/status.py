@@ -81,6 +81,12 @@ class ForegroundStatus:
         health = self.health
         return "ready" if health.all_ready else ("live, not ready" if health.live else f"not reachable ({health.error})")
 
+    def certificate(self) -> str | None:
+        """The TLS server certificate's expiry (`certificate_expiry`); None for a plaintext server (or a record
+        written before records named the certificate)."""
+        cert = (self.record.tls or {}).get("server_cert")
+        return certificate_expiry(Path(cert)) if cert else None
+
 
 @dataclass
 class ServingStatus:

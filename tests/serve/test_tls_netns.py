@@ -122,6 +122,14 @@ def test_serve_found_the_certificates_and_says_so(served) -> None:
     assert "serving" in text and URL in text
 
 
+def test_status_shows_when_the_foreground_servers_certificate_expires(served, pki) -> None:
+    """docs/tls.md: "`status` show[s] expiry" (issue 34 item 17: only the unit's did)."""
+    state, ca, _ = pki
+    shown = subprocess.run([sys.executable, "-m", "edge_deploy", "status"], capture_output=True, text=True,
+                           env=_env(state), timeout=120)
+    assert f"TLS: server certificate {ca.cert_path('server')} expires " in shown.stdout, (shown.stdout, shown.stderr)
+
+
 def test_a_trusted_client_gets_lanes_across_the_link(served, link, pki) -> None:
     _, ca, _ = pki
     sync, async_ = probe(link, [
