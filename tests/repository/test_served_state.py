@@ -269,6 +269,8 @@ def test_serve_serves_the_models_that_load_and_names_the_damaged_pipeline(tmp_pa
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(60)
+    # Item 20: the claim is the repository's lock; the state directory keeps no lock per repository ever served.
+    assert list((tmp_path / "state").rglob("*.lock")) == [] and (repo / ".edge-deploy-server.lock").is_file()
 
 
 # ------------------------------------------------------------------ 12. and 16. health and status say what is so
