@@ -11,7 +11,7 @@ from ..fsutil import write_bytes_atomic
 from ..progress import Reporter
 from . import model_config as mc
 from .files import CONFIG
-from .pipeline_kind import PipelineKind, kind_of_record
+from .pipeline_kind import BLS_SPEC, PipelineKind, kind_of_record
 from .versions import INSTALL_RECORD, read_config, read_json, versions
 
 
@@ -108,8 +108,6 @@ def version_config(repository: Path, model: str, version: int) -> Any:
 
 def _needed_files(config: Any, record: dict[str, Any]) -> list[str]:
     """The files a version directory must hold for its config to load (what install wrote there)."""
-    from .pipelines import BLS_SPEC
-
     needed = [config.default_model_filename or "model.py"] if config.backend == "python" else []
     if record.get("role", "model") == "model" and config.platform != "ensemble":
         needed.append(PLAN_NAME if record.get("runtime") == "tensorrt" else ONNX_NAME)

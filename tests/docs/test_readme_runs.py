@@ -44,6 +44,7 @@ def bash(command: str, cwd: Path, env: dict[str, str], timeout: float = 300) -> 
 @pytest.mark.triton
 def test_the_readme_sequences_run_as_written(tmp_path, laneatt_data) -> None:
     from small_artifact import make_artifact
+    from triton_helpers import stop_process_group
 
     from edge_deploy.serve.checks import port_in_use
 
@@ -83,12 +84,7 @@ def test_the_readme_sequences_run_as_written(tmp_path, laneatt_data) -> None:
         rolled = bash(readme_command("edge-deploy rollback lanedet"), work, env)
         assert "lanedet pinned to version 1 (was [2])" in rolled.stdout, rolled.stdout
     finally:
-        os.killpg(server.pid, signal.SIGINT)
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
+        stop_process_group(server, signal.SIGINT)  # Ctrl-C, as the README says
 
 
 def run_python_snippets(work: Path) -> None:

@@ -19,20 +19,19 @@ from edge_deploy.errors import RepositoryError
 from edge_deploy.repository.install import install
 
 
+ANCHORS = "anchors_2784x77.npy"  # in laneatt_data: LaneATT's anchor table (small_artifact's rows)
+
+
 @pytest.fixture(autouse=True)
 def _state_dir(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "state"))
 
 
 @pytest.fixture(scope="module")
-def anchors(laneatt_data) -> Path:
-    return laneatt_data / "anchors_2784x77.npy"
-
-
-@pytest.fixture(scope="module")
-def artifacts(tmp_path_factory, anchors) -> tuple[Path, Path]:
+def artifacts(tmp_path_factory, laneatt_data) -> tuple[Path, Path]:
     """Two small artifacts whose lanes differ."""
     work = tmp_path_factory.mktemp("artifacts")
+    anchors = laneatt_data / ANCHORS
     return make_artifact(work / "a", anchors, n=100, seed=1), make_artifact(work / "b", anchors, n=100, seed=2)
 
 
@@ -139,9 +138,10 @@ def served_now(url: str, *models: str) -> dict[str, list[int]]:
 
 
 @pytest.fixture(scope="module")
-def two_kinds(tmp_path_factory, anchors) -> tuple[Path, Path]:
+def two_kinds(tmp_path_factory, laneatt_data) -> tuple[Path, Path]:
     """Two artifacts whose BLS pipelines differ (other anchor counts), so a rollback loads the pipeline too."""
     work = tmp_path_factory.mktemp("two_kinds")
+    anchors = laneatt_data / ANCHORS
     return make_artifact(work / "a", anchors, n=100, seed=1), make_artifact(work / "b", anchors, n=80, seed=2)
 
 
@@ -282,12 +282,13 @@ def refused(proc: subprocess.CompletedProcess[str], code: int, needle: str) -> N
 
 
 @pytest.mark.triton
-def test_health_after_a_failed_load_and_for_names_it_does_not_know(served, tmp_path, anchors) -> None:
+def test_health_after_a_failed_load_and_for_names_it_does_not_know(served, tmp_path, laneatt_data) -> None:
     from small_artifact import make_unloadable
 
     from edge_deploy.serve import admin
 
     proc, repo = served
+    anchors = laneatt_data / ANCHORS
     good = make_artifact(tmp_path / "good", anchors, n=100, seed=3)
     install(good, repo, "healthy", runtime="python")
     with pytest.raises(RepositoryError):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from netns import SERVER_IP, SUBNET, netns_unavailable, probe, veth_link
+from triton_helpers import stop_process_group
 
 pytestmark = pytest.mark.triton
 WHY_NOT = netns_unavailable()
@@ -57,15 +57,7 @@ def pki(tmp_path_factory):
     return state, ca, other
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group (the server stops its stubs), SIGKILL after 60 s."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+_stop = stop_process_group
 
 
 def _env(state: Path) -> dict[str, str]:
