@@ -317,25 +317,3 @@ def test_status_and_health_exit_3_when_nothing_serves_as_the_docs_say(tmp_path) 
         assert cli("health", "--url", f"127.0.0.1:{free_port()}", env=env).returncode == 3
     else:
         assert cli("health", env=env).returncode == 3
-
-
-# ------------------------------------------------------------------ 14. a read-only repository
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a read-only file system needs root")
-def test_a_repository_mounted_read_only_is_named_so_even_for_root(tmp_path, artifacts) -> None:
-    repo = tmp_path / "repo"
-    install(artifacts[0], repo, "lane", runtime="python")
-    mounted = subprocess.run(["mount", "--bind", str(repo), str(repo)], capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot bind-mount here: {mounted.stderr.strip()}")
-    try:
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(repo)], check=True, capture_output=True)
-        needle = f"repository {repo} is on a file system mounted read-only ({repo}); remount it read-write"
-        with pytest.raises(RepositoryError, match="mounted read-only"):
-            install(artifacts[1], repo, "lane", runtime="python")
-        one_line_refusal(cli("install", str(artifacts[1]), "--repository", str(repo), "--name", "lane",
-                             "--runtime", "python"), needle)
-        one_line_refusal(cli("rollback", "lane", "--repository", str(repo), "--to", "1"), needle)
-    finally:
-        subprocess.run(["umount", str(repo)], check=True)
