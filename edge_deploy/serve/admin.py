@@ -167,6 +167,9 @@ def wait_healthy(
             return health
         if settle and health.live and health.models and all(m.failed for m in health.models):
             raise ServerError(f"{health.not_ready()} at {health.url}: no model loaded.")
+        if not settle and health.live and any(m.failed for m in health.models):
+            # A failed load is final (explicit model control never retries it): no point waiting out the timeout.
+            raise ServerError(f"{health.not_ready()} at {health.url}.")
         if time.monotonic() >= deadline:
             break
         time.sleep(0.25)

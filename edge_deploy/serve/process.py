@@ -104,7 +104,8 @@ class TritonProcess:
         try:
             tls = self.options.tls.client() if self.options.tls is not None else None
             key = self.options.restricted_key
-            headers = {GRPC_PROTOCOL_PREFIX + key[0]: key[1]} if key is not None else None
+            # The key opens the repository index (the reasons of failed loads); without one the index is open.
+            headers = {GRPC_PROTOCOL_PREFIX + key[0]: key[1]} if key is not None else {}
             return wait_healthy(dial_url(self.url), models, timeout, alive=self.exited, tls=tls, headers=headers,
                                 settle=settle)
         except ServerError as exc:

@@ -179,6 +179,7 @@ def serve(
         exit_timeout=options.exit_timeout,
         log_verbose=options.log_verbose,
         tls=policy.tls,
+        exit_on_error=False,  # serve the models that load (`health`, `status` and `serve` name the others)
     )
     outcome = ServeOutcome(scope=scope, install=install, repository=server.model_repository)
     if options.foreground:
