@@ -253,16 +253,37 @@ def foreground_claim(scope: str, repository: Path, url: str) -> Iterator[Path]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 4096, 0).decode(errors="replace").split()
-            who = f"PID {holder[0]} at {holder[1]}" if len(holder) >= 2 else "another process"
             raise ServerError(
-                f"another `edge-deploy serve --foreground` ({who}) already serves {Path(repository).resolve()}; "
-                "stop it first, or serve another repository."
+                f"another `edge-deploy serve --foreground` ({_holder(fd)}) already serves "
+                f"{Path(repository).resolve()}; stop it first, or serve another repository."
             ) from None
         with contextlib.suppress(OSError):  # a lock file opened read-only cannot say who holds it
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()} {url}\n".encode(), 0)
         yield path
+    finally:
+        os.close(fd)
+
+
+def _holder(fd: int) -> str:
+    """Who holds a server lock, from what its holder wrote in it: "PID 123 at 127.0.0.1:8001"."""
+    holder = os.pread(fd, 4096, 0).decode(errors="replace").split()
+    return f"PID {holder[0]} at {holder[1]}" if len(holder) >= 2 else "another process"
+
+
+def claim_holder(repository: Path) -> str | None:
+    """Who holds the repository's server lock (a running `serve --foreground`, whatever its state directory), in
+    words; None when nobody does."""
+    try:
+        fd = os.open(Path(repository) / SERVER_LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # only a test: released at once
+        except BlockingIOError:
+            return _holder(fd)
+        return None
     finally:
         os.close(fd)
 

@@ -180,8 +180,11 @@ def test_a_second_foreground_server_is_refused_whatever_its_state_directory(tmp_
     # The first server's claim, held as `serve --foreground` holds it (its tritonserver adds nothing to the claim).
     with foreground_claim("user", repo, "127.0.0.1:8123"):
         env = {**os.environ, "EDGE_DEPLOY_STATE_DIR": str(tmp_path / "user-state"), "HOME": str(tmp_path)}
-        proc = cli("serve", "--foreground", "--repository", str(repo), "--grpc-port", "8124", env=env)
-    one_line_refusal(proc, f"(PID {os.getpid()} at 127.0.0.1:8123) already serves {repo.resolve()}")
+        second = cli("serve", "--foreground", "--repository", str(repo), "--grpc-port", "8124", env=env)
+        # The unit is refused too (before it would need root and systemd), whatever the state directory.
+        unit = cli("serve", "--repository", str(repo), env=env)
+    one_line_refusal(second, f"(PID {os.getpid()} at 127.0.0.1:8123) already serves {repo.resolve()}")
+    one_line_refusal(unit, f"{repo.resolve()} is already served by `edge-deploy serve --foreground` (PID {os.getpid()}")
 
 
 # ------------------------------------------------------------------ 4. and 6. the state file: newer, or damaged
