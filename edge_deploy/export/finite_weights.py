@@ -22,8 +22,8 @@ def check_finite_weights(module: Any, checkpoint: Any) -> None:
         if bool(bad.any()):
             nan, count = int(torch.isnan(tensor).sum()), int(bad.sum())
             what = "NaN" if nan == count else "inf" if nan == 0 else "NaN and inf"
-            where = f"checkpoint {checkpoint}" if checkpoint else "the model's weights"
+            where = f"checkpoint {checkpoint} holds" if checkpoint else "the model's weights hold"
             raise CheckpointError(
-                f"{where} holds {what} in {name} ({count} of {tensor.numel()} values): the weights are damaged "
+                f"{where} {what} in {name} ({count} of {tensor.numel()} values): the weights are damaged "
                 "(a training run that diverged, or a broken file); use another checkpoint."
             )
