@@ -37,7 +37,10 @@ still installs and serves.
 """
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 import time
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -45,7 +48,7 @@ from typing import Any, Mapping
 
 from ._version import __version__
 from .errors import ManifestError
-from .fsutil import sha256_file, write_json_atomic
+from .fsutil import sha256_file, sha256_stream, write_json_atomic
 from .lanedet.family import (LEGACY_FAMILY, DecodeDefaults, DecodeDefaultsError, DecodeParams, TensorSpec,
                              family_for_outputs, get_family)
 from .lanedet.preprocess import PreprocessSpec, PreprocessSpecError
@@ -269,6 +272,26 @@ _PLAN_TYPES = {
 # --------------------------------------------------------------------------- the manifest
 
 
+def _listed_file_sha256(path: Path) -> str:
+    """The sha256 of a file a manifest lists, opened without following a link; ManifestError unless it is a regular
+    file of the artifact."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ManifestError(
+                f"{path} is a symbolic link, but every file a manifest lists must be a regular file inside the "
+                "artifact (a link may lead out of it); put the file itself there, or re-run `edge-deploy convert`."
+            ) from None
+        if exc.errno == errno.ENOENT:
+            raise ManifestError(f"{path} is listed in the manifest but missing; re-run `edge-deploy convert`.") from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise ManifestError(f"{path} is listed in the manifest but is not a regular file; re-run `edge-deploy convert`.")
+        return sha256_stream(fh)
+
+
 def _plain_file_name(name: str) -> bool:
     """A name with no directory part, so that artifact_dir / name stays inside the artifact."""
     return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
@@ -332,12 +355,13 @@ class Manifest:
             )
         data = migrate(data)
         try:
+            _check_section_types(data)
             decode = _decode_type(data.get("family")).from_dict(data["decode"])
             preprocess = PreprocessSpec.from_dict(data["preprocess"])
             precision = Precision(data["precision"])
             io = IOSignature.from_dict(data["io"])
             files = {name: FileEntry(str(e["sha256"]), int(e["bytes"])) for name, e in (data.get("files") or {}).items()}
-            plan = PlanRecord.from_dict(data["plan"]) if isinstance(data.get("plan"), dict) else None
+            plan = PlanRecord.from_dict(data["plan"]) if data.get("plan") is not None else None
         except (KeyError, TypeError, ValueError, DecodeDefaultsError, PreprocessSpecError) as exc:
             raise ManifestError(f"{where} is damaged ({type(exc).__name__}: {exc}); re-run `edge-deploy convert`.") \
                 from None
@@ -384,16 +408,14 @@ class Manifest:
         return path
 
     def verify_files(self, artifact_dir: Path, names: tuple[str, ...] | None = None) -> None:
-        """Check that the listed files (all, or `names` among them) exist with the recorded sha256."""
+        """Check that the listed files (all, or `names` among them) are regular files inside the artifact with the
+        recorded sha256. A listed symbolic link is refused unread (never followed out of the artifact, never hashed);
+        the artifact directory itself may be a link (what the operator named)."""
         for name, entry in self.files.items():
             if names is not None and name not in names:
                 continue
             path = Path(artifact_dir) / name
-            if not path.is_file():
-                raise ManifestError(
-                    f"{path} is listed in the manifest but missing; re-run `edge-deploy convert`."
-                )
-            actual = sha256_file(path)
+            actual = _listed_file_sha256(path)
             if actual != entry.sha256:
                 raise ManifestError(
                     f"{path} does not match its manifest (sha256 {actual[:12]}… != {entry.sha256[:12]}…): "
@@ -441,6 +463,16 @@ class Manifest:
 
     def with_io(self, io: IOSignature) -> Manifest:
         return replace(self, io=io)
+
+
+def _check_section_types(data: Mapping[str, Any]) -> None:
+    """TypeError/KeyError (read as a damaged manifest) for a section of the wrong type or an unknown family."""
+    for key, kind in (("files", dict), ("plan", dict), ("family", str)):
+        value = data.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise TypeError(f"{key} is {type(value).__name__} {value!r:.40}, not {'an object' if kind is dict else 'a string'}")
+    if data.get("family") is not None:
+        get_family(data["family"])  # KeyError naming the families there are
 
 
 def _decode_type(family: str | None) -> type[DecodeParams]:

@@ -41,6 +41,12 @@ class ServerError(EdgeDeployError):
     """Finding, launching or supervising tritonserver failed."""
 
 
+class NotServingError(ServerError):
+    """`status`/`health`: nothing serves (or not every model asked for is ready); exit 3."""
+
+    exit_code = 3
+
+
 class ClientError(EdgeDeployError):
     """Base for errors raised by LaneDetClient."""
 

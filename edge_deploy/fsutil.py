@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 
 def fsync_dir(path: Path) -> None:
@@ -84,8 +84,13 @@ def write_json_atomic(path: Path, data: Any, mode: int | None = None, *, indent:
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     """Hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
+        return sha256_stream(fh, chunk)
+
+
+def sha256_stream(fh: BinaryIO, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of what is left to read in an open binary file."""
+    digest = hashlib.sha256()
+    while block := fh.read(chunk):
+        digest.update(block)
     return digest.hexdigest()

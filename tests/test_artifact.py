@@ -64,6 +64,22 @@ def test_unknown_formats_and_damaged_manifests_are_one_line_errors(tmp_path) -> 
         Manifest.read(tmp_path)
 
 
+@pytest.mark.parametrize("section, value, words", [
+    ("family", "yolo", "no lane-model family 'yolo' (known: laneatt, "),
+    ("family", 5, "family is int 5, not a string"),
+    ("files", ["model.onnx"], "files is list ['model.onnx'], not an object"),
+    ("plan", "yes", "plan is str 'yes', not an object"),
+    ("plan", [1, 2], "plan is list [1, 2], not an object"),
+])
+def test_a_section_of_the_wrong_kind_is_a_damaged_manifest(section, value, words) -> None:
+    """Issue 34 item 7: each was an internal error (exit 70) or stored as it was."""
+    data = {**Manifest.from_dict(_format1()).to_dict(), section: value}
+    with pytest.raises(ManifestError) as info:
+        Manifest.from_dict(data)
+    assert "manifest.json is damaged (" in str(info.value) and words in str(info.value), info.value
+    assert str(info.value).endswith("re-run `edge-deploy convert`.") and "\n" not in str(info.value)
+
+
 # The "plan" section as build_plan records it (edge_deploy.engine.plan), every key in its order.
 BUILT_PLAN = {
     "tensorrt": "8.6.2.3", "cuda": "12.2.140", "gpu": "Orin", "compute_capability": "8.7", "l4t": "36.3.0",
@@ -114,3 +130,26 @@ def test_the_released_format1_artifacts_read_as_written(tmp_path) -> None:
     shutil.copytree(FORMAT1 / "tiny_fp16", copy)
     plain.write(copy)  # rewritten as format 2, the same manifest
     assert Manifest.read(copy).to_dict() == plain.to_dict()
+
+
+@pytest.mark.parametrize("right_sha", [True, False], ids=["right sha256", "wrong sha256"])
+def test_a_listed_file_that_links_out_of_the_artifact_is_refused_unread(tmp_path, right_sha) -> None:
+    """Issue 34 item 8: a listed link to a file outside was read and accepted, or its hash printed."""
+    from edge_deploy.artifact import FileEntry, file_entry
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("a secret of the machine\n")
+    art = tmp_path / "art"
+    art.mkdir()
+    (art / "notes.txt").symlink_to(outside)
+    entry = file_entry(outside) if right_sha else FileEntry("0" * 64, 1)
+    manifest = Manifest.from_dict({**Manifest.from_dict(_format1()).to_dict(), "files": {"notes.txt": entry.to_dict()}})
+    with pytest.raises(ManifestError, match="notes.txt is a symbolic link, but every file a manifest lists") as info:
+        manifest.verify_files(art)
+    assert file_entry(outside).sha256[:12] not in str(info.value)
+    # The artifact directory itself may be a link (what the operator named): its files are checked as usual.
+    (art / "notes.txt").unlink()
+    (art / "notes.txt").write_text("notes\n")
+    manifest.files["notes.txt"] = file_entry(art / "notes.txt")
+    (tmp_path / "current").symlink_to(art)
+    manifest.verify_files(tmp_path / "current")

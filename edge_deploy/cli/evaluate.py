@@ -29,7 +29,8 @@ def evaluate(
     seed: Annotated[int, typer.Option(help="First synthetic evaluation seed (offset into the evaluation range).")] = 0,
     limit: Annotated[Optional[int], typer.Option(help="Evaluate at most this many frames of --data / --tusimple.")] = None,
     against: Annotated[Optional[str], typer.Option(
-        help="A second model (same forms as MODEL) run on the same frames: prints the retention table.")] = None,
+        help="The reference model (same forms as MODEL) run on the same frames: prints the retention table, how much "
+             "of its quality MODEL keeps.")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the full report as JSON here.")] = None,
     show: Annotated[int, typer.Option(help="Write a PNG grid of the K worst frames (truth green, lanes red).")] = 0,
     out: Annotated[Path, typer.Option(help="Folder for --show pictures.")] = Path("out/evaluate"),
@@ -38,8 +39,8 @@ def evaluate(
     tls_key: Annotated[Optional[Path], typer.Option(help="grpc:// models: its private key.")] = None,
 ) -> None:
     """Score a model's lanes on labelled frames: CULane F1/precision/recall at IoU 0.5 and 0.7, mean |dx| of
-    matched lanes, TuSimple accuracy/FP/FN on TuSimple labels, latency per frame; with --against, how much of
-    the first model's quality the second keeps."""
+    matched lanes, TuSimple accuracy/FP/FN on TuSimple labels, latency per frame; with --against REFERENCE, how much
+    of the reference's quality the model keeps."""
     from rich.console import Console
 
     from ..errors import EvaluationError
@@ -102,7 +103,7 @@ def _print(report) -> None:  # noqa: ANN001
         t = report.tusimple
         console.print(f"TuSimple ({t.frames} frames): accuracy {t.accuracy:.4f}  FP {t.fp:.4f}  FN {t.fn:.4f}")
     if report.retention is not None:
-        ret = Table(title=f"retention: {report.against} against {report.model}")
+        ret = Table(title=f"retention: {report.model} against {report.against} (the reference)")
         for column in ("IoU", "F1 reference", "F1 candidate", "lane count agreement", "mean |dx| px"):
             ret.add_column(column, justify="right")
         for r in report.retention:

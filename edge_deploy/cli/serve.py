@@ -35,6 +35,11 @@ def _print_models(models: list) -> None:
             typer.echo(f"  {model.name}: NOT ready{' (' + model.reason + ')' if model.reason else ''}, versions served: {versions}")
 
 
+def _print_certificate(expiry: str | None) -> None:
+    if expiry is not None:
+        typer.echo(f"TLS: {expiry}")
+
+
 @app.command()
 def serve(
     repository: Annotated[Path, typer.Option(help="The Triton model repository to serve.")] = Path("model_repository"),
@@ -137,14 +142,13 @@ def status(user: UserOpt = False) -> None:
             f"{props.get('UnitFileState', '?')}, main PID {props.get('MainPID', '?')}, restarts {props.get('NRestarts', '?')}"
         )
         typer.echo(f"server {state.unit.url}: {state.server_state}; repository {state.unit.repository}")
-        certificate = state.certificate()
-        if certificate is not None:
-            typer.echo(f"TLS: {certificate}")
+        _print_certificate(state.certificate())
         _print_models(state.health.models)
     for server in report.foreground:
         record = server.record
         typer.echo(f"{record.describe()}: server {record.url}: {server.server_state}; repository {record.repository}"
                    f"{'; mutual TLS' if record.tls else ''}")
+        _print_certificate(server.certificate())
         _print_models(server.health.models)
     if not report.serving:
         raise typer.Exit(3)

@@ -43,9 +43,15 @@ def open_video(source: str) -> Any:
                              "GStreamer pipeline ending in appsink.")
         capture, what = cv2.VideoCapture(source), "video"
     if not capture.isOpened():
-        hint = ("this OpenCV build has no GStreamer (cv2.getBuildInformation()); on a Jetson use the system "
-                "python3-opencv" if "!" in source and "GStreamer:                   YES" not in
-                cv2.getBuildInformation() else "check the path, the device permissions (group video) or the codec")
+        if what == "GStreamer pipeline" and "GStreamer:                   YES" not in cv2.getBuildInformation():
+            hint = ("this OpenCV build has no GStreamer (cv2.getBuildInformation()); on a Jetson use the system "
+                    "python3-opencv")
+        elif what == "video":  # a file: neither device permissions nor a camera are the matter
+            size = Path(source).stat().st_size
+            hint = (f"the file ({size} bytes) is empty, damaged or not a video this OpenCV build decodes; check it "
+                    f"with `ffprobe {source}`, or make a sample video with `edge-deploy sample --video`")
+        else:
+            hint = "check the device permissions (group video), that the camera is connected, and the pipeline"
         raise FrameError(f"cannot open {what} {source}: {hint}.")
     return capture
 

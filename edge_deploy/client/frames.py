@@ -8,13 +8,15 @@ import numpy as np
 from ..errors import FrameError
 
 COLORS = ("bgr", "rgb")
+FLOAT_OVERSHOOT = 255  # how far beyond 0..255 a float frame may go and still be clipped
 
 
 def check_frame(frame: Any, index: int | None = None) -> np.ndarray:
     """`frame` as an HxWx3 uint8 image, or FrameError.
 
     uint8 frames pass through untouched; float frames (0..255, e.g. after OpenCV
-    float maths) must be finite and are rounded and clipped to uint8.
+    float maths) must be finite and are rounded and clipped to uint8 (values further than FLOAT_OVERSHOOT
+    beyond 0..255 are refused: another scale).
     """
     where = "frame" if index is None else f"frame {index}"
     if not isinstance(frame, np.ndarray):
@@ -31,6 +33,12 @@ def check_frame(frame: Any, index: int | None = None) -> np.ndarray:
     if frame.dtype.kind == "f":
         if not np.isfinite(frame).all():
             raise FrameError(f"{where} contains NaN or infinite values; pass a uint8 image or finite 0..255 floats.")
+        low, high = float(frame.min()), float(frame.max())
+        # The overshoot of float maths (up to one range beyond 0..255) is clipped; more is a frame of another scale
+        # (0..1000, 16-bit) that clipping would turn into a white or black image.
+        if low < -FLOAT_OVERSHOOT or high > 255 + FLOAT_OVERSHOOT:
+            raise FrameError(f"{where} holds float values from {low:g} to {high:g}, beyond 0..255 and its "
+                             f"overshoot of {FLOAT_OVERSHOOT}; pass a uint8 image or floats in 0..255 (scale it first).")
         return np.clip(np.rint(frame), 0, 255).astype(np.uint8)
     raise FrameError(f"{where} has dtype {frame.dtype}; expected uint8 (or float in 0..255).")
 

@@ -89,8 +89,8 @@ def evaluate(
     """Score `runner` on `frames` ((name, BGR frame, truth lanes[, condition tags])).
 
     The truth may be a TuSimple label (`datasets.TuSimpleLabel`): the report then adds TuSimple's
-    accuracy/FP/FN, and the CULane metric scores its lanes as polylines. With `against`, both models
-    see every frame and the retention table compares them.
+    accuracy/FP/FN, and the CULane metric scores its lanes as polylines. With `against` (the reference), both
+    models see every frame and the retention table says how much of the reference's quality `runner` keeps.
     Returns the report and the `keep_frames` worst frames (record, frame, lanes, truth) for pictures.
     """
     reporter = reporter or Reporter()
@@ -127,7 +127,7 @@ def evaluate(
         records.append(record)
         if retention is not None:
             other, other_seconds = _timed(against, frame)
-            retention.add(lanes, other, truth)
+            retention.add(other, lanes, truth)  # `against` is the reference, the model the candidate
             against_seconds.append(other_seconds)
         if keep_frames:
             worst.append((record, frame, lanes, truth))

@@ -16,6 +16,7 @@ from ..errors import ConvertError, one_line
 from ..lanedet.family import LEGACY_FAMILY, DecodeDefaultsError, DecodeParams, family_for_outputs, get_family
 from ..parity import ort_session, parity_inputs, run_ort, tolerance_report
 from ..progress import Reporter
+from .finite_weights import check_finite_weights
 from .fp16_onnx import make_fp16_onnx
 from .onnx_export import (
     check_onnx,
@@ -65,6 +66,7 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
     """
     with reporter.stage("load model"):
         loaded = load_source(source)
+        check_finite_weights(loaded.module, loaded.source.get("checkpoint"))  # before parity blames the export
         if loaded.family is not None:  # refuse decode options the family does not take before the export work
             _decode(loaded.decode or loaded.family.decode_defaults, settings)
         if not loaded.source["trained"]:

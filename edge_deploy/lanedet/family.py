@@ -507,7 +507,8 @@ def get_family(name: str) -> LaneFamily:
         elif name in (points := _entry_points()):
             register_family(_load_entry_point(name, points[name]))
     if name not in _REGISTRY:
-        raise KeyError(f"no lane-model family {name!r} (known: {', '.join(family_names())})")
+        raise KeyError(f"no lane-model family {name!r} (known: {', '.join(family_names())}; a family of another "
+                       "package needs that package installed)")
     return _REGISTRY[name]
 
 

@@ -54,8 +54,19 @@ def check_writable(repository: Path) -> None:
     probe = repository
     while not probe.exists():
         probe = probe.parent
+    if probe.is_dir() and _read_only_mount(probe):
+        raise RepositoryError(f"repository {repository} is on a file system mounted read-only ({probe}); remount it "
+                              "read-write or pick another --repository.")
     if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
         raise RepositoryError(f"repository {repository} is not writable ({probe}); run as its owner or pick another --repository.")
+
+
+def _read_only_mount(path: Path) -> bool:
+    """Whether `path` is on a file system mounted read-only (no user, root included, can write there)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ rollback record it in ``<repo>/.edge-deploy-state.json`` (one entry per model)::
 
 The file sits at the top of the repository, where Triton looks for model directories only (it never
 reloads a model because this file changed). Callers hold the repository lock. The state is advice:
-an unreadable file reads as empty, and a write that fails (a full disk) is skipped, since the rule
+an unreadable or damaged file (wrong types) reads as empty, a file of a newer format is refused (never rewritten), and a write that fails (a full disk) is skipped, since the rule
 that matters most (an install never prunes the version it replaced) does not depend on it.
 """
 from __future__ import annotations
@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from .._version import __version__
+from ..errors import RepositoryError
 from ..fsutil import write_json_atomic
 
 STATE_NAME = ".edge-deploy-state.json"
@@ -47,11 +49,15 @@ class VersionHistory:
 
     @classmethod
     def from_dict(cls, data: Any) -> "VersionHistory":
+        """A model's entry; an entry of the wrong shape is damaged and reads as empty, like unreadable JSON."""
         if not isinstance(data, dict):
             return cls()
-        served = [int(v) for v in data.get("served") or [] if isinstance(v, int) or str(v).isdigit()]
-        failed = {int(v): str(why) for v, why in (data.get("failed") or {}).items() if str(v).isdigit()}
-        return cls(sorted(set(served)), failed)
+        served, failed = data.get("served") or [], data.get("failed") or {}
+        if not isinstance(served, list) or not isinstance(failed, dict):
+            return cls()
+        versions = [int(v) for v in served if (isinstance(v, int) and not isinstance(v, bool)) or str(v).isdigit()]
+        reasons = {int(v): str(why) for v, why in failed.items() if str(v).isdigit()}
+        return cls(sorted(set(versions)), reasons)
 
 
 def state_path(repository: Path) -> Path:
@@ -63,8 +69,27 @@ def _read_all(repository: Path) -> dict[str, Any]:
         data = json.loads(state_path(repository).read_text())
     except (OSError, ValueError):
         return {}
+    if isinstance(data, dict):
+        _check_format(repository, data)
     models = data.get("models") if isinstance(data, dict) else None
     return models if isinstance(models, dict) else {}
+
+
+def _check_format(repository: Path, data: dict[str, Any]) -> None:
+    """RepositoryError for a state file a newer edge-deploy wrote: reading it as empty would rewrite it, losing it."""
+    found = data.get("format")
+    if isinstance(found, int) and not isinstance(found, bool) and found > FORMAT:
+        tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
+        writer = f"edge-deploy {tool['version']}" if isinstance(tool.get("version"), str) else "a newer edge-deploy"
+        raise RepositoryError(
+            f"{state_path(repository)} is format {found}, written by {writer}; this edge-deploy "
+            f"({__version__}) reads format {FORMAT} only and will not overwrite it: use {writer} or newer."
+        )
+
+
+def check_state(repository: Path) -> None:
+    """Before install or rollback touches anything: RepositoryError when the state file is of a newer format."""
+    _read_all(repository)
 
 
 def read_history(repository: Path, model: str) -> VersionHistory:
@@ -87,7 +112,8 @@ def _update(repository: Path, model: str, change: Any) -> None:
     if not models and not state_path(repository).exists():
         return
     with contextlib.suppress(OSError):  # advice only (see the module docstring)
-        write_json_atomic(state_path(repository), {"format": FORMAT, "models": models})
+        write_json_atomic(state_path(repository), {"format": FORMAT, "tool": {"name": "edge-deploy", "version": __version__},
+                                                   "models": models})
 
 
 def record_served(repository: Path, model: str, versions: Iterable[int]) -> None:

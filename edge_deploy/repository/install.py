@@ -34,13 +34,21 @@ from ..errors import EdgeDeployError, RepositoryError
 from ..progress import Reporter
 from . import model_config as mc
 from .files import CONFIG, NewVersion, check_writable, clean_leftovers, publish, repository_error, repository_lock
-from .history import record_failed, record_served
+from .history import check_state, record_failed, record_served
 from .pipeline_kind import PipelineKind, pipeline_kind
 from .pipelines import bls_unchanged, installed_kind, pipeline_versions
 from .rollback import prune_versions, served_line
 from .runtime import check_model_signature, check_plan_for_server, choose_runtime
 from .serving import load_order, pin_previous, policy_now, server_for
-from .versions import DEFAULT_REPOSITORY, INSTALL_RECORD, PIPELINE_SUFFIXES, check_name, versions
+from .versions import (
+    DEFAULT_REPOSITORY,
+    INSTALL_RECORD,
+    PIPELINE_SUFFIXES,
+    check_name,
+    check_role_free,
+    config_role,
+    versions,
+)
 
 DEFAULT_NAME = "lanedet"  # the name LaneDetClient and `convert --install` default to
 
@@ -191,6 +199,7 @@ def install(
         check_model_signature(artifact, manifest, chosen, options, force, reporter)
         items = _plan_versions(artifact, manifest, name, chosen, options, kind)
         check_writable(repository)
+        check_state(repository)
         for item in items:
             model_dir = repository / item.model
             if model_dir.exists() and not (model_dir / CONFIG).is_file():
@@ -198,6 +207,7 @@ def install(
                     f"{model_dir} exists but has no {CONFIG}, so edge-deploy did not make it; "
                     "pick another --name or move it away."
                 )
+            check_role_free(repository, item.model, config_role(item.config))
         record = server_for(repository, reporter)
     reporter.info(f"runtime: {chosen} ({why})")
     from ..evaluate.record import evaluation_summary

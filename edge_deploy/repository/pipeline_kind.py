@@ -24,6 +24,7 @@ class PipelineKind(str, enum.Enum):
 
 
 KINDS = tuple(k.value for k in PipelineKind)
+BLS_SPEC = "pipeline.json"  # in each version of a BLS NAME_pipeline: what to call and how (written from the manifest)
 
 
 def pipeline_kind(value: bool | str | PipelineKind | None) -> PipelineKind | None:

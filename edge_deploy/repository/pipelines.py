@@ -20,11 +20,10 @@ from ..artifact import MANIFEST_NAME, Manifest
 from ..errors import EdgeDeployError, RepositoryError
 from . import model_config as mc
 from .files import CONFIG, NewVersion
-from .pipeline_kind import PipelineKind
+from .pipeline_kind import BLS_SPEC, PipelineKind
 from .serving import policy_now
 from .versions import INSTALL_RECORD, PIPELINE_SUFFIXES, read_config, read_json
 
-BLS_SPEC = "pipeline.json"
 # record(runtime, role, pipeline kind or None) -> install.json bytes
 Record = Callable[[str, str, "PipelineKind | None"], bytes]
 

@@ -9,9 +9,10 @@ from ..errors import RepositoryError
 from ..fsutil import write_bytes_atomic
 from ..progress import Reporter
 from .files import CONFIG, check_writable, remove_tree, repository_error, repository_lock
-from .history import forget_removed, read_history, record_chosen, record_failed, record_served
+from .history import check_state, forget_removed, read_history, record_chosen, record_failed, record_served
 from .pipelines import bls_version_unchanged
-from .serving import load_order, pin_config, policy_now, server_for
+from . import model_config as mc
+from .serving import load_order, policy_now, server_for, version_config
 from .versions import PIPELINE_SUFFIXES, check_name, versions
 
 
@@ -50,6 +51,18 @@ def served_line(served: dict[str, list[int]] | None, url: str | None, repository
 
 
 
+
+
+def _serve_again(record, models: list[str]) -> str:  # noqa: ANN001 - ServerRecord
+    """After a failed load: ask the server to load `models` from the restored configs again; what it serves, in words."""
+    from ..serve import admin
+
+    try:
+        admin.load_models(record, models)
+    except RepositoryError as exc:
+        return f"putting back what served before failed too ({exc}): check `edge-deploy models`"
+    served = {m: admin.served_versions(record.url, m, record.client_tls()) for m in models}
+    return "rolled back nothing: " + served_line(served, record.url, Path()).replace("now serves", "serves again")
 
 
 def prune_versions(
@@ -121,6 +134,7 @@ def rollback(
     if not (repository / name / CONFIG).is_file():
         raise RepositoryError(f"{repository} has no model {name!r}; see `edge-deploy models --repository {repository}`.")
     avail = versions(repository, name)
+    check_state(repository)
     record = server_for(repository, reporter)
     current = (admin.served_versions(record.url, name, record.client_tls()) if record else []) or policy_now(repository, name)
     if to is None:
@@ -141,6 +155,8 @@ def rollback(
     result = RollbackResult(name=name, version=to, previous=current, models=models, repository=repository)
     check_writable(repository)
     with repository_lock(repository):
+        # Everything the rollback needs, before anything is touched: each model's config for `to`, its files.
+        pinned = {m: mc.config_text(version_config(repository, m, to)).encode() for m in models}
         saved = {m: (repository / m / CONFIG).read_bytes() for m in models}
         # Before the configs are pinned: a served BLS pipeline that version `to` leaves as it is keeps serving.
         pipe = name + "_pipeline"
@@ -156,23 +172,21 @@ def rollback(
 
         try:
             for model in models:
-                pin_config(repository, model, to)
+                write_bytes_atomic(repository / model / CONFIG, pinned[model])
         except OSError as exc:
             restore()
             raise repository_error(f"write the config of {name}", exc) from exc
-        except RepositoryError:
-            restore()
-            raise
         if record is not None:
             result.server_url = record.url
             with reporter.stage(f"load {name} version {to} on {record.url}"):
+                loads = load_order([m for m in models if m not in keep_serving])
                 try:
-                    admin.load_models(record, load_order([m for m in models if m not in keep_serving]))
-                except RepositoryError:
-                    restore()  # the server keeps serving what it served: make the configs say so again
+                    admin.load_models(record, loads)
+                except RepositoryError as exc:
+                    restore()  # the configs say what served before again; the server is asked to serve it again
                     for model in models:
                         record_failed(repository, model, [to], "the server refused to load it")
-                    raise
+                    raise RepositoryError(f"{exc}; {_serve_again(record, loads)}") from exc
             result.served = {m: admin.served_versions(record.url, m, record.client_tls()) for m in models}
         # What pruning must know: the versions moved away from failed; the one chosen is good again.
         for model in models:

@@ -134,12 +134,19 @@ def check_plan_for_server(manifest: Manifest, tritonserver: Path | str | None, f
 
 def check_model_signature(artifact: Path, manifest: Manifest, runtime: str, options: mc.ConfigOptions,
                           force: bool, reporter: Reporter) -> None:
-    """The file the runtime serves must have the manifest's I/O (config.pbtxt is written from the manifest)."""
+    """The file the runtime serves, and every ONNX file the artifact lists, must have the manifest's I/O (config.pbtxt
+    is written from the manifest)."""
     from .signature import check_onnx_signature, check_plan_signature
 
     io = mc.served_io(manifest, runtime, options)
+    # Every ONNX file the artifact lists, not only the one served: the manifest must describe the artifact.
+    for onnx_name in (ONNX_NAME, FP16_ONNX_NAME):
+        if onnx_name in manifest.files:
+            check_onnx_signature(artifact / onnx_name, manifest.io_of(onnx_name))
     if runtime != "tensorrt":
-        check_onnx_signature(artifact / (FP16_ONNX_NAME if options.fp16 else ONNX_NAME), io)
+        served = FP16_ONNX_NAME if options.fp16 else ONNX_NAME
+        if served not in manifest.files:
+            check_onnx_signature(artifact / served, io)
         return
     check_plan_fingerprint(manifest, force, reporter)
     if force:

@@ -5,13 +5,13 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from ..artifact import MANIFEST_NAME, Manifest, sha256_file
+from ..artifact import MANIFEST_NAME, ONNX_NAME, PLAN_NAME, Manifest, sha256_file
 from ..errors import EdgeDeployError, RepositoryError
 from ..fsutil import write_bytes_atomic
 from ..progress import Reporter
 from . import model_config as mc
 from .files import CONFIG
-from .pipeline_kind import PipelineKind, kind_of_record
+from .pipeline_kind import BLS_SPEC, PipelineKind, kind_of_record
 from .versions import INSTALL_RECORD, read_config, read_json, versions
 
 
@@ -68,6 +68,12 @@ def pin_previous(repository: Path, previous: dict[str, list[int]]) -> None:
 
 def pin_config(repository: Path, model: str, version: int) -> None:
     """Rewrite MODEL's config for `version` (its own manifest and install options), pinned to it."""
+    write_bytes_atomic(repository / model / CONFIG, mc.config_text(version_config(repository, model, version)).encode())
+
+
+def version_config(repository: Path, model: str, version: int) -> Any:
+    """MODEL's config pinned to `version`, from that version's own manifest and install options; RepositoryError
+    when the version directory lacks what it needs to load (checked before anything is written)."""
     vdir = repository / model / str(version)
     record = read_json(vdir / INSTALL_RECORD)
     try:
@@ -91,4 +97,20 @@ def pin_config(repository: Path, model: str, version: int) -> None:
         config = mc.model_config(manifest, name=model, runtime=record["runtime"],
                                  options=mc.ConfigOptions.from_dict(record.get("options") or {}),
                                  version_policy=version, manifest_sha256=sha256_file(vdir / MANIFEST_NAME))
-    write_bytes_atomic(repository / model / CONFIG, mc.config_text(config).encode())
+    missing = [f for f in _needed_files(config, record) if not (vdir / f).is_file()]
+    if missing:
+        raise RepositoryError(
+            f"{vdir} has no {', '.join(missing)}, so version {version} of {model} cannot load; "
+            f"install the artifact again, or pick another version."
+        )
+    return config
+
+
+def _needed_files(config: Any, record: dict[str, Any]) -> list[str]:
+    """The files a version directory must hold for its config to load (what install wrote there)."""
+    needed = [config.default_model_filename or "model.py"] if config.backend == "python" else []
+    if record.get("role", "model") == "model" and config.platform != "ensemble":
+        needed.append(PLAN_NAME if record.get("runtime") == "tensorrt" else ONNX_NAME)
+    if kind_of_record(record) is PipelineKind.BLS and record.get("role") == "pipeline":
+        needed.append(BLS_SPEC)
+    return needed

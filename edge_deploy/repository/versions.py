@@ -95,6 +95,32 @@ def read_config(repository: Path, name: str) -> Any:
         raise RepositoryError(f"{path} is not a valid config.pbtxt ({exc}); reinstall the model.") from exc
 
 
+def config_role(config: Any) -> str:
+    """What a model is to edge-deploy: "model", "preprocess", "postprocess" or "pipeline" (its config's role)."""
+    role = config.parameters[contract.PARAM_ROLE].string_value if contract.PARAM_ROLE in config.parameters else ""
+    return role or ("pipeline" if config.platform == "ensemble" else "model")
+
+
+def check_role_free(repository: Path, model: str, role: str) -> None:
+    """RepositoryError when MODEL exists in the repository with another role than the `role` an install would give
+    it: a lane model installed over NAME_pipeline (or a pipeline over a lane model) would change what its clients
+    get."""
+    if not (Path(repository) / model / CONFIG).is_file():
+        return
+    try:
+        have = config_role(read_config(repository, model))
+    except RepositoryError:
+        return  # install rewrites an unreadable config; nothing serves from it
+    if have == role:
+        return
+    owner = next((model[: -len(s)] for s in PIPELINE_SUFFIXES if model.endswith(s) and have == s[1:]), None)
+    what = f"{owner}'s {have}" if owner else f"a {have} of its own"
+    raise RepositoryError(
+        f"{model} is {what} in {repository}: installing a {role} under that name would change what its clients "
+        "get; pick another --name."
+    )
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text())
@@ -146,8 +172,7 @@ def list_models(repository: Path = DEFAULT_REPOSITORY, name: str | None = None) 
         except RepositoryError:
             role, policy = "unreadable config.pbtxt", []
         else:
-            role = config.parameters[contract.PARAM_ROLE].string_value if contract.PARAM_ROLE in config.parameters else ""
-            role = role or ("pipeline" if config.platform == "ensemble" else "model")
+            role = config_role(config)
             policy = mc.policy_versions(config, avail)
         infos.append(ModelInfo(
             name=model,

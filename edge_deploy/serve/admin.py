@@ -26,6 +26,7 @@ class ModelHealth:
     ready: bool
     versions: list[str]
     reason: str = ""
+    failed: bool = False  # no version serves and the server's load of it failed (the repository index says so)
 
 
 @dataclass
@@ -49,6 +50,12 @@ class Health:
         if not self.live:
             return False
         return all(m.ready for m in self.models) if self.models else self.ready
+
+    @property
+    def settled(self) -> bool:
+        """Live, some asked-for model ready and every other one failed to load: nothing left to wait for (the server
+        serves what loads)."""
+        return self.live and any(m.ready for m in self.models) and all(m.ready or m.failed for m in self.models)
 
     def not_ready(self) -> str:
         """What is not ready, for a message: "model a (why)", "models a (why), b" or "the server"."""
@@ -84,13 +91,26 @@ def check_health(
             try:
                 model_ready = client.is_model_ready(name, client_timeout=timeout)
                 versions = list(client.get_model_metadata(name, client_timeout=timeout).versions) if model_ready else []
-                result.models.append(ModelHealth(name, model_ready, versions))
+                result.models.append(ModelHealth(name, model_ready, versions,
+                                                 "" if model_ready else _unknown(client, name, timeout)))
             except Exception as exc:  # noqa: BLE001
                 result.models.append(ModelHealth(name, False, [], _short(exc)))
         _add_reasons(client, result, headers, timeout)
         return result
     finally:
         client.close()
+
+
+UNKNOWN_MODEL = "the server does not know this model"
+
+
+def _unknown(client, name: str, timeout: float) -> str:  # noqa: ANN001
+    """UNKNOWN_MODEL when the server has no model `name` at all (answered without the key), else ""."""
+    try:
+        client.get_model_config(name, client_timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - InferenceServerException
+        return UNKNOWN_MODEL if "unknown model" in str(exc).lower() else ""
+    return ""
 
 
 def _add_reasons(client, result: Health, headers: dict[str, str] | None, timeout: float) -> None:  # noqa: ANN001
@@ -109,10 +129,11 @@ def _add_reasons(client, result: Health, headers: dict[str, str] | None, timeout
     for model in result.models:
         version, state, reason = newest.get(model.name, (0, "", ""))
         if state == "" and not model.ready and not model.reason:
-            model.reason = "the server does not know this model"
+            model.reason = UNKNOWN_MODEL
         if state in ("", "READY"):
             continue
         why = " ".join(reason.split("\n", 1)[0].split()).removeprefix("Internal: ")[:200] or state.lower()
+        model.failed = not model.ready and state == "UNAVAILABLE"
         model.reason = f"version {version} {'failed to load' if state == 'UNAVAILABLE' else state.lower()}: {why}"
 
 
@@ -125,8 +146,10 @@ def wait_healthy(
     headers: dict[str, str] | None = None,
     tls=None,  # noqa: ANN001 - edge_deploy.client.tls.TLSConfig
     probe: "Callable[[], Health] | None" = None,
+    settle: bool = False,
 ) -> Health:
-    """Poll until the server and `models` are ready; ServerError after `timeout`.
+    """Poll until the server and `models` are ready (with `settle`: or failed to load, some ready: `Health.settled`);
+    ServerError after `timeout`.
 
     `alive` (optional) returns a reason string once the server has died, so a crash
     fails fast instead of waiting out the timeout. `probe` (optional) asks instead of
@@ -140,8 +163,13 @@ def wait_healthy(
             if dead:
                 raise ServerError(dead)
         health = probe() if probe is not None else check_health(url, models, headers=headers, tls=tls)
-        if health.all_ready:
+        if health.all_ready or (settle and health.settled):
             return health
+        if settle and health.live and health.models and all(m.failed for m in health.models):
+            raise ServerError(f"{health.not_ready()} at {health.url}: no model loaded.")
+        if not settle and health.live and any(m.failed for m in health.models):
+            # A failed load is final (explicit model control never retries it): no point waiting out the timeout.
+            raise ServerError(f"{health.not_ready()} at {health.url}.")
         if time.monotonic() >= deadline:
             break
         time.sleep(0.25)

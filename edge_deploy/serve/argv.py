@@ -59,6 +59,7 @@ class ServerOptions:
     repository_poll_secs: int = 2
     restricted_key: tuple[str, str] | None = None  # (key name, value) guarding the model-repository protocol
     strict_readiness: bool = True
+    exit_on_error: bool = True  # False (`serve`): start with the models that load; the failed ones are named
     exit_timeout: int = 30
     log_verbose: int = 0
     tls: ServerTLS | None = None  # None: plaintext gRPC (loopback, or `serve --insecure`)
@@ -93,6 +94,8 @@ def tritonserver_argv(install: TritonInstall, options: ServerOptions) -> list[st
         f"--exit-timeout-secs={options.exit_timeout}",
         f"--log-verbose={options.log_verbose}",
     ]
+    if not options.exit_on_error:
+        argv.append("--exit-on-error=false")  # a model that fails to load must not keep the others from serving
     if install.backend_dir is not None:
         argv.append(f"--backend-directory={install.backend_dir}")
     if options.http:

@@ -72,7 +72,7 @@ def run_foreground(
         assert server.proc is not None
         leftovers = Leftovers(server.proc.pid)
         try:
-            health = server.wait_ready(ready_timeout, models)
+            health = server.wait_ready(ready_timeout, models, settle=True)  # serve what loads
         except ServerError:
             if stop_requested.is_set():
                 return _finish(server, options)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import ServerError
 from .addresses import dial_url
-from .admin import Health, wait_healthy
+from .admin import GRPC_PROTOCOL_PREFIX, Health, wait_healthy
 from .argv import ServerOptions, tritonserver_argv
 from .discovery import INSTALL_HINT, TritonInstall
 from .log_reason import last_error_line
@@ -95,11 +95,19 @@ class TritonProcess:
             self._tee.join(timeout=2)
         return f"tritonserver exited with code {self.proc.returncode}: {self.reason()}"
 
-    def wait_ready(self, timeout: float = 60.0, models: list[str] | tuple[str, ...] = ()) -> Health:
-        """Block until the server (and `models`) report ready, or raise ServerError with the log's reason."""
+    def wait_ready(self, timeout: float = 60.0, models: list[str] | tuple[str, ...] = (), *,
+                   settle: bool = False) -> Health:
+        """Block until the server (and `models`) report ready, or raise ServerError with the log's reason.
+
+        settle: return as well once every model that is not ready failed to load and some model is ready (the
+        server serves what loads; the failed ones carry the server's reason)."""
         try:
             tls = self.options.tls.client() if self.options.tls is not None else None
-            return wait_healthy(dial_url(self.url), models, timeout, alive=self.exited, tls=tls)
+            key = self.options.restricted_key
+            # The key opens the repository index (the reasons of failed loads); without one the index is open.
+            headers = {GRPC_PROTOCOL_PREFIX + key[0]: key[1]} if key is not None else {}
+            return wait_healthy(dial_url(self.url), models, timeout, alive=self.exited, tls=tls, headers=headers,
+                                settle=settle)
         except ServerError as exc:
             if self.exited():
                 raise

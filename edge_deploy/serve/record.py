@@ -9,7 +9,8 @@ changed (explicit model control), then report which versions are served.
 Records live in ``<state_dir>/servers/<sha1 of the resolved repository path>.json`` for the
 unit (its key is ``<state_dir>/model-repository.key``) and ``<sha1>.foreground.json`` for a
 `serve --foreground` server, whose key sits beside it (``<sha1>.foreground.key``) and which
-holds ``<sha1>.foreground.lock`` while it runs. Two kinds, two files: neither ever writes or
+holds the repository's ``.edge-deploy-server.lock`` while it runs (``<sha1>.foreground.lock`` in the state dir
+where the repository is read-only). Two kinds, two files: neither ever writes or
 removes the other's record. state_dir is $EDGE_DEPLOY_STATE_DIR, else /etc/edge-deploy (scope
 "system") or ~/.config/edge-deploy (scope "user").
 
@@ -98,10 +99,11 @@ class ServerRecord:
 
 
 def tls_record(tls) -> dict[str, str] | None:  # noqa: ANN001 - argv.ServerTLS | None
-    """The record's `tls` entry for a server's TLS settings: the client identity edge-deploy dials it with."""
+    """The record's `tls` entry for a server's TLS settings: the client identity edge-deploy dials it with, and the
+    server's certificate (whose expiry `status` shows)."""
     if tls is None:
         return None
-    entry = {"ca": str(tls.ca)}
+    entry = {"ca": str(tls.ca), "server_cert": str(tls.cert)}
     if tls.client_cert is not None and tls.client_key is not None:
         entry.update(cert=str(tls.client_cert), key=str(tls.client_key))
     return entry
@@ -122,6 +124,12 @@ def state_dir(scope: str) -> Path:
     """Where records live: $EDGE_DEPLOY_STATE_DIR, else /etc/edge-deploy (system) or ~/.config/edge-deploy (user)."""
     override = os.environ.get("EDGE_DEPLOY_STATE_DIR")
     if override:
+        if Path(override).exists() and not Path(override).is_dir():
+            # Read as "no server here", it would make install write configs past a running server.
+            raise ServerError(
+                f"EDGE_DEPLOY_STATE_DIR={override} is not a directory, so the servers recorded there cannot be "
+                "found; point it at a directory (or unset it)."
+            )
         return Path(override)
     if scope == "system":
         return SYSTEM_STATE_DIR
@@ -217,29 +225,65 @@ def remove_record(record: ServerRecord) -> None:
         path.unlink(missing_ok=True)
 
 
+SERVER_LOCK_NAME = ".edge-deploy-server.lock"  # in the repository: held by the foreground server that serves it
+
+
+def _open_claim(scope: str, repository: Path) -> tuple[int, Path]:
+    """The lock file a foreground server of `repository` holds: the repository's own, so servers with other state
+    directories (root and a user, another EDGE_DEPLOY_STATE_DIR) see each other; where it cannot be created or
+    opened (a read-only repository), the state directory's ``<sha1>.foreground.lock``."""
+    path = Path(repository) / SERVER_LOCK_NAME
+    for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):  # another user's lock file is still lockable read-only
+        with contextlib.suppress(OSError):
+            return os.open(path, flags, 0o644), path
+    path = record_path(scope, repository, "foreground").with_suffix(".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o600), path
+
+
 @contextlib.contextmanager
 def foreground_claim(scope: str, repository: Path, url: str) -> Iterator[Path]:
-    """Hold ``<sha1>.foreground.lock`` while a foreground server runs; ServerError when another one holds it.
+    """Hold the repository's server lock while a foreground server runs; ServerError when another one holds it.
 
     An flock dies with its process, so a SIGKILLed server never blocks the next one.
     The lock file says who holds it (PID and URL) for the refusal message.
     """
-    path = record_path(scope, repository, "foreground").with_suffix(".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd, path = _open_claim(scope, repository)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 4096, 0).decode(errors="replace").split()
-            who = f"PID {holder[0]} at {holder[1]}" if len(holder) >= 2 else "another process"
             raise ServerError(
-                f"another `edge-deploy serve --foreground` ({who}) already serves {Path(repository).resolve()}; "
-                "stop it first, or serve another repository."
+                f"another `edge-deploy serve --foreground` ({_holder(fd)}) already serves "
+                f"{Path(repository).resolve()}; stop it first, or serve another repository."
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {url}\n".encode(), 0)
+        with contextlib.suppress(OSError):  # a lock file opened read-only cannot say who holds it
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()} {url}\n".encode(), 0)
         yield path
+    finally:
+        os.close(fd)
+
+
+def _holder(fd: int) -> str:
+    """Who holds a server lock, from what its holder wrote in it: "PID 123 at 127.0.0.1:8001"."""
+    holder = os.pread(fd, 4096, 0).decode(errors="replace").split()
+    return f"PID {holder[0]} at {holder[1]}" if len(holder) >= 2 else "another process"
+
+
+def claim_holder(repository: Path) -> str | None:
+    """Who holds the repository's server lock (a running `serve --foreground`, whatever its state directory), in
+    words; None when nobody does."""
+    try:
+        fd = os.open(Path(repository) / SERVER_LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # only a test: released at once
+        except BlockingIOError:
+            return _holder(fd)
+        return None
     finally:
         os.close(fd)
 

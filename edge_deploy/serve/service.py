@@ -19,7 +19,7 @@ from .checks import check_options
 from .discovery import TritonInstall, find_tritonserver
 from .logfile import MIN_MAX_BYTES
 from .network import network_policy
-from .record import state_dir
+from .record import claim_holder, state_dir
 from .server_tensorrt import check_plans_load
 
 if TYPE_CHECKING:
@@ -151,6 +151,12 @@ def serve(
     scope = options.scope
     env_file, key_file = key_paths(scope)
     if not options.foreground and not options.print_unit:
+        holder = claim_holder(options.model_repository)
+        if holder is not None:  # a foreground server of another state directory, which the records do not show
+            raise ServerError(
+                f"{Path(options.model_repository).resolve()} is already served by `edge-deploy serve --foreground` "
+                f"({holder}); stop it first (Ctrl-C), then run `edge-deploy serve` again."
+            )
         su.require_root(scope)
         su.require_systemd(scope)
 
@@ -179,6 +185,7 @@ def serve(
         exit_timeout=options.exit_timeout,
         log_verbose=options.log_verbose,
         tls=policy.tls,
+        exit_on_error=False,  # serve the models that load (`health`, `status` and `serve` name the others)
     )
     outcome = ServeOutcome(scope=scope, install=install, repository=server.model_repository)
     if options.foreground:

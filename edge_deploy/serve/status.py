@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ServerError
+from ..errors import NotServingError, ServerError
 from . import systemd as su
-from .admin import Health, check_health, repository_headers, wait_healthy
+from .admin import UNKNOWN_MODEL, Health, check_health, repository_headers, wait_healthy
 from .checks import repository_models
 from .record import find_record
 from .service import scope_of
@@ -81,6 +81,12 @@ class ForegroundStatus:
         health = self.health
         return "ready" if health.all_ready else ("live, not ready" if health.live else f"not reachable ({health.error})")
 
+    def certificate(self) -> str | None:
+        """The TLS server certificate's expiry (`certificate_expiry`); None for a plaintext server (or a record
+        written before records named the certificate)."""
+        cert = (self.record.tls or {}).get("server_cert")
+        return certificate_expiry(Path(cert)) if cert else None
+
 
 @dataclass
 class ServingStatus:
@@ -118,7 +124,7 @@ def serving_status(user: bool = False) -> ServingStatus:
         unit = unit_status(user)
     except ServerError as exc:
         if not foreground:
-            raise
+            raise NotServingError(str(exc)) from exc  # nothing serves: exit 3, as for a unit that is not installed
         return ServingStatus(None, foreground, no_systemd=str(exc))
     return ServingStatus(unit, foreground)
 
@@ -225,6 +231,12 @@ def server_health(
     """
     if not wait >= 0:
         raise ServerError(f"--wait must be 0 (ask once) or more seconds (got {wait:g}).")
+    for name in models:
+        if not name.strip():
+            raise ServerError(f"--model {name!r} names no model; pass a model's name (see `edge-deploy models`).")
+    if repository is not None and not Path(repository).is_dir():
+        why = "is not a directory" if Path(repository).exists() else "does not exist"
+        raise ServerError(f"model repository {repository} {why}; pass the --repository the server serves.")
     scope = scope_of(user)
     installed = su.read_installed_unit(scope) if url is None or (repository is None and not models) else None
     repo = repository or (installed.repository if installed else None)
@@ -246,16 +258,34 @@ def server_health(
                              explicit_tls=explicit).probe(names)
 
     if wait > 0:
-        result = wait_healthy("", names, wait, alive=server_gone, probe=probe)
+        # Starting the unit (ExecStartPost=, $MAINPID): a model that failed to load must not fail the server that
+        # serves the others; `status` and `health` name it.
+        try:
+            result = wait_healthy("", names, wait, alive=server_gone, probe=probe, settle=bool(main_pid))
+        except ServerError as exc:
+            raise NotServingError(str(exc)) from exc
         return result.url, result
     result = probe()
-    target = result.url
     if not result.all_ready:
-        what = result.not_ready()
-        verb = "are" if what.startswith("models") else "is"
-        reason = f" ({result.error})" if result.error else ""
-        failed = any("failed to load" in m.reason for m in result.models if not m.ready)
-        advice = ("install a version that loads, or roll back with `edge-deploy rollback NAME`" if failed else
-                  "start it with `edge-deploy serve` or wait with --wait SECONDS")
-        raise ServerError(f"{what} at {target} {verb} not ready{reason}; {advice}.")
-    return target, result
+        raise NotServingError(not_ready_message(result))
+    return result.url, result
+
+
+def not_ready_message(result: Health) -> str:
+    """One line for a health answer that is not ready: what is not, and what to do about it."""
+    waiting = [m for m in result.models if not m.ready]
+    if result.live and not result.models:
+        return (f"the server at {result.url} answers but is not ready: a model is still loading or failed to load; "
+                "pass --repository DIR or --model M to see which.")
+    what = result.not_ready()
+    verb = "are" if what.startswith("models") else "is"
+    reason = f" ({result.error})" if result.error else ""
+    if any(m.failed or "failed to load" in m.reason for m in waiting):
+        advice = "install a version that loads, or roll back with `edge-deploy rollback NAME`"
+    elif result.live and waiting and all(m.reason == UNKNOWN_MODEL for m in waiting):
+        advice = "check the name (`edge-deploy models --repository DIR` lists them)"
+    elif result.live:
+        advice = "wait with --wait SECONDS, or see why with `edge-deploy logs`"
+    else:
+        advice = "start it with `edge-deploy serve` or wait with --wait SECONDS"
+    return f"{what} at {result.url} {verb} not ready{reason}; {advice}."

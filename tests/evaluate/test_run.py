@@ -46,11 +46,24 @@ def test_against_gives_the_retention_of_a_shifted_model() -> None:
     frames, truths = _frames(3)
     report, _ = evaluate(TruthRunner(truths), frames, against=TruthRunner(truths, dx=4.0))
     (at05, _) = report.retention
-    assert at05.reference.f1 == 1.0 and at05.lane_count_agreement == 1.0
+    assert at05.candidate.f1 == 1.0 and at05.lane_count_agreement == 1.0
     assert at05.mean_abs_dx == pytest.approx(4.0, abs=0.01)
     assert report.against_latency_ms is not None and report.against_latency_ms["mean"] > 0
     alone, _ = evaluate(TruthRunner(truths), frames)
     assert alone.against_latency_ms is None and alone.to_dict()["against_latency_ms"] is None
+
+
+def test_against_names_the_reference(tmp_path, laneatt_data) -> None:
+    """Issue 34 item 20: `evaluate A --against B` scores A (the candidate) against B (the reference), as
+    docs/evaluate.md's `evaluate artifacts/lanedet:fp16 --against artifacts/lanedet` means."""
+    frames, truths = _frames(3)
+    report, _ = evaluate(TruthRunner(truths), frames, against=TruthRunner(truths, drop=1))
+    (at05, _) = report.retention
+    assert at05.candidate.f1 == 1.0 and at05.reference.f1 < 1.0 and at05.f1_retention > 1.0
+    model, against = (make_artifact(tmp_path / name, laneatt_data / "anchors_2784x77.npy", n=100, seed=s) for name, s in (("A", 1), ("B", 2)))
+    shown = subprocess.run([sys.executable, "-m", "edge_deploy", "evaluate", str(model), "--synthetic", "1",
+                            "--against", str(against)], capture_output=True, text=True, timeout=120)
+    assert f"retention: {model}:fp32 against {against}:fp32 (the reference)" in shown.stdout, shown.stdout
 
 
 def test_tusimple_labels_add_tusimple_accuracy() -> None:

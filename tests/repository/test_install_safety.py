@@ -188,3 +188,33 @@ def test_a_plan_is_checked_against_the_manifest_where_tensorrt_is_installed(tmp_
     io = replace(io, outputs=(TensorSpec("predict_lanes", "FP32", (-1, ROWS + 1, 77)),))
     with pytest.raises(RepositoryError, match=r"output 'predict_lanes' has shape \[-1, 64, 77\], the manifest says"):
         check_plan_signature(plan, io)
+
+
+def _with_fp16(artifact: Path) -> Path:
+    from edge_deploy.artifact import Manifest
+    from edge_deploy.export.fp16_onnx import make_fp16_onnx
+
+    manifest = Manifest.read(artifact)
+    make_fp16_onnx(artifact, manifest)
+    manifest.write(artifact)
+    return artifact
+
+
+def test_the_manifest_is_checked_against_model_onnx_when_model_fp16_onnx_serves(tmp_path, anchors) -> None:
+    """Issue 34 item 9: served from model_fp16.onnx, a manifest that does not describe model.onnx was installed."""
+    from edge_deploy.artifact import file_entry
+
+    art = _with_fp16(make_artifact(tmp_path / "art", anchors, n=80))
+    _edit_manifest(art, lambda io: io["outputs"][0].update(shape=[-1, 1000, 77]))
+    with pytest.raises(RepositoryError, match="does not describe model.onnx: output 'predict_lanes' has shape"):
+        install(art, tmp_path / "repo", "lane", runtime="python", fp16=True)
+    assert not (tmp_path / "repo").exists()
+
+    art = _with_fp16(make_artifact(tmp_path / "art2", anchors, n=80))
+    (art / "model.onnx").write_bytes(b"this is not an ONNX model")
+    manifest = json.loads((art / "manifest.json").read_text())
+    manifest["files"]["model.onnx"] = file_entry(art / "model.onnx").to_dict()
+    (art / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RepositoryError, match="model.onnx is not a readable ONNX model"):
+        install(art, tmp_path / "repo", "lane", runtime="python", fp16=True)
+    assert not (tmp_path / "repo").exists()

@@ -120,6 +120,22 @@ def test_versions_keep_and_rollback(tmp_path, artifacts) -> None:
     assert result.pruned == {"lane": [2]} and versions(repo, "lane") == [4, 5]
 
 
+def test_of_two_healthy_versions_that_served_the_newer_is_kept(tmp_path, artifacts) -> None:
+    # Only `history.last_good` decides here: 6 is newest (and what the config selects), keep=1 keeps it, and of the
+    # two versions that served and were never rolled back from (2 and 4), the newer must stay, the older may go.
+    from edge_deploy.repository.history import VersionHistory, record_served
+    from edge_deploy.repository.rollback import prune_versions
+
+    assert VersionHistory(served=[2, 4]).last_good([1, 2, 3, 4, 5]) == 4
+    assert VersionHistory(served=[2, 4], failed={4: "rolled back to version 2"}).last_good([1, 2, 3, 4]) == 2
+    repo = tmp_path / "repo"
+    for _ in range(6):
+        install(artifacts["a"], repo, "lane", runtime="python")
+    record_served(repo, "lane", [2, 4])
+    assert prune_versions(repo, "lane", 1) == [1, 2, 3, 5]
+    assert versions(repo, "lane") == [4, 6]
+
+
 def test_the_newest_version_that_served_is_kept_and_rollback_skips_failed_versions(tmp_path, artifacts) -> None:
     # What a server confirmed is recorded by install/rollback (against the real server in
     # test_install_safety.py); here the record is written as install writes it, and versions are added
@@ -410,8 +426,9 @@ def test_read_only_repository_is_refused_untouched(tmp_path, artifacts) -> None:
             ["install", str(artifacts["b"]), "--repository", str(repo), "--name", "other"],
             ["install", str(artifacts["b"]), "--repository", str(repo / "sub"), "--name", "lane"],
         ):
-            assert_one_line_error(run_cli(*args), "not writable")
-        assert_one_line_error(run_cli("rollback", "lane", "--to", "1", "--repository", str(repo)))
+            # Issue 34 item 14: named as a read-only mount (root too), not "not writable ...; run as its owner".
+            assert_one_line_error(run_cli(*args), "is on a file system mounted read-only (")
+        assert_one_line_error(run_cli("rollback", "lane", "--to", "1", "--repository", str(repo)), "mounted read-only")
     finally:
         subprocess.run(["umount", str(repo)], check=True)
     assert tree_hash(repo) == before

@@ -200,3 +200,30 @@ def test_doctor_names_the_servers_tensorrt_and_the_plans_it_cannot_load(board, a
     report = json.loads(ok.stdout)
     assert {c["name"]: c for c in report["checks"]}["model lane/1"]["status"] == "ok", ok.stdout
     assert "TensorRT 8.6.2" in {c["name"]: c for c in report["checks"]}["Triton TensorRT"]["detail"]
+
+
+@pytest.mark.parametrize("server_version, built, refused", [
+    ("10", "10.3.0", False),  # only the soname (libnvinfer.so.10) is known: the major version decides
+    ("10", "8.6.2.3", True),
+    ("10.3.0", "10.3.0.26", False),
+    ("10.3.0", "10.4.0", True),
+])
+def test_plan_refusal_compares_the_plan_to_what_the_server_knows(server_version, built, refused) -> None:
+    """A server whose TensorRT is known only by its major version must not refuse a plan of that major version
+    (`tensorrt_mismatch(built, loading)`: the arguments the right way round)."""
+    from edge_deploy.artifact import Manifest
+    from edge_deploy.serve.discovery import TritonInstall
+    from edge_deploy.serve.server_tensorrt import ServerTensorRT, plan_refusal
+
+    manifest = Manifest.from_dict({"format": 1, "plan": {**BUILT_ON_JP60, "tensorrt": built},
+                                   "io": {"inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, 3, 360, 640]}],
+                                          "outputs": [{"name": "predict_lanes", "datatype": "FP32",
+                                                       "shape": [-1, 1000, 77]}],
+                                          "batch": {"min": 1, "max": 4}},
+                                   "preprocess": {"height": 360, "width": 640}})
+    server = ServerTensorRT(server_version, f"libnvinfer.so.{server_version}", Path("libtriton_tensorrt.so"))
+    install = TritonInstall(Path("/opt/tritonserver/bin/tritonserver"), None, "test")
+    refusal = plan_refusal("lane version 1", manifest, server, install)
+    assert (refusal is not None) is refused, refusal
+    if refused:
+        assert f"built with TensorRT {built}, but the tritonserver" in refusal

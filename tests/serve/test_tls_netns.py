@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from netns import SERVER_IP, SUBNET, netns_unavailable, probe, veth_link
+from triton_helpers import stop_process_group
 
 pytestmark = pytest.mark.triton
 WHY_NOT = netns_unavailable()
@@ -57,15 +57,7 @@ def pki(tmp_path_factory):
     return state, ca, other
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group (the server stops its stubs), SIGKILL after 60 s."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+_stop = stop_process_group
 
 
 def _env(state: Path) -> dict[str, str]:
@@ -120,6 +112,14 @@ def test_serve_found_the_certificates_and_says_so(served) -> None:
     text = log.read_text()
     assert "mutual TLS with the certificates in" in text
     assert "serving" in text and URL in text
+
+
+def test_status_shows_when_the_foreground_servers_certificate_expires(served, pki) -> None:
+    """docs/tls.md: "`status` show[s] expiry" (issue 34 item 17: only the unit's did)."""
+    state, ca, _ = pki
+    shown = subprocess.run([sys.executable, "-m", "edge_deploy", "status"], capture_output=True, text=True,
+                           env=_env(state), timeout=120)
+    assert f"TLS: server certificate {ca.cert_path('server')} expires " in shown.stdout, (shown.stdout, shown.stderr)
 
 
 def test_a_trusted_client_gets_lanes_across_the_link(served, link, pki) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -58,6 +59,18 @@ def write_model(repo: Path, name: str, code: str = ADD_ONE, versions: tuple[int,
         (model / str(version) / "model.py").write_text(code)
     (model / "config.pbtxt").write_text(ADD_ONE_CONFIG.format(name=name))
     return model
+
+
+def stop_process_group(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    """Signal a server started in its own session (its process group: the server stops its stubs), SIGKILL the
+    group after 60 s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def cli_env(tmp_path: Path) -> dict[str, str]:

@@ -260,6 +260,8 @@ def decode_lanes(
     """
     conf, nms, k = _check_params(conf_threshold, nms_threshold, top_k)
     size = _check_size(image_size)
+    if not (isinstance(model_width, (int, float)) and math.isfinite(model_width) and model_width > 0):
+        raise DecodeError(f"model_width must be the model's input width in pixels (> 0), got {model_width!r}")
     arr = validate_raw(raw)
     kept, scores = _select(arr, conf, nms, k)
     points = rows_to_points(arr[kept], size, model_width=model_width)

@@ -45,6 +45,7 @@ TOP_K = NUM_LANES
 ROW_ANCHORS = {"culane": (0.42, 1.0), "tusimple": (160 / 720, 710 / 720)}
 COL_ANCHOR = (0.0, 1.0)
 IMAGE_SIZES = {"culane": (590, 1640), "tusimple": (720, 1280)}  # (H, W) of the data sets' frames
+ANCHOR_COUNTS = {"culane": (72, 81), "tusimple": (56, 41)}  # (row, column) anchors of the official models
 
 __all__ = ["OUTPUT_NAMES", "DecodeError", "Lane", "decode_outputs", "decode_ufldv2", "validate_outputs"]
 
@@ -53,6 +54,9 @@ def validate_outputs(outputs: Sequence[Any] | Mapping[str, Any]) -> tuple[np.nda
     """The four outputs of one image (a sequence in OUTPUT_NAMES order, or a mapping by those names) as
     float arrays, checked: loc_row [cells_row, rows, 4], loc_col [cells_col, cols, 4], exist_row
     [2, rows, 4], exist_col [2, cols, 4], finite."""
+    if isinstance(outputs, (str, bytes)) or not hasattr(outputs, "__len__"):
+        raise DecodeError(f"UFLDv2 decoding takes its 4 outputs ({', '.join(OUTPUT_NAMES)}) as a sequence or a "
+                          f"mapping by name, got {type(outputs).__name__}")
     if isinstance(outputs, Mapping):
         missing = [n for n in OUTPUT_NAMES if n not in outputs]
         if missing:
@@ -173,6 +177,15 @@ def decode_ufldv2(outputs: Sequence[Any] | Mapping[str, Any], *, image_size: tup
     `row_anchor` gives (start, end)."""
     if dataset not in ROW_ANCHORS and row_anchor is None:
         raise DecodeError(f"unknown dataset {dataset!r}; use {' or '.join(ROW_ANCHORS)}, or give row_anchor")
+    if row_anchor is None:  # the data set's anchors: the outputs must be that data set's model's
+        outputs = validate_outputs(outputs)
+        found = (outputs[0].shape[1], outputs[1].shape[1])
+        if found != ANCHOR_COUNTS[dataset]:
+            fits = [name for name, counts in ANCHOR_COUNTS.items() if counts == found]
+            raise DecodeError(
+                f"these UFLDv2 outputs have {found[0]} row and {found[1]} column anchors, dataset={dataset!r} "
+                f"{ANCHOR_COUNTS[dataset][0]} and {ANCHOR_COUNTS[dataset][1]}; pass "
+                + (f"dataset={fits[0]!r}" if fits else "row_anchor for this model") + " (the model's own data set)")
     return decode_outputs(outputs, row_anchor=row_anchor if row_anchor is not None else ROW_ANCHORS[dataset],
                           col_anchor=col_anchor, local_width=local_width, top_k=top_k,
                           image_size=image_size if image_size is not None else IMAGE_SIZES.get(dataset, (590, 1640)))

@@ -122,8 +122,15 @@ class TritonPythonModel:
     def initialize(self, args):
         self.name = args["model_name"]
         self.version = args["model_version"]
-        with open(os.path.join(args["model_repository"], self.version, "pipeline.json")) as fh:
-            spec = json.load(fh)
+        try:
+            with open(os.path.join(args["model_repository"], self.version, "pipeline.json")) as fh:
+                spec = json.load(fh)
+        except (OSError, ValueError) as exc:
+            base = self.name[: -len("_pipeline")] if self.name.endswith("_pipeline") else self.name
+            raise PipelineError(  # short: health shows the first 200 characters of the reason
+                f"pipeline.json of {self.name} version {self.version} is damaged ({type(exc).__name__}): "
+                f"install again with --pipeline bls, or `edge-deploy rollback {base}`"
+            ) from None
         self.model = spec["model"]  # NAME, called at the version the server serves
         model_input = spec["input"]
         self.input_name = model_input["name"]
