@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from .served_model import LaneModel
 from .shm import ShmRegion
 from .tls import TLSConfig, client_options
 
+if TYPE_CHECKING:
+    from ..geometry.frame_markers import FrameMarkers
+
 __all__ = ["AsyncLaneDetClient"]
 
 
@@ -49,7 +52,8 @@ class AsyncLaneDetClient(ClientBase):
 
     Arguments as for LaneDetClient (shared memory permissions too), plus
     max_in_flight: how many requests may be outstanding at once (each has its own
-    buffers). Call `await connect()` (or use `async with`) before detecting.
+    buffers). Call `await connect()` (or use `async with`) before detecting. camera, track: as for
+    LaneDetClient (`await detect_markers(frame)`; with track=True await each frame's call in order).
     """
 
     def __init__(
@@ -67,12 +71,14 @@ class AsyncLaneDetClient(ClientBase):
         max_in_flight: int = 4,
         tls: TLSConfig | None = None,
         strict: bool = False,
+        camera: Any = None,
+        track: bool = False,
     ) -> None:
         if max_in_flight < 1:
             raise ClientError(f"max_in_flight must be >= 1, got {max_in_flight}.")
         super().__init__(url, model, version=version, transport=transport, client_timeout=client_timeout,
                          retry_deadline=retry_deadline, overrides=(conf_threshold, nms_threshold, top_k), tls=tls,
-                         strict=strict)
+                         strict=strict, camera=camera, track=track)
         self.max_in_flight = int(max_in_flight)
         self._grpc: Any = None  # made on first use, inside the event loop
         self._setup_lock = asyncio.Lock()
@@ -143,6 +149,21 @@ class AsyncLaneDetClient(ClientBase):
         """Lanes in one HxWx3 frame (BGR unless color="rgb"), best first, in frame pixels."""
         frames = check_frames([frame], color)
         return (await self._detect_chunk(frames, color, (conf_threshold, nms_threshold, top_k)))[0]
+
+    async def detect_markers(
+        self,
+        frame: np.ndarray,
+        *,
+        color: str = "bgr",
+        conf_threshold: float | None = None,
+        nms_threshold: float | None = None,
+        top_k: int | None = None,
+    ) -> tuple[list[Lane], FrameMarkers]:
+        """Lanes in one frame and their markers in the vehicle frame (needs camera=; with track=True, call it for
+        a video's frames in order, awaiting each)."""
+        lanes = await self.detect(frame, color=color, conf_threshold=conf_threshold, nms_threshold=nms_threshold,
+                            top_k=top_k)
+        return lanes, self._frame_markers(lanes, frame)
 
     async def detect_batch(
         self,

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from .camera import Camera, Mounting, pitch_from_vanishing_point
 from .figures import LaneFigures
+from .frame_markers import FrameMarkers, LaneGeometry
 from .markers import LaneMarker, LaneMarkers, to_markers
 from .tracker import MarkerTracker
 
-__all__ = ["Camera", "LaneFigures", "LaneMarker", "LaneMarkers", "MarkerTracker", "Mounting",
+__all__ = ["Camera", "FrameMarkers", "LaneFigures", "LaneGeometry", "LaneMarker", "LaneMarkers", "MarkerTracker", "Mounting",
            "pitch_from_vanishing_point", "to_markers"]

@@ -1,4 +1,5 @@
-"""The calibration file: a ROS camera_info YAML plus a `mounting` mapping, read into a `Camera` and written back.
+"""The calibration file: a ROS camera_info YAML plus a `mounting` mapping, checked key by key (Camera.from_yaml and
+Camera.from_mapping build on it) and written back.
 
 Every problem with a file is one CalibrationError line naming the file, the key and what to do.
 """
@@ -12,17 +13,18 @@ from typing import Any
 import numpy as np
 
 from ..errors import CalibrationError
-from .camera import Camera, Mounting
 
-__all__ = ["camera_from_mapping", "read_calibration", "write_calibration"]
+__all__ = ["CameraArguments", "camera_arguments", "read_calibration", "write_calibration"]
+
+CameraArguments = dict  # Camera(**arguments) with "mounting" a dict of Mounting(**...) arguments
 
 _REQUIRED = ("image_width", "image_height", "camera_matrix", "distortion_model", "distortion_coefficients",
              "mounting")
 _EXAMPLE = "see docs/geometry.md for the file's keys"
 
 
-def read_calibration(path: str | os.PathLike[str]) -> Camera:
-    """The Camera a calibration file describes, or a one-line CalibrationError."""
+def read_calibration(path: str | os.PathLike[str]) -> tuple[Any, str]:
+    """A calibration file's parsed mapping and its name for messages, or a one-line CalibrationError."""
     import yaml
 
     path = Path(path)
@@ -41,23 +43,23 @@ def read_calibration(path: str | os.PathLike[str]) -> Camera:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise CalibrationError(f"calibration file {path} is not valid YAML{where}; fix the file "
                                f"({_EXAMPLE}).") from None
-    return camera_from_mapping(data, str(path))
+    return data, str(path)
 
 
-def write_calibration(path: str | os.PathLike[str], camera: Camera) -> Path:
-    """Write `camera` as a calibration file that `read_calibration` reads back; returns the path."""
+def write_calibration(path: str | os.PathLike[str], mapping: dict[str, Any]) -> Path:
+    """Write a camera's mapping (Camera.to_mapping()) as a calibration file; returns the path."""
     import yaml
 
     from ..fsutil import write_text_atomic
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(camera.to_mapping(), sort_keys=False, default_flow_style=None)
+    text = yaml.safe_dump(mapping, sort_keys=False, default_flow_style=None)
     return write_text_atomic(path, text, 0o644)
 
 
-def camera_from_mapping(data: Any, where: str = "calibration") -> Camera:
-    """A Camera from a parsed camera_info mapping; `where` names the source in messages."""
+def camera_arguments(data: Any, where: str = "calibration") -> CameraArguments:
+    """The checked arguments of a Camera from a parsed camera_info mapping; `where` names the source."""
     if not isinstance(data, dict):
         raise CalibrationError(f"{where} does not hold a mapping of camera_info keys; {_EXAMPLE}.")
     missing = [key for key in _REQUIRED if key not in data]
@@ -80,10 +82,8 @@ def camera_from_mapping(data: Any, where: str = "calibration") -> Camera:
         raise CalibrationError(f"{where}: mounting has unknown keys {', '.join(map(str, unknown))}; use height_m, "
                                "pitch_deg, roll_deg, yaw_deg.")
     values = {key: _number(mounting[key], f"mounting.{key}", where) for key in mounting}
-    try:
-        return Camera(width, height, np.reshape(matrix, (3, 3)), np.asarray(coefficients), Mounting(**values), model)
-    except CalibrationError as exc:
-        raise CalibrationError(f"{where}: {exc}") from None
+    return {"width": width, "height": height, "camera_matrix": np.reshape(matrix, (3, 3)),
+            "distortion": np.asarray(coefficients), "mounting": values, "distortion_model": model}
 
 
 def _number(value: Any, key: str, where: str) -> float:

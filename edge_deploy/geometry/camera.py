@@ -96,14 +96,24 @@ class Camera:
         """A camera from a ROS camera_info YAML file with a `mounting` mapping (see docs/geometry.md)."""
         from .calibration_file import read_calibration
 
-        return read_calibration(path)
+        return cls.from_mapping(*read_calibration(path))
 
     @classmethod
     def from_mapping(cls, data: Any, where: str = "calibration") -> "Camera":
-        """A camera from the mapping a camera_info YAML file holds."""
-        from .calibration_file import camera_from_mapping
+        """A camera from the mapping a camera_info YAML file holds; `where` names it in messages."""
+        from .calibration_file import camera_arguments
 
-        return camera_from_mapping(data, where)
+        arguments = camera_arguments(data, where)
+        try:
+            return cls(**{**arguments, "mounting": Mounting(**arguments["mounting"])})
+        except CalibrationError as exc:
+            raise CalibrationError(f"{where}: {exc}") from None
+
+    def to_yaml(self, path: Any) -> Any:
+        """Write this camera as a calibration file that `from_yaml` reads back; returns the path."""
+        from .calibration_file import write_calibration
+
+        return write_calibration(path, self.to_mapping())
 
     def to_mapping(self) -> dict[str, Any]:
         """The camera_info mapping (plus `mounting`) that `from_mapping` reads back."""

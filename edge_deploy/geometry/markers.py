@@ -10,12 +10,13 @@ import numpy as np
 
 from .camera import Camera
 
-__all__ = ["LaneMarker", "LaneMarkers", "assign", "fit_marker", "to_markers"]
+__all__ = ["LaneMarker", "LaneMarkers", "assign", "fit_marker", "fit_markers", "to_markers"]
 
 MAX_RANGE_M = 150.0  # road points farther than this (close under the horizon) carry no usable position
 NEAR_M = 20.0  # a marker first seen beyond this is placed by where it is seen, not by extrapolating to x = 0
 _X_SCALE = 50.0  # x is fitted in units of 50 m so that x^3 stays near 1 (a well-conditioned system)
 _NOISE_FLOOR_M = 0.03  # the smallest residual a fit claims: a perfect fit is not a perfect measurement
+_UNFITTED_VARIANCE = np.array([1.0, 1e-2, 1e-5, 1e-8])  # a coefficient left out of a low-degree fit
 
 
 @dataclass(frozen=True)
@@ -127,43 +128,77 @@ def assign(markers: Iterable[LaneMarker]) -> LaneMarkers:
 
 
 def fit_marker(points: np.ndarray, score: float = 1.0) -> LaneMarker | None:
-    """The weighted cubic through road points (N, 2) (x, y in m), or None with fewer than 2 usable points.
+    """The weighted cubic through road points (N, 2) (x, y in m), or None with fewer than 2 usable points."""
+    return fit_markers([points], [score])[0]
+
+
+def fit_markers(point_sets: Sequence[np.ndarray], scores: Sequence[float]) -> list[LaneMarker | None]:
+    """One weighted cubic per set of road points ((N, 2) x, y in m), all sets solved together (one frame's
+    lanes cost about what one lane does). None for a set with fewer than 2 usable points.
 
     Points are weighted 1/x (a pixel covers more road further out). Short or sparse spans get a lower
     degree (quadratic under 15 m or 6 points, straight under 8 m or 4 points) rather than a wild cubic.
     """
-    pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
-    pts = pts[np.isfinite(pts).all(1) & (pts[:, 0] > 0) & (pts[:, 0] <= MAX_RANGE_M)]
-    if len(pts) < 2:
-        return None
+    counts = np.array([len(p) for p in point_sets])
+    if counts.sum() == 0:
+        return [None] * len(counts)
+    pts = np.concatenate([np.asarray(p, dtype=np.float64).reshape(-1, 2) for p in point_sets])
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     x, y = pts[:, 0], pts[:, 1]
-    start, end = float(x.min()), float(x.max())
-    span = end - start
-    degree = 3 if len(x) >= 6 and span >= 15 else 2 if len(x) >= 4 and span >= 8 else 1
-    if span < 0.5:  # all points at one distance: only the position is known
-        degree = 0
-    sqrt_w = 1.0 / np.sqrt(x)
+    with np.errstate(invalid="ignore"):
+        usable = np.isfinite(pts).all(1) & (x > 0) & (x <= MAX_RANGE_M)
+    x = np.where(usable, x, 1.0)
+    y = np.where(usable, y, 0.0)
+    weight = np.where(usable, 1.0 / x, 0.0)
+    filled = counts > 0
+    segments = starts[filled]  # reduceat needs non-empty segments
+    n = np.zeros(len(counts))
+    n[filled] = np.add.reduceat(usable.astype(np.float64), segments)
+    near = np.full(len(counts), np.inf)
+    far = np.full(len(counts), -np.inf)
+    near[filled] = np.minimum.reduceat(np.where(usable, x, np.inf), segments)
+    far[filled] = np.maximum.reduceat(np.where(usable, x, -np.inf), segments)
+    span = far - near
+    degree = np.where((n >= 6) & (span >= 15), 3, np.where((n >= 4) & (span >= 8), 2, 1))
+    degree = np.where(span < 0.5, 0, degree)  # all points at one distance: only the position is known
+    used = np.arange(4)[None, :] <= degree[:, None]  # (L, 4)
+
     t = x / _X_SCALE
-    design = np.vander(t, degree + 1, increasing=True)
-    a = design * sqrt_w[:, None]
-    b = y * sqrt_w
-    coef, *_ = np.linalg.lstsq(a, b, rcond=None)
-    residual = y - design @ coef
-    rms = float(np.sqrt(np.sum(residual**2 / x) / np.sum(1.0 / x)))
-    sigma = max(rms, _NOISE_FLOOR_M)
-    normal = a.T @ a
-    try:
-        cov_t = np.linalg.inv(normal) * (sigma**2 * np.mean(1.0 / x))  # unit-weight variance: sigma^2 / hmean(x)
-    except np.linalg.LinAlgError:
-        cov_t = np.eye(degree + 1)
-    scale = _X_SCALE ** -np.arange(degree + 1)
-    c = np.zeros(4)
-    c[: degree + 1] = coef * scale
-    cov = np.diag([0.0, 1e-2, 1e-5, 1e-8])  # coefficients not fitted: known to be small, not known
-    cov[: degree + 1, : degree + 1] = cov_t * np.outer(scale, scale)
-    quality = float(score) / (1.0 + (rms / 0.1) ** 2) * min(1.0, end / 30.0)
-    return LaneMarker(float(c[0]), float(c[1]), float(c[2]), float(c[3]), start, end, quality, rms, float(score),
-                      degree, cov)
+    design = np.stack([np.ones_like(t), t, t * t, t * t * t], 1)  # (M, 4)
+    weighted = design * weight[:, None]
+    normal = np.zeros((len(counts), 4, 4))
+    rhs = np.zeros((len(counts), 4))
+    normal[filled] = np.add.reduceat(weighted[:, :, None] * design[:, None, :], segments)
+    rhs[filled] = np.add.reduceat(weighted * y[:, None], segments)
+    mask = used[:, :, None] & used[:, None, :]
+    normal = np.where(mask, normal, 0.0) + np.eye(4) * ~used[:, None, :]  # unused coefficients pinned to 0
+    rhs = np.where(used, rhs, 0.0)
+    ok = n >= 2
+    normal[~ok] = np.eye(4)
+    inverse = np.linalg.inv(normal)
+    coef = np.einsum("lij,lj->li", inverse, rhs)
+    owner = np.repeat(np.arange(len(counts)), counts)
+    residual = y - np.einsum("mi,mi->m", design, coef[owner])
+    sum_w = np.zeros(len(counts))
+    sum_wr2 = np.zeros(len(counts))
+    sum_w[filled] = np.add.reduceat(weight, segments)
+    sum_wr2[filled] = np.add.reduceat(weight * residual * residual, segments)
+    rms = np.sqrt(sum_wr2 / np.maximum(sum_w, 1e-12))
+    sigma2 = np.maximum(rms, _NOISE_FLOOR_M) ** 2 * sum_w / np.maximum(n, 1)  # unit-weight variance
+    scale = _X_SCALE ** -np.arange(4.0)
+    c = coef * scale
+    cov = inverse * sigma2[:, None, None] * np.outer(scale, scale)
+    prior = np.diag(_UNFITTED_VARIANCE)
+    cov = np.where(mask, cov, prior)  # coefficients not fitted: known to be small, not known
+    out: list[LaneMarker | None] = []
+    for i, score in enumerate(scores):
+        if not ok[i]:
+            out.append(None)
+            continue
+        quality = float(score) / (1.0 + (rms[i] / 0.1) ** 2) * min(1.0, far[i] / 30.0)
+        out.append(LaneMarker(float(c[i, 0]), float(c[i, 1]), float(c[i, 2]), float(c[i, 3]), float(near[i]),
+                              float(far[i]), quality, float(rms[i]), float(score), int(degree[i]), cov[i]))
+    return out
 
 
 def to_markers(lanes: Sequence[Any], camera: Camera) -> LaneMarkers:
@@ -176,9 +211,5 @@ def to_markers(lanes: Sequence[Any], camera: Camera) -> LaneMarkers:
         return LaneMarkers(None, None)
     counts = [len(lane.points) for lane in lanes]
     ground = camera.image_to_ground(np.concatenate([lane.points for lane in lanes]), strict=False)
-    markers = []
-    for lane, points in zip(lanes, np.split(ground, np.cumsum(counts)[:-1])):
-        marker = fit_marker(points, lane.score)
-        if marker is not None:
-            markers.append(marker)
-    return assign(markers)
+    fitted = fit_markers(np.split(ground, np.cumsum(counts)[:-1]), [lane.score for lane in lanes])
+    return assign(m for m in fitted if m is not None)
