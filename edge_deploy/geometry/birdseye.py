@@ -7,7 +7,7 @@ import numpy as np
 
 from .markers import LaneMarkers
 
-__all__ = ["draw_birdseye", "with_birdseye"]
+__all__ = ["annotated_frame", "draw_birdseye", "with_birdseye"]
 
 _AHEAD_M = (-6.0, 60.0)  # x shown, m (behind the camera .. ahead)
 _SIDE_M = 9.0  # |y| shown, m
@@ -86,3 +86,12 @@ def _radius(curvature: float | None) -> str:
     if abs(curvature) < 1e-4:
         return "straight"
     return f"{1 / abs(curvature):.0f} m {'left' if curvature > 0 else 'right'}"
+
+
+def annotated_frame(frame: np.ndarray, lanes: list[Any], caption: str, found: Any = None) -> np.ndarray:
+    """The frame with its lanes drawn, and the bird's-eye panel of its markers beside it when `found`
+    (FrameMarkers) is given."""
+    from ..lanedet.draw import draw_lanes
+
+    drawn = draw_lanes(frame, lanes, caption=caption)
+    return drawn if found is None else with_birdseye(drawn, found.markers, found.figures)

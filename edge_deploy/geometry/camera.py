@@ -18,6 +18,7 @@ __all__ = ["DISTORTION_MODELS", "Camera", "Mounting", "pitch_from_vanishing_poin
 
 # ROS distortion_model names -> how many coefficients each takes (plumb_bob: k1 k2 p1 p2 k3).
 DISTORTION_MODELS = {"plumb_bob": (4, 5), "rational_polynomial": (8, 8), "equidistant": (4, 4), "none": (0, 0)}
+_UNDISTORT_UNTIL = (3, 50, 1e-12)  # cv2 TermCriteria: COUNT | EPS, 50 steps, 1e-12
 _MIN_RAY_DOWN = 1e-6  # a ray must point down at least this much (its z per unit length) to meet the road
 
 
@@ -158,8 +159,8 @@ class Camera:
             return np.zeros((0, 3))
         if self.distortion_model == "equidistant":
             normal = cv2.fisheye.undistortPoints(pts, self.camera_matrix, self.distortion)
-        elif self.distortion.any():
-            normal = cv2.undistortPoints(pts, self.camera_matrix, self.distortion)
+        elif self.distortion.any():  # iterated to convergence: cv2.undistortPoints stops after 5 steps
+            normal = cv2.undistortPointsIter(pts, self.camera_matrix, self.distortion, None, None, _UNDISTORT_UNTIL)
         else:  # no distortion: K^-1 by hand (cv2 costs a call)
             k = self.camera_matrix
             y = (pts[:, 0, 1] - k[1, 2]) / k[1, 1]
