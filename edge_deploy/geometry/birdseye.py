@@ -10,7 +10,7 @@ from .markers import LaneMarkers
 __all__ = ["annotated_frame", "draw_birdseye", "with_birdseye"]
 
 _AHEAD_M = (-6.0, 60.0)  # x shown, m (behind the camera .. ahead)
-_SIDE_M = 9.0  # |y| shown, m
+_SIDE_M = 12.0  # |y| shown, m
 _BACKGROUND = (48, 48, 48)
 _GRID = (80, 80, 80)
 _EGO_FILL = (60, 110, 60)

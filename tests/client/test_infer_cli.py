@@ -187,3 +187,43 @@ def test_infer_video_writes_an_annotated_video_and_a_json_line_per_frame(tmp_pat
         for got, lane in zip(line["lanes"], want):
             np.testing.assert_allclose(np.asarray(got["points"], np.float32), lane.points, atol=1e-3)
     assert sorted(p.name for p in out.iterdir()) == ["drive.lanes.jsonl", "drive.lanes.mp4"]
+
+
+# --- lane markers (--camera) ------------------------------------------------------------------------
+
+
+def check_markers_contract(markers: dict, tracked: bool) -> int:
+    """The `markers` object of issue 35; returns how many markers it holds."""
+    assert set(markers) == {"ego_left", "ego_right", "next_left", "next_right"}
+    found = [m for m in (markers["ego_left"], markers["ego_right"]) if m is not None]
+    found += markers["next_left"] + markers["next_right"]
+    for m in found:
+        assert {"c0", "c1", "c2", "c3", "view_range", "quality", "id"} <= set(m)
+        assert all(isinstance(m[k], float) for k in ("c0", "c1", "c2", "c3", "view_range", "quality"))
+        assert (m["id"] is not None) == tracked
+    return len(found)
+
+
+@pytest.mark.triton
+def test_infer_camera_adds_markers_and_the_birdseye_panel(tmp_path, tiny_server):
+    assert cli("sample", "--out", str(tmp_path), "-n", "1", "--width", "820", "--height", "296").returncode == 0
+    out = tmp_path / "out"
+    result = cli("infer", str(tmp_path / "road-000.png"), "--camera", str(tmp_path / "road-000.calib.yaml"),
+                 "--url", tiny_server.url, "--model", "tiny", "--out", str(out), "--json", "--conf", "0.05",
+                 "--speed", "20")
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "road-000.lanes.json").read_text())
+    assert record["lanes"] and check_markers_contract(record["markers"], tracked=False) > 0
+    assert {"lateral_offset_m", "lane_width_m", "heading_deg", "curvature_1pm", "time_to_left_s",
+            "time_to_right_s"} <= set(record["figures"]) and record["figures"]["speed_mps"] == 20.0
+    drawn = cv2.imread(str(out / "road-000.lanes.png"))
+    assert drawn.shape[0] == 296 and drawn.shape[1] > 820  # the panel beside the frame
+
+    made = cli("sample", "--video", "--out", str(tmp_path), "-n", "5", "--width", "640", "--height", "360")
+    assert made.returncode == 0, made.stderr
+    result = cli("infer", str(tmp_path / "drive.mp4"), "--camera", str(tmp_path / "drive.calib.yaml"), "--track",
+                 "--url", tiny_server.url, "--model", "tiny", "--out", str(out), "--conf", "0.05")
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in (out / "drive.lanes.jsonl").read_text().splitlines()]
+    assert len(lines) == 5 and sum(check_markers_contract(line["markers"], tracked=True) for line in lines) > 0
+    assert read_video(out / "drive.lanes.mp4")[0].shape[1] > 640
