@@ -16,7 +16,11 @@ MAX_RANGE_M = 150.0  # road points farther than this (close under the horizon) c
 NEAR_M = 20.0  # a marker first seen beyond this is placed by where it is seen, not by extrapolating to x = 0
 _X_SCALE = 50.0  # x is fitted in units of 50 m so that x^3 stays near 1 (a well-conditioned system)
 _NOISE_FLOOR_M = 0.03  # the smallest residual a fit claims: a perfect fit is not a perfect measurement
-_UNFITTED_VARIANCE = np.array([1.0, 1e-2, 1e-5, 1e-8])  # a coefficient left out of a low-degree fit
+_UNFITTED_COVARIANCE = np.diag([1.0, 1e-2, 1e-5, 1e-8])  # a coefficient left out of a low-degree fit
+_POWERS = np.arange(4)
+_EYE = np.eye(4)
+_UNSCALE = _X_SCALE ** -_POWERS.astype(np.float64)
+_UNSCALE_OUTER = np.outer(_UNSCALE, _UNSCALE)
 
 
 @dataclass(frozen=True)
@@ -139,65 +143,49 @@ def fit_markers(point_sets: Sequence[np.ndarray], scores: Sequence[float]) -> li
     Points are weighted 1/x (a pixel covers more road further out). Short or sparse spans get a lower
     degree (quadratic under 15 m or 6 points, straight under 8 m or 4 points) rather than a wild cubic.
     """
-    counts = np.array([len(p) for p in point_sets])
-    if counts.sum() == 0:
-        return [None] * len(counts)
-    pts = np.concatenate([np.asarray(p, dtype=np.float64).reshape(-1, 2) for p in point_sets])
+    sets = [np.asarray(p, dtype=np.float64).reshape(-1, 2) for p in point_sets]
+    out: list[LaneMarker | None] = [None] * len(sets)
+    kept = [i for i, p in enumerate(sets) if len(p)]  # reduceat needs non-empty segments
+    if not kept:
+        return out
+    counts = np.array([len(sets[i]) for i in kept])
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    pts = np.concatenate([sets[i] for i in kept])
     x, y = pts[:, 0], pts[:, 1]
-    with np.errstate(invalid="ignore"):
-        usable = np.isfinite(pts).all(1) & (x > 0) & (x <= MAX_RANGE_M)
+    usable = (x > 0) & (x <= MAX_RANGE_M) & (y == y)  # NaN (above the horizon) fails every comparison
     x = np.where(usable, x, 1.0)
     y = np.where(usable, y, 0.0)
-    weight = np.where(usable, 1.0 / x, 0.0)
-    filled = counts > 0
-    segments = starts[filled]  # reduceat needs non-empty segments
-    n = np.zeros(len(counts))
-    n[filled] = np.add.reduceat(usable.astype(np.float64), segments)
-    near = np.full(len(counts), np.inf)
-    far = np.full(len(counts), -np.inf)
-    near[filled] = np.minimum.reduceat(np.where(usable, x, np.inf), segments)
-    far[filled] = np.maximum.reduceat(np.where(usable, x, -np.inf), segments)
+    weight = usable / x
+    n = np.add.reduceat(usable, starts)
+    near = np.minimum.reduceat(np.where(usable, x, np.inf), starts)
+    far = np.maximum.reduceat(np.where(usable, x, -np.inf), starts)
     span = far - near
     degree = np.where((n >= 6) & (span >= 15), 3, np.where((n >= 4) & (span >= 8), 2, 1))
-    degree = np.where(span < 0.5, 0, degree)  # all points at one distance: only the position is known
-    used = np.arange(4)[None, :] <= degree[:, None]  # (L, 4)
-
-    t = x / _X_SCALE
-    design = np.stack([np.ones_like(t), t, t * t, t * t * t], 1)  # (M, 4)
-    weighted = design * weight[:, None]
-    normal = np.zeros((len(counts), 4, 4))
-    rhs = np.zeros((len(counts), 4))
-    normal[filled] = np.add.reduceat(weighted[:, :, None] * design[:, None, :], segments)
-    rhs[filled] = np.add.reduceat(weighted * y[:, None], segments)
+    degree[span < 0.5] = 0  # all points at one distance: only the position is known
+    used = _POWERS[None, :] <= degree[:, None]  # (L, 4)
     mask = used[:, :, None] & used[:, None, :]
-    normal = np.where(mask, normal, 0.0) + np.eye(4) * ~used[:, None, :]  # unused coefficients pinned to 0
-    rhs = np.where(used, rhs, 0.0)
+
+    design = (x / _X_SCALE)[:, None] ** _POWERS  # (M, 4)
+    weighted = design * weight[:, None]
+    normal = np.add.reduceat(weighted[:, :, None] * design[:, None, :], starts)
+    normal = np.where(mask, normal, _EYE)  # unused coefficients pinned to 0
     ok = n >= 2
-    normal[~ok] = np.eye(4)
+    normal[~ok] = _EYE
     inverse = np.linalg.inv(normal)
+    rhs = np.where(used, np.add.reduceat(weighted * y[:, None], starts), 0.0)
     coef = np.einsum("lij,lj->li", inverse, rhs)
-    owner = np.repeat(np.arange(len(counts)), counts)
-    residual = y - np.einsum("mi,mi->m", design, coef[owner])
-    sum_w = np.zeros(len(counts))
-    sum_wr2 = np.zeros(len(counts))
-    sum_w[filled] = np.add.reduceat(weight, segments)
-    sum_wr2[filled] = np.add.reduceat(weight * residual * residual, segments)
-    rms = np.sqrt(sum_wr2 / np.maximum(sum_w, 1e-12))
+    residual = y - np.einsum("mi,mi->m", design, np.repeat(coef, counts, axis=0))
+    sum_w = np.add.reduceat(weight, starts)
+    rms = np.sqrt(np.add.reduceat(weight * residual * residual, starts) / np.maximum(sum_w, 1e-12))
     sigma2 = np.maximum(rms, _NOISE_FLOOR_M) ** 2 * sum_w / np.maximum(n, 1)  # unit-weight variance
-    scale = _X_SCALE ** -np.arange(4.0)
-    c = coef * scale
-    cov = inverse * sigma2[:, None, None] * np.outer(scale, scale)
-    prior = np.diag(_UNFITTED_VARIANCE)
-    cov = np.where(mask, cov, prior)  # coefficients not fitted: known to be small, not known
-    out: list[LaneMarker | None] = []
-    for i, score in enumerate(scores):
-        if not ok[i]:
-            out.append(None)
-            continue
-        quality = float(score) / (1.0 + (rms[i] / 0.1) ** 2) * min(1.0, far[i] / 30.0)
-        out.append(LaneMarker(float(c[i, 0]), float(c[i, 1]), float(c[i, 2]), float(c[i, 3]), float(near[i]),
-                              float(far[i]), quality, float(rms[i]), float(score), int(degree[i]), cov[i]))
+    c = coef * _UNSCALE
+    cov = np.where(mask, inverse * sigma2[:, None, None] * _UNSCALE_OUTER, _UNFITTED_COVARIANCE)
+    quality = np.asarray(scores, dtype=np.float64)[kept] / (1.0 + (rms / 0.1) ** 2) * np.minimum(1.0, far / 30.0)
+    rows = np.column_stack([c, near, far, quality, rms]).tolist()
+    for j, i in enumerate(kept):
+        if ok[j]:
+            c0, c1, c2, c3, start, end, q, r = rows[j]
+            out[i] = LaneMarker(c0, c1, c2, c3, start, end, q, r, float(scores[i]), int(degree[j]), cov[j])
     return out
 
 
