@@ -13,7 +13,7 @@ __all__ = ["MarkerTracker"]
 
 # How much each coefficient may wander per frame (standard deviations): the vehicle weaves a few cm,
 # turns a little, and the road's bend changes slowly.
-_PROCESS_STD = np.array([0.03, 0.003, 2e-5, 2e-7])
+_PROCESS_STD = np.array([0.01, 0.001, 1e-5, 1e-7])
 
 
 @dataclass
