@@ -53,7 +53,7 @@ def exactness(seeds: list[int], ignore_roll: bool = False) -> dict[str, Any]:
     """Part 1: markers of the true polylines against the true cubics."""
     per_tag: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     failures: dict[str, int] = defaultdict(int)
-    ego_wrong = 0
+    ego_wrong = missing_frames = 0
     for seed in seeds:
         shown, truth = scene(seed), scene_truth(seed)
         mapping = dict(truth.camera)
@@ -77,16 +77,18 @@ def exactness(seeds: list[int], ignore_roll: bool = False) -> dict[str, Any]:
         got = {"left": markers.ego_left, "right": markers.ego_right}
         wrong = any((want[s] is None) != (got[s] is None) or
                     (got[s] is not None and abs(got[s].c0 - truth.markings[want[s]][0]) > 0.05) for s in want)
+        missing = len(markers) != len(visible)  # a visible marking without its marker (or one too many)
         ego_wrong += wrong
-        bad = (max(errors["c0_m"]) > 0.02 or max(errors["heading_deg"]) > 0.1 or max(errors["curvature_rel"]) > 0.05
-               or wrong)
+        missing_frames += missing
+        bad = (max(errors["c0_m"], default=0) > 0.02 or max(errors["heading_deg"], default=0) > 0.1
+               or max(errors["curvature_rel"], default=0) > 0.05 or wrong or missing)
         for tag in ("all", *shown.conditions):
             for key, values in errors.items():
                 per_tag[tag][key] += values
             failures[tag] += int(bad)
             per_tag[tag]["frames"].append(1)
     return {
-        "frames": len(seeds), "ego_wrong_frames": ego_wrong,
+        "frames": len(seeds), "ego_wrong_frames": ego_wrong, "frames_missing_a_marker": missing_frames,
         "by_condition": {tag: {"frames": len(v["frames"]), "frames_failing": failures[tag],
                                **{k: _stats(v[k]) for k in ("c0_m", "heading_deg", "curvature_rel")}}
                          for tag, v in sorted(per_tag.items())},
