@@ -150,19 +150,10 @@ class AsyncLaneDetClient(ClientBase):
         frames = check_frames([frame], color)
         return (await self._detect_chunk(frames, color, (conf_threshold, nms_threshold, top_k)))[0]
 
-    async def detect_markers(
-        self,
-        frame: np.ndarray,
-        *,
-        color: str = "bgr",
-        conf_threshold: float | None = None,
-        nms_threshold: float | None = None,
-        top_k: int | None = None,
-    ) -> tuple[list[Lane], FrameMarkers]:
-        """Lanes in one frame and their markers in the vehicle frame (needs camera=; with track=True, call it for
-        a video's frames in order, awaiting each)."""
-        lanes = await self.detect(frame, color=color, conf_threshold=conf_threshold, nms_threshold=nms_threshold,
-                            top_k=top_k)
+    async def detect_markers(self, frame: np.ndarray, **detect_options: Any) -> tuple[list[Lane], FrameMarkers]:
+        """Lanes in one frame (`detect_options` as for detect) and their markers in the vehicle frame (needs camera=;
+        with track=True, call it for a video's frames in order, awaiting each)."""
+        lanes = await self.detect(frame, **detect_options)
         return lanes, self._frame_markers(lanes, frame)
 
     async def detect_batch(

@@ -189,19 +189,10 @@ class LaneDetClient(ClientBase):
         return self.detect_batch([frame], color=color, conf_threshold=conf_threshold,
                                  nms_threshold=nms_threshold, top_k=top_k)[0]
 
-    def detect_markers(
-        self,
-        frame: np.ndarray,
-        *,
-        color: str = "bgr",
-        conf_threshold: float | None = None,
-        nms_threshold: float | None = None,
-        top_k: int | None = None,
-    ) -> tuple[list[Lane], FrameMarkers]:
-        """Lanes in one frame and their markers in the vehicle frame (needs camera=; with track=True, call it for
-        a video's frames in order)."""
-        lanes = self.detect(frame, color=color, conf_threshold=conf_threshold, nms_threshold=nms_threshold,
-                            top_k=top_k)
+    def detect_markers(self, frame: np.ndarray, **detect_options: Any) -> tuple[list[Lane], FrameMarkers]:
+        """Lanes in one frame (`detect_options` as for detect) and their markers in the vehicle frame (needs camera=;
+        with track=True, call it for a video's frames in order)."""
+        lanes = self.detect(frame, **detect_options)
         return lanes, self._frame_markers(lanes, frame)
 
     def detect_batch(

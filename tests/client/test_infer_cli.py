@@ -1,6 +1,7 @@
 """`edge-deploy infer` and `edge-deploy sample`, run as the real command (`python3 -m edge_deploy`)."""
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -218,6 +219,26 @@ def test_infer_camera_adds_markers_and_the_birdseye_panel(tmp_path, tiny_server)
             "time_to_right_s"} <= set(record["figures"]) and record["figures"]["speed_mps"] == 20.0
     drawn = cv2.imread(str(out / "road-000.lanes.png"))
     assert drawn.shape[0] == 296 and drawn.shape[1] > 820  # the panel beside the frame
+    # the client gives the same markers (detect_markers), the async client too
+    from edge_deploy.client.async_client import AsyncLaneDetClient
+    from edge_deploy.errors import CalibrationError, ClientError
+    from edge_deploy.geometry import Camera
+
+    camera = Camera.from_yaml(tmp_path / "road-000.calib.yaml")
+    frame = cv2.imread(str(tmp_path / "road-000.png"))
+    with LaneDetClient(tiny_server.url, "tiny", camera=camera, conf_threshold=0.05) as client:
+        lanes, found = client.detect_markers(frame)
+        with pytest.raises(CalibrationError, match="frame is 410x148"):
+            client.detect_markers(cv2.resize(frame, (410, 148)))
+    assert len(lanes) == len(record["lanes"]) and found.to_dict()["markers"] == record["markers"]
+
+    async def detect_async():
+        async with AsyncLaneDetClient(tiny_server.url, "tiny", camera=camera, conf_threshold=0.05) as client:
+            return await client.detect_markers(frame)
+
+    assert asyncio.run(detect_async())[1].to_dict()["markers"] == record["markers"]
+    with pytest.raises(ClientError, match="need camera="):
+        LaneDetClient(tiny_server.url, "tiny", track=True, connect=False)
 
     made = cli("sample", "--video", "--out", str(tmp_path), "-n", "5", "--width", "640", "--height", "360")
     assert made.returncode == 0, made.stderr
