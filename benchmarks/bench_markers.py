@@ -11,9 +11,12 @@
 3. The tracker on the synthetic drive (150 frames, 20 m/s, 30 frames/s): std of c0 - truth of the ego
    markers with and without it.
 4. Cost: to_markers for one frame's lanes (the model's lanes of part 2); LaneDetClient.detect p50 with and
-   without markers (detect_markers vs detect), interleaved in one run, and their ratio.
+   without markers (detect_markers vs detect), interleaved in one run, and their ratio: with the demo
+   weights, and with bench_client.py's negligible-compute model (where the client's own work is most of
+   a detect, so the markers' share shows).
 
-    nice python3 benchmarks/bench_markers.py [--frames 200] [--url HOST:PORT] [--skip-served] [--json out.json]
+    nice python3 benchmarks/bench_markers.py [--frames 200] [--url HOST:PORT] [--skip-served] [--cost-only]
+        [--json out.json]
 
 --url uses a server already serving `lanedet` (the demo weights) instead of starting one.
 """
@@ -140,16 +143,22 @@ def tracker_jitter(url: str, frames: int = 150, seed: int = EVAL_SEED_BASE + 500
     return out
 
 
-def cost(url: str, kept: list[tuple[list[Lane], Camera]], requests: int = 100) -> dict[str, Any]:
-    """Part 4: to_markers per frame, and detect p50 with vs without markers (interleaved)."""
-    from edge_deploy.client.sync_client import LaneDetClient
-
-    per_frame = []  # every call timed: p50 over frames x 20 calls
+def markers_cost(kept: list[tuple[list[Lane], Camera]]) -> dict[str, Any]:
+    """Part 4a: to_markers for one frame's lanes, every call timed (frames x 20 calls)."""
+    per_call = []
     for lanes, camera in kept:
         for _ in range(20):
             start = time.perf_counter()
             to_markers(lanes, camera)
-            per_frame.append((time.perf_counter() - start) * 1000.0)
+            per_call.append((time.perf_counter() - start) * 1000.0)
+    return {"to_markers_ms_per_frame": _stats(per_call), "lanes_per_frame": float(np.mean([len(k[0]) for k in kept])),
+            "load_average": os.getloadavg()[0]}
+
+
+def client_overhead(url: str, requests: int = 100) -> dict[str, Any]:
+    """Part 4b: LaneDetClient.detect p50 vs detect_markers p50 on the same frames, interleaved."""
+    from edge_deploy.client.sync_client import LaneDetClient
+
     seeds = [EVAL_SEED_BASE + i for i in range(10)]
     frames = [scene(s).frame for s in seeds]
     camera = Camera.from_mapping(scene_truth(seeds[0]).camera)  # one camera: the frames share the size
@@ -160,15 +169,26 @@ def cost(url: str, kept: list[tuple[list[Lane], Camera]], requests: int = 100) -
             with_camera.detect_markers(frame)
         for i in range(requests):
             frame = frames[i % len(frames)]
-            order = (("plain", client.detect), ("marked", with_camera.detect_markers))
-            for name, call in order if i % 2 == 0 else order[::-1]:
+            order = ((plain, client.detect), (marked, with_camera.detect_markers))
+            for times, call in order if i % 2 == 0 else order[::-1]:
                 start = time.perf_counter()
                 call(frame)
-                (plain if name == "plain" else marked).append((time.perf_counter() - start) * 1000.0)
+                times.append((time.perf_counter() - start) * 1000.0)
     p50_plain, p50_marked = float(np.percentile(plain, 50)), float(np.percentile(marked, 50))
-    return {"to_markers_ms_per_frame": _stats(per_frame), "load_average": os.getloadavg()[0], "lanes_per_frame": float(np.mean([len(k[0]) for k in kept])),
-            "detect_p50_ms": p50_plain, "detect_markers_p50_ms": p50_marked, "ratio": p50_marked / p50_plain,
-            "requests": requests}
+    return {"detect_p50_ms": p50_plain, "detect_markers_p50_ms": p50_marked, "ratio": p50_marked / p50_plain,
+            "requests": requests, "load_average": os.getloadavg()[0]}
+
+
+def tiny_model_overhead(requests: int) -> dict[str, Any]:
+    """Part 4b on bench_client.py's negligible-compute model, where the client's own time is most of detect."""
+    from bench_client import start_server
+
+    with tempfile.TemporaryDirectory(prefix="bench-markers-tiny-") as tmp:
+        server, _ = start_server(Path(tmp))
+        try:
+            return client_overhead(server.url, requests)
+        finally:
+            server.stop(timeout=15)
 
 
 def main() -> None:
@@ -176,12 +196,16 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=200)
     parser.add_argument("--url", help="a server already serving the demo weights as lanedet")
     parser.add_argument("--skip-served", action="store_true", help="part 1 only (no model)")
+    parser.add_argument("--cost-only", action="store_true",
+                        help="part 4b on the negligible-compute model only (no demo weights)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     seeds = [EVAL_SEED_BASE + i for i in range(args.frames)]
-    report: dict[str, Any] = {"exactness": exactness(seeds), "exactness_roll_ignored": exactness(seeds, True)}
-    _dump(report, args.json)
-    if not args.skip_served:
+    report: dict[str, Any] = {}
+    if not args.cost_only:
+        report = {"exactness": exactness(seeds), "exactness_roll_ignored": exactness(seeds, True)}
+        _dump(report, args.json)
+    if not (args.skip_served or args.cost_only):
         with contextlib.ExitStack() as stack:
             url = args.url
             if url is None:
@@ -193,8 +217,11 @@ def main() -> None:
             _dump(report, args.json)
             report["tracker"] = tracker_jitter(url)
             _dump(report, args.json)
-            report["cost"] = cost(url, kept)
+            report["cost"] = {**markers_cost(kept), "demo_model": client_overhead(url)}
             _dump(report, args.json)
+    if not args.skip_served or args.cost_only:
+        report.setdefault("cost", {})["negligible_compute_model"] = tiny_model_overhead(300)
+        _dump(report, args.json)
     print(json.dumps(report, indent=1))
 
 
