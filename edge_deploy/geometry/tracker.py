@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .markers import NEAR_M, LaneMarker, LaneMarkers, assign
+from .markers import NEAR_M, LaneMarker, LaneMarkers, inverse_spd, assign
 
 __all__ = ["MarkerTracker"]
 
@@ -74,7 +74,7 @@ class MarkerTracker:
 
     @staticmethod
     def _correct(track: _Track, marker: LaneMarker) -> None:
-        gain = track.covariance @ np.linalg.inv(track.covariance + marker.covariance)
+        gain = track.covariance @ inverse_spd((track.covariance + marker.covariance)[None])[0]
         track.state = track.state + gain @ (marker.coefficients - track.state)
         track.covariance = (np.eye(4) - gain) @ track.covariance
         track.marker = marker
