@@ -53,9 +53,9 @@ def draw_birdseye(markers: LaneMarkers, height: int, figures: Any = None) -> np.
         for x in np.arange(0.0, marker.longitude_start, 2.0):
             u, v = _to_pixels(np.array([x]), np.array([marker.y_at(x)]), width, height)[0]
             cv2.circle(panel, (int(u), int(v)), 1, colour, -1)
-        if marker.id is not None:
-            u, v = pts[-1]
-            cv2.putText(panel, str(marker.id), (int(u) - 4, max(int(v) - 4, 10)), cv2.FONT_HERSHEY_SIMPLEX, 0.4,
+        if marker.id is not None:  # beside the nearest end, where it is always inside the panel
+            u, v = pts[0]
+            cv2.putText(panel, str(marker.id), (int(u) + 4, min(int(v), height - 4)), cv2.FONT_HERSHEY_SIMPLEX, 0.4,
                         colour, 1, cv2.LINE_AA)
     length, car_width = _VEHICLE_SIZE_M
     corners = _to_pixels(np.array([1.5 - length, 1.5]), np.array([car_width / 2, -car_width / 2]), width, height)
