@@ -53,7 +53,7 @@ class AsyncLaneDetClient(ClientBase):
     Arguments as for LaneDetClient (shared memory permissions too), plus
     max_in_flight: how many requests may be outstanding at once (each has its own
     buffers). Call `await connect()` (or use `async with`) before detecting. camera, track: as for
-    LaneDetClient (`await detect_markers(frame)`; with track=True await each frame's call in order).
+    LaneDetClient (`await detect_markers(frame)`: markers made in the order of the calls).
     """
 
     def __init__(
@@ -83,6 +83,8 @@ class AsyncLaneDetClient(ClientBase):
         self._grpc: Any = None  # made on first use, inside the event loop
         self._setup_lock = asyncio.Lock()
         self._free: asyncio.Queue[Slot] = asyncio.Queue()
+        self._marker_calls = self._markers_done = 0  # detect_markers' turns, in the order of the calls
+        self._markers_turn = asyncio.Condition()
         # At exit there is no event loop to unregister with; the names still go.
         self._finalizer = weakref.finalize(self, release_slots, self._slots, self._registered)
 
@@ -151,10 +153,21 @@ class AsyncLaneDetClient(ClientBase):
         return (await self._detect_chunk(frames, color, (conf_threshold, nms_threshold, top_k)))[0]
 
     async def detect_markers(self, frame: np.ndarray, **detect_options: Any) -> tuple[list[Lane], FrameMarkers]:
-        """Lanes in one frame (`detect_options` as for detect) and their markers in the vehicle frame (needs camera=;
-        with track=True, call it for a video's frames in order, awaiting each)."""
-        lanes = await self.detect(frame, **detect_options)
-        return lanes, self._frame_markers(lanes, frame)
+        """Lanes in one frame (`detect_options` as for detect) and their markers in the vehicle frame (needs camera=).
+        Several calls may be in flight: their markers are made in the order of the calls, so with track=True
+        start them in the video's frame order."""
+        ticket = self._marker_calls
+        self._marker_calls += 1
+        try:
+            lanes = await self.detect(frame, **detect_options)
+            async with self._markers_turn:
+                await self._markers_turn.wait_for(lambda: self._markers_done == ticket)
+                return lanes, self._frame_markers(lanes, frame)
+        finally:  # a failed call gives up its turn too, or every later one would wait for it forever
+            async with self._markers_turn:
+                await self._markers_turn.wait_for(lambda: self._markers_done == ticket)
+                self._markers_done += 1
+                self._markers_turn.notify_all()
 
     async def detect_batch(
         self,

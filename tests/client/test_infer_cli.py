@@ -248,3 +248,18 @@ def test_infer_camera_adds_markers_and_the_birdseye_panel(tmp_path, tiny_server)
     lines = [json.loads(line) for line in (out / "drive.lanes.jsonl").read_text().splitlines()]
     assert len(lines) == 5 and sum(check_markers_contract(line["markers"], tracked=True) for line in lines) > 0
     assert read_video(out / "drive.lanes.mp4")[0].shape[1] > 640
+    # tracking with every frame in flight at once: the same markers as one frame after another
+    drive_frames = read_video(tmp_path / "drive.mp4")
+    drive_camera = Camera.from_yaml(tmp_path / "drive.calib.yaml")
+
+    async def tracked_at_once():
+        async with AsyncLaneDetClient(tiny_server.url, "tiny", camera=drive_camera, track=True,
+                                      conf_threshold=0.05) as client:
+            return await asyncio.gather(*(client.detect_markers(f) for f in drive_frames))
+
+    with LaneDetClient(tiny_server.url, "tiny", camera=drive_camera, track=True, conf_threshold=0.05) as client:
+        one_by_one = [client.detect_markers(f)[1].to_dict() for f in drive_frames]
+    assert [found.to_dict() for _, found in asyncio.run(tracked_at_once())] == one_by_one
+    markers = [frame["markers"] for frame in one_by_one]
+    ids = [m["id"] for f in markers for m in (f["ego_left"], f["ego_right"], *f["next_left"], *f["next_right"]) if m]
+    assert ids and None not in ids
