@@ -11,6 +11,7 @@ machine's load hits both alike. Prints F1 per model, lane-count agreement, and f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import socket
 import subprocess
@@ -18,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,38 +31,44 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return result
 
 
+@contextlib.contextmanager
+def served_demo_model(work: Path, artifact: Path | None = None) -> Iterator[tuple[str, Path]]:
+    """The demo weights (or `artifact`) served as `lanedet` by the bundled tritonserver (Python-backend ONNX
+    Runtime) from a repository in `work`: yields (url, artifact); stops the server at the end."""
+    if artifact is None:
+        artifact = work / "artifact"
+        cli("convert", "laneatt", "--checkpoint", str(ROOT / "weights" / "laneatt_r18_synthetic.pt"),
+            "--backbone", "resnet18", "--dataset", "culane", "--top-k", "6", "--output", str(artifact),
+            "--target", "onnx")
+    cli("install", str(artifact), "--repository", str(work / "repo"), "--runtime", "python")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = open(work / "server.log", "w")  # noqa: SIM115 - lives as long as the server
+    server = subprocess.Popen([sys.executable, "-m", "edge_deploy", "serve", "--foreground", "--repository",
+                               str(work / "repo"), "--grpc-port", str(port)], stdout=log, stderr=log, cwd=ROOT)
+    try:
+        cli("health", "--wait", "180", "--url", f"127.0.0.1:{port}", "--model", "lanedet")
+        yield f"127.0.0.1:{port}", artifact
+    finally:
+        server.terminate()
+        server.wait(60)
+        log.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--frames", type=int, default=200)
     parser.add_argument("--artifact", type=Path, help="an artifact to use instead of converting the demo weights")
     parser.add_argument("--json", type=Path, help="write the evaluate report here")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-evaluate-") as tmp:
-        work = Path(tmp)
-        artifact = args.artifact
-        if artifact is None:
-            artifact = work / "artifact"
-            cli("convert", "laneatt", "--checkpoint", str(ROOT / "weights" / "laneatt_r18_synthetic.pt"),
-                "--backbone", "resnet18", "--dataset", "culane", "--top-k", "6", "--output", str(artifact),
-                "--target", "onnx")
-        cli("install", str(artifact), "--repository", str(work / "repo"), "--runtime", "python")
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        log = open(work / "server.log", "w")  # noqa: SIM115 - lives as long as the server
-        server = subprocess.Popen([sys.executable, "-m", "edge_deploy", "serve", "--foreground", "--repository",
-                                   str(work / "repo"), "--grpc-port", str(port)], stdout=log, stderr=log, cwd=ROOT)
-        try:
-            cli("health", "--wait", "180", "--url", f"127.0.0.1:{port}", "--model", "lanedet")
-            report_path = args.json or work / "report.json"
-            started = time.perf_counter()
-            cli("evaluate", "--url", f"127.0.0.1:{port}", "--model", "lanedet", "--synthetic", str(args.frames),
-                "--against", str(artifact), "--json", str(report_path))
-            wall = time.perf_counter() - started
-        finally:
-            server.terminate()
-            server.wait(60)
-            log.close()
+    with tempfile.TemporaryDirectory(prefix="bench-evaluate-") as tmp, \
+            served_demo_model(Path(tmp), args.artifact) as (url, artifact):
+        report_path = args.json or Path(tmp) / "report.json"
+        started = time.perf_counter()
+        cli("evaluate", "--url", url, "--model", "lanedet", "--synthetic", str(args.frames),
+            "--against", str(artifact), "--json", str(report_path))
+        wall = time.perf_counter() - started
         report = json.loads(report_path.read_text())
     served_ms, local_ms = report["latency_ms"]["mean"], report["against_latency_ms"]["mean"]
     at05 = report["retention"][0]

@@ -83,6 +83,14 @@ class EvaluationError(EdgeDeployError):
     """An evaluation data set, its files, or the lanes given to a metric are not usable."""
 
 
+class GeometryError(EdgeDeployError):
+    """Lanes cannot be put on the ground: a camera calibration, a mounting or an image point is not usable."""
+
+
+class CalibrationError(GeometryError, ValueError):
+    """A camera calibration file (camera_info YAML + mounting) is missing, malformed, or does not fit the frames."""
+
+
 def one_line(exc: BaseException, limit: int = 200, *, first_line: bool = False) -> str:
     """An exception's message on one line (whitespace collapsed, cut to `limit`); its type name when empty.
 

@@ -42,6 +42,12 @@ trap 'kill -TERM "$server" 2>/dev/null; wait "$server" 2>/dev/null || true' EXIT
 "$ED" sample --out "$OUT/samples" --video --count 90
 "$ED" infer "$OUT"/samples/*.png "$OUT/samples/drive.mp4" --url "127.0.0.1:$PORT" --model "$NAME" \
     --out "$OUT/lanes" --json
+# Lanes in metres (docs/geometry.md): markers, figures and the bird's-eye panel, each with its calibration from sample.
+"$ED" infer "$OUT/samples/road-000.png" --camera "$OUT/samples/road-000.calib.yaml" --speed 20 --url "127.0.0.1:$PORT" \
+    --model "$NAME" --out "$OUT/markers" --json
+"$ED" infer "$OUT/samples/drive.mp4" --camera "$OUT/samples/drive.calib.yaml" --track --speed 20 \
+    --url "127.0.0.1:$PORT" --model "$NAME" --out "$OUT/markers"
+echo "demo: lane markers and the bird's-eye panel in $OUT/markers/ (road-000.lanes.png/.json, drive.lanes.mp4/.jsonl)"
 # One held-out synthetic frame scored against its ground truth (truth green, lanes red, F1 in the caption).
 "$ED" evaluate --url "127.0.0.1:$PORT" --model "$NAME" --synthetic 1 --show 1 --out "$OUT/evaluate"
 echo "demo: lanes drawn in $OUT/lanes/ (road-000.lanes.png, drive.lanes.mp4), scored against the truth in" \

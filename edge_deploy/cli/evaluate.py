@@ -37,6 +37,9 @@ def evaluate(
     tls_ca: Annotated[Optional[Path], typer.Option(help="grpc:// models over TLS: the CA that signed the server's certificate.")] = None,
     tls_cert: Annotated[Optional[Path], typer.Option(help="grpc:// models: this client's certificate (mutual TLS).")] = None,
     tls_key: Annotated[Optional[Path], typer.Option(help="grpc:// models: its private key.")] = None,
+    camera: Annotated[Optional[str], typer.Option(
+        help="Also score lane markers (ego lane found, c0 and heading errors) against the synthetic roads' truth: "
+             "'scene' (each frame's own camera) or a calibration file for all frames. With --synthetic N.")] = None,
 ) -> None:
     """Score a model's lanes on labelled frames: CULane F1/precision/recall at IoU 0.5 and 0.7, mean |dx| of
     matched lanes, TuSimple accuracy/FP/FN on TuSimple labels, latency per frame; with --against REFERENCE, how much
@@ -58,7 +61,11 @@ def evaluate(
     model = model or f"grpc://{url}/{served_model or 'lanedet'}"
     # the library checks the sources (exactly one; --synthetic N >= 1, --seed >= 0), naming these options
     frames = datasets.evaluation_frames(data=data, tusimple=tusimple, synthetic=synthetic, seed=seed, root=root,
-                                        limit=limit)
+                                        limit=limit, marker_truth=camera is not None)
+    if camera is not None and camera != "scene":
+        from ..geometry import Camera
+
+        camera = Camera.from_yaml(camera)
     console = Console(stderr=True, soft_wrap=True)
     from .serve import _cli_tls
 
@@ -67,7 +74,7 @@ def evaluate(
     other = open_runner(against, tls) if against else None
     try:
         report, worst = run_evaluate(runner, frames, against=other, reporter=ConsoleReporter(console),
-                                     keep_frames=max(0, show))
+                                     keep_frames=max(0, show), camera=camera)
     finally:
         runner.close()
         if other is not None:
@@ -102,6 +109,8 @@ def _print(report) -> None:  # noqa: ANN001
     if report.tusimple is not None:
         t = report.tusimple
         console.print(f"TuSimple ({t.frames} frames): accuracy {t.accuracy:.4f}  FP {t.fp:.4f}  FN {t.fn:.4f}")
+    if report.markers is not None:
+        _print_markers(report.markers, console)
     if report.retention is not None:
         ret = Table(title=f"retention: {report.model} against {report.against} (the reference)")
         for column in ("IoU", "F1 reference", "F1 candidate", "lane count agreement", "mean |dx| px"):
@@ -113,3 +122,21 @@ def _print(report) -> None:  # noqa: ANN001
             dx = "-" if r.mean_abs_dx is None else f"{r.mean_abs_dx:.2f}"
             ret.add_row(f"{r.iou_threshold:g}", f1_ref, f1_cand, agree, dx)
         console.print(ret)
+
+
+def _print_markers(score, console) -> None:  # noqa: ANN001
+    from rich.table import Table
+
+    def cell(value: float | None, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    table = Table(title=f"lane markers: ego lane found on {score.ego_found}/{score.both_visible} frames with both "
+                        "ego markings in view")
+    for column in ("subset", "frames", "ego found", "c0 err p50 m", "c0 err p95 m", "heading err p50 deg"):
+        table.add_column(column, justify="right" if column != "subset" else "left")
+    rows = [("all", score.to_dict()), *score.by_condition.items()]
+    for subset, s in rows:
+        rate = s["ego_found_rate"]
+        table.add_row(subset, str(s["frames"]), cell(rate, ".3f"), cell(s["c0_error_m"]["p50"], ".3f"),
+                      cell(s["c0_error_m"]["p95"], ".3f"), cell(s["heading_error_deg"]["p50"], ".2f"))
+    console.print(table)

@@ -21,6 +21,7 @@ class Transport(str, Enum):
 
 
 _DECODE = "Decoding (default: the model config's)"
+_GEOMETRY = "Lane markers in metres"
 
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
@@ -98,25 +99,46 @@ def _unique_stems(names: list[str]) -> list[str]:
 
 def run_infer(
     client: Any, frames: list[tuple[str, Any]], out: Path, *, write_png: bool, write_json: bool,
-    conf_threshold: float | None, nms_threshold: float | None, top_k: int | None,
+    conf_threshold: float | None, nms_threshold: float | None, top_k: int | None, geometry: Any = None,
 ) -> list[dict[str, Any]]:
-    """Detect lanes in each (name, frame) and write OUT/<stem>.lanes.png and/or OUT/<stem>.lanes.json."""
-    from ..lanedet.draw import draw_lanes, save_png
+    """Detect lanes in each (name, frame) and write OUT/<stem>.lanes.png and/or OUT/<stem>.lanes.json; with
+    `geometry` (a LaneGeometry) each record gains the markers and figures and the PNG the bird's-eye panel."""
+    from ..geometry.birdseye import annotated_frame
+    from ..lanedet.draw import save_png
 
     out.mkdir(parents=True, exist_ok=True)
     records = []
     for (name, frame), stem in zip(frames, _unique_stems([n for n, _ in frames])):
         lanes = client.detect(frame, conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k)
         record = lanes_record(name, frame, lanes, client.model_name)
+        found = geometry.frame_markers(lanes, frame) if geometry is not None else None
+        if found is not None:
+            record.update(found.to_dict())
         if write_png:
             caption = f"{client.model_name}: {len(lanes)} lane{'s' if len(lanes) != 1 else ''}"
-            record["png"] = str(save_png(out / f"{stem}.lanes.png", draw_lanes(frame, lanes, caption=caption)))
+            record["png"] = str(save_png(out / f"{stem}.lanes.png", annotated_frame(frame, lanes, caption, found)))
         if write_json:
             path = out / f"{stem}.lanes.json"
             _write_json(path, record)
             record["json"] = str(path)
         records.append(record)
     return records
+
+
+def lane_geometry(camera: Path | None, track: bool, speed: float | None) -> Any:
+    """The LaneGeometry --camera/--track/--speed ask for (None without --camera); one-line errors."""
+    from ..errors import CalibrationError
+
+    if camera is None:
+        if track or speed is not None:
+            raise CalibrationError(f"{'--track' if track else '--speed'} works on lane markers, which need the "
+                                   "camera: add --camera CALIB.yaml.")
+        return None
+    if speed is not None and not speed >= 0:
+        raise CalibrationError(f"--speed must be 0 or more metres per second (got {speed:g}).")
+    from ..geometry import Camera, LaneGeometry
+
+    return LaneGeometry(Camera.from_yaml(camera), track=track, speed_mps=speed)
 
 
 def synthetic_frames(count: int, width: int = 1640, height: int = 590, seed: int = 0) -> list[tuple[str, Any]]:
@@ -149,9 +171,18 @@ def infer(
     tls_ca: Annotated[Optional[Path], typer.Option(help="Connect over TLS: the CA that signed the server's certificate.")] = None,
     tls_cert: Annotated[Optional[Path], typer.Option(help="This client's certificate (for a mutual-TLS server).")] = None,
     tls_key: Annotated[Optional[Path], typer.Option(help="Its private key.")] = None,
+    camera: Annotated[Optional[Path], typer.Option(
+        help="Camera calibration (ROS camera_info YAML + mounting): add lane markers (cubics in metres, ego "
+             "left/right) and the ego lane's figures to the JSON, and a bird's-eye panel to the pictures.",
+        rich_help_panel=_GEOMETRY)] = None,
+    track: Annotated[bool, typer.Option("--track", help="Follow the markers across a video's frames (stable ids, "
+                                                        "smoothed); with --camera.", rich_help_panel=_GEOMETRY)] = False,
+    speed: Annotated[Optional[float], typer.Option(help="Vehicle speed (m/s) for the time to line crossing; with "
+                                                        "--camera.", rich_help_panel=_GEOMETRY)] = None,
 ) -> None:
     """Detect lanes with a served model: each image written with its lanes drawn (PNG) and/or as JSON; each video
-    or camera as OUT/<name>.lanes.mp4 with the lanes drawn and OUT/<name>.lanes.jsonl (one JSON line per frame)."""
+    or camera as OUT/<name>.lanes.mp4 with the lanes drawn and OUT/<name>.lanes.jsonl (one JSON line per frame).
+    With --camera, lane markers in the vehicle frame too (docs/geometry.md)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -173,6 +204,7 @@ def infer(
     blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
     if blocker is not None:
         raise ClientError(f"--out {out} cannot be a directory: {blocker} is a file; pass a directory with --out.")
+    geometry = lane_geometry(camera, track, speed)
     frames = [(str(p), read_image(p)) for p in image_paths(paths)]  # every file is checked before the first request
     for source in videos:
         open_video(source).release()
@@ -182,6 +214,14 @@ def infer(
         for name, frame in synthetic_frames(synthetic):
             save_png(out / name, frame)
             frames.append((str(out / name), frame))
+    if geometry is not None:
+        from ..errors import CalibrationError
+
+        for name, frame in frames:
+            try:
+                geometry.camera.check_frame(frame.shape[1], frame.shape[0])
+            except CalibrationError as exc:
+                raise CalibrationError(f"{name}: {exc}") from None
     from .serve import _cli_tls
 
     tls = _cli_tls(tls_ca, tls_cert, tls_key) if tls_ca or tls_cert or tls_key else None
@@ -190,8 +230,12 @@ def infer(
         if wait > 0:
             client.wait_until_ready(wait)
         records = run_infer(client, frames, out, write_png=png, write_json=json_out,
-                            conf_threshold=conf, nms_threshold=nms, top_k=top_k)
-        played = [_play(client, video, out, max_frames, conf, nms, top_k) for video in videos]
+                            conf_threshold=conf, nms_threshold=nms, top_k=top_k, geometry=geometry)
+        played = []
+        for video in videos:
+            if geometry is not None and geometry.tracker is not None:
+                geometry.tracker.reset()  # each video is its own drive
+            played.append(_play(client, video, out, max_frames, conf, nms, top_k, geometry))
     console = Console()
     table = Table("image", "size", "lanes", "scores", "written")
     for rec in records:
@@ -208,7 +252,7 @@ def infer(
 
 
 def _play(client: Any, source: str, out: Path, max_frames: int, conf: float | None, nms: float | None,
-          top_k: int | None) -> Any:
+          top_k: int | None, geometry: Any = None) -> Any:
     """One video or camera through the client, with a progress line on stderr."""
     from rich.console import Console
 
@@ -221,7 +265,7 @@ def _play(client: Any, source: str, out: Path, max_frames: int, conf: float | No
             console.print(f"{source}: {frames} frames, {frames / max(seconds, 1e-9):.1f} frames/s", highlight=False)
 
     return run_video(lambda f: client.detect(f, conf_threshold=conf, nms_threshold=nms, top_k=top_k), source, out,
-                     model=client.model_name, max_frames=max_frames, progress=progress)
+                     model=client.model_name, max_frames=max_frames, progress=progress, geometry=geometry)
 
 
 def _check_numbers(*, synthetic: int, timeout: float, wait: float, conf: float | None, nms: float | None,
@@ -257,14 +301,20 @@ def sample(
                                                         "instead of separate frames.")] = False,
 ) -> None:
     """Write synthetic road frames (PNG, CULane size by default), or a synthetic drive as a video, to try
-    `edge-deploy infer` on. The roads are drawn from seeds the demo weights were never trained on."""
+    `edge-deploy infer` on. The roads are drawn from seeds the demo weights were never trained on. Beside each
+    frame (and the drive) its camera's calibration, <name>.calib.yaml, for `infer --camera`."""
+    from ..geometry.calibration_file import write_calibration
     from ..lanedet.draw import save_png
+    from ..training.synthetic import EVAL_SEED_BASE, drive_truth, scene_truth
 
     if video:
-        from ..training.synthetic import EVAL_SEED_BASE
         from .video import write_drive
 
         typer.echo(str(write_drive(out / "drive.mp4", EVAL_SEED_BASE + seed, count, width, height)))
+        first = next(drive_truth(EVAL_SEED_BASE + seed, 1, width, height))  # one camera for the whole drive
+        typer.echo(str(write_calibration(out / "drive.calib.yaml", first.camera)))
         return
-    for name, frame in synthetic_frames(count, width, height, seed):
+    for i, (name, frame) in enumerate(synthetic_frames(count, width, height, seed)):
         typer.echo(str(save_png(out / name, frame)))
+        truth = scene_truth(EVAL_SEED_BASE + seed + i, width, height)
+        typer.echo(str(write_calibration(out / f"{Path(name).stem}.calib.yaml", truth.camera)))

@@ -85,16 +85,17 @@ def frames_of(capture: Any, max_frames: int) -> Iterator[Any]:
 
 def run_video(
     detect: Callable[[Any], list[Any]], source: str, out: Path, *, model: str, max_frames: int = 0,
-    progress: Callable[[int, float], None] | None = None,
+    progress: Callable[[int, float], None] | None = None, geometry: Any = None,
 ) -> VideoResult:
-    """Detect lanes in every frame of `source`; write OUT/<stem>.lanes.mp4 and OUT/<stem>.lanes.jsonl.
+    """Detect lanes in every frame of `source`; write OUT/<stem>.lanes.mp4 and OUT/<stem>.lanes.jsonl. With
+    `geometry` (a LaneGeometry) each line gains the markers and figures and the video the bird's-eye panel.
 
     Both are written under temporary names and renamed at the end, so an interrupted run
     (Ctrl-C) leaves the frames done so far under the final names and no half-named files.
     """
     import cv2
 
-    from ..lanedet.draw import draw_lanes
+    from ..geometry.birdseye import annotated_frame
 
     capture = open_video(source)
     stem = "camera" if not Path(source).suffix or "!" in source else Path(source).stem
@@ -102,21 +103,26 @@ def run_video(
     video_path, jsonl_path = out / f"{stem}.lanes.mp4", out / f"{stem}.lanes.jsonl"
     tmp_video, tmp_jsonl = out / f".{video_path.name}.tmp.mp4", out / f".{jsonl_path.name}.tmp"
     fps_in = capture.get(cv2.CAP_PROP_FPS) or 0.0
+    if geometry is not None and geometry.fps is None:
+        geometry.fps = fps_in if 1 <= fps_in <= 240 else 30.0
     writer = None
     frames, lanes_total, started = 0, 0, time.monotonic()
     try:
         with open(tmp_jsonl, "w") as log:
             for frame in frames_of(capture, max_frames):
                 lanes = detect(frame)
+                found = geometry.frame_markers(lanes, frame) if geometry is not None else None
+                caption = f"{model}: {len(lanes)} lane{'s' if len(lanes) != 1 else ''} (frame {frames})"
+                picture = annotated_frame(frame, lanes, caption, found)
                 if writer is None:
-                    h, w = frame.shape[0] // 2 * 2, frame.shape[1] // 2 * 2  # MPEG-4 needs even sizes
+                    h, w = picture.shape[0] // 2 * 2, picture.shape[1] // 2 * 2  # MPEG-4 needs even sizes
                     writer = cv2.VideoWriter(str(tmp_video), cv2.VideoWriter_fourcc(*FOURCC),
                                              fps_in if 1 <= fps_in <= 240 else 30.0, (w, h))
                     if not writer.isOpened():
                         raise FrameError(f"cannot write {video_path}: OpenCV has no {FOURCC} encoder here.")
-                caption = f"{model}: {len(lanes)} lane{'s' if len(lanes) != 1 else ''} (frame {frames})"
-                writer.write(draw_lanes(frame, lanes, caption=caption)[:h, :w])
-                log.write(json.dumps({"frame": frames, "lanes": [lane.to_dict() for lane in lanes]}) + "\n")
+                writer.write(picture[:h, :w])
+                line = {"frame": frames, "lanes": [lane.to_dict() for lane in lanes]}
+                log.write(json.dumps({**line, **(found.to_dict() if found is not None else {})}) + "\n")
                 frames += 1
                 lanes_total += len(lanes)
                 if progress is not None:

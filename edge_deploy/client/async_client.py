@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from .served_model import LaneModel
 from .shm import ShmRegion
 from .tls import TLSConfig, client_options
 
+if TYPE_CHECKING:
+    from ..geometry.frame_markers import FrameMarkers
+
 __all__ = ["AsyncLaneDetClient"]
 
 
@@ -49,7 +52,8 @@ class AsyncLaneDetClient(ClientBase):
 
     Arguments as for LaneDetClient (shared memory permissions too), plus
     max_in_flight: how many requests may be outstanding at once (each has its own
-    buffers). Call `await connect()` (or use `async with`) before detecting.
+    buffers). Call `await connect()` (or use `async with`) before detecting. camera, track: as for
+    LaneDetClient (`await detect_markers(frame)`: markers made in the order of the calls).
     """
 
     def __init__(
@@ -67,16 +71,20 @@ class AsyncLaneDetClient(ClientBase):
         max_in_flight: int = 4,
         tls: TLSConfig | None = None,
         strict: bool = False,
+        camera: Any = None,
+        track: bool = False,
     ) -> None:
         if max_in_flight < 1:
             raise ClientError(f"max_in_flight must be >= 1, got {max_in_flight}.")
         super().__init__(url, model, version=version, transport=transport, client_timeout=client_timeout,
                          retry_deadline=retry_deadline, overrides=(conf_threshold, nms_threshold, top_k), tls=tls,
-                         strict=strict)
+                         strict=strict, camera=camera, track=track)
         self.max_in_flight = int(max_in_flight)
         self._grpc: Any = None  # made on first use, inside the event loop
         self._setup_lock = asyncio.Lock()
         self._free: asyncio.Queue[Slot] = asyncio.Queue()
+        self._marker_calls = self._markers_done = 0  # detect_markers' turns, in the order of the calls
+        self._markers_turn = asyncio.Condition()
         # At exit there is no event loop to unregister with; the names still go.
         self._finalizer = weakref.finalize(self, release_slots, self._slots, self._registered)
 
@@ -143,6 +151,23 @@ class AsyncLaneDetClient(ClientBase):
         """Lanes in one HxWx3 frame (BGR unless color="rgb"), best first, in frame pixels."""
         frames = check_frames([frame], color)
         return (await self._detect_chunk(frames, color, (conf_threshold, nms_threshold, top_k)))[0]
+
+    async def detect_markers(self, frame: np.ndarray, **detect_options: Any) -> tuple[list[Lane], FrameMarkers]:
+        """Lanes in one frame (`detect_options` as for detect) and their markers in the vehicle frame (needs camera=).
+        Several calls may be in flight: their markers are made in the order of the calls, so with track=True
+        start them in the video's frame order."""
+        ticket = self._marker_calls
+        self._marker_calls += 1
+        try:
+            lanes = await self.detect(frame, **detect_options)
+            async with self._markers_turn:
+                await self._markers_turn.wait_for(lambda: self._markers_done == ticket)
+                return lanes, self._frame_markers(lanes, frame)
+        finally:  # a failed call gives up its turn too, or every later one would wait for it forever
+            async with self._markers_turn:
+                await self._markers_turn.wait_for(lambda: self._markers_done == ticket)
+                self._markers_done += 1
+                self._markers_turn.notify_all()
 
     async def detect_batch(
         self,

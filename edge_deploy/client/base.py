@@ -224,7 +224,8 @@ class ClientBase:
 
     def __init__(self, url: str, model: str, *, version: str, transport: str, client_timeout: float,
                  retry_deadline: float, overrides: tuple[float | None, float | None, int | None],
-                 tls: TLSConfig | None = None, strict: bool = False) -> None:
+                 tls: TLSConfig | None = None, strict: bool = False, camera: Any = None,
+                 track: bool = False) -> None:
         if tls is not None and not isinstance(tls, TLSConfig):
             raise ClientError(f"tls must be a TLSConfig(ca=..., cert=..., key=...) or None, not {type(tls).__name__}.")
         try:  # refused here, not at the first detect(): the rules the decode parameters are made with
@@ -247,11 +248,25 @@ class ClientBase:
         self._closed = False
         self.strict = bool(strict)  # fused models: refuse frames of another size instead of resizing them
         self._warned_resize = False
+        # detect_markers: the camera's lane geometry (edge_deploy.geometry: numpy, OpenCV, PyYAML only)
+        self.geometry = None
+        if camera is not None:
+            from ..geometry.frame_markers import LaneGeometry
+
+            self.geometry = LaneGeometry(camera, track=track)
+        elif track:
+            raise ClientError("track=True follows lane markers, which need camera=Camera.from_yaml(path).")
 
     @property
     def shm_regions(self) -> list[str]:
         """Names of this client's shared memory regions (empty with gRPC transport)."""
         return [r.name for slot in self._slots for r in slot.regions]
+
+    def _frame_markers(self, lanes: list[Any], frame: np.ndarray) -> Any:
+        if self.geometry is None:
+            raise ClientError(f"detect_markers needs the camera: create the {type(self).__name__} with "
+                              "camera=Camera.from_yaml(path).")
+        return self.geometry.frame_markers(lanes, frame)
 
     def _check_open(self) -> None:
         if self._closed:

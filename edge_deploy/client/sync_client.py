@@ -29,7 +29,7 @@ import contextlib
 import threading
 import time
 import weakref
-from typing import Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
@@ -50,6 +50,9 @@ from .frames import check_frames
 from .request import read_lanes
 from .shm import ShmRegion
 from .tls import TLSConfig, client_options
+
+if TYPE_CHECKING:
+    from ..geometry.frame_markers import FrameMarkers
 
 __all__ = ["DEFAULT_URL", "DEFAULT_MODEL", "LaneDetClient"]
 
@@ -93,7 +96,9 @@ class LaneDetClient(ClientBase):
     lock); use AsyncLaneDetClient for several frames in flight. strict: with a model
     that has the preprocessing fused in (`convert --fuse-preprocess`), refuse frames of
     another size than the model's (FrameError) instead of resizing them on the CPU
-    with a one-time warning.
+    with a one-time warning. camera: a `edge_deploy.geometry.Camera` (Camera.from_yaml(path)) for
+    `detect_markers`, the lanes as cubic markers in the vehicle frame with the ego lane's figures;
+    track=True follows them across calls with stable ids (docs/geometry.md).
 
     Shared memory regions are made with mode 0660 and, when this process is in
     the group named by $EDGE_DEPLOY_SHM_GROUP (default ``video``), given that group,
@@ -118,12 +123,14 @@ class LaneDetClient(ClientBase):
         connect: bool = True,
         tls: TLSConfig | None = None,
         strict: bool = False,
+        camera: Any = None,
+        track: bool = False,
     ) -> None:
         import tritonclient.grpc as grpcclient
 
         super().__init__(url, model, version=version, transport=transport, client_timeout=client_timeout,
                          retry_deadline=retry_deadline, overrides=(conf_threshold, nms_threshold, top_k), tls=tls,
-                         strict=strict)
+                         strict=strict, camera=camera, track=track)
         self._grpc = grpcclient.InferenceServerClient(url, **client_options(tls, CHANNEL_ARGS))
         self._lock = threading.RLock()
         self._finalizer = weakref.finalize(self, _release_all, self._grpc, self._slots, self._registered,
@@ -181,6 +188,12 @@ class LaneDetClient(ClientBase):
         """Lanes in one HxWx3 frame (BGR unless color="rgb"), best first, in frame pixels."""
         return self.detect_batch([frame], color=color, conf_threshold=conf_threshold,
                                  nms_threshold=nms_threshold, top_k=top_k)[0]
+
+    def detect_markers(self, frame: np.ndarray, **detect_options: Any) -> tuple[list[Lane], FrameMarkers]:
+        """Lanes in one frame (`detect_options` as for detect) and their markers in the vehicle frame (needs camera=;
+        with track=True, call it for a video's frames in order)."""
+        lanes = self.detect(frame, **detect_options)
+        return lanes, self._frame_markers(lanes, frame)
 
     def detect_batch(
         self,

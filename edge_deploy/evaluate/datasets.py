@@ -72,9 +72,11 @@ def _check_count(name: str, value: Any) -> int:
 
 
 def synthetic_frames(
-    n: int, seed: int = 0, *, width: int = 1640, height: int = 590, lanes: int | None = None
-) -> Iterator[tuple[str, np.ndarray, list[np.ndarray], tuple[str, ...]]]:
-    """`n` evaluation frames (name, BGR uint8 frame, truth lanes, condition tags) of the widened generator.
+    n: int, seed: int = 0, *, width: int = 1640, height: int = 590, lanes: int | None = None,
+    marker_truth: bool = False,
+) -> Iterator[tuple[Any, ...]]:
+    """`n` evaluation frames (name, BGR uint8 frame, truth lanes, condition tags) of the widened generator;
+    marker_truth=True adds the scene's `SceneTruth` (its camera and true markers) as a fifth item.
 
     Frame i is `synthetic.scene(EVAL_SEED_BASE + seed + i)`: seeds training refuses, so evaluation
     frames are unseen by construction. The name is `synthetic-<scene seed>`.
@@ -82,14 +84,15 @@ def synthetic_frames(
     n, seed = _check_count("n", n), _check_count("seed", seed)
     if seed + n > EVAL_SEED_BASE:
         raise EvaluationError(f"seed + n must stay below {EVAL_SEED_BASE}, got seed={seed}, n={n}")
-    from ..training.synthetic import scene
+    from ..training.synthetic import scene, scene_truth
 
-    def frames() -> Iterator[tuple[str, np.ndarray, list[np.ndarray], tuple[str, ...]]]:
+    def frames() -> Iterator[tuple[Any, ...]]:
         for i in range(n):
             scene_seed = EVAL_SEED_BASE + seed + i
             drawn = scene(scene_seed, width, height, lanes=lanes)
             truth = [np.asarray(t, dtype=np.float32) for t in drawn.lanes]
-            yield f"synthetic-{scene_seed}", drawn.frame, truth, drawn.conditions
+            item = (f"synthetic-{scene_seed}", drawn.frame, truth, drawn.conditions)
+            yield (*item, scene_truth(scene_seed, width, height, lanes=lanes)) if marker_truth else item
 
     return frames()
 
@@ -102,11 +105,13 @@ def evaluation_frames(
     seed: int = 0,
     root: str | Path | None = None,
     limit: int | None = None,
+    marker_truth: bool = False,
 ) -> Iterator[tuple[Any, ...]]:
     """The labelled frames `evaluate` scores, from exactly one source: a CULane list file (`data`), TuSimple
     label files (`tusimple`) or `synthetic` reserved-seed frames from `seed`. `root`: the data set root
     (default: the list file's, or the first label file's, folder); `limit`: at most this many CULane or
-    TuSimple frames. What cannot be scored is a one-line EvaluationError naming evaluate's option."""
+    TuSimple frames; `marker_truth`: the synthetic frames' true markers too (only they have them). What cannot
+    be scored is a one-line EvaluationError naming evaluate's option."""
     if synthetic is not None and (isinstance(synthetic, bool) or not isinstance(synthetic, (int, np.integer))
                                   or synthetic < 1):
         raise EvaluationError(f"--synthetic {synthetic}: give the number of synthetic frames to score, 1 or more.")
@@ -114,11 +119,14 @@ def evaluation_frames(
         raise EvaluationError(f"--seed {seed}: the first synthetic evaluation seed is 0 or more.")
     if len([s for s in (data, tusimple, synthetic) if s]) != 1:
         raise EvaluationError("give exactly one of --data LIST, --tusimple LABELS or --synthetic N.")
+    if marker_truth and not synthetic:
+        raise EvaluationError("--camera scores lane markers against the synthetic roads' true markers, which "
+                              "only they have: use it with --synthetic N.")
     if data is not None:
         return culane_frames(root or Path(data).parent, data, limit=limit)
     if tusimple:
         return tusimple_frames(root or Path(tusimple[0]).parent, tusimple, limit=limit)
-    return synthetic_frames(int(synthetic), int(seed))
+    return synthetic_frames(int(synthetic), int(seed), marker_truth=marker_truth)
 
 
 # --- images -------------------------------------------------------------------------------

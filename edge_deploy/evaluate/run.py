@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import EvaluationError
 from ..progress import Reporter
+from .marker_score import MarkerEvaluator, MarkerScore
 from .metrics import (
     CULaneEvaluator,
     CULaneResult,
@@ -50,6 +51,7 @@ class EvaluationReport:
     by_condition: dict[str, list[CULaneResult]] = field(default_factory=dict)
     against_latency_ms: dict[str, float] | None = None
     tusimple: TuSimpleResult | None = None
+    markers: MarkerScore | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +66,7 @@ class EvaluationReport:
             "retention": [r.to_dict() for r in self.retention] if self.retention is not None else None,
             "against_latency_ms": self.against_latency_ms,
             "worst_frames": [vars(r) for r in sorted(self.records, key=lambda r: r.f1)[:20]],
+            "markers": self.markers.to_dict() if self.markers is not None else None,
         }
 
 
@@ -85,8 +88,12 @@ def evaluate(
     thresholds: Sequence[float] = (0.5, 0.7),
     reporter: Reporter | None = None,
     keep_frames: int = 0,
+    camera: Any = None,
 ) -> tuple[EvaluationReport, list[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]]]:
-    """Score `runner` on `frames` ((name, BGR frame, truth lanes[, condition tags])).
+    """Score `runner` on `frames` ((name, BGR frame, truth lanes[, condition tags[, SceneTruth]])).
+
+    With `camera` (a geometry.Camera, or "scene" for each synthetic scene's own), the lanes' markers are
+    scored against the SceneTruth too (the report's `markers`).
 
     The truth may be a TuSimple label (`datasets.TuSimpleLabel`): the report then adds TuSimple's
     accuracy/FP/FN, and the CULane metric scores its lanes as polylines. With `against` (the reference), both
@@ -101,6 +108,7 @@ def evaluate(
     worst: list[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]] = []
     against_seconds: list[float] = []
     tusimple: TuSimpleEvaluator | None = None
+    markers = MarkerEvaluator() if camera is not None else None
     for item in frames:
         name, frame, truth = item[0], item[1], item[2]
         tags = tuple(item[3]) if len(item) > 3 else ()
@@ -124,6 +132,8 @@ def evaluate(
         for tag in tags:
             evaluators.setdefault(tag, CULaneEvaluator(thresholds=thresholds, image_size=size)).add(lanes, truth)
         record = FrameRecord(name, len(lanes), len(truth), _f1(counts.tp, counts.fp, counts.fn), seconds, tags)
+        if markers is not None:
+            _score_markers(markers, camera, lanes, item, tags)
         records.append(record)
         if retention is not None:
             other, other_seconds = _timed(against, frame)
@@ -153,8 +163,21 @@ def evaluate(
         by_condition={tag: ev.results() for tag, ev in sorted(evaluators.items())},
         against_latency_ms=summary(np.array(against_seconds) * 1000.0) if against_seconds else None,
         tusimple=tusimple.result() if tusimple is not None else None,
+        markers=markers.result() if markers is not None else None,
     )
     return report, worst
+
+
+def _score_markers(markers: MarkerEvaluator, camera: Any, lanes: list[Any], item: Sequence[Any],
+                   tags: Sequence[str]) -> None:
+    from ..geometry import Camera, to_markers
+
+    if len(item) < 5:
+        raise EvaluationError(f"frame {item[0]} has no true markers; score markers on --synthetic N frames.")
+    truth = item[4]
+    seen_by = Camera.from_mapping(truth.camera, item[0]) if camera == "scene" else camera
+    seen_by.check_frame(item[1].shape[1], item[1].shape[0])
+    markers.add(to_markers(lanes, seen_by), truth, tags)
 
 
 def worst_frames_grid(worst: Sequence[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]], path: Path,

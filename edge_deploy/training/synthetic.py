@@ -20,7 +20,8 @@ from typing import Iterator
 import cv2
 import numpy as np
 
-__all__ = ["CONDITIONS", "EVAL_SEED_BASE", "Scene", "drive", "raw_output", "road_scene", "scene"]
+__all__ = ["CONDITIONS", "EVAL_SEED_BASE", "Scene", "SceneTruth", "drive", "drive_truth", "raw_output", "road_scene",
+           "scene", "scene_truth"]
 
 EVAL_SEED_BASE = 1_000_000_000
 CONDITIONS = (
@@ -204,6 +205,27 @@ def _camera_matrix(p: _Params, width: int, height: int) -> np.ndarray:
     m[:, :2] = m[:, :2] * scale[:, None] / scale[None, :]
     m[:, 2] *= scale
     return m
+
+
+def _visible_markings(p: _Params, width: int, height: int) -> list[tuple[int, np.ndarray]]:
+    """(marking index, float32 (N, 2) polyline in frame pixels, top to bottom) of each marking in the frame."""
+    z_near, z_far = _z_range(p)
+    zf = np.geomspace(z_near, z_far, 400)
+    m = _camera_matrix(p, width, height)
+    out = []
+    for i, x in enumerate(p.xs):
+        u_c, v_c = _project(p, x, zf)
+        pts = np.stack([u_c * width / _REF_W, v_c * height / _REF_H], 1)
+        pts = pts @ m[:, :2].T + m[:, 2]
+        pts = pts[::-1]  # top to bottom
+        inside = (pts[:, 0] >= 0) & (pts[:, 0] <= width - 1) & (pts[:, 1] >= 0) & (pts[:, 1] <= height - 1)
+        pts = pts[inside]
+        if len(pts) >= 2:  # keep a strictly top-to-bottom run (roll can fold near-flat markings)
+            keep = np.concatenate([[True], np.diff(pts[:, 1]) > 1e-3])
+            pts = pts[np.cumprod(keep).astype(bool)]
+        if len(pts) >= 2:
+            out.append((i, pts.astype(np.float32)))
+    return out
 
 
 def _noise_field(rng: np.random.Generator, width: int, height: int, cells: tuple[int, int]) -> np.ndarray:
@@ -397,18 +419,7 @@ def _render(p: _Params, width: int, height: int, rng: np.random.Generator) -> Sc
     noise = (raw[:size] & 7).astype(np.int16) + (raw[size:] & 7) - 7
     canvas = cv2.add(canvas, noise.reshape(canvas.shape), dtype=cv2.CV_8U)
 
-    lanes = []
-    for u_c, v_c in truth_ref:
-        pts = np.stack([u_c * sx, v_c * sy], 1)
-        pts = pts @ m[:, :2].T + m[:, 2]
-        pts = pts[::-1]  # top to bottom
-        inside = (pts[:, 0] >= 0) & (pts[:, 0] <= width - 1) & (pts[:, 1] >= 0) & (pts[:, 1] <= height - 1)
-        pts = pts[inside]
-        if len(pts) >= 2:  # keep a strictly top-to-bottom run (roll can fold near-flat markings)
-            keep = np.concatenate([[True], np.diff(pts[:, 1]) > 1e-3])
-            pts = pts[np.cumprod(keep).astype(bool)]
-        if len(pts) >= 2:
-            lanes.append(pts.astype(np.float32))
+    lanes = [pts for _, pts in _visible_markings(p, width, height)]
     if p.c0 and abs(p.c0) > 1 / 1000:
         tags.add("curve")
     if p.c1:
@@ -454,6 +465,12 @@ def drive(
     """`n_frames` consecutive frames of one road (seeded), the camera driving forward at `speed` m/s:
     dashes and shadows slide towards the camera, other cars keep their own speed, the bend drifts."""
     n_frames = _check_int("n_frames", n_frames, 0, 1 << 20)
+    for i, q in enumerate(_drive_params(seed, n_frames, speed, fps, hard)):
+        yield _render(q, width, height, np.random.default_rng([seed, i]))
+
+
+def _drive_params(seed: int, n_frames: int, speed: float, fps: float, hard: bool) -> Iterator[_Params]:
+    """The world of each frame of `drive`."""
     rng = np.random.default_rng(seed)
     p = _sample(rng, None, hard)
     step = speed / fps
@@ -475,7 +492,70 @@ def drive(
             c0=float(np.clip(p.c0 + drift * i, -1 / 140, 1 / 140)),
             cam_x=p.cam_x + 0.25 * np.sin(i / max(fps, 1.0) * 0.7),
         )
-        yield _render(q, width, height, np.random.default_rng([seed, i]))
+        yield q
+
+
+# --- the truth behind a scene: its camera and its markings as cubics in the vehicle frame ---------
+
+
+@dataclass(frozen=True)
+class SceneTruth:
+    """What a scene's world model knows, in the conventions of edge_deploy.geometry.
+
+    camera: the camera_info mapping (with `mounting`) that Camera.from_mapping reads: exact for
+    the frame, roll, zoom and shift included. markings: (c0, c1, c2, c3) of every marking, left to
+    right, as y(x) = c0 + c1 x + c2 x^2 + c3 x^3 (x forward, y left, m, origin below the camera; exact:
+    the world model's road is such a cubic). visible: the markings in the frame (Scene.lanes holds
+    those, in order). ego_left, ego_right: the indices of the ego lane's markings (None: no such marking).
+    """
+
+    camera: dict
+    markings: tuple[tuple[float, float, float, float], ...]
+    visible: tuple[bool, ...]
+    ego_left: int | None
+    ego_right: int | None
+
+
+def _truth(p: _Params, width: int, height: int) -> SceneTruth:
+    m = _camera_matrix(p, width, height)
+    # the image's roll about its centre, zoom and shift = the camera rolled about its optical axis, the
+    # focal length zoomed and the principal point moved to where the affine map takes it
+    cx, cy = m @ np.array([p.cu * width / _REF_W, p.horizon * height / _REF_H, 1.0])
+    zoom = p.zoom
+    camera = {
+        "image_width": int(width), "image_height": int(height), "camera_name": "edge_deploy_synthetic",
+        "camera_matrix": {"rows": 3, "cols": 3, "data": [p.f * zoom * width / _REF_W, 0.0, float(cx),
+                                                         0.0, p.f * zoom * height / _REF_H, float(cy),
+                                                         0.0, 0.0, 1.0]},
+        "distortion_model": "plumb_bob",
+        "distortion_coefficients": {"rows": 1, "cols": 5, "data": [0.0] * 5},
+        "mounting": {"height_m": p.cam_h, "pitch_deg": 0.0, "roll_deg": p.roll, "yaw_deg": 0.0},
+    }
+    # the world's lateral offset grows to the right: y (left) is its negative, relative to the camera
+    markings = tuple((p.cam_x - x, -p.yaw, -p.c0 / 2.0, -p.c1 / 6.0) for x in p.xs)
+    shown = {i for i, _ in _visible_markings(p, width, height)}
+    left = [i for i, x in enumerate(p.xs) if x < p.cam_x]
+    right = [i for i, x in enumerate(p.xs) if x > p.cam_x]
+    return SceneTruth(camera, markings, tuple(i in shown for i in range(len(p.xs))),
+                      max(left) if left else None, min(right) if right else None)
+
+
+def scene_truth(seed: int, width: int = 1640, height: int = 590, *, lanes: int | None = None,
+                hard: bool = True) -> SceneTruth:
+    """The camera and the true markings of `scene(seed, width, height, lanes=lanes, hard=hard)`."""
+    width = _check_int("width", width, 64, 8192)
+    height = _check_int("height", height, 64, 8192)
+    return _truth(_sample(np.random.default_rng(seed), lanes, hard), width, height)
+
+
+def drive_truth(
+    seed: int, n_frames: int, width: int = 1640, height: int = 590, *, speed: float = 20.0, fps: float = 30.0,
+    hard: bool = True,
+) -> Iterator[SceneTruth]:
+    """The truth of each frame of `drive` with the same arguments."""
+    n_frames = _check_int("n_frames", n_frames, 0, 1 << 20)
+    for q in _drive_params(seed, n_frames, speed, fps, hard):
+        yield _truth(q, width, height)
 
 
 def raw_output(

@@ -1,6 +1,7 @@
 """`edge-deploy infer` and `edge-deploy sample`, run as the real command (`python3 -m edge_deploy`)."""
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -187,3 +188,78 @@ def test_infer_video_writes_an_annotated_video_and_a_json_line_per_frame(tmp_pat
         for got, lane in zip(line["lanes"], want):
             np.testing.assert_allclose(np.asarray(got["points"], np.float32), lane.points, atol=1e-3)
     assert sorted(p.name for p in out.iterdir()) == ["drive.lanes.jsonl", "drive.lanes.mp4"]
+
+
+# --- lane markers (--camera) ------------------------------------------------------------------------
+
+
+def check_markers_contract(markers: dict, tracked: bool) -> int:
+    """The `markers` object of issue 35; returns how many markers it holds."""
+    assert set(markers) == {"ego_left", "ego_right", "next_left", "next_right"}
+    found = [m for m in (markers["ego_left"], markers["ego_right"]) if m is not None]
+    found += markers["next_left"] + markers["next_right"]
+    for m in found:
+        assert {"c0", "c1", "c2", "c3", "view_range", "quality", "id"} <= set(m)
+        assert all(isinstance(m[k], float) for k in ("c0", "c1", "c2", "c3", "view_range", "quality"))
+        assert (m["id"] is not None) == tracked
+    return len(found)
+
+
+@pytest.mark.triton
+def test_infer_camera_adds_markers_and_the_birdseye_panel(tmp_path, tiny_server):
+    assert cli("sample", "--out", str(tmp_path), "-n", "1", "--width", "820", "--height", "296").returncode == 0
+    out = tmp_path / "out"
+    result = cli("infer", str(tmp_path / "road-000.png"), "--camera", str(tmp_path / "road-000.calib.yaml"),
+                 "--url", tiny_server.url, "--model", "tiny", "--out", str(out), "--json", "--conf", "0.05",
+                 "--speed", "20")
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "road-000.lanes.json").read_text())
+    assert record["lanes"] and check_markers_contract(record["markers"], tracked=False) > 0
+    assert {"lateral_offset_m", "lane_width_m", "heading_deg", "curvature_1pm", "time_to_left_s",
+            "time_to_right_s"} <= set(record["figures"]) and record["figures"]["speed_mps"] == 20.0
+    drawn = cv2.imread(str(out / "road-000.lanes.png"))
+    assert drawn.shape[0] == 296 and drawn.shape[1] > 820  # the panel beside the frame
+    # the client gives the same markers (detect_markers), the async client too
+    from edge_deploy.client.async_client import AsyncLaneDetClient
+    from edge_deploy.errors import CalibrationError, ClientError
+    from edge_deploy.geometry import Camera
+
+    camera = Camera.from_yaml(tmp_path / "road-000.calib.yaml")
+    frame = cv2.imread(str(tmp_path / "road-000.png"))
+    with LaneDetClient(tiny_server.url, "tiny", camera=camera, conf_threshold=0.05) as client:
+        lanes, found = client.detect_markers(frame)
+        with pytest.raises(CalibrationError, match="frame is 410x148"):
+            client.detect_markers(cv2.resize(frame, (410, 148)))
+    assert len(lanes) == len(record["lanes"]) and found.to_dict()["markers"] == record["markers"]
+
+    async def detect_async():
+        async with AsyncLaneDetClient(tiny_server.url, "tiny", camera=camera, conf_threshold=0.05) as client:
+            return await client.detect_markers(frame)
+
+    assert asyncio.run(detect_async())[1].to_dict()["markers"] == record["markers"]
+    with pytest.raises(ClientError, match="need camera="):
+        LaneDetClient(tiny_server.url, "tiny", track=True, connect=False)
+
+    made = cli("sample", "--video", "--out", str(tmp_path), "-n", "5", "--width", "640", "--height", "360")
+    assert made.returncode == 0, made.stderr
+    result = cli("infer", str(tmp_path / "drive.mp4"), "--camera", str(tmp_path / "drive.calib.yaml"), "--track",
+                 "--url", tiny_server.url, "--model", "tiny", "--out", str(out), "--conf", "0.05")
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in (out / "drive.lanes.jsonl").read_text().splitlines()]
+    assert len(lines) == 5 and sum(check_markers_contract(line["markers"], tracked=True) for line in lines) > 0
+    assert read_video(out / "drive.lanes.mp4")[0].shape[1] > 640
+    # tracking with every frame in flight at once: the same markers as one frame after another
+    drive_frames = read_video(tmp_path / "drive.mp4")
+    drive_camera = Camera.from_yaml(tmp_path / "drive.calib.yaml")
+
+    async def tracked_at_once():
+        async with AsyncLaneDetClient(tiny_server.url, "tiny", camera=drive_camera, track=True,
+                                      conf_threshold=0.05) as client:
+            return await asyncio.gather(*(client.detect_markers(f) for f in drive_frames))
+
+    with LaneDetClient(tiny_server.url, "tiny", camera=drive_camera, track=True, conf_threshold=0.05) as client:
+        one_by_one = [client.detect_markers(f)[1].to_dict() for f in drive_frames]
+    assert [found.to_dict() for _, found in asyncio.run(tracked_at_once())] == one_by_one
+    markers = [frame["markers"] for frame in one_by_one]
+    ids = [m["id"] for f in markers for m in (f["ego_left"], f["ego_right"], *f["next_left"], *f["next_right"]) if m]
+    assert ids and None not in ids

@@ -1,0 +1,236 @@
+"""Lane markers (issue 35): geometry exactness, the served model's markers, the tracker, the cost.
+
+1. Geometry exactness, no model: the generator's TRUE lane polylines of 200 held-out scenes (evaluation
+   seeds EVAL_SEED_BASE + 0..199, 1640x590) -> each scene's own camera (synthetic.scene_truth) -> markers,
+   against the true cubics: c0 within 2 cm and heading within 0.1 deg at the vehicle, curvature (y'') within
+   5 % over the visible range, ego left/right right on every frame. Then the same with a calibration that
+   ignores the roll (roll_deg 0): what the flat-ground model cannot hold without knowing the camera's tilt.
+2. The demo weights through the served model (bundled tritonserver, as bench_evaluate.py), the same 200
+   frames: ego lane found (both ego markers within 0.5 m) where both are visible, c0 error p50/p95 per
+   condition (evaluate's MarkerEvaluator).
+3. The tracker on the synthetic drive (150 frames, 20 m/s, 30 frames/s): std of c0 - truth of the ego
+   markers with and without it.
+4. Cost: to_markers for one frame's lanes (the model's lanes of part 2); LaneDetClient.detect p50 with and
+   without markers (detect_markers vs detect), interleaved in one run, and their ratio: with the demo
+   weights, and with bench_client.py's negligible-compute model (where the client's own work is most of
+   a detect, so the markers' share shows).
+
+    nice python3 benchmarks/bench_markers.py [--frames 200] [--url HOST:PORT] [--skip-served] [--cost-only]
+        [--json out.json]
+
+--url uses a server already serving `lanedet` (the demo weights) instead of starting one.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from edge_deploy.geometry import Camera, LaneGeometry, MarkerTracker, to_markers  # noqa: E402
+from edge_deploy.lanedet.lane import Lane  # noqa: E402
+from edge_deploy.training.synthetic import EVAL_SEED_BASE, drive, drive_truth, scene, scene_truth  # noqa: E402
+
+
+def _stats(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p95": None, "max": None}
+    return {"p50": float(np.percentile(values, 50)), "p95": float(np.percentile(values, 95)),
+            "max": float(np.max(values))}
+
+
+def exactness(seeds: list[int], ignore_roll: bool = False) -> dict[str, Any]:
+    """Part 1: markers of the true polylines against the true cubics."""
+    per_tag: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    failures: dict[str, int] = defaultdict(int)
+    ego_wrong = missing_frames = 0
+    for seed in seeds:
+        shown, truth = scene(seed), scene_truth(seed)
+        mapping = dict(truth.camera)
+        if ignore_roll:
+            mapping["mounting"] = {**mapping["mounting"], "roll_deg": 0.0}
+        camera = Camera.from_mapping(mapping)
+        markers = to_markers([Lane(p, 1.0) for p in shown.lanes], camera)
+        visible = [i for i, v in enumerate(truth.visible) if v]
+        errors = {"c0_m": [], "heading_deg": [], "curvature_rel": []}
+        for marker in markers:
+            i = min(visible, key=lambda k: abs(truth.markings[k][0] - marker.c0))
+            c0, c1, c2, c3 = truth.markings[i]
+            errors["c0_m"].append(abs(marker.c0 - c0))
+            errors["heading_deg"].append(abs(math.degrees(math.atan(marker.c1) - math.atan(c1))))
+            xs = np.linspace(marker.longitude_start, marker.longitude_end, 25)
+            true_k, got_k = 2 * c2 + 6 * c3 * xs, 2 * marker.c2 + 6 * marker.c3 * xs
+            # relative to the bend's size; a straight road (|y''| < 1e-4 1/m, R > 10 km) counts as 1e-4
+            errors["curvature_rel"].append(float(np.abs(got_k - true_k).max() / max(np.abs(true_k).max(), 1e-4)))
+        want = {"left": truth.ego_left if truth.ego_left is not None and truth.visible[truth.ego_left] else None,
+                "right": truth.ego_right if truth.ego_right is not None and truth.visible[truth.ego_right] else None}
+        got = {"left": markers.ego_left, "right": markers.ego_right}
+        wrong = any((want[s] is None) != (got[s] is None) or
+                    (got[s] is not None and abs(got[s].c0 - truth.markings[want[s]][0]) > 0.05) for s in want)
+        missing = len(markers) != len(visible)  # a visible marking without its marker (or one too many)
+        ego_wrong += wrong
+        missing_frames += missing
+        bad = (max(errors["c0_m"], default=0) > 0.02 or max(errors["heading_deg"], default=0) > 0.1
+               or max(errors["curvature_rel"], default=0) > 0.05 or wrong or missing)
+        for tag in ("all", *shown.conditions):
+            for key, values in errors.items():
+                per_tag[tag][key] += values
+            failures[tag] += int(bad)
+            per_tag[tag]["frames"].append(1)
+    return {
+        "frames": len(seeds), "ego_wrong_frames": ego_wrong, "frames_missing_a_marker": missing_frames,
+        "by_condition": {tag: {"frames": len(v["frames"]), "frames_failing": failures[tag],
+                               **{k: _stats(v[k]) for k in ("c0_m", "heading_deg", "curvature_rel")}}
+                         for tag, v in sorted(per_tag.items())},
+    }
+
+
+def served_markers(url: str, seeds: list[int]) -> tuple[dict[str, Any], list[tuple[list[Lane], Camera]]]:
+    """Part 2: the served model's markers scored against the truth; returns the lanes for part 4 too."""
+    from edge_deploy.evaluate.marker_score import MarkerEvaluator
+    from edge_deploy.evaluate.runners import ServedRunner
+
+    runner = ServedRunner(url, "lanedet")
+    evaluator = MarkerEvaluator()
+    kept = []
+    try:
+        for seed in seeds:
+            shown, truth = scene(seed), scene_truth(seed)
+            camera = Camera.from_mapping(truth.camera)
+            lanes = runner.detect(shown.frame)
+            evaluator.add(to_markers(lanes, camera), truth, shown.conditions)
+            kept.append((lanes, camera))
+    finally:
+        runner.close()
+    return evaluator.result().to_dict(), kept
+
+
+def tracker_jitter(url: str, frames: int = 150, seed: int = EVAL_SEED_BASE + 500) -> dict[str, Any]:
+    """Part 3: std of c0 - truth of the ego markers, raw and tracked, on one drive."""
+    from edge_deploy.client.sync_client import LaneDetClient
+
+    truths = list(drive_truth(seed, frames, speed=20.0, fps=30.0))
+    camera = Camera.from_mapping(truths[0].camera)
+    tracker = MarkerTracker()
+    residuals: dict[str, dict[str, list[float]]] = {"raw": defaultdict(list), "tracked": defaultdict(list)}
+    with LaneDetClient(url, "lanedet") as client:
+        for shown, truth in zip(drive(seed, frames, speed=20.0, fps=30.0), truths):
+            raw = to_markers(client.detect(shown.frame), camera)
+            tracked = tracker.update(raw, speed_mps=20.0, dt_s=1 / 30.0)
+            for name, markers in (("raw", raw), ("tracked", tracked)):
+                for side, index in (("left", truth.ego_left), ("right", truth.ego_right)):
+                    got = markers.ego_left if side == "left" else markers.ego_right
+                    if got is not None and index is not None and abs(got.c0 - truth.markings[index][0]) < 0.5:
+                        residuals[name][side].append(got.c0 - truth.markings[index][0])
+    out: dict[str, Any] = {"frames": frames, "drive_seed": seed}
+    for name, sides in residuals.items():
+        out[name] = {side: {"frames": len(v), "std_c0_minus_truth_m": float(np.std(v)) if v else None,
+                            "frame_to_frame_std_m": float(np.std(np.diff(v))) if len(v) > 2 else None}
+                     for side, v in sides.items()}
+    return out
+
+
+def markers_cost(kept: list[tuple[list[Lane], Camera]]) -> dict[str, Any]:
+    """Part 4a: to_markers for one frame's lanes, every call timed (frames x 20 calls)."""
+    per_call = []
+    for lanes, camera in kept:
+        for _ in range(20):
+            start = time.perf_counter()
+            to_markers(lanes, camera)
+            per_call.append((time.perf_counter() - start) * 1000.0)
+    return {"to_markers_ms_per_frame": _stats(per_call), "lanes_per_frame": float(np.mean([len(k[0]) for k in kept])),
+            "load_average": os.getloadavg()[0]}
+
+
+def client_overhead(url: str, requests: int = 100) -> dict[str, Any]:
+    """Part 4b: LaneDetClient.detect p50 vs detect_markers p50 on the same frames, interleaved."""
+    from edge_deploy.client.sync_client import LaneDetClient
+
+    seeds = [EVAL_SEED_BASE + i for i in range(10)]
+    frames = [scene(s).frame for s in seeds]
+    camera = Camera.from_mapping(scene_truth(seeds[0]).camera)  # one camera: the frames share the size
+    plain, marked = [], []
+    with LaneDetClient(url, "lanedet", camera=camera) as client:  # one client: the same buffers and channel
+        for frame in frames[:3]:  # warm both
+            client.detect(frame)
+            client.detect_markers(frame)
+        for i in range(requests):
+            frame = frames[i % len(frames)]
+            order = ((plain, client.detect), (marked, client.detect_markers))
+            for times, call in order if i % 2 == 0 else order[::-1]:
+                start = time.perf_counter()
+                call(frame)
+                times.append((time.perf_counter() - start) * 1000.0)
+    p50_plain, p50_marked = float(np.percentile(plain, 50)), float(np.percentile(marked, 50))
+    return {"detect_p50_ms": p50_plain, "detect_markers_p50_ms": p50_marked, "ratio": p50_marked / p50_plain,
+            "requests": requests, "load_average": os.getloadavg()[0]}
+
+
+def tiny_model_overhead(requests: int) -> dict[str, Any]:
+    """Part 4b on bench_client.py's negligible-compute model, where the client's own time is most of detect."""
+    from bench_client import start_server
+
+    with tempfile.TemporaryDirectory(prefix="bench-markers-tiny-") as tmp:
+        server, _ = start_server(Path(tmp))
+        try:
+            return client_overhead(server.url, requests)
+        finally:
+            server.stop(timeout=15)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--frames", type=int, default=200)
+    parser.add_argument("--url", help="a server already serving the demo weights as lanedet")
+    parser.add_argument("--skip-served", action="store_true", help="part 1 only (no model)")
+    parser.add_argument("--cost-only", action="store_true",
+                        help="part 4b only: on the negligible-compute model (and on --url's model when given)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    seeds = [EVAL_SEED_BASE + i for i in range(args.frames)]
+    report: dict[str, Any] = {}
+    if not args.cost_only:
+        report = {"exactness": exactness(seeds), "exactness_roll_ignored": exactness(seeds, True)}
+        _dump(report, args.json)
+    if not (args.skip_served or args.cost_only):
+        with contextlib.ExitStack() as stack:
+            url = args.url
+            if url is None:
+                from bench_evaluate import served_demo_model
+
+                work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-markers-")))
+                url, _ = stack.enter_context(served_demo_model(work))
+            report["served"], kept = served_markers(url, seeds)
+            _dump(report, args.json)
+            report["tracker"] = tracker_jitter(url)
+            _dump(report, args.json)
+            report["cost"] = {**markers_cost(kept), "demo_model": client_overhead(url)}
+            _dump(report, args.json)
+    if not args.skip_served or args.cost_only:
+        if args.cost_only and args.url:
+            report.setdefault("cost", {})["demo_model"] = client_overhead(args.url)
+        report.setdefault("cost", {})["negligible_compute_model"] = tiny_model_overhead(300)
+        _dump(report, args.json)
+    print(json.dumps(report, indent=1))
+
+
+def _dump(report: dict[str, Any], path: Path | None) -> None:
+    if path is not None:  # after each part, so a long run leaves what it has
+        path.write_text(json.dumps(report, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The bird's-eye panel: a frame's markers drawn on the road from above, in metres, beside the frame."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .markers import LaneMarkers
+
+__all__ = ["annotated_frame", "draw_birdseye", "with_birdseye"]
+
+_AHEAD_M = (-6.0, 60.0)  # x shown, m (behind the camera .. ahead)
+_SIDE_M = 12.0  # |y| shown, m
+_BACKGROUND = (48, 48, 48)
+_GRID = (80, 80, 80)
+_EGO_FILL = (60, 110, 60)
+_VEHICLE = (230, 230, 230)
+_EGO_LINE = (0, 255, 255)
+_OTHER_LINE = (255, 200, 120)
+_VEHICLE_SIZE_M = (4.5, 1.8)  # length, width; the camera sits 1.5 m behind the front
+
+
+def _to_pixels(x: np.ndarray, y: np.ndarray, width: int, height: int) -> np.ndarray:
+    """Road (x forward, y left, m) -> panel pixels: forward is up, left is left."""
+    u = (0.5 - y / (2 * _SIDE_M)) * width
+    v = (1.0 - (x - _AHEAD_M[0]) / (_AHEAD_M[1] - _AHEAD_M[0])) * height
+    return np.stack([u, v], -1)
+
+
+def draw_birdseye(markers: LaneMarkers, height: int, figures: Any = None) -> np.ndarray:
+    """A height x (0.55 height) BGR panel: a 10 m grid, the ego lane shaded, each marker over the range it was
+    seen (ego markers yellow, the others blue, ids when tracked), the vehicle, and the figures if given."""
+    import cv2
+
+    width = max(int(height * 0.55), 120)
+    panel = np.full((height, width, 3), _BACKGROUND, np.uint8)
+    for x in np.arange(0.0, _AHEAD_M[1] + 1, 10.0):
+        (u, v), = _to_pixels(np.array([x]), np.array([0.0]), width, height)
+        cv2.line(panel, (0, int(v)), (width, int(v)), _GRID, 1)
+        cv2.putText(panel, f"{x:.0f} m", (3, int(v) - 3), cv2.FONT_HERSHEY_SIMPLEX, 0.35, _GRID, 1, cv2.LINE_AA)
+    left, right = markers.ego_left, markers.ego_right
+    if left is not None and right is not None:
+        xs = np.linspace(0.0, min(left.view_range, right.view_range, _AHEAD_M[1]), 40)
+        polygon = np.concatenate([_to_pixels(xs, left.y_at(xs), width, height),
+                                  _to_pixels(xs[::-1], right.y_at(xs[::-1]), width, height)])
+        cv2.fillPoly(panel, [np.round(polygon).astype(np.int32)], _EGO_FILL, cv2.LINE_AA)
+    for marker in markers:
+        xs = np.linspace(max(marker.longitude_start, _AHEAD_M[0]), min(marker.longitude_end, _AHEAD_M[1]), 60)
+        colour = _EGO_LINE if marker is left or marker is right else _OTHER_LINE
+        pts = _to_pixels(xs, marker.y_at(xs), width, height)
+        cv2.polylines(panel, [np.round(pts).astype(np.int32)], False, colour, 2, cv2.LINE_AA)
+        # dotted: the stretch from the vehicle to where it was first seen (the cubic extrapolated)
+        for x in np.arange(0.0, marker.longitude_start, 2.0):
+            u, v = _to_pixels(np.array([x]), np.array([marker.y_at(x)]), width, height)[0]
+            cv2.circle(panel, (int(u), int(v)), 1, colour, -1)
+        if marker.id is not None:  # beside the nearest end, where it is always inside the panel
+            u, v = pts[0]
+            cv2.putText(panel, str(marker.id), (int(u) + 4, min(int(v), height - 4)), cv2.FONT_HERSHEY_SIMPLEX, 0.4,
+                        colour, 1, cv2.LINE_AA)
+    length, car_width = _VEHICLE_SIZE_M
+    corners = _to_pixels(np.array([1.5 - length, 1.5]), np.array([car_width / 2, -car_width / 2]), width, height)
+    cv2.rectangle(panel, tuple(int(c) for c in corners[0]), tuple(int(c) for c in corners[1]), _VEHICLE, -1)
+    if figures is not None:
+        lines = [f"offset {_fmt(figures.lateral_offset_m, '+.2f')} m",
+                 f"width {_fmt(figures.lane_width_m, '.2f')} m",
+                 f"heading {_fmt(figures.heading_deg, '+.1f')} deg",
+                 f"radius {_radius(figures.curvature_1pm)}"]
+        for i, text in enumerate(lines):
+            cv2.putText(panel, text, (4, height - 8 - 14 * (len(lines) - 1 - i)), cv2.FONT_HERSHEY_SIMPLEX, 0.38,
+                        (255, 255, 255), 1, cv2.LINE_AA)
+    return panel
+
+
+def with_birdseye(frame: np.ndarray, markers: LaneMarkers, figures: Any = None) -> np.ndarray:
+    """`frame` with the bird's-eye panel of its markers to its right."""
+    return np.concatenate([frame, draw_birdseye(markers, frame.shape[0], figures)], 1)
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _radius(curvature: float | None) -> str:
+    if curvature is None:
+        return "-"
+    if abs(curvature) < 1e-4:
+        return "straight"
+    return f"{1 / abs(curvature):.0f} m {'left' if curvature > 0 else 'right'}"
+
+
+def annotated_frame(frame: np.ndarray, lanes: list[Any], caption: str, found: Any = None) -> np.ndarray:
+    """The frame with its lanes drawn, and the bird's-eye panel of its markers beside it when `found`
+    (FrameMarkers) is given."""
+    from ..lanedet.draw import draw_lanes
+
+    drawn = draw_lanes(frame, lanes, caption=caption)
+    return drawn if found is None else with_birdseye(drawn, found.markers, found.figures)

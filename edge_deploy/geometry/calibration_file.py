@@ -1,0 +1,118 @@
+"""The calibration file: a ROS camera_info YAML plus a `mounting` mapping, checked key by key (Camera.from_yaml and
+Camera.from_mapping build on it) and written back.
+
+Every problem with a file is one CalibrationError line naming the file, the key and what to do.
+"""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import CalibrationError
+
+__all__ = ["CameraArguments", "camera_arguments", "read_calibration", "write_calibration"]
+
+CameraArguments = dict  # Camera(**arguments) with "mounting" a dict of Mounting(**...) arguments
+
+_REQUIRED = ("image_width", "image_height", "camera_matrix", "distortion_model", "distortion_coefficients",
+             "mounting")
+_EXAMPLE = "see docs/geometry.md for the file's keys"
+
+
+def read_calibration(path: str | os.PathLike[str]) -> tuple[Any, str]:
+    """A calibration file's parsed mapping and its name for messages, or a one-line CalibrationError."""
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise CalibrationError(f"calibration file {path} does not exist; pass a camera_info YAML file "
+                               "(edge-deploy sample writes one beside each frame).") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CalibrationError(f"cannot read calibration file {path} ({type(exc).__name__}); pass a readable "
+                               "camera_info YAML file.") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise CalibrationError(f"calibration file {path} is not valid YAML{where}; fix the file "
+                               f"({_EXAMPLE}).") from None
+    return data, str(path)
+
+
+def write_calibration(path: str | os.PathLike[str], mapping: dict[str, Any]) -> Path:
+    """Write a camera's mapping (Camera.to_mapping()) as a calibration file; returns the path."""
+    import yaml
+
+    from ..fsutil import write_text_atomic
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(mapping, sort_keys=False, default_flow_style=None)
+    return write_text_atomic(path, text, 0o644)
+
+
+def camera_arguments(data: Any, where: str = "calibration") -> CameraArguments:
+    """The checked arguments of a Camera from a parsed camera_info mapping; `where` names the source."""
+    if not isinstance(data, dict):
+        raise CalibrationError(f"{where} does not hold a mapping of camera_info keys; {_EXAMPLE}.")
+    missing = [key for key in _REQUIRED if key not in data]
+    if missing:
+        raise CalibrationError(f"{where} lacks {', '.join(missing)}; add {'it' if len(missing) == 1 else 'them'} "
+                               f"({_EXAMPLE}).")
+    width = _integer(data, "image_width", where)
+    height = _integer(data, "image_height", where)
+    matrix = _matrix(data, "camera_matrix", where, shapes=((3, 3),))
+    model = data["distortion_model"]
+    if not isinstance(model, str):
+        raise CalibrationError(f"{where}: distortion_model must be a name such as plumb_bob (got {model!r}).")
+    coefficients = _matrix(data, "distortion_coefficients", where, shapes=None)
+    mounting = data["mounting"]
+    if not isinstance(mounting, dict) or "height_m" not in mounting:
+        raise CalibrationError(f"{where}: mounting must be a mapping with height_m (and pitch_deg, roll_deg, "
+                               "yaw_deg, degrees, 0 when left out).")
+    unknown = sorted(set(mounting) - {"height_m", "pitch_deg", "roll_deg", "yaw_deg"})
+    if unknown:
+        raise CalibrationError(f"{where}: mounting has unknown keys {', '.join(map(str, unknown))}; use height_m, "
+                               "pitch_deg, roll_deg, yaw_deg.")
+    values = {key: _number(mounting[key], f"mounting.{key}", where) for key in mounting}
+    return {"width": width, "height": height, "camera_matrix": np.reshape(matrix, (3, 3)),
+            "distortion": np.asarray(coefficients), "mounting": values, "distortion_model": model}
+
+
+def _number(value: Any, key: str, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise CalibrationError(f"{where}: {key} must be a number (got {value!r}).")
+    return float(value)
+
+
+def _integer(data: dict[str, Any], key: str, where: str) -> int:
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CalibrationError(f"{where}: {key} must be a positive whole number of pixels (got {value!r}).")
+    return value
+
+
+def _matrix(data: dict[str, Any], key: str, where: str, shapes: tuple[tuple[int, int], ...] | None) -> list[float]:
+    """A {rows, cols, data} mapping's data, its size checked against rows x cols (and `shapes` when given)."""
+    block = data[key]
+    if not isinstance(block, dict) or not {"rows", "cols", "data"} <= set(block):
+        raise CalibrationError(f"{where}: {key} must be a mapping with rows, cols and data.")
+    rows, cols, values = block["rows"], block["cols"], block["data"]
+    if not isinstance(values, list):
+        raise CalibrationError(f"{where}: {key}.data must be a list of numbers.")
+    numbers = [_number(v, f"{key}.data", where) for v in values]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (rows, cols)) \
+            or rows * cols != len(numbers):
+        raise CalibrationError(f"{where}: {key} says {rows}x{cols} but its data holds {len(numbers)} numbers; "
+                               "make them agree.")
+    if shapes is not None and (rows, cols) not in shapes:
+        want = " or ".join(f"{r}x{c}" for r, c in shapes)
+        raise CalibrationError(f"{where}: {key} must be {want} (got {rows}x{cols}).")
+    return numbers

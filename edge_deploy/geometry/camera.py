@@ -1,0 +1,258 @@
+"""The camera: intrinsics, distortion and mounting, and the map between image pixels and the flat road.
+
+Vehicle frame (ISO 8855): x forward, y left, z up, in metres, its origin on the road right below the
+camera. Mounting angles are the camera body's rotation in that frame: yaw left positive, pitch nose
+down positive, roll positive when the camera's top turns right (the picture turns anticlockwise).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import CalibrationError, GeometryError
+
+__all__ = ["DISTORTION_MODELS", "Camera", "Mounting", "pitch_from_vanishing_point"]
+
+# ROS distortion_model names -> how many coefficients each takes (plumb_bob: k1 k2 p1 p2 k3).
+DISTORTION_MODELS = {"plumb_bob": (4, 5), "rational_polynomial": (8, 8), "equidistant": (4, 4), "none": (0, 0)}
+_UNDISTORT_UNTIL = (3, 50, 1e-12)  # cv2 TermCriteria: COUNT | EPS, 50 steps, 1e-12
+_MIN_RAY_DOWN = 1e-6  # a ray must point down at least this much (its z per unit length) to meet the road
+
+
+@dataclass(frozen=True)
+class Mounting:
+    """Where the camera sits on the vehicle: height above the road (m) and its angles (degrees)."""
+
+    height_m: float
+    pitch_deg: float = 0.0
+    roll_deg: float = 0.0
+    yaw_deg: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.height_m) and self.height_m > 0):
+            raise CalibrationError(f"mounting height_m must be a positive number of metres (got {self.height_m!r}); "
+                                   "measure the camera's height above the road.")
+        for name in ("pitch_deg", "roll_deg", "yaw_deg"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and -60.0 <= value <= 60.0):
+                raise CalibrationError(f"mounting {name} must be between -60 and 60 degrees (got {value!r}); "
+                                       "give the angle in degrees.")
+
+    def rotation(self) -> np.ndarray:
+        """3x3 rotation taking vehicle-frame vectors to OpenCV camera coordinates (x right, y down, z forward)."""
+        yaw, pitch, roll = (math.radians(a) for a in (self.yaw_deg, self.pitch_deg, self.roll_deg))
+        to_camera_axes = np.array([[0.0, -1.0, 0.0], [0.0, 0.0, -1.0], [1.0, 0.0, 0.0]])
+        cy, sy = math.cos(yaw), math.sin(yaw)
+        undo_yaw = np.array([[cy, sy, 0.0], [-sy, cy, 0.0], [0.0, 0.0, 1.0]])  # Rz(-yaw), vehicle axes
+        cp, sp = math.cos(pitch), math.sin(pitch)
+        undo_pitch = np.array([[1.0, 0.0, 0.0], [0.0, cp, -sp], [0.0, sp, cp]])  # nose down about camera x
+        cr, sr = math.cos(roll), math.sin(roll)
+        undo_roll = np.array([[cr, sr, 0.0], [-sr, cr, 0.0], [0.0, 0.0, 1.0]])  # about the optical axis
+        return undo_roll @ undo_pitch @ to_camera_axes @ undo_yaw
+
+    def to_dict(self) -> dict[str, float]:
+        return {"height_m": self.height_m, "pitch_deg": self.pitch_deg, "roll_deg": self.roll_deg,
+                "yaw_deg": self.yaw_deg}
+
+
+@dataclass(frozen=True, eq=False)
+class Camera:
+    """A calibrated camera on a vehicle: K (3x3), distortion coefficients, the frame size, the mounting."""
+
+    width: int
+    height: int
+    camera_matrix: np.ndarray
+    distortion: np.ndarray
+    mounting: Mounting
+    distortion_model: str = "plumb_bob"
+    _rotation: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        k = np.asarray(self.camera_matrix, dtype=np.float64)
+        if k.shape != (3, 3) or not np.isfinite(k).all() or k[0, 0] <= 0 or k[1, 1] <= 0:
+            raise CalibrationError(f"camera_matrix must be 3x3 with positive focal lengths (got {k.tolist()}); "
+                                   "copy it from the camera's calibration.")
+        dist = np.asarray(self.distortion, dtype=np.float64).ravel()
+        if self.distortion_model not in DISTORTION_MODELS:
+            raise CalibrationError(f"distortion_model {self.distortion_model!r} is not supported; use one of "
+                                   f"{', '.join(DISTORTION_MODELS)}.")
+        low, high = DISTORTION_MODELS[self.distortion_model]
+        if not (low <= dist.size <= high) or not np.isfinite(dist).all():
+            raise CalibrationError(f"distortion_model {self.distortion_model} takes {low}-{high} finite coefficients, "
+                                   f"got {dist.size}; check distortion_coefficients.")
+        if min(self.width, self.height) < 1:
+            raise CalibrationError(f"image_width and image_height must be positive (got {self.width}x{self.height}).")
+        object.__setattr__(self, "camera_matrix", k)
+        object.__setattr__(self, "distortion", dist)
+        object.__setattr__(self, "_rotation", self.mounting.rotation())
+        self._check_sees_road()
+
+    # --- reading and writing ------------------------------------------------------------------------
+
+    @classmethod
+    def from_yaml(cls, path: Any) -> "Camera":
+        """A camera from a ROS camera_info YAML file with a `mounting` mapping (see docs/geometry.md)."""
+        from .calibration_file import read_calibration
+
+        return cls.from_mapping(*read_calibration(path))
+
+    @classmethod
+    def from_mapping(cls, data: Any, where: str = "calibration") -> "Camera":
+        """A camera from the mapping a camera_info YAML file holds; `where` names it in messages."""
+        from .calibration_file import camera_arguments
+
+        arguments = camera_arguments(data, where)
+        try:
+            return cls(**{**arguments, "mounting": Mounting(**arguments["mounting"])})
+        except CalibrationError as exc:
+            raise CalibrationError(f"{where}: {exc}") from None
+
+    def to_yaml(self, path: Any) -> Any:
+        """Write this camera as a calibration file that `from_yaml` reads back; returns the path."""
+        from .calibration_file import write_calibration
+
+        return write_calibration(path, self.to_mapping())
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The camera_info mapping (plus `mounting`) that `from_mapping` reads back."""
+        return {
+            "image_width": int(self.width),
+            "image_height": int(self.height),
+            "camera_name": "edge_deploy",
+            "camera_matrix": {"rows": 3, "cols": 3, "data": [float(v) for v in self.camera_matrix.ravel()]},
+            "distortion_model": self.distortion_model,
+            "distortion_coefficients": {"rows": 1, "cols": int(self.distortion.size),
+                                        "data": [float(v) for v in self.distortion]},
+            "mounting": self.mounting.to_dict(),
+        }
+
+    def scaled_to(self, width: int, height: int) -> "Camera":
+        """The same camera for frames resized to width x height (intrinsics scaled, distortion unchanged)."""
+        k = self.camera_matrix.copy()
+        k[0] *= width / self.width
+        k[1] *= height / self.height
+        return Camera(width, height, k, self.distortion, self.mounting, self.distortion_model)
+
+    def check_frame(self, width: int, height: int) -> None:
+        """A one-line CalibrationError when frames are not of the calibrated size."""
+        if (width, height) != (self.width, self.height):
+            raise CalibrationError(f"the frame is {width}x{height} but the camera was calibrated at "
+                                   f"{self.width}x{self.height}; pass the calibration of this camera at this "
+                                   "resolution (or scale it: Camera.scaled_to).")
+
+    # --- projection ---------------------------------------------------------------------------------
+
+    @property
+    def position(self) -> np.ndarray:
+        """The camera centre in the vehicle frame."""
+        return np.array([0.0, 0.0, self.mounting.height_m])
+
+    def rays(self, pixels: np.ndarray) -> np.ndarray:
+        """Unit-free viewing directions (N, 3) in the vehicle frame of image points (N, 2)."""
+        import cv2
+
+        pts = np.asarray(pixels, dtype=np.float64).reshape(-1, 1, 2)
+        if len(pts) == 0:
+            return np.zeros((0, 3))
+        if self.distortion_model == "equidistant":
+            normal = cv2.fisheye.undistortPoints(pts, self.camera_matrix, self.distortion)
+        elif self.distortion.any():  # iterated to convergence: cv2.undistortPoints stops after 5 steps
+            normal = cv2.undistortPointsIter(pts, self.camera_matrix, self.distortion, None, None, _UNDISTORT_UNTIL)
+        else:  # no distortion: K^-1 by hand (cv2 costs a call)
+            k = self.camera_matrix
+            y = (pts[:, 0, 1] - k[1, 2]) / k[1, 1]
+            normal = np.stack([(pts[:, 0, 0] - k[0, 2] - k[0, 1] * y) / k[0, 0], y], 1)
+        normal = normal.reshape(-1, 2)
+        ray_camera = np.concatenate([normal, np.ones((len(normal), 1))], 1)
+        return ray_camera @ self._rotation  # R^T applied to each row
+
+    def image_to_ground(self, pixels: np.ndarray, *, strict: bool = True) -> np.ndarray:
+        """Road points (N, 2) (x forward, y left, m) seen at image points (N, 2).
+
+        A point on or above the horizon never meets the road: strict=True refuses it with a
+        one-line GeometryError; strict=False gives NaN for it.
+        """
+        d = self.rays(pixels)
+        down = d[:, 2] / np.linalg.norm(d, axis=1).clip(1e-12)
+        below = down < -_MIN_RAY_DOWN
+        if strict and not below.all():
+            u, v = np.asarray(pixels, dtype=np.float64).reshape(-1, 2)[int(np.argmin(below))]
+            raise GeometryError(f"image point ({u:.1f}, {v:.1f}) is on or above the horizon, so it is not on the "
+                                "road; pass points below the horizon (Camera.horizon_row).")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(below, -self.mounting.height_m / d[:, 2], np.nan)
+        return np.stack([t * d[:, 0], t * d[:, 1]], 1)
+
+    def ground_to_image(self, points: np.ndarray) -> np.ndarray:
+        """Image points (N, 2) of road points (N, 2) (x forward, y left, m); NaN behind the camera."""
+        import cv2
+
+        xy = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+        world = np.concatenate([xy, np.zeros((len(xy), 1))], 1) - self.position
+        cam = world @ self._rotation.T
+        ahead = cam[:, 2] > 1e-9
+        out = np.full((len(xy), 2), np.nan)
+        if not ahead.any():
+            return out
+        obj = cam[ahead].reshape(-1, 1, 3)
+        zero = np.zeros(3)
+        if self.distortion_model == "equidistant":
+            img, _ = cv2.fisheye.projectPoints(obj, zero, zero, self.camera_matrix, self.distortion)
+        else:
+            img, _ = cv2.projectPoints(obj, zero, zero, self.camera_matrix, self.distortion)
+        out[ahead] = img.reshape(-1, 2)
+        return out
+
+    def horizon_row(self, u: float | None = None) -> float:
+        """The image row of the horizon at column u (the image centre by default), ignoring distortion."""
+        k = self.camera_matrix
+        u = k[0, 2] if u is None else u
+        far = self._rotation @ np.array([1.0, 0.0, 0.0])  # the forward direction at infinity, camera axes
+        left = self._rotation @ np.array([0.0, 1.0, 0.0])
+        # the horizon is the image of the line at infinity of the road plane: points K(far + s*left)
+        a, b = k @ far, k @ left
+        # solve u = (a0 + s b0) / (a2 + s b2) for s, then the row
+        s = (a[0] - u * a[2]) / (u * b[2] - b[0]) if abs(u * b[2] - b[0]) > 1e-12 else 0.0
+        p = a + s * b
+        return float(p[1] / p[2])
+
+    def _check_sees_road(self) -> None:
+        """The bottom centre of the frame must look at the road (a camera pointed at the sky cannot be used)."""
+        bottom = self.rays(np.array([[self.width / 2.0, self.height - 1.0]]))[0]
+        if bottom[2] / np.linalg.norm(bottom) >= -_MIN_RAY_DOWN:
+            raise CalibrationError(
+                f"this camera (pitch {self.mounting.pitch_deg:g} deg, roll {self.mounting.roll_deg:g} deg) does not "
+                "see the road at the bottom of its frame: it looks at the sky; check mounting.pitch_deg (positive "
+                "looks down) and the camera_matrix.")
+
+    def __repr__(self) -> str:
+        k = self.camera_matrix
+        return (f"Camera({self.width}x{self.height}, f=({k[0, 0]:.1f}, {k[1, 1]:.1f}), c=({k[0, 2]:.1f}, "
+                f"{k[1, 2]:.1f}), {self.distortion_model}, {self.mounting})")
+
+
+def pitch_from_vanishing_point(camera: Camera, left: np.ndarray, right: np.ndarray) -> float:
+    """The pitch (degrees, nose down positive) that puts the vanishing point of two straight ego lines on the
+    horizon. `left`, `right`: (N, 2) image points of each line; the camera's own pitch is ignored, its roll and
+    yaw kept."""
+    def line(points: np.ndarray) -> np.ndarray:
+        pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+        if len(pts) < 2:
+            raise GeometryError("a line for the vanishing point needs at least 2 image points; pass both ego lines.")
+        centre = pts.mean(0)
+        direction = np.linalg.svd(pts - centre)[2][0]
+        return np.cross([*centre, 1.0], [*(centre + direction), 1.0])
+
+    vp = np.cross(line(left), line(right))
+    if abs(vp[2]) < 1e-9:
+        raise GeometryError("the two lines are parallel in the image, so they have no vanishing point; pass the "
+                            "left and right lines of the ego lane on a straight road.")
+    level = Camera(camera.width, camera.height, camera.camera_matrix, camera.distortion,
+                   Mounting(camera.mounting.height_m, 0.0, camera.mounting.roll_deg, camera.mounting.yaw_deg),
+                   camera.distortion_model)
+    ray = level.rays(np.array([vp[:2] / vp[2]]))[0]
+    # the lines run level along the road: a level camera sees their direction raised by the true pitch
+    return float(math.degrees(math.atan2(ray[2], math.hypot(ray[0], ray[1]))))
