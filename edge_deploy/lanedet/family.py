@@ -400,6 +400,21 @@ class LaneFamily(ABC):
             raise ConvertError(f"{self.title} has no --dataset {dataset} preset; use {choices}.")
         return dataset
 
+    def source_section(self, spec: SourceSpec, module: Any, *, backbone: str | None, dataset: str | None,
+                       dropped: str | None = None, **extra: Any) -> dict[str, Any]:
+        """The manifest's "source" section for a model `load` built: what it is, the checkpoint it came from (path,
+        sha256 and what of it was `dropped`), its parameter count, whether it is trained (else its seed), then
+        `extra`."""
+        from ..fsutil import sha256_file
+
+        trained = spec.checkpoint is not None
+        checkpoint = None if not trained else {
+            "path": str(Path(spec.checkpoint).resolve()), "sha256": sha256_file(Path(spec.checkpoint)),
+            **({"dropped": dropped} if dropped else {})}
+        return {"kind": self.name, "spec": self.name, "backbone": backbone, "dataset": dataset, "checkpoint": checkpoint,
+                "parameters": sum(p.numel() for p in module.parameters()), "trained": trained,
+                "seed": None if trained else spec.seed, **extra}
+
     def check_image_size(self, dataset: str | None, decode: DecodeParams) -> tuple[int, int] | None:
         """(H, W) at which convert's FP16, fused and plan lane checks decode this family's lanes and hold their
         limits (pixels at this width): the frames of `dataset` (or of the preset whose decode parameters these

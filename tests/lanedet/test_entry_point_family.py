@@ -84,10 +84,9 @@ def test_the_installed_family_is_found_only_through_its_distribution(plugin, tmp
 
 
 def test_convert_install_serve_and_infer_a_family_from_another_package(served) -> None:
-    from edge_deploy.artifact import Manifest
-
     work, env, proc = served
-    assert Manifest.read(work / "art").family == "stripes"
+    # read as JSON: this process has no plugin, so Manifest.read would call the unknown family a damaged manifest
+    assert json.loads((work / "art" / "manifest.json").read_text())["family"] == "stripes"
     frame = np.zeros((80, 128, 3), np.uint8)
     frame[..., 2] = 220  # BGR red: the first stripe scores high, the others not
     import cv2

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
 from ..family import (DatasetPreset, DecodeDefaults, DecodeDefaultsError, DecodeParams, LaneFamily, LoadedModel,
@@ -102,7 +101,6 @@ class CLRNetFamily(LaneFamily):
     def load(self, spec: SourceSpec) -> LoadedModel:
         from ..._deps import require
         from ...errors import ConvertError
-        from ...fsutil import sha256_file
 
         self.options_from(spec)  # CLRNet has no options of its own: refuses other families'
         dataset, backbone = self.dataset_from(spec, DEFAULT_DATASET), self.backbone_from(spec)
@@ -118,23 +116,13 @@ class CLRNetFamily(LaneFamily):
         trained = spec.checkpoint is not None
         if not trained:
             make_checkable(module)
-        source: dict[str, Any] = {
-            "kind": "clrnet",
-            "spec": "clrnet",
-            "backbone": backbone,
-            "dataset": dataset,
-            "image_size": list(preset.image_size),
-            "checkpoint": None if spec.checkpoint is None else {
-                "path": str(Path(spec.checkpoint).resolve()), "sha256": sha256_file(Path(spec.checkpoint)),
-                **({"dropped": _dropped(module.dropped_keys)} if module.dropped_keys else {})},
-            "parameters": sum(p.numel() for p in module.parameters()),
-            "trained": trained,
-            "seed": None if trained else spec.seed,
-            **({} if trained else {"untrained": "class branch set to one score for every prior (logits "
-                                                f"{list(UNTRAINED_LOGITS)}), regression weights x{UNTRAINED_REG_GAIN:g}, "
-                                                f"length bias +{UNTRAINED_LENGTH:g} strips: lanes to check instead "
-                                                "of near-ties or none"}),
-        }
+        untrained = {} if trained else {"untrained": (
+            f"class branch set to one score for every prior (logits {list(UNTRAINED_LOGITS)}), regression weights "
+            f"x{UNTRAINED_REG_GAIN:g}, length bias +{UNTRAINED_LENGTH:g} strips: lanes to check instead of near-ties "
+            "or none")}
+        source = self.source_section(spec, module, backbone=backbone, dataset=dataset,
+                                     dropped=_dropped(module.dropped_keys) if module.dropped_keys else None,
+                                     image_size=list(preset.image_size), **untrained)
         return LoadedModel(module, shape, source, self, decode=preset_decode(preset, backbone),
                            preprocess=preset_preprocess(preset), output_names=(OUTPUT_NAME,))
 

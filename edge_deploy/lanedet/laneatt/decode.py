@@ -22,9 +22,9 @@ from typing import Any, Sequence
 import numpy as np
 
 try:
-    from ..lane import DecodeError, Lane
+    from ..lane import DecodeError, Lane, check_image_size
 except ImportError:  # the flat copy beside a Triton Python-backend model (no package around it)
-    from lane import DecodeError, Lane  # type: ignore[no-redef]
+    from lane import DecodeError, Lane, check_image_size  # type: ignore[no-redef]
 
 N_OFFSETS = 72
 N_STRIPS = N_OFFSETS - 1
@@ -94,15 +94,7 @@ def _check_params(conf_threshold: float, nms_threshold: float, top_k: int) -> tu
 
 
 def _check_size(image_size: Any) -> tuple[float, float] | None:
-    if image_size is None:
-        return None
-    try:
-        h, w = (float(v) for v in image_size)
-    except (TypeError, ValueError):
-        raise DecodeError(f"image_size must be (height, width), got {image_size!r}") from None
-    if not (h > 0 and w > 0 and math.isfinite(h) and math.isfinite(w)):
-        raise DecodeError(f"image_size must be two positive numbers (height, width), got {image_size!r}")
-    return h, w
+    return None if image_size is None else check_image_size(image_size)
 
 
 # --- the three steps -------------------------------------------------------------------

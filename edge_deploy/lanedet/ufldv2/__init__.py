@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import ClassVar, Sequence
 
 from ..family import DatasetPreset, DecodeDefaultsError, DecodeParams, LaneFamily, LoadedModel, SourceSpec, TensorSpec
 from ..preprocess import PreprocessSpec
@@ -100,7 +99,6 @@ class UFLDv2Family(LaneFamily):
     def load(self, spec: SourceSpec) -> LoadedModel:
         from ..._deps import require
         from ...errors import ConvertError
-        from ...fsutil import sha256_file
 
         self.options_from(spec)  # UFLDv2 has no options of its own: refuses other families'
         dataset, backbone = self.dataset_from(spec, DEFAULT_DATASET), self.backbone_from(spec)
@@ -113,21 +111,10 @@ class UFLDv2Family(LaneFamily):
         from .model import build_ufldv2
 
         module = build_ufldv2(dataset, backbone, spec.checkpoint, spec.seed)
-        trained = spec.checkpoint is not None
-        source: dict[str, Any] = {
-            "kind": "ufldv2",
-            "spec": "ufldv2",
-            "backbone": backbone,
-            "dataset": dataset,
-            "checkpoint": None if spec.checkpoint is None else {
-                "path": str(Path(spec.checkpoint).resolve()), "sha256": sha256_file(Path(spec.checkpoint)),
-                # the training-only auxiliary head (official use_aux=True) is not part of the exported model
-                **({"dropped": f"{len(module.dropped_keys)} seg_head.* keys (training-only auxiliary head)"}
-                   if module.dropped_keys else {})},
-            "parameters": sum(p.numel() for p in module.parameters()),
-            "trained": trained,
-            "seed": None if trained else spec.seed,
-        }
+        # the training-only auxiliary head (official use_aux=True) is not part of the exported model
+        dropped = f"{len(module.dropped_keys)} seg_head.* keys (training-only auxiliary head)" \
+            if module.dropped_keys else None
+        source = self.source_section(spec, module, backbone=backbone, dataset=dataset, dropped=dropped)
         return LoadedModel(module, shape, source, self, decode=preset_decode(preset),
                            preprocess=preset_preprocess(preset), output_names=OUTPUT_NAMES)
 

@@ -29,9 +29,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 try:
-    from ..lane import DecodeError, Lane
+    from ..lane import DecodeError, Lane, check_image_size
 except ImportError:  # the flat copy beside a Triton Python-backend model (no package around it)
-    from lane import DecodeError, Lane  # type: ignore[no-redef]
+    from lane import DecodeError, Lane, check_image_size  # type: ignore[no-redef]
 
 OUTPUT_NAMES = ("loc_row", "loc_col", "exist_row", "exist_col")
 NUM_LANES = 4
@@ -146,12 +146,7 @@ def decode_outputs(outputs: Sequence[Any] | Mapping[str, Any], *, row_anchor: Se
         raise DecodeError(f"local_width must be an integer >= 0, got {local_width!r}")
     if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
         raise DecodeError(f"top_k must be an integer >= 1, got {top_k!r}")
-    try:
-        height, width = (float(v) for v in image_size)
-    except (TypeError, ValueError):
-        raise DecodeError(f"image_size must be (height, width), got {image_size!r}") from None
-    if not (height > 0 and width > 0 and math.isfinite(height) and math.isfinite(width)):
-        raise DecodeError(f"image_size must be two positive numbers (height, width), got {image_size!r}")
+    height, width = check_image_size(image_size)
     ys_row = np.linspace(r0, r1, loc_row.shape[1]) * height
     xs_col = np.linspace(c0, c1, loc_col.shape[1]) * width
     found: list[tuple[float, int, Lane]] = []
