@@ -139,18 +139,21 @@ def _nms_ranges(c2: np.ndarray, c4: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return np.maximum(s, 0), np.minimum(e, N_STRIPS)
 
 
-def _suppressed(a_x: np.ndarray, a_lo: int, a_hi: int, x: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                inside: np.ndarray, nms_threshold: float) -> np.ndarray:
-    """Which rows (x: float64 M x 72, ranges lo/hi, `inside`: M x 72, k in each row's range) the kept row
-    (a_x, [a_lo, a_hi]) suppresses."""
+def _suppressed(
+    a_x: np.ndarray, a_lo: int, a_hi: int, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, nms_threshold: float
+) -> np.ndarray:
+    """Which rows (x: float64 M x 72, ranges lo/hi) the kept row (a_x, [a_lo, a_hi]) suppresses."""
     if a_hi < a_lo or len(x) == 0:
         return np.zeros(len(x), dtype=bool)
-    width = np.minimum(hi, a_hi) - np.maximum(lo, a_lo) + 1
-    # Only a's own range can contribute; inside it, each row's own range (so each pair's [start, end]).
+    start = np.maximum(lo, a_lo)
+    end = np.minimum(hi, a_hi)
+    width = end - start + 1
+    # Only a's own range can contribute; mask each pair's [start, end] inside it.
     d = x[:, a_lo : a_hi + 1] - a_x[a_lo : a_hi + 1]
     np.abs(d, out=d)
-    if not ((lo <= a_lo) & (hi >= a_hi)).all():  # some pairs overlap on part of a's range only
-        d *= inside[:, a_lo : a_hi + 1]
+    if not ((start == a_lo) & (end == a_hi)).all():  # some pairs overlap on part of a's range only
+        k = _OFFSET_INDEX[a_lo : a_hi + 1]
+        d *= (k >= start[:, None]) & (k <= end[:, None])
     return (width > 0) & (d.sum(axis=1) < nms_threshold * width)
 
 
@@ -181,10 +184,9 @@ def nms_keep(
         stop = min(m, pos + size)
         x = rows[idx[pos:stop], 5:].astype(np.float64)  # gathered per block: scanning may stop early
         b_lo, b_hi = lo[pos:stop], hi[pos:stop]
-        inside = (_OFFSET_INDEX >= b_lo[:, None]) & (_OFFSET_INDEX <= b_hi[:, None])
         alive = np.ones(stop - pos, dtype=bool)
         for a, a_x in zip(kept, kept_x):
-            alive &= ~_suppressed(a_x, lo[a], hi[a], x, b_lo, b_hi, inside, nms_threshold)
+            alive &= ~_suppressed(a_x, lo[a], hi[a], x, b_lo, b_hi, nms_threshold)
         q = 0
         while len(kept) < top_k:
             q += int(np.argmax(alive[q:]))
@@ -196,7 +198,7 @@ def nms_keep(
             if q >= len(alive) or len(kept) >= top_k:
                 break
             a = pos + q - 1
-            alive[q:] &= ~_suppressed(x[q - 1], lo[a], hi[a], x[q:], b_lo[q:], b_hi[q:], inside[q:], nms_threshold)
+            alive[q:] &= ~_suppressed(x[q - 1], lo[a], hi[a], x[q:], b_lo[q:], b_hi[q:], nms_threshold)
         pos, size = stop, min(size * 2, _MAX_BLOCK)
     return idx[np.asarray(kept, dtype=np.int64)]
 
