@@ -46,3 +46,33 @@ def test_progress_bar_on_a_terminal(monkeypatch) -> None:
     console = Console(file=out, force_terminal=True, width=100)
     assert _run_with_progress(BenchConfig(), console) == "report"
     assert "lane x4 (2/2)" in out.getvalue() and "75%" in out.getvalue()
+
+
+def test_frames_from_a_directory_a_video_or_the_sample_set(tmp_path) -> None:
+    import cv2
+    import numpy as np
+
+    from edge_deploy.bench.frames import load_frames
+
+    images = tmp_path / "images"
+    images.mkdir()
+    frame = np.random.default_rng(0).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    for name in ("b.png", "a.png"):
+        cv2.imwrite(str(images / name), frame)
+    (images / "notes.txt").write_text("not an image")
+    source, got = load_frames(images, 8)
+    assert [name for name, _ in got] == ["a.png", "b.png"] and np.array_equal(got[0][1], frame)
+    video = tmp_path / "drive.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10, (64, 48))
+    for _ in range(5):
+        writer.write(frame)
+    writer.release()
+    source, got = load_frames(video, 3)
+    assert len(got) == 3 and got[0][1].shape == (48, 64, 3) and "first 3 frames" in source
+    source, got = load_frames(None, 2)
+    assert len(got) == 2 and got[0][1].shape == (590, 1640, 3) and source.startswith("synthetic sample set")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BenchError, match="has no images"):
+        load_frames(tmp_path / "empty", 8)
+    with pytest.raises(BenchError, match="does not exist"):
+        load_frames(tmp_path / "nope.mp4", 8)
