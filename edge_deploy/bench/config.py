@@ -1,7 +1,7 @@
 """What `edge-deploy bench` measures: one typed BenchConfig, checked when made."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,6 @@ class BenchConfig:
     timeout: float = 30.0
     check_lanes: bool = True
     tolerance_px: float = 1.0  # lanes-equal: largest point difference between pipelines
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.seconds > 0:

@@ -3,12 +3,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from .app import app
 from .infer import Transport
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..bench.config import BenchConfig
+    from ..bench.results import BenchReport
 
 
 @app.command()
@@ -76,7 +82,8 @@ def bench(
         console.print(f"plot: {plot}", highlight=False)
 
 
-def _run_with_progress(config, console):  # noqa: ANN001, ANN202 - BenchConfig, rich Console -> BenchReport
+def _run_with_progress(config: "BenchConfig", console: "Console") -> "BenchReport":
+    """run_bench with a progress bar on a terminal (none in a log or a pipe)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from ..bench.runner import run_bench
