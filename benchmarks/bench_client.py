@@ -1,4 +1,5 @@
-"""Benchmarks 3 and 4: LaneDetClient against a real tritonserver on loopback.
+"""Benchmark 3: LaneDetClient.detect(frame) against a raw tritonclient infer of a ready tensor, one real
+tritonserver on loopback. (Benchmark 4, the pipelines, is `edge-deploy bench`: benchmarks/bench_served.py.)
 
 The served lane model has LaneATT's I/O (input [B, 3, 360, 640] FP32 ->
 predict_lanes [B, 1000, 77]) but negligible compute (tests/support/small_artifact.py:
@@ -11,11 +12,7 @@ bundled tritonserver can serve) with `--pipeline`, in a temporary repository.
    including preprocessing and decoding (shared memory, and plain gRPC), vs the
    seeds' client: a raw tritonclient `infer` of a ready 1x3x360x640 FP32 tensor over
    gRPC (set_data_from_numpy + infer + as_numpy, nothing else). Same server, same
-   model, interleaved. Target: detect p50 <= raw infer p50.
-4. Server-side pipeline (NAME_pipeline: preprocess -> model -> postprocess in Triton)
-   vs client-side pre/post (NAME + LaneDetClient), p50 latency and throughput at
-   concurrency 1 (LaneDetClient) and 4 (AsyncLaneDetClient, 4 frames in flight).
-
+   model, interleaved. Target (issue 36): detect p50 <= 0.4x raw infer p50.
 Prints p50/p90 and ratios; writes benchmarks/client_latency.png. `--family ufldv2` serves a
 negligible-compute model with UFLDv2's CULane I/O instead (input [B, 3, 320, 1600] -> the four
 official outputs; small_artifact.make_ufldv2_artifact) and measures the same (no plot).
@@ -25,7 +22,6 @@ official outputs; small_artifact.make_ufldv2_artifact) and measures the same (no
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import platform
 import sys
@@ -38,7 +34,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))  # small_artifact.py: the negligible-compute lane model
 
-from edge_deploy.client.async_client import AsyncLaneDetClient  # noqa: E402
 from edge_deploy.client.sync_client import LaneDetClient  # noqa: E402
 from edge_deploy.lanedet.preprocess import Preprocessor  # noqa: E402
 from edge_deploy.training.synthetic import road_scene  # noqa: E402
@@ -118,76 +113,22 @@ def bench_end_to_end(url: str, frames: list[np.ndarray], n: int, artifact: Path)
     return samples
 
 
-async def concurrent_detects(url: str, model: str, frames: list[np.ndarray], n: int, width: int) -> tuple[list[float], float]:
-    """n detects with `width` in flight; per-request latencies and the wall time."""
-    async with AsyncLaneDetClient(url, model, max_in_flight=width) as client:
-        for f in frames[:width]:
-            await client.detect(f)
-        latencies: list[float] = []
-        queue = list(range(n))
-
-        async def worker() -> None:
-            while queue:
-                i = queue.pop()
-                t = time.perf_counter()
-                await client.detect(frames[i % len(frames)])
-                latencies.append(time.perf_counter() - t)
-
-        start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(width)))
-        return latencies, time.perf_counter() - start
-
-
-def bench_pipeline(url: str, frames: list[np.ndarray], n: int) -> dict[str, tuple[list[float], float]]:
-    """Benchmark 4: server-side pipeline vs client-side pre/post at concurrency 1 and 4."""
-    results: dict[str, tuple[list[float], float]] = {}
-    clients = {"client-side pre/post": LaneDetClient(url, "lanedet"),
-               "server-side pipeline": LaneDetClient(url, "lanedet_pipeline")}
-    lat: dict[str, list[float]] = {k: [] for k in clients}
-    wall = {k: 0.0 for k in clients}
-    for c in clients.values():
-        for f in frames[:5]:
-            c.detect(f)
-    for i in range(n):  # concurrency 1, interleaved
-        for name, c in clients.items():
-            t = time.perf_counter()
-            c.detect(frames[i % len(frames)])
-            dt = time.perf_counter() - t
-            lat[name].append(dt)
-            wall[name] += dt
-    for name, c in clients.items():
-        results[f"{name}, concurrency 1"] = (lat[name], wall[name])
-        c.close()
-    for rnd in range(2):  # concurrency 4, alternating halves to share any drift
-        for name, model in (("client-side pre/post", "lanedet"), ("server-side pipeline", "lanedet_pipeline")):
-            got, secs = asyncio.run(concurrent_detects(url, model, frames, n // 2, 4))
-            key = f"{name}, concurrency 4"
-            prev = results.get(key, ([], 0.0))
-            results[key] = (prev[0] + got, prev[1] + secs)
-    return results
-
-
-def plot(e2e: dict[str, list[float]], pipe: dict[str, tuple[list[float], float]], path: Path) -> None:
+def plot(e2e: dict[str, list[float]], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
-    for ax, data, title in (
-        (axes[0], {k: v for k, v in e2e.items()}, "3. end to end, 1640x590 frame (negligible model)"),
-        (axes[1], {k: v[0] for k, v in pipe.items()}, "4. where pre/post-processing runs"),
-    ):
-        names = list(data)
-        values = [np.asarray(data[k]) * 1e3 for k in names]
-        ax.violinplot(values, showmedians=True, showextrema=False)
-        ax.boxplot(values, showfliers=False, widths=0.15)
-        ax.set_xticks(range(1, len(names) + 1), [k.replace(", ", ",\n") for k in names], fontsize=7.5)
-        ax.set_ylabel("latency per request (ms)")
-        ax.set_title(title, fontsize=10)
-        top = max(np.percentile(v, 97) for v in values)
-        ax.set_ylim(0, top * 1.15)
-        ax.grid(axis="y", alpha=0.3)
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    names = list(e2e)
+    values = [np.asarray(e2e[k]) * 1e3 for k in names]
+    ax.violinplot(values, showmedians=True, showextrema=False)
+    ax.boxplot(values, showfliers=False, widths=0.15)
+    ax.set_xticks(range(1, len(names) + 1), [k.replace(", ", ",\n") for k in names], fontsize=7.5)
+    ax.set_ylabel("latency per request (ms)")
+    ax.set_title("end to end, 1640x590 frame (negligible model)", fontsize=10)
+    ax.set_ylim(0, max(np.percentile(v, 97) for v in values) * 1.15)
+    ax.grid(axis="y", alpha=0.3)
     fig.suptitle("LaneDetClient vs tritonserver 2.51 on loopback (violin: distribution, box: quartiles)", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -209,7 +150,6 @@ def main() -> None:
         print(f"tritonserver ready in {time.perf_counter() - t0:.1f} s at {proc.url}")
         try:
             e2e = bench_end_to_end(proc.url, frames, args.requests, artifact)
-            pipe = bench_pipeline(proc.url, frames, args.requests)
         finally:
             proc.stop(timeout=15)
 
@@ -224,19 +164,9 @@ def main() -> None:
     print(f"detect (shm) p50 / raw infer p50 = {shm / seed:.2f}  (target <= 1: {'met' if shm <= seed else 'NOT met'})")
     print(f"detect (gRPC) p50 / raw infer p50 = {grpc / seed:.2f}")
 
-    print("\n4. server-side pipeline vs client-side pre/post")
-    print(f"{'variant':<40} {'p50 ms':>8} {'p90 ms':>8} {'frames/s':>9}")
-    for name, (lat, wall) in pipe.items():
-        p50, p90 = stats(lat)
-        print(f"{name:<40} {p50:>8.2f} {p90:>8.2f} {len(lat) / wall:>9.1f}")
-    for c in (1, 4):
-        client_lat, client_wall = pipe[f"client-side pre/post, concurrency {c}"]
-        server_lat, server_wall = pipe[f"server-side pipeline, concurrency {c}"]
-        print(f"concurrency {c}: pipeline p50 / client-side p50 = {stats(server_lat)[0] / stats(client_lat)[0]:.2f}, "
-              f"throughput client-side / pipeline = {(len(client_lat) / client_wall) / (len(server_lat) / server_wall):.2f}")
     if not args.no_plot and args.family == "laneatt":
         try:
-            plot(e2e, pipe, ROOT / "benchmarks" / "client_latency.png")
+            plot(e2e, ROOT / "benchmarks" / "client_latency.png")
             print("plot: benchmarks/client_latency.png")
         except ImportError:
             print("matplotlib not installed: no plot")

@@ -6,9 +6,10 @@ side (interleaved) on the same LaneATT-shaped outputs: synthetic (2784 rows, 50 
 above threshold (the anchor table the package generates), and a worst case for the
 vectorised NMS (one tight cluster, the other kept lanes last in score order). Kept rows
 and lane points are checked to be identical before anything is timed. Reports medians;
-writes benchmarks/decode.png.
+writes benchmarks/decode.png. `--baseline REV` also times decode.py as it was at git revision REV, interleaved
+(its kept rows and points checked equal first): a "before" column.
 
-    python3 benchmarks/bench_decode.py [--repeats 200] [--loop-repeats 11] [--no-plot]
+    python3 benchmarks/bench_decode.py [--repeats 200] [--loop-repeats 11] [--no-plot] [--baseline bfdda86]
 """
 from __future__ import annotations
 
@@ -80,17 +81,22 @@ def timed(fn) -> tuple[float, float]:
     return time.perf_counter() - w0, time.process_time() - c0
 
 
-def measure(ref, raw: np.ndarray, repeats: int, loop_repeats: int) -> dict[str, float]:
-    """Medians (wall and CPU seconds) of the vectorised decoder and the loop, interleaved."""
-    fast, slow = [], []
+def measure(ref, raw: np.ndarray, repeats: int, loop_repeats: int, before=None) -> dict[str, float]:
+    """Medians (wall and CPU seconds) of the vectorised decoder, the loop and `before` (an earlier decode module),
+    interleaved."""
+    fast, slow, old = [], [], []
     every = max(1, repeats // loop_repeats)
     for i in range(repeats):
         fast.append(timed(lambda: decode_lanes(raw, image_size=IMAGE_SIZE)))
+        if before is not None:
+            old.append(timed(lambda: before.decode_lanes(raw, image_size=IMAGE_SIZE)))
         if i % every == 0 and len(slow) < loop_repeats:
             slow.append(timed(lambda: ref.ref_decode(raw, 0.5, 50.0, 4, IMAGE_SIZE)))
     fast_w, fast_c = np.median(np.array(fast), axis=0)
     slow_w, slow_c = np.median(np.array(slow), axis=0)
-    return {"fast": fast_w, "slow": slow_w, "fast_cpu": fast_c, "slow_cpu": slow_c}
+    old_w, old_c = np.median(np.array(old), axis=0) if old else (np.nan, np.nan)
+    return {"fast": fast_w, "slow": slow_w, "fast_cpu": fast_c, "slow_cpu": slow_c, "before": old_w,
+            "before_cpu": old_c}
 
 
 def plot(rows: list[tuple[str, float, float]], path: Path) -> None:
@@ -124,7 +130,14 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=200, help="vectorised runs per case")
     parser.add_argument("--loop-repeats", type=int, default=11, help="Python-loop runs per case")
     parser.add_argument("--no-plot", action="store_true", help="do not write benchmarks/decode.png")
+    parser.add_argument("--baseline", help="git revision whose decode.py to time beside today's")
     args = parser.parse_args()
+    before = None
+    if args.baseline:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from baseline import load_at
+
+        before = load_at(args.baseline, "edge_deploy/lanedet/laneatt/decode.py")
 
     ref = load_reference()
     cases = [(f"{n} candidates", raw_output(candidates=n, seed=n)) for n in (50, 500, 2784)]
@@ -137,15 +150,19 @@ def main() -> int:
           f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}")
     print("medians; wall = elapsed time, cpu = CPU time of this process (less disturbed by other jobs)")
     print(f"{'case':<18} {'kept':>4} {'vec wall ms':>12} {'vec cpu ms':>11} {'loop wall ms':>13} "
-          f"{'loop cpu ms':>12} {'speed-up wall':>14} {'speed-up cpu':>13}")
+          f"{'loop cpu ms':>12} {'speed-up wall':>14} {'speed-up cpu':>13}"
+          + (f" {'before wall / cpu ms':>21}" if before else ""))
     for name, raw in cases:
         kept = check_identical(ref, raw)
         decode_lanes(raw)  # warm-up
-        m = measure(ref, raw, args.repeats, args.loop_repeats)
+        if before is not None:
+            assert before.select_rows(raw)[0].tolist() == select_rows(raw)[0].tolist(), "kept rows differ from before"
+        m = measure(ref, raw, args.repeats, args.loop_repeats, before)
         results.append((name, m["fast_cpu"], m["slow_cpu"]))
         print(f"{name:<18} {kept:>4} {m['fast'] * 1e3:>12.3f} {m['fast_cpu'] * 1e3:>11.3f} "
               f"{m['slow'] * 1e3:>13.1f} {m['slow_cpu'] * 1e3:>12.1f} {m['slow'] / m['fast']:>13.0f}x "
-              f"{m['slow_cpu'] / m['fast_cpu']:>12.0f}x")
+              f"{m['slow_cpu'] / m['fast_cpu']:>12.0f}x"
+              + (f" {m['before'] * 1e3:>11.3f} / {m['before_cpu'] * 1e3:.3f}" if before else ""))
     print("kept rows and lane points identical to the loop in every case")
     if not args.no_plot:
         try:

@@ -163,10 +163,6 @@ def convert(
         raise ConvertError("--output DIR is required: where to write model.onnx and manifest.json.")
     if target == "tensorrt":
         _require_builder(engine_options)  # fail before the export work, not after it
-    if settings.fuse_frame is not None:  # before the model is loaded: UFLDv2's resize is not the fused graph's
-        from .export.fused_preprocess import refuse_unfusable_family
-
-        refuse_unfusable_family(source.model, source.dataset)
     with StagingDir(Path(output), force) as staging:
         manifest = export_artifact(source, settings, staging.path, reporter)
         manifest.plan = _plan_stage(staging.path, manifest, target, engine_options, reporter)

@@ -91,6 +91,11 @@ class CalibrationError(GeometryError, ValueError):
     """A camera calibration file (camera_info YAML + mounting) is missing, malformed, or does not fit the frames."""
 
 
+class BenchError(EdgeDeployError):
+    """`edge-deploy bench` cannot run as asked: no lane model served, unusable frames or options, or pipelines
+    of one model that do not give the same lanes."""
+
+
 def one_line(exc: BaseException, limit: int = 200, *, first_line: bool = False) -> str:
     """An exception's message on one line (whitespace collapsed, cut to `limit`); its type name when empty.
 

@@ -13,7 +13,7 @@ import sys
 from ..errors import EdgeDeployError, one_line, os_error_message
 
 # Registering commands: each module adds its commands to `app` on import.
-from . import certs, convert, doctor, evaluate, families, fleet, infer, repository, serve  # noqa: E402,F401
+from . import bench, certs, convert, doctor, evaluate, families, fleet, infer, repository, serve  # noqa: E402,F401
 from .app import app
 
 

@@ -16,6 +16,7 @@ the calls to the server (tritonclient.grpc.aio here) is shared with it
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -30,6 +31,7 @@ from .base import (
     UNREGISTER_GRACE,
     Backoff,
     ClientBase,
+    StageTimes,
     release_slots,
     server_errors,
     unregister_is_final,
@@ -246,13 +248,20 @@ class AsyncLaneDetClient(ClientBase):
                 slot = await self._free.get()
                 if slot not in self._slots:
                     continue  # a slot of a model that changed meanwhile: closed, take another
+                start = time.perf_counter()
                 request, gone, new = self._prepare(slot, frames, color)
                 await self._unregister(gone)
                 await self._register(new)
+                prepared = time.perf_counter()
                 result = await self._grpc.infer(slot.model.name, request.inputs, model_version=self.version,
                                                 outputs=request.outputs, client_timeout=self.client_timeout)
+                answered = time.perf_counter()
                 self.recoveries += backoff.retried
-                return read_lanes(slot, request, result, params)
+                lanes = read_lanes(slot, request, result, params)
+                if self.stage_log is not None:
+                    self.stage_log.append(StageTimes(prepared - start, answered - prepared,
+                                                     time.perf_counter() - answered, len(frames)))
+                return lanes
             except server_errors() as exc:
                 delay = self._after_failure(backoff, exc)
             finally:

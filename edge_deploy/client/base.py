@@ -12,6 +12,7 @@ import contextlib
 import ipaddress
 import time
 import warnings
+from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -214,6 +215,17 @@ def release_slots(slots: list[Slot], registered: set[str]) -> list[str]:
 # --- the client state ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class StageTimes:
+    """Where one request's time went on the client, in seconds: writing the frames into the request (the
+    preprocessing of a raw model), the call to the server, turning the answer into lanes (decoding)."""
+
+    preprocess: float
+    request: float
+    decode: float
+    frames: int
+
+
 class ClientBase:
     """The state of a lane client and its decisions; subclasses make the calls to the server.
 
@@ -256,6 +268,8 @@ class ClientBase:
             self.geometry = LaneGeometry(camera, track=track)
         elif track:
             raise ClientError("track=True follows lane markers, which need camera=Camera.from_yaml(path).")
+        # `edge-deploy bench`: when a list, each request appends its StageTimes (None: not timed).
+        self.stage_log: list[StageTimes] | None = None
 
     @property
     def shm_regions(self) -> list[str]:

@@ -41,6 +41,7 @@ from .base import (
     UNREGISTER_GRACE,
     Backoff,
     ClientBase,
+    StageTimes,
     release_slots,
     server_errors,
     unregister_is_final,
@@ -235,12 +236,19 @@ class LaneDetClient(ClientBase):
             self._connect()
         slot = self._slots[0]
         params = self._params(call)
+        start = time.perf_counter()
         request, gone, new = self._prepare(slot, frames, color)
         _unregister(self._grpc, gone, self.client_timeout)
         self._register(new)
+        prepared = time.perf_counter()
         result = self._grpc.infer(slot.model.name, request.inputs, model_version=self.version,
                                   outputs=request.outputs, client_timeout=self.client_timeout)
-        return read_lanes(slot, request, result, params)
+        answered = time.perf_counter()
+        lanes = read_lanes(slot, request, result, params)
+        if self.stage_log is not None:
+            self.stage_log.append(StageTimes(prepared - start, answered - prepared, time.perf_counter() - answered,
+                                             len(frames)))
+        return lanes
 
     def _with_retry(self, attempt: Callable[[], T]) -> T:
         backoff = Backoff(self.retry_deadline, cap=1.0)

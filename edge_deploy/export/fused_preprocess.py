@@ -3,10 +3,18 @@
 The fused model takes the camera frame itself: UINT8 ``FRAME`` [B, H, W, 3] in the
 camera's colour order (BGR), at one fixed frame size. The graph in front of the model:
 
-    Cast(float32) -> [Slice: the spec's crop] -> Transpose(NCHW) [-> channel swap]
-    -> Resize(cubic, a = -0.75, half_pixel, exclude_outside 0: OpenCV's INTER_CUBIC)
+    Cast(float32) -> [Slice: the spec's crop, and with resized_height only the source rows that reach the kept
+    rows] -> Transpose(NCHW) [-> channel swap]
+    -> Resize (bicubic: cubic, a = -0.75, half_pixel, exclude_outside 0: OpenCV's INTER_CUBIC; bilinear:
+       linear, half_pixel: INTER_LINEAR; nearest: asymmetric floor: INTER_NEAREST; area: linear, see below)
+    -> [Slice: the bottom rows (resized_height, UFLDv2's crop_ratio)]
     -> Round -> Clip(0, 255)  (OpenCV resizes uint8 to uint8: its output is rounded and saturated)
     -> Mul/Add per channel ((v * scale - mean) / std) -> [Cast(float16) for an FP16 input]
+
+An area (antialiased) resize cannot be expressed: ONNX Resize antialiases only from opset 18, and TensorRT 8.5
+(JetPack 5) reads opset <= 17. Such a spec (UFLDv2's) is fused with the bilinear crop-and-resize instead; its
+per-pixel difference to the client's area resize is measured and recorded in the manifest (not held to the
+exact modes' limit), and the lanes are held to the same limit as ever.
 
 The rounding sits after the resize because that is where the client's own
 preprocessing (lanedet/preprocess.py: cv2.resize on uint8, then a per-byte table) has
@@ -58,29 +66,23 @@ def parse_frame_size(text: str) -> tuple[int, int]:
     return height, width
 
 
-def unfusable(spec: PreprocessSpec, whose: str) -> str | None:
-    """Why the fused graph cannot do `spec` (one line, None when it can): it resizes the crop box bicubically,
-    nothing else. UFLDv2's area (antialiased) resize to a taller image with the bottom rows kept is refused."""
-    if spec.interpolation == "bicubic" and spec.resized_height is None:
-        return None
-    how = f"{spec.interpolation}{' (antialiased)' if spec.interpolation == 'area' else ''} interpolation"
-    taller = " to a taller image and keeps its bottom rows" if spec.resized_height is not None else ""
-    return (f"--fuse-preprocess does a bicubic resize only, but {whose}'s preprocessing resizes with {how}{taller}; "
-            "convert without --fuse-preprocess (the client or --pipeline preprocesses).")
+# ONNX Resize attributes per interpolation of a spec, and the interpolations only approximated (why).
+RESIZE_ATTRIBUTES = {
+    "bicubic": {"mode": "cubic", "cubic_coeff_a": -0.75, "coordinate_transformation_mode": "half_pixel",
+                "exclude_outside": 0},
+    "bilinear": {"mode": "linear", "coordinate_transformation_mode": "half_pixel"},
+    "nearest": {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+    "area": {"mode": "linear", "coordinate_transformation_mode": "half_pixel"},
+}
+SUBSTITUTED = {"area": "bilinear: an antialiased resize needs ONNX opset 18, TensorRT 8.5 reads opset <= 17"}
 
 
-def refuse_unfusable_family(model: str, dataset: str | None) -> None:
-    """For `convert NAME --fuse-preprocess`: refuse a family whose preprocessing the fused graph cannot do
-    before the model is loaded and exported (ConvertError, one line); other MODELs are checked at fusion."""
-    from ..lanedet.family import family_names, get_family
-
-    if model.lower() not in family_names():
-        return
-    family = get_family(model.lower())
-    preset = family.datasets.get(dataset) if dataset else None
-    reason = unfusable(preset.preprocess if preset and preset.preprocess else family.preprocess, family.title)
-    if reason:
-        raise ConvertError(reason)
+def resize_description(spec: PreprocessSpec) -> str:
+    """The graph's resize in words (the manifest's "graph")."""
+    attrs = ", ".join(f"{k}={v}" for k, v in RESIZE_ATTRIBUTES[spec.interpolation].items())
+    kept = (f", the rows that reach the bottom {spec.height} of {spec.resized_height} (crop-and-resize)"
+            if spec.resized_height is not None else "")
+    return f"Resize({attrs}){kept}"
 
 
 def preprocess_graph(spec: PreprocessSpec, frame_size: tuple[int, int], batch_dim: Any, out_name: str,
@@ -92,12 +94,15 @@ def preprocess_graph(spec: PreprocessSpec, frame_size: tuple[int, int], batch_di
     onnx = require("onnx", "fusing the preprocessing into the model")
     from onnx import TensorProto, helper, numpy_helper
 
+    from ..lanedet.preprocess import kept_rows
+
     pre = spec
-    reason = unfusable(pre, "the model")
-    if reason:
-        raise ConvertError(reason)
     frame_h, frame_w = frame_size
     top, left, box_h, box_w = pre.crop_box(frame_h, frame_w)
+    resized_h = pre.height
+    if pre.resized_height is not None:  # resize only the source rows that reach the kept rows, as the client does
+        source_rows, resized_h = kept_rows(box_h, pre.resized_height, pre.height)
+        top, box_h = top + box_h - source_rows, source_rows
     nodes, inits = [], []
 
     def const(name: str, value: np.ndarray) -> str:
@@ -116,13 +121,16 @@ def preprocess_graph(spec: PreprocessSpec, frame_size: tuple[int, int], batch_di
     x = node("Transpose", [x], "nchw", perm=[0, 3, 1, 2])
     if pre.color != "bgr":  # FRAME is BGR; the model wants RGB
         x = node("Gather", [x, const("rgb_order", np.array([2, 1, 0], np.int64))], "rgb", axis=1)
-    if (box_h, box_w) != (pre.height, pre.width):
+    if (box_h, box_w) != (resized_h, pre.width):
         shape = node("Shape", [x], "shape")
         lead = node("Slice", [shape, const("zero", np.array([0], np.int64)), const("two", np.array([2], np.int64))],
                     "lead")
-        sizes = node("Concat", [lead, const("hw", np.array([pre.height, pre.width], np.int64))], "sizes", axis=0)
-        x = node("Resize", [x, "", "", sizes], "resized", mode="cubic", cubic_coeff_a=-0.75,
-                 coordinate_transformation_mode="half_pixel", exclude_outside=0)
+        sizes = node("Concat", [lead, const("hw", np.array([resized_h, pre.width], np.int64))], "sizes", axis=0)
+        x = node("Resize", [x, "", "", sizes], "resized", **RESIZE_ATTRIBUTES[pre.interpolation])
+        if resized_h != pre.height:  # the bottom rows
+            x = node("Slice", [x, const("kept_starts", np.array([resized_h - pre.height], np.int64)),
+                               const("kept_ends", np.array([resized_h], np.int64)),
+                               const("kept_axes", np.array([2], np.int64))], "kept")
         if round_uint8:  # OpenCV's uint8 output, see the module docstring
             x = node("Round", [x], "rounded")
             x = node("Clip", [x, const("lo", np.array(0.0, np.float32)), const("hi", np.array(255.0, np.float32))],
@@ -280,7 +288,7 @@ def fuse_artifact(workdir: Path, manifest: Manifest, frame_size: tuple[int, int]
     spec = manifest.preprocess
     frames = parity_frames(frame_size, seed)
     pixels = pixel_parity(spec, frame_size, frames, seed)
-    if pixels["max_levels"] > MAX_PIXEL_LEVELS:
+    if pixels["max_levels"] > MAX_PIXEL_LEVELS and spec.interpolation not in SUBSTITUTED:
         raise ConvertError(
             f"the fused preprocessing differs from the client's by {pixels['max_levels']:.2f} uint8 levels at most "
             f"(limit {MAX_PIXEL_LEVELS:g}); convert without --fuse-preprocess."
@@ -298,7 +306,14 @@ def fuse_artifact(workdir: Path, manifest: Manifest, frame_size: tuple[int, int]
             lanes[name] = lane_parity(original, path, manifest, frames, limit)
         finally:
             original.unlink(missing_ok=True)
-        if not lanes[name]["passed"]:
+        if not lanes[name]["passed"] and spec.interpolation in SUBSTITUTED:
+            # Another resampler than the client's: lanes that move are the substitution's measured cost, recorded
+            # (parity.lanes) and said, not refused; the exact resamplers are held to the limit below.
+            reporter.warn(
+                f"{name}: with the {SUBSTITUTED[spec.interpolation]} the lanes differ from client-side "
+                f"preprocessing ({'; '.join(lanes[name]['problems'][:2])}); check the fused model with "
+                "`edge-deploy evaluate` on your frames before serving it.")
+        elif not lanes[name]["passed"]:
             raise ConvertError(
                 f"the fused preprocessing does not reproduce the client's in {name}: "
                 f"{'; '.join(lanes[name]['problems'][:3])}; {lanes_moved_reason(lanes[name], 'the fused graph')}; "
@@ -313,11 +328,13 @@ def fuse_artifact(workdir: Path, manifest: Manifest, frame_size: tuple[int, int]
         "input": FRAME_INPUT,
         "frame": {"height": frame_size[0], "width": frame_size[1], "datatype": "UINT8", "layout": "NHWC",
                   "color": "bgr"},
-        "graph": ("Cast -> [crop Slice] -> Transpose NCHW -> Resize(cubic, cubic_coeff_a=-0.75, half_pixel, "
-                  "exclude_outside=0) -> Round -> Clip(0, 255) -> Mul/Add (scale, mean, std) -> model input dtype"),
+        "graph": (f"Cast -> [crop Slice] -> Transpose NCHW -> {resize_description(spec)} -> Round -> Clip(0, 255) "
+                  "-> Mul/Add (scale, mean, std) -> model input dtype"),
+        **({"substituted": {"interpolation": spec.interpolation, "by": SUBSTITUTED[spec.interpolation]}}
+           if spec.interpolation in SUBSTITUTED else {}),
         "parity": {
-            "reference": "lanedet/preprocess.py (cv2.resize INTER_CUBIC on uint8, per-byte table) vs the fused "
-                         "graph in ONNX Runtime (CPU)",
+            "reference": f"lanedet/preprocess.py (cv2.resize {spec.interpolation} on uint8, per-byte table) vs the "
+                         "fused graph in ONNX Runtime (CPU)",
             "seed": seed,
             "pixels": pixels,
             "lanes": lanes,

@@ -1,7 +1,8 @@
 """Camera frame (HxWx3 uint8) -> model input (NCHW float32/float16), into a preallocated buffer.
 
 Steps: optional crop (a view), cv2.resize into a preallocated HxWx3 uint8 buffer (or, with
-`resized_height`, a taller one whose bottom H rows are kept, as UFLDv2's test transform does),
+`resized_height`, a taller one whose bottom H rows are kept, as UFLDv2's test transform does: only the
+source rows that reach those H rows are resized, `kept_rows`),
 cv2.split into three uint8 planes (the HWC -> CHW transpose, and the colour swap
 when the frame's order differs from the model's), then one 256-entry look-up
 table per channel applied with cv2.LUT straight into the output planes. The
@@ -194,6 +195,34 @@ def check_frame(frame: Any) -> np.ndarray:
     return frame
 
 
+# How far (in source rows, summed over the kept rows) the sampling grid of a part-frame resize may drift from the
+# whole-frame resize it stands for.
+KEPT_ROWS_DRIFT = 0.01
+_kept_rows_cache: dict[tuple[int, int, int], tuple[int, int]] = {}
+
+
+def kept_rows(frame_height: int, resized_height: int, height: int) -> tuple[int, int]:
+    """(source rows, rows to resize them to) for "resize to `resized_height` rows, keep the bottom `height`".
+
+    Resizing the whole frame throws the top rows away. Instead the bottom K source rows are resized to M rows,
+    with K / M the whole resize's ratio to within KEPT_ROWS_DRIFT rows over the kept rows (the smallest such
+    M >= height), so every kept row samples the same source positions as in the whole resize: UFLDv2 CULane
+    resizes rows 207..589 to 346 rows instead of 590 to 533. (frame_height, resized_height) when no M fits.
+    """
+    key = (frame_height, resized_height, height)
+    found = _kept_rows_cache.get(key)
+    if found is None:
+        ratio = frame_height / resized_height
+        found = (frame_height, resized_height)
+        for rows in range(height, resized_height):
+            source = round(rows * ratio)
+            if source <= frame_height and abs(source / rows - ratio) * height <= KEPT_ROWS_DRIFT:
+                found = (source, rows)
+                break
+        _kept_rows_cache[key] = found
+    return found
+
+
 class Preprocessor:
     """Writes frames into a preallocated (batch, 3, H, W) float32/float16 buffer.
 
@@ -265,10 +294,14 @@ class Preprocessor:
             top, left, h, w = self.spec.crop_box(frame.shape[0], frame.shape[1])
             frame = frame[top : top + h, left : left + w]
         height = self.spec.resized_height or self.spec.height
+        if height != self.spec.height:
+            source_rows, height = kept_rows(frame.shape[0], height, self.spec.height)
+            frame = frame[frame.shape[0] - source_rows:]
         if frame.shape[:2] == (height, self.spec.width):
             resized = frame  # a resize to the same size is a copy
         else:
-            resized = cv2.resize(frame, (self.spec.width, height), dst=self._resized, interpolation=self._interp)
+            buffer = self._resized[:height] if height <= len(self._resized) else None
+            resized = cv2.resize(frame, (self.spec.width, height), dst=buffer, interpolation=self._interp)
         if height != self.spec.height:
             resized = resized[height - self.spec.height:]  # the bottom rows: still C-contiguous
         cv2.split(resized, self._planes)

@@ -172,3 +172,30 @@ def test_evaluate_runs_a_fused_artifact_like_the_unfused_one(tiny_fused):
         want, got = plain_runner.detect(frame), fused_runner.detect(frame)
         assert len(want) == len(got) > 0
         assert float(np.mean(lane_dx(want, got))) <= tolerance
+
+
+def test_crop_and_resize_of_the_kept_rows_is_the_clients_within_one_level():
+    """A spec that resizes to a taller image and keeps the bottom rows (UFLDv2's crop_ratio): the graph slices the
+    source rows that reach them, resizes and keeps the bottom rows; with bilinear interpolation, exactly what the
+    client does (OpenCV's fixed point against float32: one level)."""
+    from dataclasses import replace
+
+    from edge_deploy.lanedet.ufldv2 import preset_preprocess
+    from edge_deploy.lanedet.ufldv2.presets import PRESETS
+
+    spec = replace(preset_preprocess(PRESETS["culane"]), interpolation="bilinear").to_dict()
+    levels = _worst(spec) / (LEVEL / min(spec["std"]))
+    assert levels <= 1.0 + 1e-4, levels
+
+
+def test_area_is_fused_as_bilinear_and_its_difference_recorded():
+    """OpenCV's area resize antialiases, which ONNX Resize cannot before opset 18: the graph resizes bilinearly
+    and convert's pixel check measures the difference (CULane: 9 levels at most) instead of refusing it."""
+    from edge_deploy.lanedet.ufldv2 import preset_preprocess
+    from edge_deploy.lanedet.ufldv2.presets import PRESETS
+
+    spec = preset_preprocess(PRESETS["culane"])
+    assert spec.interpolation == "area" and "area" in fp.SUBSTITUTED
+    assert "mode=linear" in fp.resize_description(spec) and "346" not in fp.resize_description(spec)
+    pixels = fp.pixel_parity(spec, FRAME, _frames()[:2], seed=0)
+    assert fp.MAX_PIXEL_LEVELS < pixels["max_levels"] < 32, pixels

@@ -197,11 +197,9 @@ def test_every_variant_loads_and_runs_in_the_oldest_jetson_onnxruntime(request) 
 
 
 def fusable(name: str) -> bool:
-    """Whether --fuse-preprocess takes the family's preprocessing (fused_preprocess.unfusable: a bicubic resize of the
-    crop box only, no taller resize with the bottom rows kept)."""
-    from edge_deploy.export.fused_preprocess import unfusable
-
-    return unfusable(get_family(name).preprocess, name) is None
+    """Whether --fuse-preprocess does the family's preprocessing exactly (fused_preprocess.preprocess_graph: a bicubic
+    resize, of the crop box or of the rows that reach the kept bottom rows; an area resize is substituted)."""
+    return get_family(name).preprocess.interpolation == "bicubic"
 
 
 @pytest.fixture(scope="module")
@@ -223,9 +221,6 @@ def family_artifacts(request, tmp_path_factory):
             made[name] = (request.getfixturevalue("laneatt_artifact"),
                           request.getfixturevalue("laneatt_fused_artifact"))
             return made[name]
-        if name in ("ufldv2", "clrnet"):  # the suite's converted ones (conftest.py: `*_artifact`); not fusable
-            made[name] = (request.getfixturevalue(f"{name}_artifact")[1], None)
-            return made[name]
         from edge_deploy.artifact import Manifest
         from edge_deploy.convert import convert
         from edge_deploy.export.fused_preprocess import fuse_artifact
@@ -233,16 +228,19 @@ def family_artifacts(request, tmp_path_factory):
         from edge_deploy.export.source import SourceSpec
 
         work = tmp_path_factory.mktemp(f"family_{name}")
-        family = get_family(name)
-        presets = list(getattr(family, "datasets", {}).values())
+        if name in ("ufldv2", "clrnet"):  # the suite's converted ones (conftest.py: `*_artifact`)
+            plain = request.getfixturevalue(f"{name}_artifact")[1]
+        else:
+            family = get_family(name)
+            presets = list(getattr(family, "datasets", {}).values())
 
-        def pixels(preset) -> int:
-            spec = preset.preprocess or family.preprocess
-            return spec.height * spec.width
+            def pixels(preset) -> int:
+                spec = preset.preprocess or family.preprocess
+                return spec.height * spec.width
 
-        dataset = min(presets, key=pixels).name if presets else None  # the smallest input: the cheapest convert
-        plain = convert(SourceSpec(model=name, dataset=dataset), work / "plain",
-                        ExportSettings(batch=batch_range(batch=1)), target="onnx").artifact_dir
+            dataset = min(presets, key=pixels).name if presets else None  # the smallest input: the cheapest convert
+            plain = convert(SourceSpec(model=name, dataset=dataset), work / "plain",
+                            ExportSettings(batch=batch_range(batch=1)), target="onnx").artifact_dir
         fused = None
         if fusable(name):
             fused = Path(shutil.copytree(plain, work / "fused"))

@@ -47,3 +47,19 @@ def test_resized_height_resizes_taller_and_keeps_the_bottom_rows() -> None:
     assert spec.to_dict()["resized_height"] == 10 and PreprocessSpec.from_dict(spec.to_dict()) == spec
     with pytest.raises(PreprocessSpecError, match="resized_height"):
         PreprocessSpec(height=4, width=6, resized_height=3)
+
+
+def test_only_the_kept_rows_are_resized_and_they_match_the_whole_resize() -> None:
+    """CULane: source rows 207..589 resized to 346 rows stand for the whole 590 -> 533 resize (same ratio to within
+    0.002 rows over the kept 320); its bottom rows differ from the whole resize's by at most one level in under
+    1 % of the values (rounding)."""
+    from edge_deploy.lanedet.preprocess import kept_rows
+
+    assert kept_rows(590, 533, 320) == (383, 346)
+    assert kept_rows(720, 400, 320) == (576, 320)  # TuSimple: an exact ratio (1.8)
+    assert kept_rows(7, 5, 4) == (7, 5)  # no part of the frame keeps the ratio: the whole frame
+    spec = PreprocessSpec(height=320, width=1600, resized_height=533, interpolation="area", scale=1.0)
+    frame = scene(1_000_000_000, 1640, 590).frame
+    whole = cv2.resize(frame, (1600, 533), interpolation=cv2.INTER_AREA)[-320:].transpose(2, 0, 1)
+    diff = np.abs(Preprocessor(spec)(frame)[0] - whole.astype(np.float32))
+    assert diff.max() <= 1 and (diff > 0).mean() < 0.01

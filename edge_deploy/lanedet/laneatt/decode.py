@@ -31,12 +31,14 @@ N_STRIPS = N_OFFSETS - 1
 ROW_WIDTH = 5 + N_OFFSETS
 MODEL_WIDTH = 640
 ANCHOR_YS = np.linspace(1.0, 0.0, N_OFFSETS)
+_OFFSET_INDEX = np.arange(N_OFFSETS)
 # CULane's official test parameters: the decode defaults of the LaneATT family (edge_deploy.lanedet.laneatt).
 CONF_THRESHOLD, NMS_THRESHOLD, TOP_K = 0.5, 50.0, 4
 # Tolerance of "each row sums to 1" when telling probabilities from logits
 # (FP16 outputs are off by a few 1e-4).
 PROB_SUM_TOL = 1e-3
 _MAX_BLOCK = 512  # NMS block rows: small temporaries stay in cache
+_RANKED_FIRST = 64  # rows ranked before the first NMS scan; the rest only when the NMS needs them
 _INDEX_LIMIT = 1 << 20  # clamp for start/end indices so absurd values cannot overflow int64
 
 __all__ = [
@@ -104,11 +106,17 @@ def lane_scores(raw: np.ndarray) -> np.ndarray:
     """Per-row confidence (float64): softmax(col0, col1)[1], or col1 if the rows already hold probabilities."""
     c0 = raw[:, 0].astype(np.float64)
     c1 = raw[:, 1].astype(np.float64)
-    is_prob = (c0 >= 0) & (c0 <= 1) & (c1 >= 0) & (c1 <= 1) & (np.abs(c0 + c1 - 1.0) <= PROB_SUM_TOL)
-    if is_prob.all():
+    # Every row in [0, 1] and summing to 1; logits fail the first test almost always, so it comes first.
+    if len(c0) and min(c0.min(), c1.min()) >= 0 and max(c0.max(), c1.max()) <= 1 \
+            and bool((np.abs(c0 + c1 - 1.0) <= PROB_SUM_TOL).all()):
         return c1
     with np.errstate(over="ignore", under="ignore"):
         return 1.0 / (1.0 + np.exp(c0 - c1))
+
+
+def _clamp(values: np.ndarray) -> np.ndarray:
+    """Indices kept inside +-_INDEX_LIMIT (np.clip's Python wrapper costs more than the work on a few rows)."""
+    return np.minimum(np.maximum(values, -_INDEX_LIMIT), _INDEX_LIMIT)
 
 
 def _nms_ranges(c2: np.ndarray, c4: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -117,8 +125,8 @@ def _nms_ranges(c2: np.ndarray, c4: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     c4 = c4.astype(np.float64)
     s = np.floor(c2 * N_STRIPS + 0.5)
     e = np.trunc(s + c4 - 1.0 + 0.5 - (c4 < 1.0))
-    s = np.clip(s, -_INDEX_LIMIT, _INDEX_LIMIT).astype(np.int64)
-    e = np.clip(e, -_INDEX_LIMIT, _INDEX_LIMIT).astype(np.int64)
+    s = _clamp(s).astype(np.int64)
+    e = _clamp(e).astype(np.int64)
     # x_k exists only for k in 0..71: a start below 0 (col2 < 0, not a LaneATT output) begins at 0.
     return np.maximum(s, 0), np.minimum(e, N_STRIPS)
 
@@ -136,7 +144,7 @@ def _suppressed(
     d = x[:, a_lo : a_hi + 1] - a_x[a_lo : a_hi + 1]
     np.abs(d, out=d)
     if not ((start == a_lo) & (end == a_hi)).all():  # some pairs overlap on part of a's range only
-        k = np.arange(a_lo, a_hi + 1)
+        k = _OFFSET_INDEX[a_lo : a_hi + 1]
         d *= (k >= start[:, None]) & (k <= end[:, None])
     return (width > 0) & (d.sum(axis=1) < nms_threshold * width)
 
@@ -163,7 +171,7 @@ def nms_keep(
         return np.zeros(0, dtype=np.int64)
     lo, hi = _nms_ranges(rows[idx, 2], rows[idx, 4])
     kept_x: list[np.ndarray] = []
-    pos, size = 0, 32
+    pos, size = 0, 16
     while pos < m and len(kept) < top_k:
         stop = min(m, pos + size)
         x = rows[idx[pos:stop], 5:].astype(np.float64)  # gathered per block: scanning may stop early
@@ -198,9 +206,27 @@ def select_rows(
 def _select(arr: np.ndarray, conf: float, nms: float, top_k: int) -> tuple[np.ndarray, np.ndarray]:
     scores = lane_scores(arr)
     cand = np.flatnonzero(scores > conf)
+    head = _best_first(scores, cand, max(_RANKED_FIRST, 16 * top_k))
+    if head is not None:
+        # The greedy NMS over the head of the score order decides those rows as over the whole order; only when
+        # it keeps fewer than top_k is the rest needed (then the whole order is ranked and scanned).
+        kept = nms_keep(arr, order=head, nms_threshold=nms, top_k=top_k)
+        if len(kept) >= top_k:
+            return kept, scores[kept]
     order = cand[np.argsort(-scores[cand], kind="stable")]
     kept = nms_keep(arr, order=order, nms_threshold=nms, top_k=top_k)
     return kept, scores[kept]
+
+
+def _best_first(scores: np.ndarray, cand: np.ndarray, count: int) -> np.ndarray | None:
+    """The first (at least) `count` of `cand` in the full order (score descending, index ascending on ties),
+    without sorting all of them; None when there are not more than `count` (sort them all)."""
+    if len(cand) <= count:
+        return None
+    s = scores[cand]
+    floor = s[np.argpartition(-s, count - 1)[:count]].min()
+    head = cand[s >= floor]  # every tie of the floor too, so the order is the full order's prefix
+    return head[np.argsort(-scores[head], kind="stable")]
 
 
 def rows_to_points(
@@ -215,8 +241,8 @@ def rows_to_points(
         return []
     xs = rows[:, 5:].astype(np.float64) / float(model_width)
     # np.rint rounds half to even, like Python's round().
-    start = np.clip(np.rint(rows[:, 2].astype(np.float64) * N_STRIPS), -_INDEX_LIMIT, _INDEX_LIMIT).astype(np.int64)
-    length = np.clip(np.rint(rows[:, 4].astype(np.float64)), -_INDEX_LIMIT, _INDEX_LIMIT).astype(np.int64)
+    start = _clamp(np.rint(rows[:, 2].astype(np.float64) * N_STRIPS)).astype(np.int64)
+    length = _clamp(np.rint(rows[:, 4].astype(np.float64))).astype(np.int64)
     end = np.minimum(start + length - 1, N_STRIPS)
     k = np.arange(N_OFFSETS)
     below = k < start[:, None]

@@ -227,17 +227,6 @@ def test_convert_cli_takes_clrnet_and_refuses_a_wrong_checkpoint_in_one_line(clr
     assert not (tmp_path / "out").exists()
 
 
-def test_fuse_preprocess_is_refused_before_the_model_is_loaded_in_one_line(tmp_path) -> None:
-    """The official crop + resize is expressed as a taller resize with the bottom rows kept, which the fused graph
-    (a bicubic resize of the crop box) does not do."""
-    done = run_cli(tmp_path, "convert", "clrnet", "--dataset", "culane", "--fuse-preprocess", "-o",
-                   str(tmp_path / "out"), "--target", "onnx", timeout=120)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode != 0 and len(lines) == 1, done.stderr
-    assert "to a taller image and keeps its bottom rows" in lines[0] and "CLRNet's preprocessing" in lines[0]
-    assert "load model" not in done.stdout and not (tmp_path / "out").exists()
-
-
 @pytest.mark.slow
 def test_convert_cli_builds_an_untrained_clrnet_whose_lanes_can_be_checked(tmp_path) -> None:
     """`convert clrnet --dataset culane --backbone resnet18` without a checkpoint: seeded random weights, made

@@ -1,0 +1,32 @@
+"""An earlier version of a self-contained module (preprocess.py, a family's decode.py) loaded from git, to time it
+side by side with today's in one run: `load_at(REV, "edge_deploy/lanedet/preprocess.py")`."""
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+LANE = "edge_deploy/lanedet/lane.py"  # decoders import it flat when no package is around them
+
+
+def load_at(rev: str, path: str) -> ModuleType:
+    """The module of `path` as it was at git revision `rev` (with lane.py of that revision importable beside it)."""
+    folder = Path(tempfile.mkdtemp(prefix="baseline_"))
+    for source in (path, LANE):
+        text = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{source}"], check=True, capture_output=True,
+                              text=True).stdout
+        (folder / Path(source).name).write_text(text)
+    sys.path.insert(0, str(folder))
+    try:
+        name = f"baseline_{Path(path).stem}_{rev[:7]}"
+        spec = importlib.util.spec_from_file_location(name, folder / Path(path).name)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(folder))

@@ -1,0 +1,57 @@
+"""What `edge-deploy bench` measures: one typed BenchConfig, checked when made."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import BenchError
+
+DEFAULT_CONCURRENCY = (1, 2, 4)
+
+
+def parse_concurrency(text: str) -> tuple[int, ...]:
+    """"1,2,4" -> (1, 2, 4); a one-line BenchError for anything else."""
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        values = ()
+    if not values or any(v < 1 for v in values):
+        raise BenchError(f"--concurrency {text!r} is not a list of whole numbers >= 1; pass e.g. --concurrency 1,2,4.")
+    return tuple(dict.fromkeys(values))
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """One bench run against one server.
+
+    models: served models to measure (lane models or their NAME_pipeline); empty: every lane model the
+    server serves and its pipeline. frames: a directory of images or a video (None: the synthetic sample
+    set). seconds: timed per cell (model x concurrency), after warmup_seconds.
+    """
+
+    url: str = "127.0.0.1:8001"
+    tls: Any = None  # edge_deploy.client.tls.TLSConfig | None
+    repository: Path | None = None  # lists the models (and finds the server) when given
+    models: tuple[str, ...] = ()
+    frames: Path | None = None
+    max_frames: int = 32
+    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
+    seconds: float = 10.0
+    warmup_seconds: float = 1.0
+    transport: str = "auto"
+    timeout: float = 30.0
+    check_lanes: bool = True
+    tolerance_px: float = 1.0  # lanes-equal: largest point difference between pipelines
+
+    def __post_init__(self) -> None:
+        if not self.seconds > 0:
+            raise BenchError(f"--seconds must be more than 0 (got {self.seconds}).")
+        if self.warmup_seconds < 0:
+            raise BenchError(f"--warmup must be 0 or more seconds (got {self.warmup_seconds}).")
+        if self.max_frames < 1:
+            raise BenchError(f"--max-frames must be 1 or more (got {self.max_frames}).")
+        if not self.concurrency or any(int(c) < 1 for c in self.concurrency):
+            raise BenchError(f"--concurrency must name whole numbers >= 1 (got {self.concurrency}).")
+        if self.timeout <= 0:
+            raise BenchError(f"--timeout must be more than 0 seconds (got {self.timeout}).")

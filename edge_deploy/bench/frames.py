@@ -1,0 +1,61 @@
+"""The frames a bench sends: images of a directory, frames of a video, or the synthetic sample set."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import BenchError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
+SAMPLE_FRAMES = 8  # the synthetic sample set: what `edge-deploy sample` writes, 1640x590
+
+
+def load_frames(source: Path | None, limit: int) -> tuple[str, list[tuple[str, Any]]]:
+    """(a description of the source, up to `limit` (name, HxWx3 uint8 BGR frame))."""
+    if source is None:
+        from ..training.synthetic import EVAL_SEED_BASE, scene
+
+        count = min(limit, SAMPLE_FRAMES)
+        return (f"synthetic sample set ({count} frames, 1640x590)",
+                [(f"road-{i:03d}", scene(EVAL_SEED_BASE + i, 1640, 590).frame) for i in range(count)])
+    if source.is_dir():
+        return _images(source, limit)
+    if not source.exists():
+        raise BenchError(f"--frames {source} does not exist; pass a directory of images or a video file.")
+    return _video(source, limit)
+
+
+def _images(directory: Path, limit: int) -> tuple[str, list[tuple[str, Any]]]:
+    import cv2
+    import numpy as np
+
+    paths = sorted(p for p in directory.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())[:limit]
+    frames = []
+    for path in paths:
+        frame = cv2.imdecode(np.fromfile(str(path), dtype=np.uint8), cv2.IMREAD_COLOR)
+        if frame is None:
+            raise BenchError(f"cannot decode {path} as an image; --frames takes PNG or JPEG files.")
+        frames.append((path.name, frame))
+    if not frames:
+        raise BenchError(f"--frames {directory} has no images ({' '.join(IMAGE_SUFFIXES)}); pass a directory of "
+                         "images or a video file.")
+    return f"{directory} ({len(frames)} images)", frames
+
+
+def _video(path: Path, limit: int) -> tuple[str, list[tuple[str, Any]]]:
+    import cv2
+
+    capture = cv2.VideoCapture(str(path))
+    frames = []
+    try:
+        while len(frames) < limit:
+            ok, frame = capture.read()
+            if not ok:
+                break
+            frames.append((f"{path.name}#{len(frames)}", frame))
+    finally:
+        capture.release()
+    if not frames:
+        raise BenchError(f"cannot read frames from {path}; --frames takes a directory of images or a video OpenCV "
+                         "can open (.mp4, .avi, .mkv).")
+    return f"{path} (first {len(frames)} frames)", frames

@@ -1,0 +1,100 @@
+"""`edge-deploy bench`: frames/s, latency and where the time goes, for every served lane model and pipeline."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from .app import app
+from .infer import Transport
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..bench.config import BenchConfig
+    from ..bench.results import BenchReport
+
+
+@app.command()
+def bench(
+    url: Annotated[Optional[str], typer.Option(
+        help="Triton gRPC address (default: the server of --repository, else 127.0.0.1:8001).", show_default=False)] = None,
+    repository: Annotated[Optional[Path], typer.Option(
+        "--repository", "-r", help="Model repository: its models, and its running `edge-deploy serve` server.",
+        show_default=False)] = None,
+    model: Annotated[Optional[list[str]], typer.Option(
+        "--model", help="Only this served model (a lane model or NAME_pipeline); repeat for several (default: every "
+                        "lane model and its pipeline).", show_default=False)] = None,
+    frames: Annotated[Optional[Path], typer.Option(
+        help="A directory of images or a video file (default: the synthetic sample set).", show_default=False)] = None,
+    max_frames: Annotated[int, typer.Option(help="Use at most this many frames of --frames (sent round robin).")] = 32,
+    concurrency: Annotated[str, typer.Option(
+        help="Frames in flight, comma-separated: 1 uses LaneDetClient, more AsyncLaneDetClient.")] = "1,2,4",
+    seconds: Annotated[float, typer.Option(help="Seconds timed per model and concurrency.")] = 10.0,
+    warmup: Annotated[float, typer.Option(help="Seconds of untimed frames before each.")] = 1.0,
+    check: Annotated[bool, typer.Option(
+        "--check/--no-check", help="First check that every pipeline of a model gives the same lanes.")] = True,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON instead of a table.")] = False,
+    plot: Annotated[Optional[Path], typer.Option(help="Also draw the results into this PNG.", show_default=False)] = None,
+    transport: Annotated[Transport, typer.Option(help="auto: shared memory when the server is on this host.")] = Transport.auto,
+    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 30.0,
+    tls_ca: Annotated[Optional[Path], typer.Option(help="Connect over TLS: the CA that signed the server's certificate.")] = None,
+    tls_cert: Annotated[Optional[Path], typer.Option(help="This client's certificate (for a mutual-TLS server).")] = None,
+    tls_key: Annotated[Optional[Path], typer.Option(help="Its private key.")] = None,
+) -> None:
+    """Measure served lane models as a vehicle app sees them: frames in, lanes out, at each concurrency; the client's
+    preprocess/request/decode split, the server's queue and compute times, CPU of client and server (GPU load and
+    power on a Jetson)."""
+    from rich.console import Console
+
+    from ..bench.config import BenchConfig, parse_concurrency
+    from ..bench.report import print_report, write_plot
+    from ..errors import BenchError
+    from .serve import _cli_tls
+
+    tls = _cli_tls(tls_ca, tls_cert, tls_key) if tls_ca or tls_cert or tls_key else None
+    if repository is not None and not repository.is_dir():
+        raise BenchError(f"--repository {repository} is not a directory; pass the model repository the server serves.")
+    if repository is not None and url is None:
+        from ..serve.record import find_record
+
+        record = find_record(repository)
+        if record is None:
+            raise BenchError(f"no running `edge-deploy serve` server for {repository}; start one, or pass --url.")
+        url, tls = record.url, tls or record.client_tls()
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise BenchError(f"--plot {plot} must name a .png file.")
+    config = BenchConfig(url=url or "127.0.0.1:8001", tls=tls, repository=repository, models=tuple(model or ()),
+                         frames=frames, max_frames=max_frames, concurrency=parse_concurrency(concurrency),
+                         seconds=seconds, warmup_seconds=warmup, transport=transport.value, timeout=timeout,
+                         check_lanes=check)
+    console = Console(stderr=True)
+    report = _run_with_progress(config, console)
+    if plot is not None:
+        write_plot(report, plot)
+    if json_out:
+        typer.echo(json.dumps(report.to_dict(), indent=1))
+    else:
+        print_report(report, Console())
+    if plot is not None:
+        console.print(f"plot: {plot}", highlight=False)
+
+
+def _run_with_progress(config: "BenchConfig", console: "Console") -> "BenchReport":
+    """run_bench with a progress bar on a terminal (none in a log or a pipe)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from ..bench.runner import run_bench
+
+    if not console.is_terminal:  # a log or a pipe: no bar to redraw
+        return run_bench(config)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                  TimeRemainingColumn(), console=console, transient=True) as progress:
+        task = progress.add_task("bench", total=1.0)
+
+        def on_progress(label: str, done: int, total: int, fraction: float) -> None:
+            progress.update(task, description=f"{label} ({done + 1}/{total})", completed=(done + fraction) / total)
+
+        return run_bench(config, on_progress)
