@@ -400,6 +400,15 @@ class LaneFamily(ABC):
             raise ConvertError(f"{self.title} has no --dataset {dataset} preset; use {choices}.")
         return dataset
 
+    def check_input_shape(self, spec: SourceSpec, shape: Sequence[int], preset: str | None = None) -> None:
+        """ConvertError when --input-shape was given and is not the model's (C, H, W) `shape` (of `preset`)."""
+        from ..errors import ConvertError
+
+        if spec.input_shape is not None and tuple(spec.input_shape[1:]) != tuple(shape):
+            where = f"{self.title} for {preset}" if preset else self.title
+            raise ConvertError(f"{where} takes {shape[1]}x{shape[2]} input, not --input-shape "
+                               f"{','.join(map(str, spec.input_shape))}; drop --input-shape.")
+
     def source_section(self, spec: SourceSpec, module: Any, *, backbone: str | None, dataset: str | None,
                        dropped: str | None = None, **extra: Any) -> dict[str, Any]:
         """The manifest's "source" section for a model `load` built: what it is, the checkpoint it came from (path,

@@ -100,15 +100,12 @@ class CLRNetFamily(LaneFamily):
 
     def load(self, spec: SourceSpec) -> LoadedModel:
         from ..._deps import require
-        from ...errors import ConvertError
 
         self.options_from(spec)  # CLRNet has no options of its own: refuses other families'
         dataset, backbone = self.dataset_from(spec, DEFAULT_DATASET), self.backbone_from(spec)
         preset = PRESETS[dataset]
         shape = (3, preset.input_height, preset.input_width)
-        if spec.input_shape is not None and tuple(spec.input_shape[1:]) != shape:
-            raise ConvertError(f"CLRNet takes {shape[1]}x{shape[2]} input, not --input-shape "
-                               f"{','.join(map(str, spec.input_shape))}; drop --input-shape.")
+        self.check_input_shape(spec, shape)
         require("torch", "converting CLRNet from PyTorch")
         from .model import build_clrnet
 

@@ -77,18 +77,13 @@ class LaneATTFamily(LaneFamily):
 
     def load(self, spec: SourceSpec) -> LoadedModel:
         from ..._deps import require
-        from ...errors import ConvertError
         from ...fsutil import sha256_file
 
         require("torch", "converting LaneATT from PyTorch")  # before .model, which imports torch
         from .anchors import N_ANCHORS
         from .model import UNTRAINED_LANES, build_laneatt, give_untrained_lanes
 
-        if spec.input_shape is not None and tuple(spec.input_shape[1:]) != INPUT_SHAPE:
-            raise ConvertError(
-                f"LaneATT takes 3x360x640 input, not --input-shape {','.join(map(str, spec.input_shape))}; "
-                "drop --input-shape."
-            )
+        self.check_input_shape(spec, INPUT_SHAPE)
         backbone, dataset, options = self.backbone_from(spec), self.dataset_from(spec), self.options_from(spec)
         anchor_order = options.anchor_order
         module = build_laneatt(backbone, checkpoint=spec.checkpoint, anchors_freq=options.anchors_freq,
