@@ -15,7 +15,7 @@ from . import systemd as su
 from .admin import UNKNOWN_MODEL, Health, check_health, repository_headers, wait_healthy
 from .checks import repository_models
 from .record import find_record
-from .service import scope_of
+from .service import key_paths, scope_of
 
 DEFAULT_URL = "127.0.0.1:8001"
 
@@ -181,6 +181,17 @@ class HealthTarget:
         return first
 
 
+def unit_key_headers(scope: str) -> dict[str, str] | None:
+    """The key headers of the scope's systemd unit, read from its key file; None when it cannot be read."""
+    from .argv import GRPC_KEY_HEADER
+
+    try:
+        key = key_paths(scope)[1].read_text().strip()
+    except OSError:
+        return None
+    return {GRPC_KEY_HEADER: key} if key else None
+
+
 def health_target(
     *, scope: str, url: str | None, repository: Path | None, installed: Any, explicit_tls: Any = None,
 ) -> HealthTarget:
@@ -254,8 +265,12 @@ def server_health(
         explicit = TLSConfig(ca=tls_ca, cert=tls_cert, key=tls_key)
 
     def probe() -> Health:
-        return health_target(scope=scope, url=url, repository=repo, installed=installed,
-                             explicit_tls=explicit).probe(names)
+        target = health_target(scope=scope, url=url, repository=repo, installed=installed, explicit_tls=explicit)
+        if main_pid and target.headers is None:
+            # The unit starting (ExecStartPost=): its record is written once it is ready, but its key is already in
+            # the state dir; with it the repository index tells a model that failed to load from one still loading.
+            target.headers = unit_key_headers(scope)
+        return target.probe(names)
 
     if wait > 0:
         # Starting the unit (ExecStartPost=, $MAINPID): a model that failed to load must not fail the server that

@@ -188,6 +188,7 @@ def render_unit(config: UnitConfig) -> str:
     health = [
         config.python, "-m", "edge_deploy", "health", "--wait", str(config.health_wait),
         "--url", dial_url(options.url), "--repository", str(options.model_repository),
+        *(["--user"] if config.scope == "user" else []),  # the unit's state dir: its key, while no record exists yet
     ]
     if options.tls is not None:
         health += ["--tls-ca", str(options.tls.ca)]

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from triton_helpers import run_cli
+from needs import torch_or_skip
+
+torch_or_skip()  # checkpoints and modules are torch's
+from triton_helpers import run_cli  # noqa: E402
 from ufldv2_checkpoints import write_official_checkpoint
 
 from edge_deploy.errors import CheckpointError

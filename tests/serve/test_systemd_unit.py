@@ -254,6 +254,8 @@ def test_unit_directives_are_pinned(scope, tmp_path) -> None:
     else:
         expected = {k: v for k, v in expected.items() if k not in NOT_IN_USER_UNIT}
         expected["WantedBy"] = ["default.target"]
+        # the user unit's health check reads the user's state dir (the unit's key while it starts)
+        expected["ExecStartPost"] = [expected["ExecStartPost"][0] + " --user"]
     assert d == expected
     assert [line for line in text.splitlines() if line.startswith("[")] == ["[Unit]", "[Service]", "[Install]"]
 
