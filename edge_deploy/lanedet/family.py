@@ -24,6 +24,7 @@ Light on purpose (numpy and the standard library): the client imports it.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 from abc import ABC, abstractmethod
@@ -501,7 +502,10 @@ def register_family(family: LaneFamily) -> LaneFamily:
     return family
 
 
+@functools.lru_cache(maxsize=1)
 def _entry_points() -> dict[str, Any]:
+    """The group's entry points by name, read once per process (reading every distribution's metadata costs
+    milliseconds, and the registry is asked on every convert, install and client start)."""
     from importlib.metadata import entry_points
 
     found: dict[str, Any] = {}
