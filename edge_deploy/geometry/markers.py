@@ -4,11 +4,14 @@ cubic; x forward, y left, metres, origin on the road below the camera)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
 from .camera import Camera
+
+if TYPE_CHECKING:  # the annotation only: figures is imported where it is used
+    from .figures import LaneFigures
 
 __all__ = ["LaneMarker", "LaneMarkers", "assign", "fit_marker", "fit_markers", "to_markers"]
 
@@ -110,7 +113,7 @@ class LaneMarkers:
     def __len__(self) -> int:
         return len(list(iter(self)))
 
-    def figures(self, speed_mps: float | None = None, vehicle_width_m: float = 1.8) -> "LaneFigures":
+    def figures(self, speed_mps: float | None = None, vehicle_width_m: float = 1.8) -> LaneFigures:
         from .figures import lane_figures
 
         return lane_figures(self, speed_mps, vehicle_width_m)
