@@ -1,6 +1,6 @@
 """Benchmark 1: vectorised decode_lanes vs the per-pair/per-point Python loop of the same rules.
 
-The loop is the reference implementation in tests/lanedet/test_decode.py. Both run side by
+The loop is the reference implementation in tests/lanedet/laneatt/test_decode.py. Both run side by
 side (interleaved) on the same LaneATT-shaped outputs: synthetic (2784 rows, 50 / 500 /
 2784 of them above conf_threshold), the official anchor table plus noise with every row
 above threshold (the anchor table the package generates), and a worst case for the
@@ -32,7 +32,7 @@ IMAGE_SIZE = (590, 1640)
 
 def load_reference():
     sys.path.insert(0, str(ROOT / "tests" / "support"))  # the test module's helpers
-    spec = importlib.util.spec_from_file_location("decode_reference", ROOT / "tests" / "lanedet" / "test_decode.py")
+    spec = importlib.util.spec_from_file_location("decode_reference", ROOT / "tests" / "lanedet" / "laneatt" / "test_decode.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -2,7 +2,7 @@
 fast preprocessing vs the official test transform (PIL), side by side in one run.
 
 Decoder: `decode_ufldv2` against two straightforward ports of the official pred2coords loop, one anchor
-at a time: `official_rules` in tests/families/test_ufldv2_decode.py (NumPy scalars) and
+at a time: `official_rules` in tests/lanedet/ufldv2/test_ufldv2_decode.py (NumPy scalars) and
 `official_torch_loop` below (torch tensors, as the official demo runs it on the CPU), interleaved on the
 same CULane- and TuSimple-shaped outputs; the lanes are checked equal before anything is timed.
 Preprocessing: `Preprocessor` with the family's spec (OpenCV area resize, bottom rows, lookup tables) vs
@@ -87,7 +87,7 @@ def official_torch_loop(outputs, row_anchor, col_anchor, local_width, width, hei
 
 
 def bench_decoder(repeats: int, loop_repeats: int) -> None:
-    ref = _load("ufldv2_decode_reference", ROOT / "tests" / "families" / "test_ufldv2_decode.py")
+    ref = _load("ufldv2_decode_reference", ROOT / "tests" / "lanedet" / "ufldv2" / "test_ufldv2_decode.py")
     print("| outputs | lanes | vectorised (ms) | NumPy loop port (ms) | official torch loop (ms) | speed-up vs each |")
     print("|---|---|---|---|---|---|")
     for dataset in ("culane", "tusimple"):
@@ -114,7 +114,7 @@ def bench_decoder(repeats: int, loop_repeats: int) -> None:
 
 
 def bench_preprocess(repeats: int) -> None:
-    ref = _load("ufldv2_preprocess_reference", ROOT / "tests" / "families" / "test_ufldv2_preprocess.py")
+    ref = _load("ufldv2_preprocess_reference", ROOT / "tests" / "lanedet" / "ufldv2" / "test_ufldv2_preprocess.py")
     print("\n| frames | fast path (ms) | official PIL transform (ms) | mean / max difference (8-bit levels) |")
     print("|---|---|---|---|")
     for dataset in ("culane", "tusimple"):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from needs import torch_or_skip
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
