@@ -28,7 +28,7 @@ def test_a_written_video_reads_back_frame_by_frame(tmp_path) -> None:
     capture.release()
 
 
-def test_odd_frames_are_cropped_to_even_and_nothing_is_left_before_finish(tmp_path) -> None:
+def test_odd_frames_come_out_even_and_nothing_is_under_the_final_name_before_finish(tmp_path) -> None:
     writer = VideoWriter(tmp_path / "odd.mp4", 30.0)
     for frame in _frames(3, height=33, width=51):
         writer.write(frame)
