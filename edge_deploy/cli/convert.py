@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import inspect
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional, get_type_hints
+from typing import Annotated, Any, Optional
 
 import typer
 
 from ..precision import Precision
 from .app import app
+from .options import takes_options
 
 
 class Target(str, Enum):
@@ -214,25 +215,9 @@ class ConvertOptions:
         )
 
 
-def _with_options(options_type: type) -> Any:
-    """`command(**given)` whose parameters become the fields of the dataclass `options_type` (typer reads
-    __signature__), followed by **family_options for `_with_family_options`."""
-    hints = get_type_hints(options_type, include_extras=True)
-    parameters = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[f.name],
-                                    default=inspect.Parameter.empty if f.default is MISSING else f.default)
-                  for f in fields(options_type) if f.name != "family_options"]
-    parameters.append(inspect.Parameter("family_options", inspect.Parameter.VAR_KEYWORD, annotation=Any))
-
-    def decorate(command: Any) -> Any:
-        command.__signature__ = inspect.Signature(parameters, return_annotation=None)
-        return command
-
-    return decorate
-
-
 @app.command()
 @_with_family_options
-@_with_options(ConvertOptions)
+@takes_options(ConvertOptions, var_keyword="family_options")
 def convert(**given: Any) -> None:
     """Convert a PyTorch lane model to a verified ONNX model (and a TensorRT plan on the device)."""
     from rich.console import Console

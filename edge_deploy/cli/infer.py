@@ -2,6 +2,7 @@
 video and JSON lines); `edge-deploy sample`: synthetic frames or a synthetic drive to try it on."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -9,6 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .app import app
+from .options import takes_options
 
 
 class Transport(str, Enum):
@@ -45,78 +47,106 @@ def synthetic_frames(count: int, width: int = 1640, height: int = 590, seed: int
     return [(f"road-{i:03d}.png", scene(EVAL_SEED_BASE + seed + i, width, height).frame) for i in range(count)]
 
 
-@app.command()
-def infer(
+@dataclass(frozen=True)
+class InferOptions:
+    """What `edge-deploy infer` is asked: one typed field per option, in the order of --help (the command's
+    parameters are made from these fields); `checked()` refuses what cannot work before any file is read."""
+
     images: Annotated[Optional[list[str]], typer.Argument(
         help="Image files (PNG/JPEG, any size) or directories of them, video files (.mp4 .avi .mkv .mov .webm), cameras (/dev/video0) or "
-             "GStreamer pipelines ending in appsink.", show_default=False)] = None,
-    url: Annotated[str, typer.Option(help="Triton gRPC address.")] = "127.0.0.1:8001",
-    model: Annotated[str, typer.Option(help="Served model: the lane model NAME or NAME_pipeline.")] = "lanedet",
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for <image>.lanes.png / .lanes.json.")] = Path("lanes"),
-    json_out: Annotated[bool, typer.Option("--json", help="Also write <image>.lanes.json (points in image pixels).")] = False,
-    png: Annotated[bool, typer.Option("--png/--no-png", help="Write <image>.lanes.png with the lanes drawn.")] = True,
-    synthetic: Annotated[int, typer.Option(help="Also run on N synthetic 1640x590 road frames (written to OUT too).")] = 0,
-    conf: Annotated[Optional[float], typer.Option(help="Score threshold.", rich_help_panel=_DECODE)] = None,
-    nms: Annotated[Optional[float], typer.Option(help="NMS threshold (pixels at 640 wide).", rich_help_panel=_DECODE)] = None,
-    top_k: Annotated[Optional[int], typer.Option(help="At most this many lanes.", rich_help_panel=_DECODE)] = None,
-    transport: Annotated[Transport, typer.Option(help="auto: shared memory when the server is on this host.")] = Transport.auto,
-    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 30.0,
-    wait: Annotated[float, typer.Option(help="Wait up to this many seconds for the server and model to be ready.")] = 0.0,
+             "GStreamer pipelines ending in appsink.", show_default=False)] = None
+    url: Annotated[str, typer.Option(help="Triton gRPC address.")] = "127.0.0.1:8001"
+    model: Annotated[str, typer.Option(help="Served model: the lane model NAME or NAME_pipeline.")] = "lanedet"
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for <image>.lanes.png / .lanes.json.")] = Path("lanes")
+    json_out: Annotated[bool, typer.Option("--json", help="Also write <image>.lanes.json (points in image pixels).")] = False
+    png: Annotated[bool, typer.Option("--png/--no-png", help="Write <image>.lanes.png with the lanes drawn.")] = True
+    synthetic: Annotated[int, typer.Option(help="Also run on N synthetic 1640x590 road frames (written to OUT too).")] = 0
+    conf: Annotated[Optional[float], typer.Option(help="Score threshold.", rich_help_panel=_DECODE)] = None
+    nms: Annotated[Optional[float], typer.Option(help="NMS threshold (pixels at 640 wide).", rich_help_panel=_DECODE)] = None
+    top_k: Annotated[Optional[int], typer.Option(help="At most this many lanes.", rich_help_panel=_DECODE)] = None
+    transport: Annotated[Transport, typer.Option(help="auto: shared memory when the server is on this host.")] = Transport.auto
+    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 30.0
+    wait: Annotated[float, typer.Option(help="Wait up to this many seconds for the server and model to be ready.")] = 0.0
     max_frames: Annotated[int, typer.Option(help="Stop a video or camera after this many frames (0: until it ends; "
-                                                 "Ctrl-C stops a camera and keeps what was written).")] = 0,
-    tls_ca: Annotated[Optional[Path], typer.Option(help="Connect over TLS: the CA that signed the server's certificate.")] = None,
-    tls_cert: Annotated[Optional[Path], typer.Option(help="This client's certificate (for a mutual-TLS server).")] = None,
-    tls_key: Annotated[Optional[Path], typer.Option(help="Its private key.")] = None,
+                                                 "Ctrl-C stops a camera and keeps what was written).")] = 0
+    tls_ca: Annotated[Optional[Path], typer.Option(help="Connect over TLS: the CA that signed the server's certificate.")] = None
+    tls_cert: Annotated[Optional[Path], typer.Option(help="This client's certificate (for a mutual-TLS server).")] = None
+    tls_key: Annotated[Optional[Path], typer.Option(help="Its private key.")] = None
     camera: Annotated[Optional[Path], typer.Option(
         help="Camera calibration (ROS camera_info YAML + mounting): add lane markers (cubics in metres, ego "
              "left/right) and the ego lane's figures to the JSON, and a bird's-eye panel to the pictures.",
-        rich_help_panel=_GEOMETRY)] = None,
+        rich_help_panel=_GEOMETRY)] = None
     track: Annotated[bool, typer.Option("--track", help="Follow the markers across a video's frames (stable ids, "
-                                                        "smoothed); with --camera.", rich_help_panel=_GEOMETRY)] = False,
+                                                        "smoothed); with --camera.", rich_help_panel=_GEOMETRY)] = False
     speed: Annotated[Optional[float], typer.Option(help="Vehicle speed (m/s) for the time to line crossing; with "
-                                                        "--camera.", rich_help_panel=_GEOMETRY)] = None,
-) -> None:
+                                                        "--camera.", rich_help_panel=_GEOMETRY)] = None
+
+    def checked(self) -> "InferOptions":
+        """These options, or a one-line ClientError (CalibrationError for --track/--speed without --camera)."""
+        from ..errors import ClientError
+
+        _check_numbers(synthetic=self.synthetic, timeout=self.timeout, wait=self.wait, conf=self.conf, nms=self.nms,
+                       top_k=self.top_k)
+        if self.max_frames < 0:
+            raise ClientError(f"--max-frames must be 0 (no limit) or more (got {self.max_frames}).")
+        if not self.images and self.synthetic <= 0:
+            raise ClientError("no images given; pass image files or --synthetic N.")
+        if not self.png and not self.json_out:
+            raise ClientError("--no-png without --json writes nothing; add --json.")
+        out = self.out
+        blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            raise ClientError(f"--out {out} cannot be a directory: {blocker} is a file; pass a directory with --out.")
+        return self
+
+    def videos(self) -> list[str]:
+        from ..media import is_video_source
+
+        return [s for s in self.images or [] if is_video_source(s)]
+
+    def image_paths(self) -> list[Path]:
+        from ..media import is_video_source
+
+        return [Path(s) for s in self.images or [] if not is_video_source(s)]
+
+    def client(self) -> Any:
+        """The LaneDetClient these options ask for (not yet connected with --wait)."""
+        from ..client.sync_client import LaneDetClient
+        from .serve import _cli_tls
+
+        tls = _cli_tls(self.tls_ca, self.tls_cert, self.tls_key) if self.tls_ca or self.tls_cert or self.tls_key else None
+        return LaneDetClient(self.url, self.model, transport=self.transport.value, client_timeout=self.timeout,
+                             connect=self.wait <= 0, tls=tls)
+
+
+@app.command()
+@takes_options(InferOptions)
+def infer(**given: Any) -> None:
     """Detect lanes with a served model: each image written with its lanes drawn (PNG) and/or as JSON; each video
     or camera as OUT/<name>.lanes.mp4 with the lanes drawn and OUT/<name>.lanes.jsonl (one JSON line per frame).
     With --camera, lane markers in the vehicle frame too (docs/geometry.md)."""
-    from ..client.sync_client import LaneDetClient
-    from ..errors import ClientError
-    from ..media import detect_images, detect_video, is_video_source
+    from ..media import detect_images, detect_video
 
-    _check_numbers(synthetic=synthetic, timeout=timeout, wait=wait, conf=conf, nms=nms, top_k=top_k)
-    if max_frames < 0:
-        raise ClientError(f"--max-frames must be 0 (no limit) or more (got {max_frames}).")
-    sources = list(images or [])
-    videos = [s for s in sources if is_video_source(s)]
-    if not sources and synthetic <= 0:
-        raise ClientError("no images given; pass image files or --synthetic N.")
-    if not png and not json_out:
-        raise ClientError("--no-png without --json writes nothing; add --json.")
-    blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
-    if blocker is not None:
-        raise ClientError(f"--out {out} cannot be a directory: {blocker} is a file; pass a directory with --out.")
-    geometry = lane_geometry(camera, track, speed)
-    frames = _frames([Path(s) for s in sources if not is_video_source(s)], videos, synthetic, out, geometry)
-    from .serve import _cli_tls
-
-    tls = _cli_tls(tls_ca, tls_cert, tls_key) if tls_ca or tls_cert or tls_key else None
-    client = LaneDetClient(url, model, transport=transport.value, client_timeout=timeout, connect=wait <= 0, tls=tls)
+    options = InferOptions(**given).checked()
+    geometry = lane_geometry(options.camera, options.track, options.speed)
+    frames = _frames(options.image_paths(), options.videos(), options.synthetic, options.out, geometry)
+    client = options.client()
     with client:
-        if wait > 0:
-            client.wait_until_ready(wait)
+        if options.wait > 0:
+            client.wait_until_ready(options.wait)
 
         def detect(frame: Any) -> list[Any]:
-            return client.detect(frame, conf_threshold=conf, nms_threshold=nms, top_k=top_k)
+            return client.detect(frame, conf_threshold=options.conf, nms_threshold=options.nms, top_k=options.top_k)
 
-        records = detect_images(detect, frames, out, model=client.model_name, write_png=png, write_json=json_out,
-                                geometry=geometry)
+        records = detect_images(detect, frames, options.out, model=client.model_name, write_png=options.png,
+                                write_json=options.json_out, geometry=geometry)
         played = []
-        for video in videos:
+        for video in options.videos():
             if geometry is not None and geometry.tracker is not None:
                 geometry.tracker.reset()  # each video is its own drive
-            played.append(detect_video(detect, video, out, model=client.model_name, max_frames=max_frames,
-                                       progress=_progress(video), geometry=geometry))
-    _print_results(records, played, client, out)
+            played.append(detect_video(detect, video, options.out, model=client.model_name,
+                                       max_frames=options.max_frames, progress=_progress(video), geometry=geometry))
+    _print_results(records, played, client, options.out)
 
 
 def _frames(paths: list[Path], videos: list[str], synthetic: int, out: Path, geometry: Any) -> list[tuple[str, Any]]:
