@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -10,6 +11,7 @@ import typer
 
 from ..precision import Precision
 from .app import app
+from .options import takes_options
 
 
 class Target(str, Enum):
@@ -74,143 +76,175 @@ def _with_family_options(command: Any) -> Any:
     return command
 
 
-@app.command()
-@_with_family_options
-def convert(
+@dataclass(frozen=True)
+class ConvertOptions:
+    """What `edge-deploy convert` is asked: one typed field per option, in the order of --help (the command's
+    parameters are made from these fields), and the library's inputs made from them once: `source()`,
+    `export_settings()`, `engine_options()` (each checks its part, with one-line errors)."""
+
     model: Annotated[str, typer.Argument(
         help=f"A lane-model family ({', '.join(f.name for f in _families())}), a TorchScript file, "
              "package.module:factory (returns an nn.Module), or an artifact directory made by convert (then only the "
              "TensorRT plan is built)."
-    )],
+    )]
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", help="Artifact directory to write (model.onnx, manifest.json, model.plan). "
-                               "Required unless MODEL is an artifact directory.")] = None,
+                               "Required unless MODEL is an artifact directory.")] = None
     backbone: Annotated[Optional[str], typer.Option(
         help=f"Backbone of a lane-model family ({_per_family('backbone')}).", rich_help_panel=_FAMILY,
-        show_default=False)] = None,
+        show_default=False)] = None
     checkpoint: Annotated[Optional[Path], typer.Option(
         help="Official checkpoint of the family (the layouts its official code saves; DDP 'module.' prefixes are "
-             "removed), loaded strictly.", rich_help_panel=_FAMILY)] = None,
+             "removed), loaded strictly.", rich_help_panel=_FAMILY)] = None
     dataset: Annotated[Optional[str], typer.Option(
         help=f"The data set an official checkpoint was trained on ({_per_family('dataset')}): the family's preset "
-             "for it (model geometry, preprocessing, decode defaults).", rich_help_panel=_FAMILY, show_default=False)] = None,
+             "for it (model geometry, preprocessing, decode defaults).", rich_help_panel=_FAMILY, show_default=False)] = None
     input_shape: Annotated[Optional[str], typer.Option(
         help="Input shape for TorchScript/factory models, e.g. 1,3,360,640 (the batch dimension comes from "
-             "--batch or --min/--max-batch).")] = None,
-    opset: Annotated[int, typer.Option(help="ONNX opset.")] = 17,
+             "--batch or --min/--max-batch).")] = None
+    opset: Annotated[int, typer.Option(help="ONNX opset.")] = 17
     batch: Annotated[Optional[int], typer.Option(
-        help="Fixed batch size (a static batch dimension).", rich_help_panel=_BATCH)] = None,
+        help="Fixed batch size (a static batch dimension).", rich_help_panel=_BATCH)] = None
     min_batch: Annotated[Optional[int], typer.Option(help="Smallest batch (dynamic batch axis; default 1).",
-                                                     rich_help_panel=_BATCH)] = None,
+                                                     rich_help_panel=_BATCH)] = None
     opt_batch: Annotated[Optional[int], typer.Option(help="Batch TensorRT optimises for (default: min).",
-                                                     rich_help_panel=_BATCH)] = None,
-    max_batch: Annotated[Optional[int], typer.Option(help="Largest batch (default 4).", rich_help_panel=_BATCH)] = None,
-    input_name: Annotated[str, typer.Option(help="Name of the ONNX input.")] = "input",
+                                                     rich_help_panel=_BATCH)] = None
+    max_batch: Annotated[Optional[int], typer.Option(help="Largest batch (default 4).", rich_help_panel=_BATCH)] = None
+    input_name: Annotated[str, typer.Option(help="Name of the ONNX input.")] = "input"
     output_name: Annotated[str, typer.Option(
-        help="Name of the ONNX output (comma-separated for several outputs).")] = "predict_lanes",
+        help="Name of the ONNX output (comma-separated for several outputs).")] = "predict_lanes"
     target: Annotated[Target, typer.Option(
         help="onnx: stop after ONNX; tensorrt: also build the plan (needs TensorRT); auto: the plan when "
-             "TensorRT is here.")] = Target.auto,
+             "TensorRT is here.")] = Target.auto
     force: Annotated[bool, typer.Option(
         "--force", help="Replace an existing output artifact (only after success); for an artifact MODEL, "
-                        "rebuild the plan even if it is current.")] = False,
-    seed: Annotated[int, typer.Option(help="Seed for a family's untrained (random) weights and the parity inputs.")] = 0,
-    atol: Annotated[float, typer.Option(help="Parity tolerance, absolute.")] = 1e-3,
-    rtol: Annotated[float, typer.Option(help="Parity tolerance, relative.")] = 1e-3,
-    simplify: Annotated[bool, typer.Option(help="Simplify the graph with onnxslim (kept only if results hold).")] = True,
-    builder: Annotated[Builder, typer.Option(help="TensorRT builder.", rich_help_panel=_TRT)] = Builder.auto,
+                        "rebuild the plan even if it is current.")] = False
+    seed: Annotated[int, typer.Option(help="Seed for a family's untrained (random) weights and the parity inputs.")] = 0
+    atol: Annotated[float, typer.Option(help="Parity tolerance, absolute.")] = 1e-3
+    rtol: Annotated[float, typer.Option(help="Parity tolerance, relative.")] = 1e-3
+    simplify: Annotated[bool, typer.Option(help="Simplify the graph with onnxslim (kept only if results hold).")] = True
+    builder: Annotated[Builder, typer.Option(help="TensorRT builder.", rich_help_panel=_TRT)] = Builder.auto
     precision: Annotated[Precision, typer.Option(
         help="fp16 also writes model_fp16.onnx (served where no plan exists) and builds an FP16 plan; fp32; int8 "
-             "(a calibrated INT8 plan).", rich_help_panel=_TRT)] = Precision.FP16,
+             "(a calibrated INT8 plan).", rich_help_panel=_TRT)] = Precision.FP16
     workspace: Annotated[Optional[str], typer.Option(
         help="TensorRT workspace limit, e.g. 2G or 512M (default: derived from MemAvailable).",
-        rich_help_panel=_TRT)] = None,
+        rich_help_panel=_TRT)] = None
     dla_core: Annotated[Optional[int], typer.Option(help="Run on this DLA core (Orin: 0 or 1).",
-                                                    rich_help_panel=_TRT)] = None,
+                                                    rich_help_panel=_TRT)] = None
     timing_cache: Annotated[Optional[Path], typer.Option(help="TensorRT timing cache file (read and updated).",
-                                                         rich_help_panel=_TRT)] = None,
+                                                         rich_help_panel=_TRT)] = None
     calibration_images: Annotated[Optional[Path], typer.Option(
-        help="Directory of images for INT8 calibration.", rich_help_panel=_TRT)] = None,
+        help="Directory of images for INT8 calibration.", rich_help_panel=_TRT)] = None
     builder_optimization_level: Annotated[Optional[int], typer.Option(
-        help="TensorRT builder optimisation level (0-5).", rich_help_panel=_TRT)] = None,
+        help="TensorRT builder optimisation level (0-5).", rich_help_panel=_TRT)] = None
     verify: Annotated[bool, typer.Option(help="Check the plan against ONNX Runtime after building.",
-                                         rich_help_panel=_TRT)] = True,
+                                         rich_help_panel=_TRT)] = True
     fp16_io: Annotated[bool, typer.Option(
         "--fp16-io", help="model_fp16.onnx (and its strongly typed plan) with FP16 inputs/outputs instead of FP32.",
-        rich_help_panel=_TRT)] = False,
+        rich_help_panel=_TRT)] = False
     weak_typing: Annotated[bool, typer.Option(
         "--weak-typing", help="TensorRT 10.x FP16: build model.onnx with the FP16 builder flag and FP32 layer pins "
                               "instead of the strongly typed model_fp16.onnx (not available on TensorRT 11).",
-        rich_help_panel=_TRT)] = False,
+        rich_help_panel=_TRT)] = False
     eval_data: Annotated[Optional[str], typer.Option(
         help="Score what convert builds (model.onnx, and model_fp16.onnx when made) on labelled frames and record "
              "the CULane F1 in the manifest: synthetic:N, a CULane list file, or a TuSimple label_data_*.json.",
-        show_default=False)] = None,
+        show_default=False)] = None
     fuse_preprocess: Annotated[bool, typer.Option(
         "--fuse-preprocess", help="Put the preprocessing (the family's resize, bilinear for an area one; scale, NCHW, FP16/FP32) into the model: it "
                                   "takes the camera's UINT8 BGR frames (FRAME [B, H, W, 3]) and the GPU does the work.",
-        rich_help_panel=_FUSED)] = False,
+        rich_help_panel=_FUSED)] = False
     frame_size: Annotated[Optional[str], typer.Option(
         help="Camera frame size WIDTHxHEIGHT for --fuse-preprocess (default 1640x590).", rich_help_panel=_FUSED,
-        show_default=False)] = None,
+        show_default=False)] = None
     conf: Annotated[Optional[float], typer.Option(
-        help="Score threshold (default: the family's for the data set).", rich_help_panel=_DECODE, show_default=False)] = None,
+        help="Score threshold (default: the family's for the data set).", rich_help_panel=_DECODE, show_default=False)] = None
     nms: Annotated[Optional[float], typer.Option(
         help="NMS threshold, pixels at the model's input width (default: the family's for the data set).", rich_help_panel=_DECODE,
-        show_default=False)] = None,
+        show_default=False)] = None
     top_k: Annotated[Optional[int], typer.Option(
         help="At most this many lanes (default: the family's for the data set): as many as your roads have.",
-        rich_help_panel=_DECODE, show_default=False)] = None,
-    install: Annotated[bool, typer.Option("--install", help="Install the result into the model repository.")] = False,
-    repository: Annotated[Path, typer.Option(help="Triton model repository for --install.")] = Path("model_repository"),
-    name: Annotated[str, typer.Option(help="Model name in the repository for --install.")] = "lanedet",
-    **family_options: Any,
-) -> None:
+        rich_help_panel=_DECODE, show_default=False)] = None
+    install: Annotated[bool, typer.Option("--install", help="Install the result into the model repository.")] = False
+    repository: Annotated[Path, typer.Option(help="Triton model repository for --install.")] = Path("model_repository")
+    name: Annotated[str, typer.Option(help="Model name in the repository for --install.")] = "lanedet"
+    family_options: dict[str, Any] = field(default_factory=dict)  # the families' own flags, given ones only
+
+    @classmethod
+    def of(cls, given: dict[str, Any]) -> "ConvertOptions":
+        """The options from the command's keyword arguments; the rest are the families' flags."""
+        names = {f.name for f in fields(cls)} - {"family_options"}
+        family = {key: value.value if isinstance(value, Enum) else value
+                  for key, value in given.items() if key not in names and value is not None}
+        return cls(**{key: value for key, value in given.items() if key in names}, family_options=family)
+
+    def source(self) -> Any:
+        """What MODEL names (export.source.SourceSpec)."""
+        from ..export.source import SourceSpec, parse_input_shape
+
+        return SourceSpec(
+            model=self.model, backbone=self.backbone, checkpoint=self.checkpoint, dataset=self.dataset,
+            options=dict(self.family_options),
+            input_shape=parse_input_shape(self.input_shape) if self.input_shape else None, seed=self.seed,
+        )
+
+    def export_settings(self) -> Any:
+        """How to export (export.settings.ExportSettings)."""
+        from ..export.settings import ExportSettings, batch_range, fuse_frame
+
+        return ExportSettings(
+            opset=self.opset, batch=batch_range(self.batch, self.min_batch, self.opt_batch, self.max_batch),
+            input_name=self.input_name,
+            output_names=tuple(n.strip() for n in self.output_name.split(",") if n.strip()), atol=self.atol,
+            rtol=self.rtol, simplify=self.simplify, seed=self.seed, precision=self.precision, fp16_io=self.fp16_io,
+            fuse_frame=fuse_frame(self.fuse_preprocess, self.frame_size), conf_threshold=self.conf,
+            nms_threshold=self.nms, top_k=self.top_k,
+        )
+
+    def engine_options(self) -> Any:
+        """How to build the plan (engine.options.EngineOptions)."""
+        from ..engine.options import EngineOptions, parse_size
+
+        return EngineOptions(
+            builder=self.builder.value, precision=self.precision,
+            workspace=None if self.workspace is None else parse_size(self.workspace), dla_core=self.dla_core,
+            timing_cache=self.timing_cache, calibration_images=self.calibration_images,
+            optimization_level=self.builder_optimization_level, verify=self.verify, force=self.force,
+            weak_typing=self.weak_typing,
+        )
+
+
+@app.command()
+@_with_family_options
+@takes_options(ConvertOptions, var_keyword="family_options")
+def convert(**given: Any) -> None:
     """Convert a PyTorch lane model to a verified ONNX model (and a TensorRT plan on the device)."""
     from rich.console import Console
 
     from ..convert import convert as run_convert
-    from ..engine.options import EngineOptions, parse_size
     from ..errors import ConvertError, os_error_message
-    from ..export.settings import ExportSettings, batch_range, fuse_frame
-    from ..export.source import SourceSpec, parse_input_shape
     from ..progress import ConsoleReporter
 
-    source = SourceSpec(
-        model=model, backbone=backbone, checkpoint=checkpoint, dataset=dataset,
-        options={key: value.value if isinstance(value, Enum) else value
-                 for key, value in family_options.items() if value is not None},
-        input_shape=parse_input_shape(input_shape) if input_shape else None, seed=seed,
-    )
-    settings = ExportSettings(
-        opset=opset, batch=batch_range(batch, min_batch, opt_batch, max_batch), input_name=input_name,
-        output_names=tuple(n.strip() for n in output_name.split(",") if n.strip()), atol=atol, rtol=rtol,
-        simplify=simplify, seed=seed, precision=precision, fp16_io=fp16_io,
-        fuse_frame=fuse_frame(fuse_preprocess, frame_size), conf_threshold=conf, nms_threshold=nms, top_k=top_k,
-    )
-    engine_options = EngineOptions(
-        builder=builder.value, precision=precision,
-        workspace=None if workspace is None else parse_size(workspace), dla_core=dla_core,
-        timing_cache=timing_cache, calibration_images=calibration_images,
-        optimization_level=builder_optimization_level, verify=verify, force=force, weak_typing=weak_typing,
-    )
+    options = ConvertOptions.of(given)
+    source, settings, engine_options = options.source(), options.export_settings(), options.engine_options()
     # Progress and results go to stdout; stderr carries only the error line.
     console = Console(soft_wrap=True)  # long lines stay whole in logs and pipes; the terminal wraps them
     reporter = ConsoleReporter(console)
     try:
-        result = run_convert(source, output, settings, target=target.value, engine_options=engine_options,
-                             force=force, eval_data=eval_data, reporter=reporter)
+        result = run_convert(source, options.output, settings, target=options.target.value,
+                             engine_options=engine_options, force=options.force, eval_data=options.eval_data,
+                             reporter=reporter)
     except OSError as exc:
         # Disk full or a file system gone read-only mid-way: the staging directory was discarded.
-        where = output if output is not None else Path(model)
+        where = options.output if options.output is not None else Path(options.model)
         raise ConvertError(f"convert could not finish writing {where} (an existing artifact there is unchanged): "
                            f"{os_error_message(exc)}") from exc
     _print_summary(console, result)
-    if install:
+    if options.install:
         from ..repository.install import install as install_artifact
 
-        summary = install_artifact(result.artifact_dir, repository, name, reporter=reporter)
-        console.print(summary)
+        console.print(install_artifact(result.artifact_dir, options.repository, options.name, reporter=reporter))
 
 
 def _print_summary(console: Any, result: Any) -> None:

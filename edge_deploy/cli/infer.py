@@ -2,9 +2,7 @@
 video and JSON lines); `edge-deploy sample`: synthetic frames or a synthetic drive to try it on."""
 from __future__ import annotations
 
-import json
-import os
-import tempfile
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -12,6 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .app import app
+from .options import takes_options
 
 
 class Transport(str, Enum):
@@ -22,107 +21,6 @@ class Transport(str, Enum):
 
 _DECODE = "Decoding (default: the model config's)"
 _GEOMETRY = "Lane markers in metres"
-
-
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
-
-
-def image_paths(paths: list[Path]) -> list[Path]:
-    """The image files to run: each file as given, each directory as the images in it (sorted)."""
-    from ..errors import FrameError
-
-    out: list[Path] = []
-    for path in paths:
-        if not path.is_dir():
-            out.append(path)
-            continue
-        found = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
-        if not found:
-            raise FrameError(f"{path} is a directory with no images in it ({' '.join(IMAGE_SUFFIXES)}); pass image "
-                             "files, a directory holding some, or --synthetic N.")
-        out += found
-    return out
-
-
-def read_image(path: Path) -> Any:
-    """An image file as an HxWx3 uint8 BGR array, or a one-line FrameError."""
-    import cv2
-    import numpy as np
-
-    from ..errors import FrameError
-
-    if not path.is_file():
-        raise FrameError(f"image {path} does not exist; pass image files (PNG, JPEG) or --synthetic N.")
-    data = np.fromfile(str(path), dtype=np.uint8)
-    if data.size == 0:
-        raise FrameError(f"image {path} is empty (0 bytes); pass PNG or JPEG files.")
-    try:
-        frame = cv2.imdecode(data, cv2.IMREAD_COLOR)
-    except cv2.error:
-        frame = None
-    if frame is None:
-        raise FrameError(f"cannot decode {path} as an image; pass PNG or JPEG files.")
-    return frame
-
-
-def _write_json(path: Path, data: Any) -> None:
-    """JSON via a temporary file and rename, so a reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1)
-            fh.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def lanes_record(name: str, frame: Any, lanes: list[Any], model: str) -> dict[str, Any]:
-    """The JSON written for one image."""
-    h, w = frame.shape[:2]
-    return {"image": name, "height": int(h), "width": int(w), "model": model,
-            "lanes": [lane.to_dict() for lane in lanes]}
-
-
-def _unique_stems(names: list[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    out = []
-    for name in names:
-        stem = Path(name).stem
-        count = seen.get(stem, 0)
-        seen[stem] = count + 1
-        out.append(stem if count == 0 else f"{stem}-{count}")
-    return out
-
-
-def run_infer(
-    client: Any, frames: list[tuple[str, Any]], out: Path, *, write_png: bool, write_json: bool,
-    conf_threshold: float | None, nms_threshold: float | None, top_k: int | None, geometry: Any = None,
-) -> list[dict[str, Any]]:
-    """Detect lanes in each (name, frame) and write OUT/<stem>.lanes.png and/or OUT/<stem>.lanes.json; with
-    `geometry` (a LaneGeometry) each record gains the markers and figures and the PNG the bird's-eye panel."""
-    from ..geometry.birdseye import annotated_frame
-    from ..lanedet.draw import save_png
-
-    out.mkdir(parents=True, exist_ok=True)
-    records = []
-    for (name, frame), stem in zip(frames, _unique_stems([n for n, _ in frames])):
-        lanes = client.detect(frame, conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k)
-        record = lanes_record(name, frame, lanes, client.model_name)
-        found = geometry.frame_markers(lanes, frame) if geometry is not None else None
-        if found is not None:
-            record.update(found.to_dict())
-        if write_png:
-            caption = f"{client.model_name}: {len(lanes)} lane{'s' if len(lanes) != 1 else ''}"
-            record["png"] = str(save_png(out / f"{stem}.lanes.png", annotated_frame(frame, lanes, caption, found)))
-        if write_json:
-            path = out / f"{stem}.lanes.json"
-            _write_json(path, record)
-            record["json"] = str(path)
-        records.append(record)
-    return records
 
 
 def lane_geometry(camera: Path | None, track: bool, speed: float | None) -> Any:
@@ -149,63 +47,115 @@ def synthetic_frames(count: int, width: int = 1640, height: int = 590, seed: int
     return [(f"road-{i:03d}.png", scene(EVAL_SEED_BASE + seed + i, width, height).frame) for i in range(count)]
 
 
-@app.command()
-def infer(
+@dataclass(frozen=True)
+class InferOptions:
+    """What `edge-deploy infer` is asked: one typed field per option, in the order of --help (the command's
+    parameters are made from these fields); `checked()` refuses what cannot work before any file is read."""
+
     images: Annotated[Optional[list[str]], typer.Argument(
         help="Image files (PNG/JPEG, any size) or directories of them, video files (.mp4 .avi .mkv .mov .webm), cameras (/dev/video0) or "
-             "GStreamer pipelines ending in appsink.", show_default=False)] = None,
-    url: Annotated[str, typer.Option(help="Triton gRPC address.")] = "127.0.0.1:8001",
-    model: Annotated[str, typer.Option(help="Served model: the lane model NAME or NAME_pipeline.")] = "lanedet",
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for <image>.lanes.png / .lanes.json.")] = Path("lanes"),
-    json_out: Annotated[bool, typer.Option("--json", help="Also write <image>.lanes.json (points in image pixels).")] = False,
-    png: Annotated[bool, typer.Option("--png/--no-png", help="Write <image>.lanes.png with the lanes drawn.")] = True,
-    synthetic: Annotated[int, typer.Option(help="Also run on N synthetic 1640x590 road frames (written to OUT too).")] = 0,
-    conf: Annotated[Optional[float], typer.Option(help="Score threshold.", rich_help_panel=_DECODE)] = None,
-    nms: Annotated[Optional[float], typer.Option(help="NMS threshold (pixels at 640 wide).", rich_help_panel=_DECODE)] = None,
-    top_k: Annotated[Optional[int], typer.Option(help="At most this many lanes.", rich_help_panel=_DECODE)] = None,
-    transport: Annotated[Transport, typer.Option(help="auto: shared memory when the server is on this host.")] = Transport.auto,
-    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 30.0,
-    wait: Annotated[float, typer.Option(help="Wait up to this many seconds for the server and model to be ready.")] = 0.0,
+             "GStreamer pipelines ending in appsink.", show_default=False)] = None
+    url: Annotated[str, typer.Option(help="Triton gRPC address.")] = "127.0.0.1:8001"
+    model: Annotated[str, typer.Option(help="Served model: the lane model NAME or NAME_pipeline.")] = "lanedet"
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for <image>.lanes.png / .lanes.json.")] = Path("lanes")
+    json_out: Annotated[bool, typer.Option("--json", help="Also write <image>.lanes.json (points in image pixels).")] = False
+    png: Annotated[bool, typer.Option("--png/--no-png", help="Write <image>.lanes.png with the lanes drawn.")] = True
+    synthetic: Annotated[int, typer.Option(help="Also run on N synthetic 1640x590 road frames (written to OUT too).")] = 0
+    conf: Annotated[Optional[float], typer.Option(help="Score threshold.", rich_help_panel=_DECODE)] = None
+    nms: Annotated[Optional[float], typer.Option(help="NMS threshold (pixels at 640 wide).", rich_help_panel=_DECODE)] = None
+    top_k: Annotated[Optional[int], typer.Option(help="At most this many lanes.", rich_help_panel=_DECODE)] = None
+    transport: Annotated[Transport, typer.Option(help="auto: shared memory when the server is on this host.")] = Transport.auto
+    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 30.0
+    wait: Annotated[float, typer.Option(help="Wait up to this many seconds for the server and model to be ready.")] = 0.0
     max_frames: Annotated[int, typer.Option(help="Stop a video or camera after this many frames (0: until it ends; "
-                                                 "Ctrl-C stops a camera and keeps what was written).")] = 0,
-    tls_ca: Annotated[Optional[Path], typer.Option(help="Connect over TLS: the CA that signed the server's certificate.")] = None,
-    tls_cert: Annotated[Optional[Path], typer.Option(help="This client's certificate (for a mutual-TLS server).")] = None,
-    tls_key: Annotated[Optional[Path], typer.Option(help="Its private key.")] = None,
+                                                 "Ctrl-C stops a camera and keeps what was written).")] = 0
+    tls_ca: Annotated[Optional[Path], typer.Option(help="Connect over TLS: the CA that signed the server's certificate.")] = None
+    tls_cert: Annotated[Optional[Path], typer.Option(help="This client's certificate (for a mutual-TLS server).")] = None
+    tls_key: Annotated[Optional[Path], typer.Option(help="Its private key.")] = None
     camera: Annotated[Optional[Path], typer.Option(
         help="Camera calibration (ROS camera_info YAML + mounting): add lane markers (cubics in metres, ego "
              "left/right) and the ego lane's figures to the JSON, and a bird's-eye panel to the pictures.",
-        rich_help_panel=_GEOMETRY)] = None,
+        rich_help_panel=_GEOMETRY)] = None
     track: Annotated[bool, typer.Option("--track", help="Follow the markers across a video's frames (stable ids, "
-                                                        "smoothed); with --camera.", rich_help_panel=_GEOMETRY)] = False,
+                                                        "smoothed); with --camera.", rich_help_panel=_GEOMETRY)] = False
     speed: Annotated[Optional[float], typer.Option(help="Vehicle speed (m/s) for the time to line crossing; with "
-                                                        "--camera.", rich_help_panel=_GEOMETRY)] = None,
-) -> None:
+                                                        "--camera.", rich_help_panel=_GEOMETRY)] = None
+
+    def checked(self) -> "InferOptions":
+        """These options, or a one-line ClientError (CalibrationError for --track/--speed without --camera)."""
+        from ..errors import ClientError
+
+        _check_numbers(synthetic=self.synthetic, timeout=self.timeout, wait=self.wait, conf=self.conf, nms=self.nms,
+                       top_k=self.top_k)
+        if self.max_frames < 0:
+            raise ClientError(f"--max-frames must be 0 (no limit) or more (got {self.max_frames}).")
+        if not self.images and self.synthetic <= 0:
+            raise ClientError("no images given; pass image files or --synthetic N.")
+        if not self.png and not self.json_out:
+            raise ClientError("--no-png without --json writes nothing; add --json.")
+        out = self.out
+        blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            raise ClientError(f"--out {out} cannot be a directory: {blocker} is a file; pass a directory with --out.")
+        return self
+
+    def videos(self) -> list[str]:
+        from ..media import is_video_source
+
+        return [s for s in self.images or [] if is_video_source(s)]
+
+    def image_paths(self) -> list[Path]:
+        from ..media import is_video_source
+
+        return [Path(s) for s in self.images or [] if not is_video_source(s)]
+
+    def client(self) -> Any:
+        """The LaneDetClient these options ask for (not yet connected with --wait)."""
+        from ..client.sync_client import LaneDetClient
+        from .serve import _cli_tls
+
+        tls = _cli_tls(self.tls_ca, self.tls_cert, self.tls_key) if self.tls_ca or self.tls_cert or self.tls_key else None
+        return LaneDetClient(self.url, self.model, transport=self.transport.value, client_timeout=self.timeout,
+                             connect=self.wait <= 0, tls=tls)
+
+
+@app.command()
+@takes_options(InferOptions)
+def infer(**given: Any) -> None:
     """Detect lanes with a served model: each image written with its lanes drawn (PNG) and/or as JSON; each video
     or camera as OUT/<name>.lanes.mp4 with the lanes drawn and OUT/<name>.lanes.jsonl (one JSON line per frame).
     With --camera, lane markers in the vehicle frame too (docs/geometry.md)."""
-    from rich.console import Console
-    from rich.table import Table
+    from ..media import detect_images, detect_video
 
-    from ..client.sync_client import LaneDetClient
-    from ..errors import ClientError
+    options = InferOptions(**given).checked()
+    geometry = lane_geometry(options.camera, options.track, options.speed)
+    frames = _frames(options.image_paths(), options.videos(), options.synthetic, options.out, geometry)
+    client = options.client()
+    with client:
+        if options.wait > 0:
+            client.wait_until_ready(options.wait)
 
-    _check_numbers(synthetic=synthetic, timeout=timeout, wait=wait, conf=conf, nms=nms, top_k=top_k)
-    from .video import is_video_source, open_video
+        def detect(frame: Any) -> list[Any]:
+            return client.detect(frame, conf_threshold=options.conf, nms_threshold=options.nms, top_k=options.top_k)
 
-    if max_frames < 0:
-        raise ClientError(f"--max-frames must be 0 (no limit) or more (got {max_frames}).")
-    sources = list(images or [])
-    videos = [s for s in sources if is_video_source(s)]
-    paths = [Path(s) for s in sources if not is_video_source(s)]
-    if not sources and synthetic <= 0:
-        raise ClientError("no images given; pass image files or --synthetic N.")
-    if not png and not json_out:
-        raise ClientError("--no-png without --json writes nothing; add --json.")
-    blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
-    if blocker is not None:
-        raise ClientError(f"--out {out} cannot be a directory: {blocker} is a file; pass a directory with --out.")
-    geometry = lane_geometry(camera, track, speed)
-    frames = [(str(p), read_image(p)) for p in image_paths(paths)]  # every file is checked before the first request
+        records = detect_images(detect, frames, options.out, model=client.model_name, write_png=options.png,
+                                write_json=options.json_out, geometry=geometry)
+        played = []
+        for video in options.videos():
+            if geometry is not None and geometry.tracker is not None:
+                geometry.tracker.reset()  # each video is its own drive
+            played.append(detect_video(detect, video, options.out, model=client.model_name,
+                                       max_frames=options.max_frames, progress=_progress(video), geometry=geometry))
+    _print_results(records, played, client, options.out)
+
+
+def _frames(paths: list[Path], videos: list[str], synthetic: int, out: Path, geometry: Any) -> list[tuple[str, Any]]:
+    """Every image read and every video opened once before the first request (one-line errors); the synthetic
+    frames written to OUT and added; with --camera, each frame's size checked against the calibration."""
+    from ..errors import CalibrationError
+    from ..media import open_video, read_images
+
+    frames = read_images(paths)
     for source in videos:
         open_video(source).release()
     if synthetic > 0:
@@ -215,27 +165,31 @@ def infer(
             save_png(out / name, frame)
             frames.append((str(out / name), frame))
     if geometry is not None:
-        from ..errors import CalibrationError
-
         for name, frame in frames:
             try:
                 geometry.camera.check_frame(frame.shape[1], frame.shape[0])
             except CalibrationError as exc:
                 raise CalibrationError(f"{name}: {exc}") from None
-    from .serve import _cli_tls
+    return frames
 
-    tls = _cli_tls(tls_ca, tls_cert, tls_key) if tls_ca or tls_cert or tls_key else None
-    client = LaneDetClient(url, model, transport=transport.value, client_timeout=timeout, connect=wait <= 0, tls=tls)
-    with client:
-        if wait > 0:
-            client.wait_until_ready(wait)
-        records = run_infer(client, frames, out, write_png=png, write_json=json_out,
-                            conf_threshold=conf, nms_threshold=nms, top_k=top_k, geometry=geometry)
-        played = []
-        for video in videos:
-            if geometry is not None and geometry.tracker is not None:
-                geometry.tracker.reset()  # each video is its own drive
-            played.append(_play(client, video, out, max_frames, conf, nms, top_k, geometry))
+
+def _progress(source: str) -> Any:
+    """A progress line on stderr every 30 frames of a video or camera."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+
+    def progress(frames: int, seconds: float) -> None:
+        if frames % 30 == 0:
+            console.print(f"{source}: {frames} frames, {frames / max(seconds, 1e-9):.1f} frames/s", highlight=False)
+
+    return progress
+
+
+def _print_results(records: list[dict[str, Any]], played: list[Any], client: Any, out: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console()
     table = Table("image", "size", "lanes", "scores", "written")
     for rec in records:
@@ -246,26 +200,9 @@ def infer(
         console.print(table)
     for result in played:
         typer.echo(f"{result.source}: {result.frames} frames at {result.fps:.1f} frames/s "
-                      f"({result.lanes_per_frame:.1f} lanes per frame) -> {result.video}, {result.jsonl}")
+                   f"({result.lanes_per_frame:.1f} lanes per frame) -> {result.video}, {result.jsonl}")
     if (records or played) and client.model is not None and client.model.kind == "raw":
-        console.print(f"[dim]{model}: decoded on the client ({client.transport}); output in {out}[/]")
-
-
-def _play(client: Any, source: str, out: Path, max_frames: int, conf: float | None, nms: float | None,
-          top_k: int | None, geometry: Any = None) -> Any:
-    """One video or camera through the client, with a progress line on stderr."""
-    from rich.console import Console
-
-    from .video import run_video
-
-    console = Console(stderr=True)
-
-    def progress(frames: int, seconds: float) -> None:
-        if frames % 30 == 0:
-            console.print(f"{source}: {frames} frames, {frames / max(seconds, 1e-9):.1f} frames/s", highlight=False)
-
-    return run_video(lambda f: client.detect(f, conf_threshold=conf, nms_threshold=nms, top_k=top_k), source, out,
-                     model=client.model_name, max_frames=max_frames, progress=progress, geometry=geometry)
+        console.print(f"[dim]{client.model_name}: decoded on the client ({client.transport}); output in {out}[/]")
 
 
 def _check_numbers(*, synthetic: int, timeout: float, wait: float, conf: float | None, nms: float | None,
@@ -308,9 +245,11 @@ def sample(
     from ..training.synthetic import EVAL_SEED_BASE, drive_truth, scene_truth
 
     if video:
-        from .video import write_drive
+        from ..media import write_video
+        from ..training.synthetic import drive
 
-        typer.echo(str(write_drive(out / "drive.mp4", EVAL_SEED_BASE + seed, count, width, height)))
+        frames = (scene.frame for scene in drive(EVAL_SEED_BASE + seed, count, width, height, fps=30.0))
+        typer.echo(str(write_video(out / "drive.mp4", frames, width, height, fps=30.0)))
         first = next(drive_truth(EVAL_SEED_BASE + seed, 1, width, height))  # one camera for the whole drive
         typer.echo(str(write_calibration(out / "drive.calib.yaml", first.camera)))
         return

@@ -31,6 +31,7 @@ from .base import (
     UNREGISTER_GRACE,
     Backoff,
     ClientBase,
+    ClientSettings,
     StageTimes,
     release_slots,
     server_errors,
@@ -78,9 +79,10 @@ class AsyncLaneDetClient(ClientBase):
     ) -> None:
         if max_in_flight < 1:
             raise ClientError(f"max_in_flight must be >= 1, got {max_in_flight}.")
-        super().__init__(url, model, version=version, transport=transport, client_timeout=client_timeout,
-                         retry_deadline=retry_deadline, overrides=(conf_threshold, nms_threshold, top_k), tls=tls,
-                         strict=strict, camera=camera, track=track)
+        super().__init__(ClientSettings.of(
+            url, model, version=version, transport=transport, client_timeout=client_timeout,
+            retry_deadline=retry_deadline, conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k,
+            tls=tls, strict=strict, camera=camera, track=track))
         self.max_in_flight = int(max_in_flight)
         self._grpc: Any = None  # made on first use, inside the event loop
         self._setup_lock = asyncio.Lock()

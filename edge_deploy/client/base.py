@@ -1,7 +1,8 @@
 """What LaneDetClient and AsyncLaneDetClient share beyond the tensors (served_model, buffers, request).
 
 The transport choice, how server errors map to `ClientError`s and which are
-retried, the backoff, and `ClientBase`: the state of a client (the model, its
+retried, the backoff, `ClientSettings` (the constructors' arguments, checked and
+resolved once) and `ClientBase`: the state of a client (the model, its
 request buffers, the regions the server knows) and every decision about it.
 The two clients only add the calls to the server (tritonclient.grpc or
 tritonclient.grpc.aio) in between.
@@ -226,6 +227,42 @@ class StageTimes:
     frames: int
 
 
+@dataclass(frozen=True)
+class ClientSettings:
+    """What a lane client is asked, checked and resolved once: LaneDetClient and AsyncLaneDetClient build one
+    from their (same) arguments with `ClientSettings.of` and hand it to `ClientBase`."""
+
+    url: str
+    model: str
+    version: str
+    transport: str  # resolved: "shm" or "grpc"
+    client_timeout: float
+    retry_deadline: float
+    overrides: tuple[float | None, float | None, int | None]  # conf_threshold, nms_threshold, top_k (None: the model's)
+    tls: TLSConfig | None = None
+    strict: bool = False  # fused models: refuse frames of another size instead of resizing them
+    camera: Any = None  # an edge_deploy.geometry.Camera, for detect_markers
+    track: bool = False
+
+    @classmethod
+    def of(cls, url: str = DEFAULT_URL, model: str = DEFAULT_MODEL, *, version: str = "", transport: str = "auto",
+           client_timeout: float = 10.0, retry_deadline: float = 30.0, conf_threshold: float | None = None,
+           nms_threshold: float | None = None, top_k: int | None = None, tls: TLSConfig | None = None,
+           strict: bool = False, camera: Any = None, track: bool = False) -> "ClientSettings":
+        """The clients' constructor arguments checked (one-line ClientErrors) and resolved."""
+        if tls is not None and not isinstance(tls, TLSConfig):
+            raise ClientError(f"tls must be a TLSConfig(ca=..., cert=..., key=...) or None, not {type(tls).__name__}.")
+        try:  # refused here, not at the first detect(): the rules the decode parameters are made with
+            DecodeDefaults.check_given(conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k)
+        except DecodeDefaultsError as exc:
+            raise ClientError(f"{exc}.") from None
+        resolved = resolve_transport(transport, url)
+        if track and camera is None:
+            raise ClientError("track=True follows lane markers, which need camera=Camera.from_yaml(path).")
+        return cls(url, model, str(version), resolved, float(client_timeout), float(retry_deadline),
+                   (conf_threshold, nms_threshold, top_k), tls, bool(strict), camera, bool(track))
+
+
 class ClientBase:
     """The state of a lane client and its decisions; subclasses make the calls to the server.
 
@@ -234,40 +271,30 @@ class ClientBase:
 
     max_in_flight = 1
 
-    def __init__(self, url: str, model: str, *, version: str, transport: str, client_timeout: float,
-                 retry_deadline: float, overrides: tuple[float | None, float | None, int | None],
-                 tls: TLSConfig | None = None, strict: bool = False, camera: Any = None,
-                 track: bool = False) -> None:
-        if tls is not None and not isinstance(tls, TLSConfig):
-            raise ClientError(f"tls must be a TLSConfig(ca=..., cert=..., key=...) or None, not {type(tls).__name__}.")
-        try:  # refused here, not at the first detect(): the rules the decode parameters are made with
-            DecodeDefaults.check_given(conf_threshold=overrides[0], nms_threshold=overrides[1], top_k=overrides[2])
-        except DecodeDefaultsError as exc:
-            raise ClientError(f"{exc}.") from None
-        self.url = url
-        self.tls = tls
-        self.model_name = model
-        self.version = str(version)
-        self.transport = resolve_transport(transport, url)
-        self.client_timeout = float(client_timeout)
-        self.retry_deadline = float(retry_deadline)
+    def __init__(self, settings: ClientSettings) -> None:
+        self.settings = settings
+        self.url = settings.url
+        self.tls = settings.tls
+        self.model_name = settings.model
+        self.version = settings.version
+        self.transport = settings.transport
+        self.client_timeout = settings.client_timeout
+        self.retry_deadline = settings.retry_deadline
         self.model: LaneModel | None = None  # set once the server has described it
         self.recoveries = 0  # calls that succeeded after the server had been unavailable
-        self._overrides = overrides  # this client's conf_threshold, nms_threshold, top_k (None: the model's)
+        self._overrides = settings.overrides  # this client's conf_threshold, nms_threshold, top_k (None: the model's)
         self._slots: list[Slot] = []  # shared with the finalizer
         self._registered: set[str] = set()  # names of our regions the server has
         self._stale = False  # the server may have restarted: re-read the model before the next request
         self._closed = False
-        self.strict = bool(strict)  # fused models: refuse frames of another size instead of resizing them
+        self.strict = settings.strict
         self._warned_resize = False
         # detect_markers: the camera's lane geometry (edge_deploy.geometry: numpy, OpenCV, PyYAML only)
         self.geometry = None
-        if camera is not None:
+        if settings.camera is not None:
             from ..geometry.frame_markers import LaneGeometry
 
-            self.geometry = LaneGeometry(camera, track=track)
-        elif track:
-            raise ClientError("track=True follows lane markers, which need camera=Camera.from_yaml(path).")
+            self.geometry = LaneGeometry(settings.camera, track=settings.track)
         # `edge-deploy bench`: when a list, each request appends its StageTimes (None: not timed).
         self.stage_log: list[StageTimes] | None = None
 

@@ -41,6 +41,7 @@ from .base import (
     UNREGISTER_GRACE,
     Backoff,
     ClientBase,
+    ClientSettings,
     StageTimes,
     release_slots,
     server_errors,
@@ -129,9 +130,10 @@ class LaneDetClient(ClientBase):
     ) -> None:
         import tritonclient.grpc as grpcclient
 
-        super().__init__(url, model, version=version, transport=transport, client_timeout=client_timeout,
-                         retry_deadline=retry_deadline, overrides=(conf_threshold, nms_threshold, top_k), tls=tls,
-                         strict=strict, camera=camera, track=track)
+        super().__init__(ClientSettings.of(
+            url, model, version=version, transport=transport, client_timeout=client_timeout,
+            retry_deadline=retry_deadline, conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k,
+            tls=tls, strict=strict, camera=camera, track=track))
         self._grpc = grpcclient.InferenceServerClient(url, **client_options(tls, CHANNEL_ARGS))
         self._lock = threading.RLock()
         self._finalizer = weakref.finalize(self, _release_all, self._grpc, self._slots, self._registered,

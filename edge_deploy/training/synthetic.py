@@ -122,20 +122,8 @@ def _sample(rng: np.random.Generator, lanes: int | None, hard: bool) -> _Params:
             gaps.append((z0, z0 + u(8, 30)))
         else:
             gaps.append((0.0, 0.0))
-    cars: list[tuple[float, float, float, float, int]] = []
-    if hard and u() < 0.55:
-        for _ in range(int(rng.integers(1, 4))):
-            k = int(rng.integers(0, max(n - 1, 1)))
-            x = xs[k] + (widths[min(k, len(widths) - 1)] * u(0.2, 0.8) if n > 1 else u(-2, 2))
-            if u() < 0.3:  # changing lanes: straddles a marking
-                x = xs[int(rng.integers(0, n))] + u(-0.6, 0.6)
-            big = u() < 0.2
-            cars.append((float(x), float(u(7, 45)), float(u(2.3, 2.6) if big else u(1.7, 1.95)),
-                         float(u(2.8, 3.8) if big else u(1.3, 1.6)), int(rng.integers(0, len(_CAR_COLOURS)))))
-    shadows = []
-    if u() < (0.5 if hard else 1.0):
-        for _ in range(int(rng.integers(1, 4 if not hard else 6))):
-            shadows.append((float(u(xs[0] - 4, xs[-1] + 4)), float(u(6, 40)), float(u(0.8, 4)), float(u(0.5, 3))))
+    cars = _sample_cars(rng, xs, widths, hard)
+    shadows = _sample_shadows(rng, xs, hard)
     light = "day"
     if hard:
         r = u()
@@ -176,6 +164,33 @@ def _sample(rng: np.random.Generator, lanes: int | None, hard: bool) -> _Params:
         z_bottom = params.f * params.cam_h / (_REF_H - params.horizon)
         params = replace(params, dash=(dash_len, period, (0.05 * dash_len - z_bottom) % period))
     return params
+
+
+def _sample_cars(rng: np.random.Generator, xs: np.ndarray, widths: np.ndarray,
+                 hard: bool) -> list[tuple[float, float, float, float, int]]:
+    """Vehicles ahead (hard scenes only): (lateral x, distance z, width, height, colour index) each."""
+    u, n = rng.uniform, len(xs)
+    cars: list[tuple[float, float, float, float, int]] = []
+    if hard and u() < 0.55:
+        for _ in range(int(rng.integers(1, 4))):
+            k = int(rng.integers(0, max(n - 1, 1)))
+            x = xs[k] + (widths[min(k, len(widths) - 1)] * u(0.2, 0.8) if n > 1 else u(-2, 2))
+            if u() < 0.3:  # changing lanes: straddles a marking
+                x = xs[int(rng.integers(0, n))] + u(-0.6, 0.6)
+            big = u() < 0.2
+            cars.append((float(x), float(u(7, 45)), float(u(2.3, 2.6) if big else u(1.7, 1.95)),
+                         float(u(2.8, 3.8) if big else u(1.3, 1.6)), int(rng.integers(0, len(_CAR_COLOURS)))))
+    return cars
+
+
+def _sample_shadows(rng: np.random.Generator, xs: np.ndarray, hard: bool) -> list[tuple[float, float, float, float]]:
+    """Shadows on the road: (lateral x, distance z, half width, half depth) each."""
+    u = rng.uniform
+    shadows = []
+    if u() < (0.5 if hard else 1.0):
+        for _ in range(int(rng.integers(1, 4 if not hard else 6))):
+            shadows.append((float(u(xs[0] - 4, xs[-1] + 4)), float(u(6, 40)), float(u(0.8, 4)), float(u(0.5, 3))))
+    return shadows
 
 
 def _lateral(p: _Params, z: np.ndarray) -> np.ndarray:
@@ -250,13 +265,49 @@ def _poly(pts_u: np.ndarray, pts_v: np.ndarray, sx: float, sy: float) -> np.ndar
     return np.round(np.stack([pts_u * sx, pts_v * sy], 1) * (1 << _SUBPIXEL)).astype(np.int32)
 
 
-def _render(p: _Params, width: int, height: int, rng: np.random.Generator) -> Scene:
-    sx, sy = width / _REF_W, height / _REF_H
-    horizon = p.horizon * sy
-    z_near, z_far = _z_range(p)
-    tags: set[str] = set()
+@dataclass(frozen=True)
+class _View:
+    """The frame `_render` draws: its size, the scale from the reference frame, the horizon row (frame pixels)
+    and the distances (m) drawn."""
 
-    # Sky and verge as per-row colours.
+    width: int
+    height: int
+    sx: float
+    sy: float
+    horizon: float
+    z_near: float
+    z_far: float
+
+
+def _render(p: _Params, width: int, height: int, rng: np.random.Generator) -> Scene:
+    """The scene of `p` drawn at width x height: the steps below in order (each draws on the canvas; the rng is
+    drawn from in this order, so a seed keeps its frame)."""
+    sx, sy = width / _REF_W, height / _REF_H
+    v = _View(width, height, sx, sy, p.horizon * sy, *_z_range(p))
+    tags: set[str] = set()
+    canvas, ground_t = _draw_sky_and_verge(v, rng)
+    canvas, road_a = _draw_road(p, v, canvas, ground_t, rng)
+    canvas, masks, truth_ref = _draw_paint(p, v, canvas, rng, tags)
+    canvas = _draw_shadows(p, v, canvas, tags)
+    _draw_vehicles(p, v, canvas, truth_ref, tags)
+    canvas = _light(p, v, canvas, masks, tags)
+    canvas = _wet_road(p, v, canvas, road_a, tags)
+    canvas = cv2.convertScaleAbs(canvas)  # values are >= 0: saturate to uint8
+    canvas = _camera_effects(p, v, canvas, tags)
+    canvas = _sensor_noise(canvas, rng)
+    lanes = [pts for _, pts in _visible_markings(p, width, height)]
+    if p.c0 and abs(p.c0) > 1 / 1000:
+        tags.add("curve")
+    if p.c1:
+        tags.add("s_curve")
+    if len(lanes) >= 5:
+        tags.add("many_lanes")
+    return Scene(canvas, lanes, tuple(sorted(tags)))
+
+
+def _draw_sky_and_verge(v: _View, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Sky and verge as per-row colours: (float32 HxWx3 canvas, the ground's 0..1 depth per row, Hx1)."""
+    width, height, horizon = v.width, v.height, v.horizon
     ys = np.arange(height, dtype=np.float32)
     sky_t = np.clip(ys / max(horizon, 1.0), 0, 1)[:, None]
     ground_t = np.clip((ys - horizon) / max(height - horizon, 1.0), 0, 1)[:, None]
@@ -266,43 +317,61 @@ def _render(p: _Params, width: int, height: int, rng: np.random.Generator) -> Sc
     verge = _noise_field(rng, width, height, (24, 10))
     canvas = _scale(canvas, 0.85 + 0.3 * verge)
     canvas[: int(horizon)] = np.repeat(sky[: int(horizon), None, :], width, axis=1)
+    return canvas, ground_t
 
-    # Asphalt between the outer markings plus a shoulder.
-    z = np.geomspace(z_near, z_far * 1.3, 96)
+
+def _draw_road(p: _Params, v: _View, canvas: np.ndarray, ground_t: np.ndarray,
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Asphalt between the outer markings plus a shoulder: (canvas, the road's coverage, float32 HxW)."""
+    width, height = v.width, v.height
+    z = np.geomspace(v.z_near, v.z_far * 1.3, 96)
     lu, lv = _project(p, p.xs[0] - p.shoulder, z)
     ru, _ = _project(p, p.xs[-1] + p.shoulder, z)
     road_mask = np.zeros((height, width), dtype=np.uint8)
-    poly = _poly(np.concatenate([lu, ru[::-1]]), np.concatenate([lv, lv[::-1]]), sx, sy)
+    poly = _poly(np.concatenate([lu, ru[::-1]]), np.concatenate([lv, lv[::-1]]), v.sx, v.sy)
     cv2.fillPoly(road_mask, [poly], 255, cv2.LINE_AA, _SUBPIXEL)
     road_a = road_mask.astype(np.float32) / 255.0
     shade = 0.75 + 0.35 * ground_t  # far asphalt looks lighter (haze)
     road_rgb = _ROAD * np.asarray(p.road_tint, dtype=np.float32) * (1.25 - 0.35 * shade)
     texture = 0.9 + 0.2 * _noise_field(rng, width, height, (40, 16))
     road_img = _scale(np.ascontiguousarray(np.repeat(road_rgb[:, None, :], width, axis=1)), texture)
-    canvas = _blend(canvas, road_img, road_a)
+    return _blend(canvas, road_img, road_a), road_a
 
-    # Paint: one mask per colour, value = paint strength, then wear.
-    masks = {False: np.zeros((height, width), np.uint8), True: np.zeros((height, width), np.uint8)}
-    zf = np.geomspace(z_near, z_far, 400)
-    truth_ref = []
+
+def _marking_polys(p: _Params, v: _View, i: int, zf: np.ndarray, v_c: np.ndarray) -> list[np.ndarray]:
+    """The painted runs of marking i (dashes, minus its worn gap) as sub-pixel polygons."""
+    x = p.xs[i]
     dash_len, period, phase = p.dash
+    on = np.ones_like(zf, dtype=bool)
+    if p.dashed[i]:
+        on &= np.mod(zf + phase, period) < dash_len
+    g0, g1 = p.gaps[i]
+    on &= ~((zf >= g0) & (zf < g1))
+    ul, _ = _project(p, x - p.mark_w / 2, zf)
+    ur, _ = _project(p, x + p.mark_w / 2, zf)
+    polys = []
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], on.astype(np.int8), [0]])))
+    for a, b in zip(edges[::2], edges[1::2]):
+        if b - a < 1:
+            continue
+        b = min(b + 1, len(zf))  # close the run up to the next sample
+        polys.append(_poly(np.concatenate([ul[a:b], ur[a:b][::-1]]), np.concatenate([v_c[a:b], v_c[a:b][::-1]]),
+                           v.sx, v.sy))
+    return polys
+
+
+def _draw_paint(p: _Params, v: _View, canvas: np.ndarray, rng: np.random.Generator,
+                tags: set[str]) -> tuple[np.ndarray, dict[bool, np.ndarray], list[tuple[np.ndarray, np.ndarray]]]:
+    """Paint: one mask per colour, value = paint strength, then wear. Returns (canvas, the masks by
+    is-yellow, each marking's centreline (u, v) in the reference frame)."""
+    width, height = v.width, v.height
+    masks = {False: np.zeros((height, width), np.uint8), True: np.zeros((height, width), np.uint8)}
+    zf = np.geomspace(v.z_near, v.z_far, 400)
+    truth_ref = []
     for i, x in enumerate(p.xs):
         u_c, v_c = _project(p, x, zf)
         truth_ref.append((u_c, v_c))
-        on = np.ones_like(zf, dtype=bool)
-        if p.dashed[i]:
-            on &= np.mod(zf + phase, period) < dash_len
-        g0, g1 = p.gaps[i]
-        on &= ~((zf >= g0) & (zf < g1))
-        ul, _ = _project(p, x - p.mark_w / 2, zf)
-        ur, _ = _project(p, x + p.mark_w / 2, zf)
-        polys = []
-        edges = np.flatnonzero(np.diff(np.concatenate([[0], on.astype(np.int8), [0]])))
-        for a, b in zip(edges[::2], edges[1::2]):
-            if b - a < 1:
-                continue
-            b = min(b + 1, len(zf))  # close the run up to the next sample
-            polys.append(_poly(np.concatenate([ul[a:b], ur[a:b][::-1]]), np.concatenate([v_c[a:b], v_c[a:b][::-1]]), sx, sy))
+        polys = _marking_polys(p, v, i, zf, v_c)
         if polys:
             cv2.fillPoly(masks[p.yellow[i]], polys, int(round(255 * p.paint[i])), cv2.LINE_AA, _SUBPIXEL)
     wear_map = None
@@ -318,53 +387,71 @@ def _render(p: _Params, width: int, height: int, rng: np.random.Generator) -> Sc
             a *= wear_map
         colour = _YELLOW if is_yellow else _WHITE
         canvas = _blend(canvas, np.full_like(canvas, colour), a)
+    return canvas, masks, truth_ref
 
-    # Soft shadows (trees, bridges) across road and paint.
-    if p.shadows:
-        shadow = np.zeros((height, width), np.uint8)
-        for x, zc, hw, hd in p.shadows:
-            zc = max(zc, z_near + hd)
-            u0, v0 = _project(p, x - hw, np.array([zc - hd]))
-            u1, v1 = _project(p, x + hw, np.array([zc + hd]))
-            ucen, vcen = (u0[0] + u1[0]) / 2 * sx, (v0[0] + v1[0]) / 2 * sy
-            axes = (max(int(abs(u1[0] - u0[0]) / 2 * sx), 1), max(int(abs(v0[0] - v1[0]) / 2 * sy), 1))
-            cv2.ellipse(shadow, (int(ucen), int(vcen)), axes, 0, 0, 360, 255, -1, cv2.LINE_AA)
-        soft = cv2.GaussianBlur(shadow, (0, 0), max(2.0, 6 * sx)).astype(np.float32) / 255.0
-        strength = 0.35 if len(p.shadows) < 3 else 0.55
-        canvas = _scale(canvas, 1.0 - strength * soft)
-        if len(p.shadows) >= 3:
-            tags.add("shadow")
 
-    # Vehicles, far to near; the ground truth keeps the markings they hide.
+def _draw_shadows(p: _Params, v: _View, canvas: np.ndarray, tags: set[str]) -> np.ndarray:
+    """Soft shadows (trees, bridges) across road and paint."""
+    if not p.shadows:
+        return canvas
+    sx, sy = v.sx, v.sy
+    shadow = np.zeros((v.height, v.width), np.uint8)
+    for x, zc, hw, hd in p.shadows:
+        zc = max(zc, v.z_near + hd)
+        u0, v0 = _project(p, x - hw, np.array([zc - hd]))
+        u1, v1 = _project(p, x + hw, np.array([zc + hd]))
+        ucen, vcen = (u0[0] + u1[0]) / 2 * sx, (v0[0] + v1[0]) / 2 * sy
+        axes = (max(int(abs(u1[0] - u0[0]) / 2 * sx), 1), max(int(abs(v0[0] - v1[0]) / 2 * sy), 1))
+        cv2.ellipse(shadow, (int(ucen), int(vcen)), axes, 0, 0, 360, 255, -1, cv2.LINE_AA)
+    soft = cv2.GaussianBlur(shadow, (0, 0), max(2.0, 6 * sx)).astype(np.float32) / 255.0
+    strength = 0.35 if len(p.shadows) < 3 else 0.55
+    canvas = _scale(canvas, 1.0 - strength * soft)
+    if len(p.shadows) >= 3:
+        tags.add("shadow")
+    return canvas
+
+
+def _draw_vehicles(p: _Params, v: _View, canvas: np.ndarray, truth_ref: list[tuple[np.ndarray, np.ndarray]],
+                   tags: set[str]) -> None:
+    """Vehicles, far to near, drawn into the canvas; the ground truth keeps the markings they hide."""
+    sx, sy = v.sx, v.sy
     hidden = False
     for x, zc, cw, ch, colour in sorted(p.cars, key=lambda c: -c[1]):
-        if zc < z_near * 1.3:
+        if zc < v.z_near * 1.3:
             continue
         (ul,), (vb,) = _project(p, x - cw / 2, np.array([zc]))
         (ur,), _ = _project(p, x + cw / 2, np.array([zc]))
         top = vb - p.f * ch / zc
         x0, x1, y0, y1 = ul * sx, ur * sx, top * sy, vb * sy
-        if x1 < 0 or x0 > width:
+        if x1 < 0 or x0 > v.width:
             continue
-        body = np.asarray(_CAR_COLOURS[colour], dtype=np.float32)
-        pt = lambda a, b: (int(round(a)), int(round(b)))  # noqa: E731
-        cv2.rectangle(canvas, pt(x0, y0 + 0.35 * (y1 - y0)), pt(x1, y1), body.tolist(), -1, cv2.LINE_AA)
-        cv2.rectangle(canvas, pt(x0 + 0.12 * (x1 - x0), y0), pt(x1 - 0.12 * (x1 - x0), y0 + 0.4 * (y1 - y0)),
-                      (body * 0.8).tolist(), -1, cv2.LINE_AA)
-        cv2.rectangle(canvas, pt(x0 + 0.18 * (x1 - x0), y0 + 0.06 * (y1 - y0)),
-                      pt(x1 - 0.18 * (x1 - x0), y0 + 0.33 * (y1 - y0)), (50, 40, 30), -1, cv2.LINE_AA)
-        lamp = (30, 30, 230) if p.light in ("day", "glare") else (90, 90, 255)
-        for lx in (x0 + 0.05 * (x1 - x0), x1 - 0.2 * (x1 - x0)):
-            cv2.rectangle(canvas, pt(lx, y0 + 0.5 * (y1 - y0)), pt(lx + 0.15 * (x1 - x0), y0 + 0.62 * (y1 - y0)),
-                          lamp, -1, cv2.LINE_AA)
-        cv2.rectangle(canvas, pt(x0, y1 - 0.08 * (y1 - y0)), pt(x1, y1), (15, 15, 15), -1)
+        _draw_vehicle(canvas, np.asarray(_CAR_COLOURS[colour], dtype=np.float32), (x0, x1, y0, y1), p.light)
         for u_c, v_c in truth_ref:
             behind = (v_c * sy >= y0) & (v_c * sy <= y1) & (u_c * sx >= x0) & (u_c * sx <= x1)
             hidden |= bool(behind.any())
     if hidden:
         tags.add("occlusion")
 
-    # Lighting.
+
+def _draw_vehicle(canvas: np.ndarray, body: np.ndarray, box: tuple[float, float, float, float], light: str) -> None:
+    """One vehicle seen from behind in the box (x0, x1, y0, y1): body, roof, rear window, lamps, bumper shadow."""
+    x0, x1, y0, y1 = box
+    pt = lambda a, b: (int(round(a)), int(round(b)))  # noqa: E731
+    cv2.rectangle(canvas, pt(x0, y0 + 0.35 * (y1 - y0)), pt(x1, y1), body.tolist(), -1, cv2.LINE_AA)
+    cv2.rectangle(canvas, pt(x0 + 0.12 * (x1 - x0), y0), pt(x1 - 0.12 * (x1 - x0), y0 + 0.4 * (y1 - y0)),
+                  (body * 0.8).tolist(), -1, cv2.LINE_AA)
+    cv2.rectangle(canvas, pt(x0 + 0.18 * (x1 - x0), y0 + 0.06 * (y1 - y0)),
+                  pt(x1 - 0.18 * (x1 - x0), y0 + 0.33 * (y1 - y0)), (50, 40, 30), -1, cv2.LINE_AA)
+    lamp = (30, 30, 230) if light in ("day", "glare") else (90, 90, 255)
+    for lx in (x0 + 0.05 * (x1 - x0), x1 - 0.2 * (x1 - x0)):
+        cv2.rectangle(canvas, pt(lx, y0 + 0.5 * (y1 - y0)), pt(lx + 0.15 * (x1 - x0), y0 + 0.62 * (y1 - y0)),
+                      lamp, -1, cv2.LINE_AA)
+    cv2.rectangle(canvas, pt(x0, y1 - 0.08 * (y1 - y0)), pt(x1, y1), (15, 15, 15), -1)
+
+
+def _light(p: _Params, v: _View, canvas: np.ndarray, masks: dict[bool, np.ndarray], tags: set[str]) -> np.ndarray:
+    """Lighting: night (headlight beams, retro-reflective paint, tail lights), dusk, or glare (sun and veil)."""
+    width, height, horizon, sx, sy = v.width, v.height, v.horizon, v.sx, v.sy
     if p.light == "night":
         tags.add("night")
         yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
@@ -374,7 +461,7 @@ def _render(p: _Params, width: int, height: int, rng: np.random.Generator) -> Sc
         paint = np.maximum(masks[False], masks[True]).astype(np.float32) * np.float32(1 / 255)
         canvas = _scale(canvas, gain + paint * 0.35 * (0.3 + beam))
         for x, zc, cw, ch, _ in p.cars:  # tail-light glow
-            (uc,), (vc,) = _project(p, x, np.array([max(zc, z_near)]))
+            (uc,), (vc,) = _project(p, x, np.array([max(zc, v.z_near)]))
             cv2.circle(canvas, (int(uc * sx), int((vc - p.f * ch * 0.45 / zc) * sy)), max(2, int(8 * sx)), (60, 60, 255), -1)
     elif p.light == "dusk":
         tags.add("dusk")
@@ -385,20 +472,28 @@ def _render(p: _Params, width: int, height: int, rng: np.random.Generator) -> Sc
         sun = np.exp(-(((xx - p.sun_u * sx) ** 2 + (yy - horizon * 0.8) ** 2) / (2 * (0.25 * width) ** 2)))
         veil = 255.0 * (0.06 + 0.45 * sun)
         canvas = _scale(canvas, 1 - 0.4 * sun) + cv2.merge([veil, veil, veil])
+    return canvas
 
-    if p.wet:
-        tags.add("wet")
-        h0 = int(horizon)
-        above = canvas[max(0, 2 * h0 - height): h0][::-1]
-        if len(above) > 2 and h0 < height:
-            refl = cv2.resize(np.ascontiguousarray(above), (width, height - h0))
-            refl = cv2.GaussianBlur(refl, (0, 0), sigmaX=max(1.0, 3 * sx), sigmaY=max(2.0, 14 * sy))
-            a = np.ascontiguousarray(road_a[h0:] * p.wet)
-            canvas[h0:] = _scale(np.ascontiguousarray(canvas[h0:]), 1 - a * 0.6) + _scale(refl, a)
 
-    canvas = cv2.convertScaleAbs(canvas)  # values are >= 0: saturate to uint8
+def _wet_road(p: _Params, v: _View, canvas: np.ndarray, road_a: np.ndarray, tags: set[str]) -> np.ndarray:
+    """A wet road mirrors what is above the horizon, blurred, where there is road."""
+    if not p.wet:
+        return canvas
+    tags.add("wet")
+    width, height = v.width, v.height
+    h0 = int(v.horizon)
+    above = canvas[max(0, 2 * h0 - height): h0][::-1]
+    if len(above) > 2 and h0 < height:
+        refl = cv2.resize(np.ascontiguousarray(above), (width, height - h0))
+        refl = cv2.GaussianBlur(refl, (0, 0), sigmaX=max(1.0, 3 * v.sx), sigmaY=max(2.0, 14 * v.sy))
+        a = np.ascontiguousarray(road_a[h0:] * p.wet)
+        canvas[h0:] = _scale(np.ascontiguousarray(canvas[h0:]), 1 - a * 0.6) + _scale(refl, a)
+    return canvas
 
-    # Camera roll / zoom / shift.
+
+def _camera_effects(p: _Params, v: _View, canvas: np.ndarray, tags: set[str]) -> np.ndarray:
+    """Camera roll / zoom / shift, then motion blur, on the uint8 frame."""
+    width, height = v.width, v.height
     m = _camera_matrix(p, width, height)
     if p.roll or p.zoom != 1.0 or p.shift != (0.0, 0.0):
         canvas = cv2.warpAffine(canvas, m, (width, height), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
@@ -406,27 +501,21 @@ def _render(p: _Params, width: int, height: int, rng: np.random.Generator) -> Sc
             tags.add("tilt")
     if p.blur:
         tags.add("blur")
-        k = max(3, int(p.blur * sx) | 1)
+        k = max(3, int(p.blur * v.sx) | 1)
         kernel = np.zeros((k, k), np.float32)
         kernel[k // 2] = 1.0
         rot = cv2.getRotationMatrix2D((k / 2 - 0.5, k / 2 - 0.5), p.blur_angle, 1.0)
         kernel = cv2.warpAffine(kernel, rot, (k, k))
         canvas = cv2.filter2D(canvas, -1, kernel / max(kernel.sum(), 1e-6))
+    return canvas
 
-    # Sensor noise: triangular in [-7, 7] from random bytes (much cheaper than Gaussian draws).
+
+def _sensor_noise(canvas: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Sensor noise: triangular in [-7, 7] from random bytes (much cheaper than Gaussian draws)."""
     size = canvas.size
     raw = np.frombuffer(rng.bytes(2 * size), dtype=np.uint8)
     noise = (raw[:size] & 7).astype(np.int16) + (raw[size:] & 7) - 7
-    canvas = cv2.add(canvas, noise.reshape(canvas.shape), dtype=cv2.CV_8U)
-
-    lanes = [pts for _, pts in _visible_markings(p, width, height)]
-    if p.c0 and abs(p.c0) > 1 / 1000:
-        tags.add("curve")
-    if p.c1:
-        tags.add("s_curve")
-    if len(lanes) >= 5:
-        tags.add("many_lanes")
-    return Scene(canvas, lanes, tuple(sorted(tags)))
+    return cv2.add(canvas, noise.reshape(canvas.shape), dtype=cv2.CV_8U)
 
 
 def scene(seed: int, width: int = 1640, height: int = 590, *, lanes: int | None = None, hard: bool = True) -> Scene:

@@ -136,7 +136,7 @@ def test_rollback_of_a_repository_that_is_a_file_says_it_is_not_a_directory(tmp_
 
 
 def test_infer_on_a_directory_reads_its_images_or_says_it_has_none(tmp_path) -> None:
-    from edge_deploy.cli.infer import image_paths
+    from edge_deploy.media import image_paths
     from edge_deploy.errors import FrameError
 
     empty = tmp_path / "empty"

@@ -51,7 +51,7 @@ def test_float_frames_of_another_scale_are_refused() -> None:
 
 @pytest.mark.parametrize("content", [b"", b"this is a text file, not a video\n"], ids=["empty", "text"])
 def test_a_file_that_is_no_video_is_not_blamed_on_devices(tmp_path, content) -> None:
-    from edge_deploy.cli.video import open_video
+    from edge_deploy.media import open_video
 
     path = tmp_path / "drive.mp4"
     path.write_bytes(content)

@@ -1,0 +1,139 @@
+"""The run loop of `edge-deploy infer`, for any detector (a LaneDetClient's `detect`, or a vehicle app's own):
+lanes for each image written as a picture with the lanes drawn and/or JSON; lanes for each frame of a video
+written as an annotated video and one JSON line per frame."""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import FrameError
+from .video import VideoWriter, frames_of, open_video, source_fps
+
+Detect = Callable[[Any], list[Any]]  # an HxWx3 uint8 BGR frame -> its lanes (edge_deploy.lanedet.lane.Lane)
+
+
+def lanes_record(name: str, frame: Any, lanes: list[Any], model: str) -> dict[str, Any]:
+    """The JSON written for one image."""
+    h, w = frame.shape[:2]
+    return {"image": name, "height": int(h), "width": int(w), "model": model,
+            "lanes": [lane.to_dict() for lane in lanes]}
+
+
+def unique_stems(names: list[str]) -> list[str]:
+    """The file stems of `names`, a repeated one numbered (road, road-1, ...) so no output overwrites another."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        stem = Path(name).stem
+        count = seen.get(stem, 0)
+        seen[stem] = count + 1
+        out.append(stem if count == 0 else f"{stem}-{count}")
+    return out
+
+
+def _caption(model: str, lanes: list[Any]) -> str:
+    return f"{model}: {len(lanes)} lane{'s' if len(lanes) != 1 else ''}"
+
+
+def detect_images(
+    detect: Detect, frames: list[tuple[str, Any]], out: Path, *, model: str, write_png: bool = True,
+    write_json: bool = False, geometry: Any = None,
+) -> list[dict[str, Any]]:
+    """Detect lanes in each (name, frame) and write OUT/<stem>.lanes.png and/or OUT/<stem>.lanes.json; with
+    `geometry` (a LaneGeometry) each record gains the markers and figures and the PNG the bird's-eye panel.
+    Returns the records (with the paths written under "png" and "json")."""
+    from ..fsutil import write_json_atomic
+    from ..geometry.birdseye import annotated_frame
+    from ..lanedet.draw import save_png
+
+    out.mkdir(parents=True, exist_ok=True)
+    records = []
+    for (name, frame), stem in zip(frames, unique_stems([n for n, _ in frames])):
+        lanes = detect(frame)
+        record = lanes_record(name, frame, lanes, model)
+        found = geometry.frame_markers(lanes, frame) if geometry is not None else None
+        if found is not None:
+            record.update(found.to_dict())
+        if write_png:
+            picture = annotated_frame(frame, lanes, _caption(model, lanes), found)
+            record["png"] = str(save_png(out / f"{stem}.lanes.png", picture))
+        if write_json:
+            path = out / f"{stem}.lanes.json"
+            write_json_atomic(path, record, 0o644, indent=1)
+            record["json"] = str(path)
+        records.append(record)
+    return records
+
+
+@dataclass
+class VideoResult:
+    """What `detect_video` wrote and how fast it went."""
+
+    source: str
+    frames: int
+    seconds: float
+    video: Path
+    jsonl: Path
+    lanes_per_frame: float
+
+    @property
+    def fps(self) -> float:
+        return self.frames / self.seconds if self.seconds > 0 else 0.0
+
+
+def detect_video(
+    detect: Detect, source: str, out: Path, *, model: str, max_frames: int = 0,
+    progress: Callable[[int, float], None] | None = None, geometry: Any = None,
+) -> VideoResult:
+    """Detect lanes in every frame of `source` (a video file, a camera, a GStreamer pipeline: `open_video`); write
+    OUT/<stem>.lanes.mp4 and OUT/<stem>.lanes.jsonl. With `geometry` (a LaneGeometry) each line gains the markers
+    and figures and the video the bird's-eye panel. `progress(frames, seconds)` is called after each frame.
+
+    Both are written under temporary names and renamed at the end, so an interrupted run
+    (Ctrl-C) leaves the frames done so far under the final names and no half-named files.
+    """
+    capture = open_video(source)
+    stem = "camera" if not Path(source).suffix or "!" in source else Path(source).stem
+    out.mkdir(parents=True, exist_ok=True)
+    fps_in = source_fps(capture)
+    if geometry is not None and geometry.fps is None:
+        geometry.fps = fps_in
+    writer = VideoWriter(out / f"{stem}.lanes.mp4", fps_in)
+    jsonl_path = out / f"{stem}.lanes.jsonl"
+    tmp_jsonl = out / f".{jsonl_path.name}.tmp"
+    lanes_total, started = 0, time.monotonic()
+    try:
+        with open(tmp_jsonl, "w") as log:
+            for frame in frames_of(capture, max_frames):
+                lanes_total += _video_frame(detect, frame, writer, log, model, geometry)
+                if progress is not None:
+                    progress(writer.frames, time.monotonic() - started)
+    except KeyboardInterrupt:
+        pass  # keep what was done
+    finally:
+        capture.release()
+        writer.close()
+    seconds = time.monotonic() - started
+    if writer.frames == 0:
+        writer.discard()
+        tmp_jsonl.unlink(missing_ok=True)
+        raise FrameError(f"{source} gave no frames; check that it is a video OpenCV can decode.")
+    tmp_jsonl.replace(jsonl_path)
+    return VideoResult(source, writer.frames, seconds, writer.finish(), jsonl_path, lanes_total / writer.frames)
+
+
+def _video_frame(detect: Detect, frame: Any, writer: VideoWriter, log: Any, model: str, geometry: Any) -> int:
+    """One frame of `detect_video`: its lanes drawn into the video and written as a JSON line; returns how many."""
+    from ..geometry.birdseye import annotated_frame
+
+    index = writer.frames
+    lanes = detect(frame)
+    found = geometry.frame_markers(lanes, frame) if geometry is not None else None
+    writer.write(annotated_frame(frame, lanes, f"{_caption(model, lanes)} (frame {index})", found))
+    line = {"frame": index, "lanes": [lane.to_dict() for lane in lanes]}
+    log.write(json.dumps({**line, **(found.to_dict() if found is not None else {})}) + "\n")
+    return len(lanes)

@@ -1,0 +1,54 @@
+"""client.base.ClientSettings: the one place both clients' constructor arguments are checked and resolved."""
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import pytest
+
+from edge_deploy.client.async_client import AsyncLaneDetClient
+from edge_deploy.client.base import ClientSettings
+from edge_deploy.client.sync_client import LaneDetClient
+from edge_deploy.errors import ClientError
+
+
+def test_arguments_are_resolved_once() -> None:
+    settings = ClientSettings.of("127.0.0.1:8001", "m", version=3, client_timeout=2, top_k=4)
+    assert (settings.transport, settings.version, settings.client_timeout) == ("shm", "3", 2.0)
+    assert settings.overrides == (None, None, 4)
+    assert ClientSettings.of("10.0.0.5:8001").transport == "grpc"
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"transport": "udp"}, "unknown transport 'udp'"),
+    ({"url": "10.0.0.5:8001", "transport": "shm"}, "needs the server on this host"),
+    ({"tls": "ca.pem"}, "tls must be a TLSConfig"),
+    ({"top_k": 0}, "top_k"),
+    ({"conf_threshold": 1.5}, "conf_threshold"),
+    ({"track": True}, "track=True follows lane markers"),
+])
+def test_both_clients_refuse_the_same_arguments_in_one_line(kwargs, words) -> None:
+    for make in (lambda: LaneDetClient(**kwargs, connect=False), lambda: AsyncLaneDetClient(**kwargs),
+                 lambda: ClientSettings.of(**kwargs)):
+        with pytest.raises(ClientError, match=words) as info:
+            make()
+        assert "\n" not in str(info.value)
+
+
+def test_both_clients_keep_the_settings_they_were_given() -> None:
+    sync = LaneDetClient("127.0.0.1:1", "m", transport="grpc", top_k=2, connect=False)
+    sync.close()
+
+    async def make() -> AsyncLaneDetClient:
+        return AsyncLaneDetClient("127.0.0.1:1", "m", transport="grpc", top_k=2)
+
+    async_client = asyncio.run(make())
+    assert sync.settings == async_client.settings
+    assert (sync.model_name, sync.transport, sync._overrides) == ("m", "grpc", (None, None, 2))
+
+
+def test_the_constructors_take_the_settings_arguments_with_the_same_defaults() -> None:
+    shared = inspect.signature(ClientSettings.of).parameters
+    for client in (LaneDetClient, AsyncLaneDetClient):
+        params = inspect.signature(client.__init__).parameters
+        assert {name: params[name].default for name in shared} == {name: p.default for name, p in shared.items()}
