@@ -207,7 +207,7 @@ def convert(
                            f"{os_error_message(exc)}") from exc
     _print_summary(console, result)
     if install:
-        from ..repository.install import install as install_artifact
+        from ..deploy.install import install as install_artifact
 
         summary = install_artifact(result.artifact_dir, repository, name, reporter=reporter)
         console.print(summary)
