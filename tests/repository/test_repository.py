@@ -139,7 +139,7 @@ def test_of_two_healthy_versions_that_served_the_newer_is_kept(tmp_path, artifac
 
 def test_the_newest_version_that_served_is_kept_and_rollback_skips_failed_versions(tmp_path, artifacts) -> None:
     # What a server confirmed is recorded by install/rollback (against the real server in
-    # test_install_safety.py); here the record is written as install writes it, and versions are added
+    # tests/deploy/test_install_safety.py); here the record is written as install writes it, and versions are added
     # while the server is down (files only, never served): the last version that served must stay.
     from edge_deploy.repository.history import STATE_NAME, read_history, record_served
 
@@ -181,7 +181,7 @@ def test_only_version_directories_are_versions(tmp_path, artifacts) -> None:
 
 def test_a_refused_load_pins_the_newest_version_served_before(tmp_path, artifacts) -> None:
     # What install does when the server refuses the new version (the load itself is tested against the
-    # real server in test_repository_triton.py): with a hand-edited policy serving several versions,
+    # real server in tests/deploy/test_repository_triton.py): with a hand-edited policy serving several versions,
     # the config goes back to the newest of them, with that version's own I/O.
     from edge_deploy.repository.pinning import pin_previous
 
