@@ -122,7 +122,7 @@ def install_with(options: InstallOptions, reporter: Reporter | None = None) -> I
             # Only now: the new version is complete on disk and, with a server, confirmed served.
             # A failed load above has raised, so the versions that still serve are never pruned; nor is
             # the version this install replaced (what a failed rollout rolls back to): prune_versions.
-            _prune(repository, options.keep, result, previous)
+            _prune(repository, options.keep, plan.items, result, previous)
     return result
 
 
@@ -192,11 +192,15 @@ def _load(record: ServerRecord, repository: Path, result: InstallResult, previou
         record_served(repository, model, now)
 
 
-def _prune(repository: Path, keep: int, result: InstallResult, previous: dict[str, list[int]]) -> None:
+def _prune(repository: Path, keep: int, items: list[NewVersion], result: InstallResult,
+           previous: dict[str, list[int]]) -> None:
     try:
-        for model in result.models:
+        for item in items:
+            model = item.model
             now = (result.served or {}).get(model, [])
-            pruned = prune_versions(repository, model, keep, now, replaced=previous[model])
+            # The config is the one just written (a refused load has raised): what it selects needs no reading.
+            selected = mc.policy_versions(item.config, versions(repository, model))
+            pruned = prune_versions(repository, model, keep, now, replaced=previous[model], selected=selected)
             if pruned:
                 result.pruned[model] = pruned
                 result.kept[model] = versions(repository, model)

@@ -10,7 +10,7 @@ from .history import forget_removed, read_history
 
 def prune_versions(
     repository: Path, model: str, keep: int, served: list[int] | tuple[int, ...] = (),
-    replaced: list[int] | tuple[int, ...] = (),
+    replaced: list[int] | tuple[int, ...] = (), selected: list[int] | None = None,
 ) -> list[int]:
     """Remove MODEL's versions beyond the newest `keep` healthy ones; the versions removed.
 
@@ -19,11 +19,13 @@ def prune_versions(
     (`served`), the versions `replaced` (what the config selected before an install: the version a
     failed rollout rolls back to), the newest version a server confirmed serving that nobody rolled
     back from, and the newest version on disk (install numbers versions highest + 1, so a number
-    never comes back for other files). The rule is written down in docs/serving.md.
+    never comes back for other files). The rule is written down in docs/serving.md. `selected`: the versions the
+    config selects, when the caller knows them (None: read from config.pbtxt).
     """
     avail = versions(repository, model)
     history = read_history(repository, model)
-    spared = set(policy_now(repository, model)) | set(served) | set(replaced) | set(avail[-1:])
+    selected = policy_now(repository, model) if selected is None else selected
+    spared = set(selected) | set(served) | set(replaced) | set(avail[-1:])
     good = history.last_good(avail)
     if good is not None:
         spared.add(good)
