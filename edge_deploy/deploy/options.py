@@ -67,5 +67,5 @@ def _precision(value: Precision | str) -> Precision:
         precision = None
     if precision not in SERVED_ONNX:
         raise RepositoryError(f"install serves an ONNX file of precision {' or '.join(map(str, SERVED_ONNX))} "
-                              f"(--fp16/--no-fp16), not {value!r}.")
+                              f"(--fp16/--no-fp16), not {str(value)!r}.")
     return precision
