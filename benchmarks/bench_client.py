@@ -52,7 +52,7 @@ def free_port() -> int:
 def start_server(work: Path, family: str = "laneatt"):
     from small_artifact import make_artifact, make_ufldv2_artifact
 
-    from edge_deploy.repository.install import install
+    from edge_deploy.deploy.install import install
     from edge_deploy.serve.argv import ServerOptions
     from edge_deploy.serve.discovery import find_tritonserver
     from edge_deploy.serve.process import TritonProcess

@@ -37,7 +37,7 @@ def stand_in_server(work: Path, family: str) -> Iterator[str]:
     from small_artifact import make_artifact, make_ufldv2_artifact
 
     from edge_deploy.repository import model_config as mc
-    from edge_deploy.repository.install import install
+    from edge_deploy.deploy.install import install
     from edge_deploy.repository.versions import read_config
     from edge_deploy.serve.argv import ServerOptions
     from edge_deploy.serve.discovery import find_tritonserver

@@ -27,7 +27,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 from netns import SERVER_IP, NetnsTriton, netns_unavailable, probe, veth_link  # noqa: E402
 
 from edge_deploy.certs import CertificateAuthority  # noqa: E402
-from edge_deploy.repository.install import install  # noqa: E402
+from edge_deploy.deploy.install import install  # noqa: E402
 from edge_deploy.serve.argv import ServerOptions, ServerTLS  # noqa: E402
 from edge_deploy.serve.discovery import find_tritonserver  # noqa: E402
 

@@ -307,7 +307,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT / "tests" / "support"))
     from small_artifact import make_artifact
 
-    from edge_deploy.repository.install import install
+    from edge_deploy.deploy.install import install
 
     work = Path(tempfile.mkdtemp(prefix="edge-deploy-soak-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("EDGE_DEPLOY_")}

@@ -32,6 +32,7 @@ from typing import Any
 
 from .errors import CertificateError
 from .fsutil import write_bytes_atomic, write_json_atomic
+from .state import state_dir
 
 CA_DAYS = 3650
 LEAF_DAYS = 730
@@ -70,8 +71,6 @@ def _x509():
 
 def default_dir() -> Path:
     """Where `certs` keeps the CA: <state dir>/tls (/etc/edge-deploy/tls as root, else ~/.config/edge-deploy/tls)."""
-    from .serve.record import state_dir
-
     return state_dir("system" if os.geteuid() == 0 else "user") / "tls"
 
 

@@ -1,4 +1,5 @@
-"""The package's shape: no import cycles between its modules, and the client stands apart from install/serve.
+"""The package's shape: no import cycles between its modules, the stages stay on their floors, and the client stands
+apart from install/serve.
 
 Read from the source with `ast` (nothing is imported, so no heavy package is needed).
 Lazy imports inside functions count: a cycle through them is still a knot in the design.
@@ -14,19 +15,19 @@ STANDALONE = {"edge_deploy.repository.triton_models.onnx_runner", "edge_deploy.r
               "edge_deploy.repository.triton_models.postprocess_model"}
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+def _module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _modules() -> dict[str, Path]:
-    found = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+def _modules(package: Path = PACKAGE) -> dict[str, Path]:
+    found = {_module_name(p, package): p for p in package.rglob("*.py")}
     return {name: path for name, path in found.items() if name not in STANDALONE}
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
     """module -> the edge_deploy modules it imports (at top level or inside functions)."""
-    modules = _modules()
+    modules = _modules(package)
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
@@ -104,12 +105,56 @@ def test_client_imports_only_lanedet_geometry_and_errors() -> None:
     assert {m: t for m, t in offending.items() if t} == {}
 
 
+# Floors of the deploy stages: a stage imports only stages below it, at module top or inside a function. The
+# repository writes versions and knows nothing of servers; serve runs servers and knows nothing of versions; deploy
+# (install, rollback: write, have the server load, record) stands on both. What both need lies below both
+# (triton_layout.py: Triton's repository rules; state.py: the state directory).
+FORBIDDEN = {
+    "edge_deploy.repository": ("edge_deploy.serve", "edge_deploy.deploy", "edge_deploy.cli", "edge_deploy.fleet"),
+    "edge_deploy.serve": ("edge_deploy.repository", "edge_deploy.deploy", "edge_deploy.cli", "edge_deploy.fleet"),
+    "edge_deploy.triton_layout": ("edge_deploy.repository", "edge_deploy.serve", "edge_deploy.deploy"),
+    "edge_deploy.state": ("edge_deploy.repository", "edge_deploy.serve", "edge_deploy.deploy", "edge_deploy.certs"),
+    "edge_deploy.certs": ("edge_deploy.repository", "edge_deploy.serve", "edge_deploy.deploy"),
+    "edge_deploy.client": ("edge_deploy.repository", "edge_deploy.serve", "edge_deploy.deploy"),
+}
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import from a lower stage into one above it (FORBIDDEN), as "importer -> imported"."""
+    return sorted(f"{module} -> {target}" for module, targets in graph.items() for target in targets
+                  for lower, higher in FORBIDDEN.items() if _within(module, lower)
+                  and any(_within(target, h) for h in higher))
+
+
+def test_no_stage_imports_one_above_it() -> None:
+    """Plant `from ..serve import admin` inside a function of repository/pinning.py, or `from ..repository.versions
+    import versions` in one of serve/, and this fails."""
+    assert upward_imports(import_graph()) == []
+
+
+def test_the_floor_rule_sees_imports_inside_functions(tmp_path: Path) -> None:
+    package = tmp_path / "edge_deploy"
+    for folder in ("repository", "serve"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "serve" / "admin.py").write_text("")
+    (package / "repository" / "late.py").write_text("def f():\n    from ..serve import admin\n    return admin\n")
+    assert upward_imports(import_graph(package)) == ["edge_deploy.repository.late -> edge_deploy.serve.admin"]
+    assert upward_imports({"edge_deploy.deploy.install": {"edge_deploy.serve.admin",
+                                                          "edge_deploy.repository.files"}}) == []
+
+
 # What a vehicle app that imports the client must never load: training and the synthetic scene generator,
 # and every stage that is not inference (export, engine, repository, serve, evaluate, fleet, the CLI, ...).
 NOT_INFERENCE = ("edge_deploy.training", "edge_deploy.evaluate", "edge_deploy.export", "edge_deploy.engine",
-                 "edge_deploy.repository", "edge_deploy.serve", "edge_deploy.fleet", "edge_deploy.cli",
-                 "edge_deploy.convert", "edge_deploy.certs", "edge_deploy.doctor", "edge_deploy.parity",
-                 "edge_deploy.artifact")
+                 "edge_deploy.repository", "edge_deploy.serve", "edge_deploy.deploy", "edge_deploy.fleet",
+                 "edge_deploy.cli", "edge_deploy.convert", "edge_deploy.certs", "edge_deploy.doctor",
+                 "edge_deploy.parity", "edge_deploy.artifact")
 
 
 def reachable(graph: dict[str, set[str]], roots: list[str]) -> dict[str, list[str]]:
@@ -142,7 +187,7 @@ def test_the_client_never_reaches_training_or_the_other_stages() -> None:
 
 def test_lanedet_does_not_import_the_pipeline_stages() -> None:
     stages = ("edge_deploy.export", "edge_deploy.engine", "edge_deploy.repository", "edge_deploy.serve",
-              "edge_deploy.client", "edge_deploy.cli", "edge_deploy.convert")
+              "edge_deploy.deploy", "edge_deploy.client", "edge_deploy.cli", "edge_deploy.convert")
     graph = import_graph()
     offending = {m: sorted(t for t in targets if t.startswith(stages))
                  for m, targets in graph.items() if m.startswith("edge_deploy.lanedet")}

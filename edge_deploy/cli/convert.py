@@ -242,7 +242,7 @@ def convert(**given: Any) -> None:
                            f"{os_error_message(exc)}") from exc
     _print_summary(console, result)
     if options.install:
-        from ..repository.install import install as install_artifact
+        from ..deploy.install import install as install_artifact
 
         console.print(install_artifact(result.artifact_dir, options.repository, options.name, reporter=reporter))
 

@@ -66,16 +66,19 @@ def install(
                                  "served).", show_default=False)] = None,
 ) -> None:
     """Install an artifact as the next version of a model; a running server loads it."""
+    from ..deploy.install import install_with
+    from ..deploy.options import InstallOptions
+    from ..precision import Precision
     from ..progress import ConsoleReporter
-    from ..repository.install import install as do_install
 
     if no_pipeline and pipeline is not None:
         raise RepositoryError(f"--pipeline {pipeline.value} and --no-pipeline contradict each other; pass one of them.")
-    result = do_install(
-        artifact, repository, name, runtime=runtime, pipeline=False if no_pipeline else pipeline, max_queue_delay_us=max_queue_delay_us,
-        instances=instances, warmup=warmup, keep=keep, force=force, tritonserver=tritonserver,
-        reporter=ConsoleReporter(), fp16=fp16,
+    options = InstallOptions(
+        artifact, repository, name, runtime=runtime, pipeline=False if no_pipeline else pipeline,
+        max_queue_delay_us=max_queue_delay_us, instances=instances, warmup=warmup, keep=keep, force=force,
+        tritonserver=tritonserver, precision=None if fp16 is None else Precision.FP16 if fp16 else Precision.FP32,
     )
+    result = install_with(options, ConsoleReporter())
     typer.echo(result.summary())
 
 
@@ -87,7 +90,7 @@ def models(
 ) -> None:
     """List models, their versions and fingerprints, and which version is served."""
 
-    from ..repository.versions import list_models
+    from ..deploy.models import list_models
 
     if not repository.is_dir():
         raise RepositoryError(f"model repository {repository} does not exist; pass --repository or install a model first.")
@@ -134,7 +137,7 @@ def rollback(
 ) -> None:
     """Serve an older version again (newer versions stay on disk)."""
     from ..progress import ConsoleReporter
-    from ..repository.rollback import rollback as do_rollback
+    from ..deploy.rollback import rollback as do_rollback
 
     result = do_rollback(repository, name, to, reporter=ConsoleReporter())
     typer.echo(result.summary())

@@ -17,7 +17,7 @@ LAST_ROLLOUT = "last-rollout.json"
 
 def last_rollout_path(scope: str) -> Path:
     """Where this vehicle keeps the result of its last rollout."""
-    from ..serve.record import state_dir
+    from ..state import state_dir
 
     return state_dir(scope) / "fleet" / LAST_ROLLOUT
 
@@ -63,7 +63,7 @@ def report(repository: Path, name: str, scope: str) -> dict[str, Any]:
         out["health_detail"] = f"{repository} has no model {name!r}"
         return out
     try:
-        from ..repository.versions import list_models
+        from ..deploy.models import list_models
 
         info = next(i for i in list_models(repository, name) if i.name == name)
     except (EdgeDeployError, StopIteration) as exc:

@@ -34,9 +34,9 @@ from typing import Any, Iterator
 
 from ..errors import RepositoryError, os_error_message
 from ..fsutil import fsync_dir, write_bytes_atomic
+from ..triton_layout import CONFIG
 from . import model_config as mc
 
-CONFIG = "config.pbtxt"
 LOCK_NAME = ".edge-deploy.lock"
 TMP_PREFIX = ".edge-deploy-tmp-"
 STAGING_DIR = ".edge-deploy-staging"

@@ -37,6 +37,8 @@ from typing import Any
 
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, IOSignature, Manifest, TensorSpec
 from ..errors import RepositoryError
+from ..precision import Precision
+from ..triton_layout import config_pb2 as _pb, parse_config, policy_versions  # noqa: F401 - read here too
 from ..lanedet.contract import (
     FRAME,
     LANES,
@@ -70,10 +72,8 @@ DATATYPES = ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "IN
 
 
 
-def _pb():
-    from tritonclient.grpc import model_config_pb2
-
-    return model_config_pb2
+# The ONNX file an ONNX runtime serves, by precision (an INT8 model is a plan only).
+SERVED_ONNX = {Precision.FP16: FP16_ONNX_NAME, Precision.FP32: ONNX_NAME}
 
 
 @dataclass
@@ -83,11 +83,21 @@ class ConfigOptions:
     max_queue_delay_us: int | None = None
     instances: int = 1
     warmup: bool = False
-    fp16: bool = False  # ONNX runtimes serve model_fp16.onnx (an FP16 artifact, or install --fp16)
+    precision: Precision = Precision.FP32  # of the ONNX file ONNX runtimes serve: FP16 is model_fp16.onnx
+
+    def __post_init__(self) -> None:
+        if self.precision not in SERVED_ONNX:
+            raise RepositoryError(f"an ONNX runtime serves {' or '.join(map(str, SERVED_ONNX))}, not {self.precision}.")
+
+    @property
+    def onnx_file(self) -> str:
+        """The artifact's ONNX file that ONNX runtimes serve (as model.onnx in the version directory)."""
+        return SERVED_ONNX[self.precision]
 
     def to_dict(self) -> dict[str, Any]:
+        # "fp16" too: what an older edge-deploy reads when it rolls back to this version.
         return {"max_queue_delay_us": self.max_queue_delay_us, "instances": self.instances, "warmup": self.warmup,
-                "fp16": self.fp16}
+                "precision": self.precision.value, "fp16": self.precision is Precision.FP16}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ConfigOptions":
@@ -95,16 +105,24 @@ class ConfigOptions:
             max_queue_delay_us=data.get("max_queue_delay_us"),
             instances=int(data.get("instances", 1)),
             warmup=bool(data.get("warmup", False)),
-            fp16=bool(data.get("fp16", False)),
+            precision=_stored_precision(data),
         )
+
+
+def _stored_precision(data: dict[str, Any]) -> Precision:
+    """The precision an install record's options give (before "precision", a bool "fp16")."""
+    try:
+        return Precision(data["precision"])
+    except (KeyError, ValueError):
+        return Precision.FP16 if data.get("fp16") else Precision.FP32
 
 
 def served_io(manifest: Manifest, runtime: str, options: ConfigOptions | None = None) -> IOSignature:
     """The I/O of the file a runtime serves: the plan's (that of the ONNX it was built from), model_fp16.onnx's
-    with options.fp16, else model.onnx's."""
+    for an FP16 options.precision, else model.onnx's."""
     if runtime == "tensorrt":
         return manifest.plan_io
-    if options is not None and options.fp16:
+    if options is not None and options.precision is Precision.FP16:
         return manifest.io_of(FP16_ONNX_NAME)
     return manifest.io
 
@@ -391,22 +409,3 @@ def config_text(config: Any) -> str:
         lines.insert(at, "max_batch_size: 0\n")
         text = "".join(lines)
     return text
-
-
-def parse_config(text: str) -> Any:
-    """Parse config.pbtxt text into a ModelConfig."""
-    from google.protobuf import text_format
-
-    return text_format.Parse(text, _pb().ModelConfig())
-
-
-def policy_versions(config: Any, available: list[int]) -> list[int]:
-    """Which of `available` versions a config's version_policy selects (Triton's rule)."""
-    which = config.version_policy.WhichOneof("policy_choice")
-    ordered = sorted(available)
-    if which == "all":
-        return ordered
-    if which == "specific":
-        return [v for v in ordered if v in set(config.version_policy.specific.versions)]
-    num = config.version_policy.latest.num_versions if which == "latest" else 1
-    return ordered[-max(num, 1):] if ordered else []

@@ -21,7 +21,7 @@ from ..errors import EdgeDeployError, RepositoryError
 from . import model_config as mc
 from .files import CONFIG, NewVersion
 from .pipeline_kind import BLS_SPEC, PipelineKind
-from .serving import policy_now
+from ..triton_layout import policy_now
 from .versions import INSTALL_RECORD, PIPELINE_SUFFIXES, read_config, read_json
 
 # record(runtime, role, pipeline kind or None) -> install.json bytes

@@ -20,36 +20,26 @@ from . import model_config as mc
 
 @dataclass(frozen=True)
 class RuntimeChoice:
-    """The runtime, why it was chosen, and whether it serves model_fp16.onnx."""
+    """The runtime, why it was chosen, and the precision of the ONNX file it serves (FP16: model_fp16.onnx)."""
 
     runtime: str
     why: str
-    fp16: bool
+    precision: Precision
 
 
-def _server_backends(tritonserver: Path | str | None) -> list[str] | None:
-    from ..serve.discovery import find_tritonserver
+def choose_runtime(artifact: Path, manifest: Manifest, requested: str | None, backends: list[str] | None, *,
+                   precision: Precision | None = None, pipeline: bool = False) -> RuntimeChoice:
+    """The runtime and the file it serves; `backends`: those of the tritonserver found here (None: none found).
 
-    try:
-        return find_tritonserver(tritonserver).backends()
-    except EdgeDeployError:
-        return None
-
-
-def choose_runtime(artifact: Path, manifest: Manifest, requested: str | None,
-                   tritonserver: Path | str | None = None, *, fp16: bool | None = None,
-                   pipeline: bool = False) -> RuntimeChoice:
-    """The runtime and the file it serves.
-
-    fp16: True serves model_fp16.onnx with an ONNX Runtime runtime (the plan is not considered); False serves
+    precision: FP16 serves model_fp16.onnx with an ONNX Runtime runtime (the plan is not considered); FP32 serves
     model.onnx or the plan; None follows the manifest's precision (model_fp16.onnx where no plan is served).
     """
-    if fp16 is not None:
-        runtime, why = _runtime(artifact, requested, tritonserver, fp16=fp16)
-        return RuntimeChoice(runtime, why, fp16)
-    runtime, why = _runtime(artifact, requested, tritonserver, fp16=False)
+    if precision is not None:
+        runtime, why = _runtime(artifact, requested, backends, precision=precision)
+        return RuntimeChoice(runtime, why, precision)
+    runtime, why = _runtime(artifact, requested, backends, precision=Precision.FP32)
     if runtime == "tensorrt" or manifest.precision is not Precision.FP16:
-        return RuntimeChoice(runtime, why, False)
+        return RuntimeChoice(runtime, why, Precision.FP32)
     if not (artifact / FP16_ONNX_NAME).is_file():
         raise RepositoryError(
             f"{artifact} was converted for fp16 but has no {FP16_ONNX_NAME}; convert it again, or install "
@@ -57,14 +47,14 @@ def choose_runtime(artifact: Path, manifest: Manifest, requested: str | None,
         )
     if pipeline and manifest.io_of(FP16_ONNX_NAME) != manifest.io:
         return RuntimeChoice(runtime, f"{why}; {ONNX_NAME}, not {FP16_ONNX_NAME}: the pipeline needs FP32 I/O and "
-                                      "this FP16 model has FP16 I/O (--fp16-io)", False)
+                                      "this FP16 model has FP16 I/O (--fp16-io)", Precision.FP32)
     return RuntimeChoice(runtime, f"{why}; {FP16_ONNX_NAME}: the artifact was converted for fp16 (--no-fp16 "
-                                  f"serves {ONNX_NAME})", True)
+                                  f"serves {ONNX_NAME})", Precision.FP16)
 
 
-def _runtime(artifact: Path, requested: str | None, tritonserver: Path | str | None, *,
-             fp16: bool) -> tuple[str, str]:
-    onnx_name = FP16_ONNX_NAME if fp16 else ONNX_NAME
+def _runtime(artifact: Path, requested: str | None, backends: list[str] | None, *, precision: Precision) -> tuple[str, str]:
+    fp16 = precision is Precision.FP16
+    onnx_name = mc.SERVED_ONNX[precision]
     has_plan = (artifact / PLAN_NAME).is_file() and not fp16
     has_onnx = (artifact / onnx_name).is_file()
     if fp16 and requested == "tensorrt":
@@ -88,7 +78,6 @@ def _runtime(artifact: Path, requested: str | None, tritonserver: Path | str | N
         return requested, "requested with --runtime"
     if not has_plan and not has_onnx:
         raise RepositoryError(f"{artifact} has neither model.plan nor model.onnx; re-run `edge-deploy convert`.")
-    backends = _server_backends(tritonserver)
     if has_plan and (backends is None or "tensorrt" in backends or not has_onnx):
         return "tensorrt", "the artifact has a TensorRT plan"
     if backends is not None and "onnxruntime" in backends:
@@ -113,25 +102,6 @@ def check_plan_fingerprint(manifest: Manifest, force: bool, reporter: Reporter) 
         reporter.warn(f"installing a plan that does not fit this machine because of --force: {'; '.join(differences)}")
 
 
-def check_plan_for_server(manifest: Manifest, tritonserver: Path | str | None, force: bool,
-                          reporter: Reporter) -> None:
-    """Refuse a plan the tritonserver found here cannot deserialize (its TensorRT backend links another
-    TensorRT than the one the plan was built with) unless `force`; nothing to check without a server."""
-    from ..serve.discovery import find_tritonserver
-    from ..serve.server_tensorrt import plan_refusal, server_tensorrt
-
-    try:
-        found = find_tritonserver(tritonserver, prepare=False)
-    except EdgeDeployError:
-        return
-    server = server_tensorrt(found)
-    line = plan_refusal("this artifact", manifest, server, found) if server is not None else None
-    if line and not force:
-        raise RepositoryError(f"{line}; --force installs it anyway.")
-    if line:
-        reporter.warn(f"installing because of --force: {line}")
-
-
 def check_model_signature(artifact: Path, manifest: Manifest, runtime: str, options: mc.ConfigOptions,
                           force: bool, reporter: Reporter) -> None:
     """The file the runtime serves, and every ONNX file the artifact lists, must have the manifest's I/O (config.pbtxt
@@ -144,7 +114,7 @@ def check_model_signature(artifact: Path, manifest: Manifest, runtime: str, opti
         if onnx_name in manifest.files:
             check_onnx_signature(artifact / onnx_name, manifest.io_of(onnx_name))
     if runtime != "tensorrt":
-        served = FP16_ONNX_NAME if options.fp16 else ONNX_NAME
+        served = options.onnx_file
         if served not in manifest.files:
             check_onnx_signature(artifact / served, io)
         return

@@ -1,6 +1,7 @@
 """The read side of a model repository: model names, versions, configs, what is served.
 
-Nothing here writes; `edge_deploy.repository.install` does.
+Nothing here writes (`edge_deploy.repository.new_version` does) and nothing asks a server (`edge_deploy.deploy.models`
+adds what one serves).
 """
 from __future__ import annotations
 
@@ -15,10 +16,7 @@ from ..artifact import MANIFEST_NAME, PLAN_NAME, Manifest, PlanRecord, sha256_fi
 from ..engine.fingerprint import plan_mismatch
 from ..errors import EdgeDeployError, RepositoryError
 from ..lanedet import contract
-from ..serve import admin
-from ..serve.checks import repository_models
-from . import model_config as mc
-from .files import CONFIG
+from ..triton_layout import CONFIG, read_config, versions  # noqa: F401 - read_config, versions: the read side
 
 DEFAULT_REPOSITORY = Path("model_repository")
 
@@ -76,25 +74,6 @@ def check_name(name: str) -> str:
     return name
 
 
-def versions(repository: Path, name: str) -> list[int]:
-    """The numeric version directories of a model, ascending ([] when the model does not exist)."""
-    model_dir = Path(repository) / name
-    if not model_dir.is_dir():
-        return []
-    return sorted(int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit() and p.name[0] != "0")
-
-
-def read_config(repository: Path, name: str) -> Any:
-    """The model's config.pbtxt as a ModelConfig."""
-    path = Path(repository) / name / CONFIG
-    try:
-        return mc.parse_config(path.read_text())
-    except OSError as exc:
-        raise RepositoryError(f"{path} is missing or unreadable ({exc.strerror or exc}); reinstall the model.") from exc
-    except Exception as exc:  # noqa: BLE001 - text_format.ParseError
-        raise RepositoryError(f"{path} is not a valid config.pbtxt ({exc}); reinstall the model.") from exc
-
-
 def config_role(config: Any) -> str:
     """What a model is to edge-deploy: "model", "preprocess", "postprocess" or "pipeline" (its config's role)."""
     role = config.parameters[contract.PARAM_ROLE].string_value if contract.PARAM_ROLE in config.parameters else ""
@@ -149,36 +128,3 @@ def version_info(repository: Path, name: str, version: int) -> VersionInfo:
         with contextlib.suppress(EdgeDeployError):
             info.plan_mismatch = list(plan_mismatch(info.plan))
     return info
-
-
-def list_models(repository: Path = DEFAULT_REPOSITORY, name: str | None = None) -> list[ModelInfo]:
-    """Models (or one model and its pipeline companions) with versions and served versions."""
-
-
-    repository = Path(repository)
-    names = repository_models(repository)
-    if name is not None:
-        check_name(name)
-        family = [name, *(name + s for s in PIPELINE_SUFFIXES)]
-        names = [n for n in names if n in family]
-        if not names:
-            raise RepositoryError(f"{repository} has no model {name!r}; see `edge-deploy models --repository {repository}`.")
-    record = admin.live_server(repository)
-    infos = []
-    for model in names:
-        avail = versions(repository, model)
-        try:
-            config = read_config(repository, model)
-        except RepositoryError:
-            role, policy = "unreadable config.pbtxt", []
-        else:
-            role = config_role(config)
-            policy = mc.policy_versions(config, avail)
-        infos.append(ModelInfo(
-            name=model,
-            role=role,
-            versions=[version_info(repository, model, v) for v in avail],
-            policy=policy,
-            served=admin.served_versions(record.url, model, record.client_tls()) if record else None,
-        ))
-    return infos

@@ -5,6 +5,7 @@ import socket
 from pathlib import Path
 
 from ..errors import ServerError
+from ..triton_layout import repository_models
 from .argv import DEFAULT_GRPC_PORT, ServerOptions
 
 
@@ -44,14 +45,6 @@ def check_ports_free(options: ServerOptions) -> None:
                 f"{what} port {address}:{port} is already in use; stop whatever listens there "
                 f"(`ss -ltnp 'sport = :{port}'`) or pick another port (--grpc-port)."
             )
-
-
-def repository_models(repository: Path) -> list[str]:
-    """Names of the models in a Triton model repository (directories holding config.pbtxt)."""
-    repository = Path(repository)
-    if not repository.is_dir():
-        return []
-    return sorted(p.name for p in repository.iterdir() if p.is_dir() and (p / "config.pbtxt").is_file())
 
 
 def check_repository(repository: Path) -> list[str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import ServerError
+from ..state import state_dir
 from .admin import Health, server_live
 from .argv import GRPC_KEY_HEADER, RESTRICTED_KEY_NAME, ServerOptions, generate_key
 from .checks import check_ports_free, check_repository
@@ -32,7 +33,6 @@ from .record import (
     record_path,
     remove_record,
     save_record,
-    state_dir,
 )
 from .systemd import write_private
 

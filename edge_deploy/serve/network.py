@@ -64,7 +64,7 @@ def network_policy(
         tls = server_tls(Path(cert), Path(key), Path(ca), client_cert, client_key)  # type: ignore[arg-type]
     elif not loopback and not insecure:
         from ..certs import SERVER, CertificateAuthority
-        from .record import state_dir
+        from ..state import state_dir
 
         authority = CertificateAuthority(state_dir(scope) / "tls")
         if not authority.cert_path(SERVER).is_file():

@@ -31,8 +31,8 @@ from typing import Any, Iterator
 
 from ..errors import RepositoryError, ServerError
 from ..fsutil import write_json_atomic
+from ..state import state_dir
 
-SYSTEM_STATE_DIR = Path("/etc/edge-deploy")
 
 
 @dataclass
@@ -118,23 +118,6 @@ def process_start(pid: int) -> int | None:
     if fields[0] in ("Z", "X"):  # a zombie is gone for our purposes
         return None
     return int(fields[19])
-
-
-def state_dir(scope: str) -> Path:
-    """Where records live: $EDGE_DEPLOY_STATE_DIR, else /etc/edge-deploy (system) or ~/.config/edge-deploy (user)."""
-    override = os.environ.get("EDGE_DEPLOY_STATE_DIR")
-    if override:
-        if Path(override).exists() and not Path(override).is_dir():
-            # Read as "no server here", it would make install write configs past a running server.
-            raise ServerError(
-                f"EDGE_DEPLOY_STATE_DIR={override} is not a directory, so the servers recorded there cannot be "
-                "found; point it at a directory (or unset it)."
-            )
-        return Path(override)
-    if scope == "system":
-        return SYSTEM_STATE_DIR
-    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(config_home) / "edge-deploy"
 
 
 KINDS = ("foreground", "unit")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..artifact import MANIFEST_NAME, PLAN_NAME, Manifest
 from ..errors import EdgeDeployError, ServerError
+from ..triton_layout import CONFIG, policy_now
 from .discovery import TritonInstall
 from .elf import read_dynamic
 
@@ -128,14 +129,12 @@ def plan_refusal(label: str, manifest: Manifest | None, server: ServerTensorRT, 
 def repository_refusals(repository: Path, install: TritonInstall, root: Path | None = None) -> list[str]:
     """The plans `repository` serves (the versions each config's version_policy selects) that this server's
     TensorRT cannot deserialize, one line each. Versions kept on disk but not served are not asked about."""
-    from ..repository.serving import policy_now
-
     server = server_tensorrt(install, root)
     repository = Path(repository)
     if server is None or server.version is None or not repository.is_dir():
         return []
     lines = []
-    for model_dir in sorted(p for p in repository.iterdir() if (p / "config.pbtxt").is_file()):
+    for model_dir in sorted(p for p in repository.iterdir() if (p / CONFIG).is_file()):
         for version in policy_now(repository, model_dir.name):
             version_dir = model_dir / str(version)
             if not (version_dir / PLAN_NAME).is_file():

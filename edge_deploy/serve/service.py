@@ -19,7 +19,8 @@ from .checks import check_options
 from .discovery import TritonInstall, find_tritonserver
 from .logfile import MIN_MAX_BYTES
 from .network import network_policy
-from .record import claim_holder, state_dir
+from ..state import state_dir
+from .record import claim_holder
 from .server_tensorrt import check_plans_load
 
 if TYPE_CHECKING:

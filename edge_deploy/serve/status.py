@@ -148,7 +148,7 @@ def certs_dir_tls(scope: str):  # noqa: ANN201 - TLSConfig | None
     from ..certs import ADMIN_CLIENT, CertificateAuthority, default_dir
     from ..client.tls import TLSConfig
     from ..errors import ClientError
-    from .record import state_dir
+    from ..state import state_dir
 
     for directory in dict.fromkeys([state_dir(scope) / "tls", default_dir()]):
         authority = CertificateAuthority(directory)

@@ -10,7 +10,7 @@ import pytest
 from small_artifact import make_artifact
 from triton_helpers import run_cli, serving
 
-from edge_deploy.repository.install import install
+from edge_deploy.deploy.install import install
 
 pytestmark = pytest.mark.triton
 

@@ -63,7 +63,7 @@ def test_unreachable_server_is_one_line(tmp_path):
 def tiny_server(tmp_path_factory, laneatt_data):
     from small_artifact import make_artifact
 
-    from edge_deploy.repository.install import install
+    from edge_deploy.deploy.install import install
     from edge_deploy.serve.argv import ServerOptions
     from edge_deploy.serve.discovery import find_tritonserver
     from edge_deploy.serve.process import TritonProcess

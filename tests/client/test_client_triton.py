@@ -156,7 +156,7 @@ def _serve(repo: Path, log: Path):
 def server(tmp_path_factory, laneatt, laneatt16io, tiny_artifact, tiny16_artifact, tiny_fixed3_artifact):
     """One tritonserver for the module: lanedet(+_pipeline), its model_fp16.onnx with FP32 I/O (lanedet16)
     and with FP16 I/O (lanedet16io), tiny(+_pipeline), tiny16 and tiny_fixed3."""
-    from edge_deploy.repository.install import install
+    from edge_deploy.deploy.install import install
 
     work = tmp_path_factory.mktemp("served")
     repo = work / "repo"
@@ -476,7 +476,7 @@ def restart_in_background(proc) -> tuple[threading.Event, threading.Event]:
 def test_a_pipeline_restarted_mid_stream_recovers_for_either_kind(tmp_path, tiny_artifact, kind):
     """Issue 24: the BLS pipeline (one Python model calling tiny) recovers from a server restart as the ensemble
     does: the client re-registers its regions and gets the same lanes, nothing leaked."""
-    from edge_deploy.repository.install import install
+    from edge_deploy.deploy.install import install
 
     repo = tmp_path / "repo"
     install(tiny_artifact, repo, "tiny", runtime="python", pipeline=kind)
@@ -509,7 +509,7 @@ def _wait_until(predicate, seconds: float) -> None:
 def test_server_restarted_mid_stream_the_clients_recover(tmp_path, tiny_artifact):
     import tritonclient.grpc as grpcclient
 
-    from edge_deploy.repository.install import install
+    from edge_deploy.deploy.install import install
 
     repo = tmp_path / "repo"
     install(tiny_artifact, repo, "tiny", runtime="python", pipeline=True)
@@ -572,7 +572,7 @@ def test_a_new_version_with_other_dims_loaded_while_clients_are_connected(tmp_pa
     import tritonclient.grpc as grpcclient
     from small_artifact import make_artifact
 
-    from edge_deploy.repository.install import install
+    from edge_deploy.deploy.install import install
 
     repo = tmp_path / "repo"
     install(tiny_artifact, repo, "tiny", runtime="python")  # 1000 rows

@@ -57,7 +57,7 @@ def with_crop(artifact: Path, crop: dict) -> Path:
 def server(tmp_path_factory, laneatt_data, laneatt_artifact, laneatt_fused_artifact):
     from small_artifact import make_artifact, make_fused_artifact
 
-    from edge_deploy.repository.install import install
+    from edge_deploy.deploy.install import install
     from edge_deploy.serve.argv import ServerOptions
     from edge_deploy.serve.discovery import find_tritonserver
     from edge_deploy.serve.process import TritonProcess

@@ -33,7 +33,7 @@ def toy_served(tmp_path_factory):
     from edge_deploy.convert import convert
     from edge_deploy.export.settings import ExportSettings
     from edge_deploy.export.source import SourceSpec
-    from edge_deploy.repository.install import install
+    from edge_deploy.deploy.install import install
 
     register()
     work = tmp_path_factory.mktemp("toy")

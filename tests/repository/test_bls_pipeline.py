@@ -23,9 +23,9 @@ from triton_helpers import failed_loads, run_cli
 
 from edge_deploy.client.sync_client import LaneDetClient
 from edge_deploy.errors import ClientError, ModelNotReadyError, RepositoryError
-from edge_deploy.repository.install import install
+from edge_deploy.deploy.install import install
 from edge_deploy.repository.model_config import BLS_INSTANCES
-from edge_deploy.repository.rollback import rollback
+from edge_deploy.deploy.rollback import rollback
 from edge_deploy.training.synthetic import road_scene
 
 KEY_NAME = "edge-deploy-key"
@@ -64,7 +64,7 @@ def anchors(laneatt_data) -> Path:
 def test_pipeline_kind_option_records_and_copies(tmp_path, anchors) -> None:
     from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
     from edge_deploy.repository.pipeline_kind import PipelineKind
-    from edge_deploy.repository.serving import load_order
+    from edge_deploy.deploy.server import load_order
     from edge_deploy.repository.triton_models import source
     from edge_deploy.repository.versions import read_config
 

@@ -19,7 +19,7 @@ FORMAT1 = Path(__file__).resolve().parents[1] / "data" / "format1"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from edge_deploy.repository.install import install
+    from edge_deploy.deploy.install import install
 
     work = tmp_path_factory.mktemp("format1")
     arts = {name: Path(shutil.copytree(FORMAT1 / name, work / name)) for name in ("tiny_fp16", "tiny_fused")}
@@ -72,8 +72,8 @@ def test_format1_artifacts_serve_the_lanes_of_their_own_onnx(served) -> None:
 
 def test_a_version_installed_by_the_released_code_rolls_back(served) -> None:
     """The released code copied the format-1 manifest into the version directory verbatim."""
-    from edge_deploy.repository.install import install
-    from edge_deploy.repository.rollback import rollback
+    from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.rollback import rollback
     from edge_deploy.repository.versions import read_config
 
     arts, repo, _ = served

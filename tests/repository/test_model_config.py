@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from edge_deploy.artifact import Manifest, TensorSpec
 from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
+from edge_deploy.precision import Precision
 from edge_deploy.repository import model_config as mc
 LANEATT_DECODE = LANEATT.decode_defaults.to_dict()
 LANEATT_PREPROCESS = LANEATT.preprocess.to_dict()
@@ -161,8 +162,20 @@ def test_served_io_follows_the_file_served() -> None:
     types = lambda config: [t.data_type for t in [*config.input, *config.output]]  # noqa: E731
     fp16, fp32 = [mc.data_type("FP16")] * 2, [mc.data_type("FP32")] * 2
     assert types(mc.model_config(data, name="m", runtime="python")) == fp32
-    assert types(mc.model_config(data, name="m", runtime="python", options=mc.ConfigOptions(fp16=True))) == fp16
+    assert types(mc.model_config(data, name="m", runtime="python", options=mc.ConfigOptions(precision=Precision.FP16))) == fp16
     assert types(mc.model_config(data, name="m", runtime="tensorrt")) == fp16
     data.plan = replace(data.plan, onnx="model.onnx")
     assert types(mc.model_config(data, name="m", runtime="tensorrt")) == fp32
-    assert mc.ConfigOptions.from_dict(mc.ConfigOptions(fp16=True).to_dict()).fp16
+    assert mc.ConfigOptions.from_dict(mc.ConfigOptions(precision=Precision.FP16).to_dict()).precision is Precision.FP16
+
+
+def test_install_options_written_before_precision_still_read() -> None:
+    """install.json of an earlier edge-deploy keeps the served file as a bool "fp16"."""
+    old = {"max_queue_delay_us": None, "instances": 1, "warmup": False, "fp16": True}
+    assert mc.ConfigOptions.from_dict(old).precision is Precision.FP16
+    assert mc.ConfigOptions.from_dict({**old, "fp16": False}).precision is Precision.FP32
+    assert mc.ConfigOptions.from_dict({}).precision is Precision.FP32
+    written = mc.ConfigOptions(precision=Precision.FP16).to_dict()
+    assert written["precision"] == "fp16" and written["fp16"] is True  # an older edge-deploy rolls back to it right
+    with pytest.raises(RepositoryError):
+        mc.ConfigOptions(precision=Precision.INT8)

@@ -9,7 +9,7 @@ import pytest
 from small_artifact import make_artifact
 from triton_helpers import failed_loads
 
-from edge_deploy.repository.install import install
+from edge_deploy.deploy.install import install
 from edge_deploy.serve import record as control
 
 pytestmark = pytest.mark.triton

@@ -17,9 +17,10 @@ from edge_deploy.artifact import Manifest, file_entry
 from edge_deploy.errors import RepositoryError
 from edge_deploy.lanedet import contract
 from edge_deploy.repository.files import TMP_PREFIX, clean_leftovers
-from edge_deploy.repository.install import install
-from edge_deploy.repository.rollback import prune, rollback
-from edge_deploy.repository.versions import list_models, read_config, versions
+from edge_deploy.deploy.install import install
+from edge_deploy.deploy.rollback import prune, rollback
+from edge_deploy.deploy.models import list_models
+from edge_deploy.repository.versions import read_config, versions
 from edge_deploy.serve import admin
 from edge_deploy.serve import record as control
 
@@ -124,7 +125,7 @@ def test_of_two_healthy_versions_that_served_the_newer_is_kept(tmp_path, artifac
     # Only `history.last_good` decides here: 6 is newest (and what the config selects), keep=1 keeps it, and of the
     # two versions that served and were never rolled back from (2 and 4), the newer must stay, the older may go.
     from edge_deploy.repository.history import VersionHistory, record_served
-    from edge_deploy.repository.rollback import prune_versions
+    from edge_deploy.repository.prune import prune_versions
 
     assert VersionHistory(served=[2, 4]).last_good([1, 2, 3, 4, 5]) == 4
     assert VersionHistory(served=[2, 4], failed={4: "rolled back to version 2"}).last_good([1, 2, 3, 4]) == 2
@@ -138,7 +139,7 @@ def test_of_two_healthy_versions_that_served_the_newer_is_kept(tmp_path, artifac
 
 def test_the_newest_version_that_served_is_kept_and_rollback_skips_failed_versions(tmp_path, artifacts) -> None:
     # What a server confirmed is recorded by install/rollback (against the real server in
-    # test_install_safety.py); here the record is written as install writes it, and versions are added
+    # tests/deploy/test_install_safety.py); here the record is written as install writes it, and versions are added
     # while the server is down (files only, never served): the last version that served must stay.
     from edge_deploy.repository.history import STATE_NAME, read_history, record_served
 
@@ -180,9 +181,9 @@ def test_only_version_directories_are_versions(tmp_path, artifacts) -> None:
 
 def test_a_refused_load_pins_the_newest_version_served_before(tmp_path, artifacts) -> None:
     # What install does when the server refuses the new version (the load itself is tested against the
-    # real server in test_repository_triton.py): with a hand-edited policy serving several versions,
+    # real server in tests/deploy/test_repository_triton.py): with a hand-edited policy serving several versions,
     # the config goes back to the newest of them, with that version's own I/O.
-    from edge_deploy.repository.serving import pin_previous
+    from edge_deploy.repository.pinning import pin_previous
 
     repo = tmp_path / "repo"
     for art in ("b", "a", "b"):

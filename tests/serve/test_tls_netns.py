@@ -82,7 +82,7 @@ def tls_of(authority, name: str, **extra) -> dict:  # noqa: ANN001
 @pytest.fixture(scope="module")
 def served(link, pki, tmp_path_factory, tiny_artifact):
     """`edge-deploy serve --foreground` on 10.77.0.1 in the server namespace (TLS from the state dir)."""
-    from edge_deploy.repository.install import install
+    from edge_deploy.deploy.install import install
 
     state, ca, _ = pki
     work = tmp_path_factory.mktemp("tls-served")
@@ -271,7 +271,7 @@ def test_health_finds_a_starting_foreground_tls_server_and_its_address(link, pki
     plaintext for the whole wait (the server record, with its TLS identity, is written once the server is ready);
     `health --repository R` without --url dialed 127.0.0.1:8001 instead of the address in the record; and the
     foreground server claimed IPAddressAllow= that only the unit enforces."""
-    from edge_deploy.repository.install import install
+    from edge_deploy.deploy.install import install
 
     state, _, _ = pki
     env = _env(state)

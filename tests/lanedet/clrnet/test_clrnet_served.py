@@ -28,7 +28,7 @@ def _same_lanes(got, want) -> None:
 
 @pytest.fixture(scope="module")
 def served(clrnet_artifact, tmp_path_factory):
-    from edge_deploy.repository.install import install
+    from edge_deploy.deploy.install import install
 
     _, artifact = clrnet_artifact
     work = tmp_path_factory.mktemp("clrnet_served")

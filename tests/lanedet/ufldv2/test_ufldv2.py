@@ -208,7 +208,7 @@ def test_fuse_preprocess_is_a_bilinear_crop_and_resize_with_its_difference_recor
 
 @pytest.fixture(scope="module")
 def served(tusimple):
-    from edge_deploy.repository.install import install
+    from edge_deploy.deploy.install import install
 
     work, _, artifact = tusimple
     repo = work / "repo"
@@ -288,7 +288,7 @@ def served_small(tmp_path_factory):
     """The negligible-compute CULane stand-in (tests/support/small_artifact.py, the real I/O) served as `ufl`."""
     from small_artifact import make_ufldv2_artifact
 
-    from edge_deploy.repository.install import install
+    from edge_deploy.deploy.install import install
 
     work = tmp_path_factory.mktemp("ufldv2_small")
     artifact = make_ufldv2_artifact(work / "art", "culane")

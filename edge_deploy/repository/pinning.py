@@ -1,4 +1,4 @@
-"""A repository and the server that serves it: find the live server, ask it to load, pin configs to versions."""
+"""Pin a model's config to one of its versions (rollback, and the way back after a refused load)."""
 from __future__ import annotations
 
 import contextlib
@@ -8,54 +8,10 @@ from typing import Any
 from ..artifact import MANIFEST_NAME, ONNX_NAME, PLAN_NAME, Manifest, sha256_file
 from ..errors import EdgeDeployError, RepositoryError
 from ..fsutil import write_bytes_atomic
-from ..progress import Reporter
 from . import model_config as mc
 from .files import CONFIG
 from .pipeline_kind import BLS_SPEC, PipelineKind, kind_of_record
-from .versions import INSTALL_RECORD, read_config, read_json, versions
-
-
-def load_order(models: list[str]) -> list[str]:
-    """What to ask the server to load: just the ensemble when there is one, else every model, the lane model
-    before its BLS pipeline.
-
-    Loading an ensemble in explicit mode reloads its changed composing models with it, as
-    one step; loading the lane model alone first would make Triton re-check the ensemble
-    against the old pre/postprocess configs (and fail) whenever the I/O dims change. A BLS
-    pipeline (`install --pipeline bls`) composes nothing Triton knows of, so the model it calls goes
-    first. The names tell the kinds apart: a version of an ensemble pipeline always comes with a
-    NAME_postprocess of the same version, a BLS pipeline's never does.
-    """
-    ensembles = [m for m in models if m.endswith("_pipeline") and m[: -len("_pipeline")] + "_postprocess" in models]
-    if ensembles:
-        return ensembles
-    return sorted(models, key=lambda m: m.endswith("_pipeline"))
-
-
-def server_for(repository: Path, reporter: Reporter) -> Any:
-    """The live server record for the repository, its key checked readable before anything is written."""
-    from ..serve import admin
-    from ..serve.record import find_record, prune_stale_records, read_key
-
-    for note in prune_stale_records(repository):
-        reporter.warn(note)
-    record = find_record(repository)
-    if record is None:
-        return None
-    if not admin.server_live(record.url, tls=record.client_tls()):
-        reporter.warn(f"the server recorded for {repository} ({record.url}) does not answer; writing files only.")
-        return None
-    read_key(record)
-    return record
-
-
-def policy_now(repository: Path, model: str) -> list[int]:
-    if not (repository / model / CONFIG).is_file():
-        return []
-    try:
-        return mc.policy_versions(read_config(repository, model), versions(repository, model))
-    except RepositoryError:
-        return []
+from .versions import INSTALL_RECORD, read_json
 
 
 def pin_previous(repository: Path, previous: dict[str, list[int]]) -> None:

@@ -16,7 +16,7 @@ import pytest
 from small_artifact import make_artifact
 
 from edge_deploy.errors import RepositoryError
-from edge_deploy.repository.install import install
+from edge_deploy.deploy.install import install
 
 
 ANCHORS = "anchors_2784x77.npy"  # in laneatt_data: LaneATT's anchor table (small_artifact's rows)

@@ -12,7 +12,7 @@ from small_artifact import make_artifact, make_unloadable
 from triton_helpers import failed_loads
 
 from edge_deploy.repository import model_config as mc
-from edge_deploy.repository.install import install
+from edge_deploy.deploy.install import install
 
 pytestmark = pytest.mark.triton
 
@@ -92,7 +92,7 @@ def test_explicit_mode_with_key_install_rollback_and_refused_load(tmp_path, lane
     from tritonclient.utils import InferenceServerException
 
     from edge_deploy.errors import RepositoryError
-    from edge_deploy.repository.rollback import rollback
+    from edge_deploy.deploy.rollback import rollback
     from edge_deploy.repository.versions import read_config
     from edge_deploy.serve import admin
     from edge_deploy.serve import record as control

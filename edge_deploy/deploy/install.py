@@ -1,0 +1,208 @@
+"""Install: write an artifact as the next version of a model (edge_deploy.repository), have the running server load
+it (edge_deploy.serve), record what serves, prune. Each step in this order, once per install."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..artifact import Manifest
+from ..errors import EdgeDeployError, RepositoryError
+from ..precision import Precision
+from ..progress import Reporter
+from ..repository import model_config as mc
+from ..repository.files import NewVersion, check_writable, clean_leftovers, publish, repository_error, repository_lock
+from ..repository.history import check_state, record_failed, record_served
+from ..repository.new_version import DEFAULT_NAME, check_new_models, next_version, plan_versions
+from ..repository.pinning import pin_previous
+from ..repository.pipeline_kind import PipelineKind
+from ..repository.pipelines import bls_unchanged, installed_kind
+from ..repository.prune import prune_versions
+from ..repository.runtime import RuntimeChoice, check_model_signature, choose_runtime
+from ..repository.versions import DEFAULT_REPOSITORY
+from ..serve import admin
+from ..serve.record import ServerRecord
+from ..triton_layout import policy_now, versions
+from .options import InstallOptions
+from .rollback import served_line
+from .server import check_plan_for_server, load_order, served, server_backends, server_for
+
+
+@dataclass
+class InstallResult:
+    """What `install` did."""
+
+    name: str
+    version: int
+    runtime: str
+    repository: Path
+    models: list[str]
+    pruned: dict[str, list[int]] = field(default_factory=dict)
+    kept: dict[str, list[int]] = field(default_factory=dict)  # what is left of a model --keep pruned
+    served: dict[str, list[int]] | None = None  # None: no running server for this repository
+    server_url: str | None = None
+    evaluation: str | None = None  # the F1 convert --eval-data recorded, one line
+
+    def summary(self) -> str:
+        """What a person wants to read after an install (a few lines)."""
+        lines = [f"installed {', '.join(self.models)} version {self.version} ({self.runtime}) in {self.repository}"]
+        if self.evaluation:
+            lines.append(self.evaluation)
+        lines += [f"pruned {m} versions {', '.join(map(str, v))} (kept {', '.join(map(str, self.kept.get(m, [])))})"
+                  for m, v in self.pruned.items()]
+        lines.append(served_line(self.served, self.server_url, self.repository))
+        return "\n".join(lines)
+
+    __str__ = __rich__ = summary  # rich prints the summary too
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What an install will write, checked before anything is."""
+
+    manifest: Manifest
+    kind: PipelineKind | None
+    choice: RuntimeChoice
+    items: list[NewVersion]
+
+
+def install(
+    artifact_dir: Path,
+    repository: Path = DEFAULT_REPOSITORY,
+    name: str = DEFAULT_NAME,
+    *,
+    runtime: str | None = None,
+    pipeline: bool | str | PipelineKind | None = None,
+    max_queue_delay_us: int | None = None,
+    instances: int = 1,
+    warmup: bool = False,
+    keep: int | None = None,
+    force: bool = False,
+    tritonserver: Path | str | None = None,
+    reporter: Reporter | None = None,
+    fp16: bool | None = None,
+) -> InstallResult:
+    """Install an artifact as the next version of NAME (and its pipeline with `pipeline`).
+
+    pipeline=None installs the pipeline models when NAME already has them, of the kind it has (so a
+    pipeline never pairs a new model with a stale pre/postprocess); True (the ensemble, as before kinds),
+    "ensemble", "bls" (one Python model calling NAME through BLS: pipeline_kind.py) or False force it.
+    Everything is checked before the repository is touched. When a server launched
+    by `edge-deploy serve` serves the repository, it is asked to load the new version;
+    a refused load fails the command (the server keeps serving the old version, and the
+    config is pinned back to it). fp16: None serves what convert recorded (model_fp16.onnx for an FP16
+    artifact where no plan is served); True/False override (`--fp16/--no-fp16`). The same as
+    `install_with(InstallOptions(...))`.
+    """
+    options = InstallOptions(
+        artifact_dir, repository, name, runtime=runtime, pipeline=pipeline, max_queue_delay_us=max_queue_delay_us,
+        instances=instances, warmup=warmup, keep=keep, force=force, tritonserver=tritonserver,
+        precision=None if fp16 is None else Precision.FP16 if fp16 else Precision.FP32,
+    )
+    return install_with(options, reporter)
+
+
+def install_with(options: InstallOptions, reporter: Reporter | None = None) -> InstallResult:
+    """Install as `options` say (see `install`)."""
+    from ..evaluate.record import evaluation_summary
+
+    reporter = reporter or Reporter()
+    repository = options.repository
+    with reporter.stage("check artifact"):
+        plan = _plan(options, reporter)
+        record = server_for(repository, reporter)
+    reporter.info(f"runtime: {plan.choice.runtime} ({plan.choice.why})")
+    result = InstallResult(name=options.name, version=0, runtime=plan.choice.runtime, repository=repository,
+                           models=[i.model for i in plan.items],
+                           evaluation=evaluation_summary(plan.manifest.evaluation))
+    with repository_lock(repository):
+        previous, keep_serving = _write(options, plan, result, reporter)
+        if record is not None:
+            _load(record, repository, result, previous, keep_serving, reporter)
+        if options.keep is not None:
+            # Only now: the new version is complete on disk and, with a server, confirmed served.
+            # A failed load above has raised, so the versions that still serve are never pruned; nor is
+            # the version this install replaced (what a failed rollout rolls back to): prune_versions.
+            _prune(repository, options.keep, plan.items, result, previous)
+    return result
+
+
+def _plan(options: InstallOptions, reporter: Reporter) -> _Plan:
+    """The checked artifact, runtime and new versions; RepositoryError for anything that would not install."""
+    artifact, repository = options.artifact, options.repository
+    try:
+        manifest = Manifest.read(artifact)
+        manifest.verify_files(artifact)
+    except RepositoryError:
+        raise
+    except EdgeDeployError as exc:
+        raise RepositoryError(str(exc)) from exc
+    kind = installed_kind(repository, options.name) if options.follows_installed else options.kind
+    # The server decides the runtime only when none is asked for.
+    backends = server_backends(options.tritonserver) if options.runtime is None else None
+    choice = choose_runtime(artifact, manifest, options.runtime, backends, precision=options.precision,
+                            pipeline=kind is not None)
+    config = mc.ConfigOptions(max_queue_delay_us=options.max_queue_delay_us, instances=options.instances,
+                              warmup=options.warmup, precision=choice.precision)
+    if choice.runtime == "tensorrt":
+        check_plan_for_server(manifest, options.tritonserver, options.force, reporter)
+    check_model_signature(artifact, manifest, choice.runtime, config, options.force, reporter)
+    items = plan_versions(artifact, manifest, options.name, choice.runtime, config, kind)
+    check_writable(repository)
+    check_state(repository)
+    check_new_models(repository, items)
+    return _Plan(manifest, kind, choice, items)
+
+
+def _write(options: InstallOptions, plan: _Plan, result: InstallResult,
+           reporter: Reporter) -> tuple[dict[str, list[int]], list[str]]:
+    """Publish the new versions (the lock held); the versions each model's config selected before, and the models
+    the server need not load."""
+    repository = options.repository
+    try:
+        clean_leftovers(repository)
+        version = next_version(repository, options.name, plan.items)
+        previous = {i.model: policy_now(repository, i.model) for i in plan.items}
+        # A BLS pipeline that would do what the served one does keeps serving: it calls the new NAME itself.
+        keep_serving = [i.model for i in plan.items
+                        if plan.kind is PipelineKind.BLS and bls_unchanged(repository, i, previous[i.model])]
+        result.version = version
+        with reporter.stage(f"write {options.name} version {version}"):
+            for item in plan.items:
+                publish(repository, version, item)
+    except OSError as exc:
+        raise repository_error(f"install into {repository}", exc) from exc
+    return previous, keep_serving
+
+
+def _load(record: ServerRecord, repository: Path, result: InstallResult, previous: dict[str, list[int]],
+          keep_serving: list[str], reporter: Reporter) -> None:
+    """Have the server load the new version and record what it serves; after a refused load the configs are pinned
+    back to what served before."""
+    result.server_url = record.url
+    with reporter.stage(f"load on {record.url}"):
+        try:
+            admin.load_models(record, load_order([m for m in result.models if m not in keep_serving]))
+        except RepositoryError:
+            pin_previous(repository, previous)
+            for model in result.models:  # counts for nothing when --keep prunes
+                record_failed(repository, model, [result.version], "the server refused to load it")
+            raise
+    result.served = served(record, result.models)
+    for model, now in result.served.items():
+        record_served(repository, model, now)
+
+
+def _prune(repository: Path, keep: int, items: list[NewVersion], result: InstallResult,
+           previous: dict[str, list[int]]) -> None:
+    try:
+        for item in items:
+            model = item.model
+            now = (result.served or {}).get(model, [])
+            # The config is the one just written (a refused load has raised): what it selects needs no reading.
+            selected = mc.policy_versions(item.config, versions(repository, model))
+            pruned = prune_versions(repository, model, keep, now, replaced=previous[model], selected=selected)
+            if pruned:
+                result.pruned[model] = pruned
+                result.kept[model] = versions(repository, model)
+    except OSError as exc:
+        raise repository_error(f"prune old versions in {repository}", exc) from exc
