@@ -16,6 +16,7 @@ from ..errors import ConvertError, one_line
 from ..lanedet.family import LEGACY_FAMILY, DecodeDefaultsError, DecodeParams, family_for_outputs, get_family
 from ..parity import ort_session, parity_inputs, run_ort, tolerance_report
 from ..progress import Reporter
+from ..records import ExportReport, ParityReport, SimplifyReport, Tolerance
 from .finite_weights import check_finite_weights
 from .fp16_onnx import make_fp16_onnx
 from .onnx_export import (
@@ -94,21 +95,21 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
             ) from exc
         ort_outputs = run_ort(session, settings.input_name, inputs)
 
-    simplify_report: dict[str, Any] = {"applied": False, "reason": "disabled (--no-simplify)"}
+    simplify_report = SimplifyReport(applied=False, reason="disabled (--no-simplify)")
     if settings.simplify:
         with reporter.stage("simplify"):
             simplify_report, ort_outputs = simplify_onnx(onnx_path, settings.input_name, inputs, ort_outputs,
                                                          names, settings.atol, settings.rtol)
-            if not simplify_report["applied"]:
-                reporter.warn(f"kept the unsimplified graph: {simplify_report['reason']}")
+            if not simplify_report.applied:
+                reporter.warn(f"kept the unsimplified graph: {simplify_report.reason}")
 
     with reporter.stage("parity"):
         parity = tolerance_report(names, reference, ort_outputs, settings.atol, settings.rtol)
         for name, entry in parity.items():
-            if not entry["ok"]:
+            if not entry.ok:
                 raise ConvertError(
                     f"parity check failed: output {name!r} differs between torch and ONNX Runtime by "
-                    f"{entry['max_abs']:.3g} (max abs; rel {entry['max_rel']:.3g}) beyond atol {settings.atol:g} / "
+                    f"{entry.max_abs:.3g} (max abs; rel {entry.max_rel:.3g}) beyond atol {settings.atol:g} / "
                     f"rtol {settings.rtol:g}; the export does not reproduce the model."
                 )
 
@@ -134,21 +135,21 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
         family=family.name if family else None,
         source=loaded.source,
         files={ONNX_NAME: file_entry(onnx_path)},
-        export={
-            "exporter": f"torch {torch.__version__} (TorchScript-based torch.onnx.export)",
-            "onnx": onnx.__version__,
-            "opset": settings.opset,
-            "ir_version": int(final_model.ir_version),
-            "trace_batch": int(example_np.shape[0]),
-            "simplify": simplify_report,
-        },
-        parity={
-            "reference": "torch (CPU, FP32) vs ONNX Runtime (CPUExecutionProvider, FP32)",
-            "tolerance": {"atol": settings.atol, "rtol": settings.rtol},
-            "batches": settings.batch.ends(),
-            "seed": settings.seed,
-            "outputs": {n: {"max_abs": e["max_abs"], "max_rel": e["max_rel"]} for n, e in parity.items()},
-        },
+        export=ExportReport(
+            exporter=f"torch {torch.__version__} (TorchScript-based torch.onnx.export)",
+            onnx=onnx.__version__,
+            opset=settings.opset,
+            ir_version=int(final_model.ir_version),
+            trace_batch=int(example_np.shape[0]),
+            simplify=simplify_report,
+        ),
+        parity=ParityReport(
+            reference="torch (CPU, FP32) vs ONNX Runtime (CPUExecutionProvider, FP32)",
+            tolerance=Tolerance(atol=settings.atol, rtol=settings.rtol),
+            batches=tuple(settings.batch.ends()),
+            seed=settings.seed,
+            outputs={n: replace(e, ok=None) for n, e in parity.items()},  # "ok" is implied: it passed
+        ),
         fp16=fp16,
     )
     if settings.fp16_onnx:

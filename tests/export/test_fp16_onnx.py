@@ -82,17 +82,18 @@ def test_io_stays_fp32_by_default_and_fp16_io_makes_it_fp16(tmp_path: Path) -> N
 def test_it_is_verified_with_onnx_runtime_and_recorded(tmp_path: Path) -> None:
     directory, manifest = _lane_artifact(tmp_path / "a")
     section = make_fp16_onnx(directory, manifest)
-    check = section["verify"]
-    assert check["passed"] and check["batches"] == [1, 4, 4]  # parity batches, then the road frames
-    assert "ONNX Runtime" in check["reference"]
-    out = check["outputs"]["predict_lanes"]
-    assert 0 < out["max_abs"] < 1.0 and out["max_rel"] < 1e-3  # FP16 rounding, nothing worse
-    lanes = check["lanes"]
-    assert lanes["images"] == 9 and lanes["lanes_fp16"] == lanes["lanes_fp32"] > 0
-    assert lanes["mean_dx_px"] <= MAX_LANE_DX_PX == lanes["max_mean_dx_px"] == 1.0
-    assert section["f1"] is None  # the evaluation's hook
-    assert "onnxconverter-common" in section["converter"]
-    assert manifest.fp16["onnx"] is section and manifest.fp16["nodes"]  # the report stays beside it
+    check = section.verify
+    assert check.passed and check.batches == (1, 4, 4)  # parity batches, then the road frames
+    assert "ONNX Runtime" in check.reference
+    out = check.outputs["predict_lanes"]
+    assert 0 < out.max_abs < 1.0 and out.max_rel < 1e-3  # FP16 rounding, nothing worse
+    lanes = check.lanes
+    assert lanes.images == 9 and lanes.lanes_fp16 == lanes.lanes_fp32 > 0
+    assert lanes.mean_dx_px <= MAX_LANE_DX_PX == lanes.max_mean_dx_px == 1.0
+    assert section.f1 is None and section.to_dict()["f1"] is None  # the evaluation's hook, written as null
+    assert "onnxconverter-common" in section.converter
+    assert manifest.fp16.onnx is section and manifest.fp16.nodes  # the report stays beside it
+    assert check.problems is None and "problems" not in section.to_dict()["verify"]  # said, not recorded
     assert manifest.files[FP16_ONNX_NAME].sha256 == sha256_file(directory / FP16_ONNX_NAME)
     manifest.verify_files(directory)
     assert not list(directory.glob(".*tmp*"))
