@@ -373,10 +373,12 @@ class Manifest:
             _check_section_types(data)
             decode = _decode_type(data.get("family")).from_dict(data["decode"])
             preprocess = PreprocessSpec.from_dict(data["preprocess"])
+            plan = PlanRecord.from_dict(data["plan"]) if data.get("plan") is not None else None
+            if not _is_precision(data["precision"]):
+                raise TypeError(f"precision is {data['precision']!r}, not {_PLAN_TYPES['precision'][1]}")
             precision = Precision(data["precision"])
             io = IOSignature.from_dict(data["io"])
             files = {name: FileEntry(str(e["sha256"]), int(e["bytes"])) for name, e in (data.get("files") or {}).items()}
-            plan = PlanRecord.from_dict(data["plan"]) if data.get("plan") is not None else None
             records = {key: kind.from_dict(data[key], key) if isinstance(data.get(key), dict) else None
                        for key, kind in _RECORDS.items()}
         except RecordError as exc:
