@@ -37,10 +37,13 @@ import importlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..errors import EngineError, one_line
 from ..precision import Precision
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # TensorRT DataType member names -> Triton datatype names (the manifest's vocabulary).
 _TRITON_DTYPE = {
@@ -504,7 +507,7 @@ class TensorRT:
         return engine.get_tensor_mode(name) == self.trt.TensorIOMode.INPUT
 
     # -- run (pycuda) ----------------------------------------------------------
-    def run(self, engine: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    def run(self, engine: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run the engine once on host arrays with pycuda; returns host output arrays by name."""
         import numpy as np
 
