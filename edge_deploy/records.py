@@ -19,10 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-if TYPE_CHECKING:
-    from .artifact import IOSignature
+from .io_signature import IOSignature
 
 
 class RecordError(ValueError):
@@ -160,8 +159,6 @@ def _list_of(reader: Reader) -> Reader:
 
 
 def _io(value: Any, where: str) -> IOSignature:
-    from .artifact import IOSignature
-
     if not isinstance(value, Mapping):
         raise RecordError(f"{where} is {_kind(value)}, not an object")
     try:
