@@ -331,6 +331,7 @@ class F1Retention(Record):
 
     _SECTION = "fp16.onnx.f1"
     _READERS = {"iou": _num, "fp32": _num, "fp16": _num, "retention": _num}
+    _ALWAYS = frozenset({"retention"})  # null when model.onnx's F1 is 0
 
 
 @dataclass(frozen=True, eq=False)

@@ -76,6 +76,8 @@ def test_a_built_report_writes_the_keys_its_stage_always_wrote() -> None:
     assert BUILT[4].to_dict() == {"status": "passed", "io": "ok",
                                   "run": {"status": "skipped", "reason": "pycuda is not installed"}}
     assert BUILT[5].to_dict() == {"status": "skipped", "reason": "--no-verify"}
+    assert F1Retention(iou=0.5, fp32=0.0, fp16=0.0).to_dict() == {"iou": 0.5, "fp32": 0.0, "fp16": 0.0,
+                                                                  "retention": None}
 
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.parent.name)
