@@ -23,7 +23,8 @@ Format 2 (this version)::
       "decode": the family's decode parameters: LaneATT {"conf_threshold", "nms_threshold", "top_k"},
                 UFLDv2 {"row_anchor", "col_anchor", "local_width", "top_k"},
       "export", "parity", "fp16", "plan", "timings", "evaluation", "fused_preprocess":
-          the reports of the stages that made them (docs/design.md, "The artifact and manifest")
+          the reports of the stages that made them (docs/design.md, "The artifact and manifest"),
+          read into the typed records of edge_deploy.records (plan: `PlanRecord`)
     }
 
 Datatypes are Triton's names (FP32, FP16, INT64, ...). In "shape" a -1 on

@@ -44,3 +44,13 @@ def test_the_rollout_report_is_json_with_the_hosts_results(tmp_path: Path) -> No
     data = json.loads(json.dumps(report.to_dict()))
     assert data["results"] == {"vehicle1": FAILED, "vehicle3": {"host": "vehicle3", "status": "ok", "serving": 4}}
     assert data["ok"] is False
+
+
+def test_the_smoke_summary_names_the_first_frame_that_differs() -> None:
+    from edge_deploy.fleet.smoke import FrameCheck, SmokeResult
+
+    frames = [FrameCheck("a.png", 2, 2, 0.1, True), FrameCheck("b.png", 2, 1, "inf", False)]
+    assert SmokeResult(passed=False, frames=frames, lanes=4).summary() == (
+        "smoke: 1 of 2 reference frame(s) differ; b.png: 1 lane(s) served, 2 recorded, mean |dx| inf")
+    assert SmokeResult(passed=True, frames=frames[:1], lanes=2).summary() == (
+        "smoke: 1 reference frame(s), 2 lane(s), all match")
