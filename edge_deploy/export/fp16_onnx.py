@@ -34,7 +34,7 @@ FP16_MAX = 65504.0  # largest finite FP16: weights are clamped here, not at the 
 FP16_MIN_SUBNORMAL = 2.0**-24  # smallest FP16 subnormal: tinier non-zero weights keep this magnitude
 
 
-def kept_fp32_nodes(model: Any, fp16_report: Fp16Report | None) -> list[str]:
+def kept_fp32_nodes(model: Any, fp16_report: Fp16Report | Mapping[str, Any] | None) -> list[str]:
     """Names of the nodes to keep in FP32: the report's nodes, the consumers of overflowing initializers,
     and the data-movement nodes (Reshape, Concat, ...) that only pass their values on.
 
@@ -43,6 +43,9 @@ def kept_fp32_nodes(model: Any, fp16_report: Fp16Report | None) -> list[str]:
     Unnamed nodes are named here the way the FP16 report names them ("<op>_<index>").
     """
     from .fp16_report import DATA_MOVEMENT_OPS
+
+    if fp16_report is not None and not isinstance(fp16_report, Fp16Report):  # the section as JSON (0.1's callers)
+        fp16_report = Fp16Report.from_dict(fp16_report)
 
     nodes = list(model.graph.node)
     for index, node in enumerate(nodes):
