@@ -23,7 +23,8 @@ Format 2 (this version)::
       "decode": the family's decode parameters: LaneATT {"conf_threshold", "nms_threshold", "top_k"},
                 UFLDv2 {"row_anchor", "col_anchor", "local_width", "top_k"},
       "export", "parity", "fp16", "plan", "timings", "evaluation", "fused_preprocess":
-          the reports of the stages that made them (docs/design.md, "The artifact and manifest")
+          the reports of the stages that made them (docs/design.md, "The artifact and manifest"),
+          read into the typed records of edge_deploy.records (plan: `PlanRecord`)
     }
 
 Datatypes are Triton's names (FP32, FP16, INT64, ...). In "shape" a -1 on
@@ -49,10 +50,13 @@ from typing import Any, Mapping
 from ._version import __version__
 from .errors import ManifestError
 from .fsutil import sha256_file, sha256_stream, write_json_atomic
+from .io_signature import BatchRange, IOSignature  # noqa: F401 - BatchRange re-exported (artifact.BatchRange)
 from .lanedet.family import (LEGACY_FAMILY, DecodeDefaults, DecodeDefaultsError, DecodeParams, TensorSpec,
                              family_for_outputs, get_family)
 from .lanedet.preprocess import PreprocessSpec, PreprocessSpecError
 from .precision import Precision
+from .records import (EvaluationRecord, ExportReport, Fp16OnnxRecord, Fp16Report, FusedPreprocessRecord,
+                      ParityReport, PlanVerify, Record, RecordError, json_value)
 
 MANIFEST_NAME = "manifest.json"
 ONNX_NAME = "model.onnx"
@@ -66,7 +70,9 @@ ONNX_TRITON_DTYPES = {
 }
 
 FORMAT = 2
-_RECORDS = ("export", "parity", "fp16", "evaluation", "fused_preprocess")
+# section -> the stage report it holds (edge_deploy.records)
+_RECORDS: dict[str, type[Record]] = {"export": ExportReport, "parity": ParityReport, "fp16": Fp16Report,
+                                     "evaluation": EvaluationRecord, "fused_preprocess": FusedPreprocessRecord}
 
 
 # --------------------------------------------------------------------------- typed sections
@@ -90,51 +96,6 @@ class FileEntry:
 def file_entry(path: Path) -> FileEntry:
     """The manifest's record of one file: sha256 and size."""
     return FileEntry.of(path)
-
-
-@dataclass(frozen=True)
-class BatchRange:
-    """The batch sizes the model must serve; `dynamic=False` means a fixed batch dimension."""
-
-    min: int
-    opt: int
-    max: int
-    dynamic: bool
-
-    def ends(self) -> list[int]:
-        """Batch sizes parity is checked at: both ends of the range."""
-        return sorted({self.min, self.max})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"min": self.min, "opt": self.opt, "max": self.max, "dynamic": self.dynamic}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> BatchRange:
-        dynamic = bool(data.get("dynamic", True))
-        high = int(data.get("max", 1))
-        return cls(int(data.get("min", 1)), int(data.get("opt", data.get("min", 1))), high, dynamic)
-
-
-@dataclass(frozen=True)
-class IOSignature:
-    """Inputs, outputs and batch range of a model file."""
-
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
-    batch: BatchRange
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> IOSignature:
-        return cls(tuple(TensorSpec.from_dict(t) for t in data.get("inputs") or ()),
-                   tuple(TensorSpec.from_dict(t) for t in data.get("outputs") or ()),
-                   BatchRange.from_dict(data.get("batch") or {}))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"inputs": [t.to_dict() for t in self.inputs], "outputs": [t.to_dict() for t in self.outputs],
-                "batch": self.batch.to_dict()}
-
-    def output(self, name: str) -> TensorSpec:
-        return next(t for t in self.outputs if t.name == name)
 
 
 @dataclass(frozen=True)
@@ -172,7 +133,7 @@ class MachineFingerprint:
 
     def to_dict(self) -> dict[str, Any]:
         """The fields in declaration order (the manifest's key order)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {f.name: json_value(getattr(self, f.name)) for f in fields(self)}
 
 
 @dataclass(frozen=True)
@@ -182,7 +143,7 @@ class PlanFingerprint(MachineFingerprint):
     onnx: str | None = None
     onnx_sha256: str | None = None
     typing: str | None = None  # "strong" | "weak"
-    precision: str | None = None
+    precision: Precision | None = None
     dla_core: int | None = None
     profile: Mapping[str, Any] | None = None  # input name -> {"min", "opt", "max"} shapes
     optimization_level: int | None = None
@@ -194,10 +155,9 @@ class PlanFingerprint(MachineFingerprint):
 class PlanRecord(PlanFingerprint):
     """The manifest's "plan" section: the fingerprint the plan was built with and how the build went.
 
-    `verify` stays a plain mapping: verify_plan's report, written by the build and only shown
-    (its keys follow what the verification could do: skipped, I/O only, parity). Keys this version
-    does not know are kept in `extra`, and `key_order` is the order the keys were read in, so
-    `to_dict` writes back exactly the section that was read.
+    `verify` is verify_plan's report (`PlanVerify`: skipped, I/O only, or the comparison with ONNX
+    Runtime). Keys this version does not know are kept in `extra`, and `key_order` is the order the
+    keys were read in, so `to_dict` writes back exactly the section that was read.
     """
 
     jetpack: str | None = None
@@ -208,7 +168,7 @@ class PlanRecord(PlanFingerprint):
     build_time: str | None = None
     build_seconds: float | None = None
     timing_cache: str | None = None
-    verify: Mapping[str, Any] | None = None
+    verify: PlanVerify | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     key_order: tuple[str, ...] = field(default=(), compare=False)  # how it was read, not what it says
 
@@ -219,15 +179,22 @@ class PlanRecord(PlanFingerprint):
         for key, value in data.items():
             if key in known and value is not None and not _PLAN_TYPES[key][0](value):
                 raise PlanRecordError(f"plan.{key} is {type(value).__name__} {value!r}, not {_PLAN_TYPES[key][1]}")
-        return cls(**{k: v for k, v in data.items() if k in known},
-                   extra={k: v for k, v in data.items() if k not in known}, key_order=tuple(data))
+        values = {k: v for k, v in data.items() if k in known}
+        if values.get("precision") is not None:
+            values["precision"] = Precision(values["precision"])  # checked above: one of its values
+        if values.get("verify") is not None:
+            try:
+                values["verify"] = PlanVerify.from_dict(values["verify"])
+            except RecordError as exc:
+                raise PlanRecordError(str(exc)) from None
+        return cls(**values, extra={k: v for k, v in data.items() if k not in known}, key_order=tuple(data))
 
     def to_dict(self) -> dict[str, Any]:
         """The section as read (same keys, same order), with the fields set since then after them."""
-        data = {key: self.extra[key] if key in self.extra else getattr(self, key) for key in self.key_order}
+        data = {key: self.extra[key] if key in self.extra else json_value(getattr(self, key)) for key in self.key_order}
         for f in fields(self):
             if f.name not in data and f.name not in ("extra", "key_order") and getattr(self, f.name) is not None:
-                data[f.name] = getattr(self, f.name)
+                data[f.name] = json_value(getattr(self, f.name))
         return data
 
     def __bool__(self) -> bool:
@@ -255,14 +222,19 @@ def _is_names(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
 
 
+def _is_precision(value: Any) -> bool:
+    return isinstance(value, str) and value in {p.value for p in Precision}
+
+
 _STRING = (_is_str, "a string")
 # field -> (check of a non-null value, what it must be)
 _PLAN_TYPES = {
     **{key: _STRING for key in ("tensorrt", "cuda", "gpu", "compute_capability", "l4t", "onnx", "onnx_sha256",
-                                "typing", "precision", "calibration", "jetpack", "device", "nvpmodel", "builder",
+                                "typing", "calibration", "jetpack", "device", "nvpmodel", "builder",
                                 "build_time", "timing_cache")},
     **{key: (_is_int, "an integer") for key in ("dla_core", "optimization_level", "workspace_bytes")},
     "build_seconds": (_is_number, "a number"),
+    "precision": (_is_precision, f"one of {', '.join(p.value for p in Precision)}"),
     "profile": (_is_mapping, "a mapping"),
     "verify": (_is_mapping, "a mapping"),
     "fp32_layers": (_is_names, "a list of node names"),
@@ -302,9 +274,9 @@ class Manifest:
     """manifest.json as one object: the typed seams every stage reads, and the stages' reports as records.
 
     Typed: family, precision, io, preprocess, decode, files, plan (`PlanRecord`: the
-    repository, doctor and the rebuild decision read its fingerprint). Records (dicts,
-    written by one stage and shown or checked by others): source, export, parity, fp16,
-    timings, evaluation, fused_preprocess.
+    repository, doctor and the rebuild decision read its fingerprint), and the stages' reports
+    (edge_deploy.records: export, parity, fp16, evaluation, fused_preprocess). Free-form:
+    source (each family's loader writes its own keys), tool, timings.
     """
 
     io: IOSignature
@@ -316,13 +288,13 @@ class Manifest:
     files: dict[str, FileEntry] = field(default_factory=dict)
     tool: dict[str, Any] = field(default_factory=lambda: {"name": "edge-deploy", "version": __version__})
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    export: dict[str, Any] | None = None
-    parity: dict[str, Any] | None = None
-    fp16: dict[str, Any] | None = None
+    export: ExportReport | None = None
+    parity: ParityReport | None = None
+    fp16: Fp16Report | None = None
     plan: PlanRecord | None = None
     timings: dict[str, float] = field(default_factory=dict)
-    evaluation: dict[str, Any] | None = None
-    fused_preprocess: dict[str, Any] | None = None
+    evaluation: EvaluationRecord | None = None
+    fused_preprocess: FusedPreprocessRecord | None = None
 
     # ----------------------------------------------------------------- reading and writing
 
@@ -358,10 +330,16 @@ class Manifest:
             _check_section_types(data)
             decode = _decode_type(data.get("family")).from_dict(data["decode"])
             preprocess = PreprocessSpec.from_dict(data["preprocess"])
+            plan = PlanRecord.from_dict(data["plan"]) if data.get("plan") is not None else None
+            if not _is_precision(data["precision"]):
+                raise TypeError(f"precision is {data['precision']!r}, not {_PLAN_TYPES['precision'][1]}")
             precision = Precision(data["precision"])
             io = IOSignature.from_dict(data["io"])
             files = {name: FileEntry(str(e["sha256"]), int(e["bytes"])) for name, e in (data.get("files") or {}).items()}
-            plan = PlanRecord.from_dict(data["plan"]) if data.get("plan") is not None else None
+            records = {key: kind.from_dict(data[key], key) if isinstance(data.get(key), dict) else None
+                       for key, kind in _RECORDS.items()}
+        except RecordError as exc:
+            raise ManifestError(f"{where} is damaged: {exc}; re-run `edge-deploy convert`.") from None
         except (KeyError, TypeError, ValueError, DecodeDefaultsError, PreprocessSpecError) as exc:
             raise ManifestError(f"{where} is damaged ({type(exc).__name__}: {exc}); re-run `edge-deploy convert`.") \
                 from None
@@ -369,7 +347,6 @@ class Manifest:
             if not _plain_file_name(name):
                 raise ManifestError(f"{where} lists the file {name!r}, which is not a plain file name inside the "
                                     "artifact (a manifest names only files beside it); re-run `edge-deploy convert`.")
-        records = {key: data.get(key) if isinstance(data.get(key), dict) else None for key in _RECORDS}
         return cls(io=io, preprocess=preprocess, decode=decode, precision=precision, family=data.get("family"),
                    plan=plan, source=dict(data.get("source") or {}), files=files, tool=dict(data.get("tool") or {}),
                    created=str(data.get("created", "")), timings=dict(data.get("timings") or {}), **records)
@@ -385,17 +362,17 @@ class Manifest:
             "source": self.source,
             "files": {name: entry.to_dict() for name, entry in self.files.items()},
             "io": self.io.to_dict(),
-            "export": self.export,
+            "export": json_value(self.export),
             "preprocess": self.preprocess.to_dict(),
             "decode": self.decode.to_dict(),
-            "parity": self.parity,
-            "fp16": self.fp16,
+            "parity": json_value(self.parity),
+            "fp16": json_value(self.fp16),
             "plan": self.plan.to_dict() if self.plan is not None else None,
             "timings": self.timings,
         }
         for key in ("evaluation", "fused_preprocess"):
             if getattr(self, key) is not None:
-                data[key] = getattr(self, key)
+                data[key] = json_value(getattr(self, key))
         return data
 
     def to_json(self) -> str:
@@ -425,16 +402,15 @@ class Manifest:
     # ----------------------------------------------------------------- derived views
 
     @property
-    def fp16_onnx(self) -> dict[str, Any] | None:
+    def fp16_onnx(self) -> Fp16OnnxRecord | None:
         """The record of model_fp16.onnx (fp16.onnx), or None when the artifact has none."""
-        value = (self.fp16 or {}).get("onnx")
-        return value if isinstance(value, dict) else None
+        return self.fp16.onnx if self.fp16 is not None else None
 
     def io_of(self, onnx_name: str) -> IOSignature:
         """The I/O signature of one of the artifact's ONNX files (model_fp16.onnx may have FP16 I/O)."""
         record = self.fp16_onnx
-        if onnx_name == FP16_ONNX_NAME and record and isinstance(record.get("io"), dict):
-            return IOSignature.from_dict(record["io"])
+        if onnx_name == FP16_ONNX_NAME and record is not None and record.io is not None:
+            return record.io
         return self.io
 
     @property
@@ -453,9 +429,11 @@ class Manifest:
         section = self.fused_preprocess
         if not section:
             return None
-        frame = section.get("frame") or {}
-        return FusedFrame(str(section.get("input", "FRAME")), int(frame["height"]), int(frame["width"]),
-                          str(frame.get("color", "bgr")))
+        frame = section.frame
+        if frame is None or frame.height is None or frame.width is None:
+            raise ManifestError("the manifest's fused_preprocess.frame has no height and width; "
+                                "re-run `edge-deploy convert --fuse-preprocess`.")
+        return FusedFrame(section.input or "FRAME", frame.height, frame.width, frame.color or "bgr")
 
     def lane_family(self) -> Any:
         """The LaneFamily this artifact's outputs belong to (edge_deploy.lanedet.family), or None."""

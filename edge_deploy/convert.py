@@ -25,6 +25,7 @@ from .errors import ConvertError, EngineError
 from .export.pipeline import ExportSettings, export_artifact
 from .export.source import SourceSpec, classify_model
 from .fsutil import fsync_dir, fsync_tree
+from .precision import Precision
 from .progress import Reporter
 
 
@@ -259,11 +260,11 @@ def _ensure_fp16_onnx(artifact_dir: Path, manifest: Manifest, engine_options: En
 
     Returns True when it was (re)made and recorded in `manifest`.
     """
-    if engine_options.precision != "fp16":
+    if engine_options.precision != Precision.FP16:
         return False
     record = manifest.fp16_onnx
     present = record is not None and (artifact_dir / FP16_ONNX_NAME).is_file()
-    if present and not (fp16_io and record.get("io_precision") != "fp16"):
+    if present and not (fp16_io and record is not None and record.io_precision != "fp16"):
         return False
     if manifest.fused_preprocess:
         # The FP16 pass would turn the fused preprocessing (uint8 frame, resize, rounding) into FP16 too.

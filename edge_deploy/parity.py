@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ._deps import require
 from .artifact import Manifest
 from .errors import ConvertError, EngineError, one_line
+from .records import Comparison, LaneComparison, OutputError
+
+Feed = dict[str, np.ndarray]  # input or output name -> its batch
 
 PLAN_MAX_LANE_DX_PX = 2.0  # mean |dx| allowed between ONNX Runtime and plan lanes, 640-wide pixels
 ROAD_FRAMES = 4
@@ -48,14 +51,14 @@ def run_ort(session: Any, input_name: str, batches: Sequence[Any]) -> list[list[
 def tolerance_report(
     names: Sequence[str], reference: Sequence[Sequence[Any]], actual: Sequence[Sequence[Any]],
     atol: float, rtol: float,
-) -> dict[str, dict[str, Any]]:
-    """Max abs / rel error per output over all batches, and whether it is within tolerance.
+) -> dict[str, OutputError]:
+    """Max abs / rel error per output over all batches, and whether it is within tolerance (`ok`).
 
     Within tolerance means |actual - reference| <= atol + rtol * |reference| for
     every element (numpy.allclose). max_rel is taken only over elements with
     |reference| > atol, where a relative error means something.
     """
-    report: dict[str, dict[str, Any]] = {}
+    report: dict[str, OutputError] = {}
     for index, name in enumerate(names):
         max_abs = 0.0
         max_rel = 0.0
@@ -80,7 +83,7 @@ def tolerance_report(
                 if big.any():
                     max_rel = max(max_rel, float((diff[big] / np.abs(ref[big])).max()))
                 ok = ok and bool(np.all(diff <= atol + rtol * np.abs(ref)))
-        report[name] = {"max_abs": max_abs, "max_rel": max_rel, "ok": ok}
+        report[name] = OutputError(max_abs=max_abs, max_rel=max_rel, ok=ok)
     return report
 
 
@@ -130,12 +133,12 @@ def lane_dx(reference: Sequence[Any], candidate: Sequence[Any]) -> list[float]:
     return dxs
 
 
-def parity_feeds(manifest: Manifest) -> list[dict[str, Any]]:
+def parity_feeds(manifest: Manifest) -> list[Feed]:
     """The feeds `convert` checked ONNX Runtime on: `parity_inputs` per input, one feed per parity batch size,
     then `road_feed` (for a lane model) so that the lane comparison sees lanes, not noise."""
-    parity, batch = manifest.parity or {}, manifest.io.batch
-    sizes = parity.get("batches") or batch.ends()
-    seed = int(parity.get("seed", 0))
+    parity, batch = manifest.parity, manifest.io.batch
+    sizes = list((parity.batches if parity else None) or batch.ends())
+    seed = (parity.seed if parity else None) or 0
     inputs = manifest.io.inputs
     if not inputs:
         raise EngineError("the manifest lists no model inputs; re-run `edge-deploy convert`.")
@@ -148,7 +151,7 @@ def parity_feeds(manifest: Manifest) -> list[dict[str, Any]]:
     return feeds + road_feed(manifest)
 
 
-def road_feed(manifest: Manifest, count: int = ROAD_FRAMES) -> list[dict[str, Any]]:
+def road_feed(manifest: Manifest, count: int = ROAD_FRAMES) -> list[Feed]:
     """Synthetic road frames (held-out seeds) as one feed of a lane model (one image input with a
     preprocessing spec): preprocessed as the client does, or as UINT8 camera frames for a fused model;
     [] for other models. A trained model finds no lane in random inputs, so without these the lane
@@ -208,19 +211,19 @@ class LaneCheck:
             return cls(family, names, manifest.decode, tuple(size), float(size[1]))
         return cls(family, names, manifest.decode, manifest.input_size)
 
-    def lanes(self, feed: dict[str, Any], index: int) -> list[Any]:
+    def lanes(self, feed: Feed, index: int) -> list[Any]:
         arrays = [np.asarray(feed[name])[index] for name in self.outputs]
         return self.family.decode(arrays, self.decode, self.image_size, self.image_size[1])
 
 
 def compare_to_reference(
-    reference: Sequence[dict[str, Any]],
-    actual: Sequence[dict[str, Any]],
+    reference: Sequence[Feed],
+    actual: Sequence[Feed],
     lane_check: LaneCheck | None,
     *,
     max_dx_px: float = PLAN_MAX_LANE_DX_PX,
     subject: str = "the plan",
-) -> dict[str, Any]:
+) -> Comparison:
     """ONNX Runtime vs the plan (`subject`) on the same feeds: raw max abs/rel per output, then decoded lanes.
 
     max_rel is max|plan - ort| / max|ort| over the output (relative to its range:
@@ -229,9 +232,21 @@ def compare_to_reference(
     <= max_dx_px at the lane check's limit_width (640 wide for LaneATT, the data set's original width for
     UFLDv2; the FP16 ONNX model is held to 1 px, a plan to 2 px).
     """
-    import numpy as np
+    outputs = _raw_errors(reference, actual, subject)
+    worst = max(outputs, key=lambda n: outputs[n].max_rel or 0.0) if outputs else None
+    problems = [f"output {name!r} has inf/NaN values from {subject}"
+                for name, entry in outputs.items() if not np.isfinite(entry.max_abs or 0.0)]
+    lanes = None
+    if lane_check is not None:
+        lanes, lane_problems = _lane_comparison(reference, actual, lane_check, max_dx_px, subject)
+        problems += lane_problems
+    return Comparison(outputs=outputs, worst_output=worst, passed=not problems, problems=tuple(problems),
+                      lanes=lanes)
 
-    outputs: dict[str, dict[str, float]] = {}
+
+def _raw_errors(reference: Sequence[Feed], actual: Sequence[Feed], subject: str) -> dict[str, OutputError]:
+    """Max abs and max rel (to the output's range) per output over all feeds."""
+    worst: dict[str, tuple[float, float]] = {}
     for ref_feed, act_feed in zip(reference, actual):
         for name, ref in ref_feed.items():
             ref_arr = np.asarray(ref, dtype=np.float64)
@@ -246,20 +261,16 @@ def compare_to_reference(
             max_abs = float(diff.max()) if diff.size and finite else (0.0 if finite else float("inf"))
             scale = float(np.abs(ref_arr).max()) if ref_arr.size else 0.0
             max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
-            entry = outputs.setdefault(name, {"max_abs": 0.0, "max_rel": 0.0})
-            entry["max_abs"] = max(entry["max_abs"], max_abs)
-            entry["max_rel"] = max(entry["max_rel"], max_rel)
-    worst = max(outputs, key=lambda n: outputs[n]["max_rel"]) if outputs else None
-    report: dict[str, Any] = {"outputs": outputs, "worst_output": worst, "passed": True, "problems": []}
-    for name, entry in outputs.items():
-        if not np.isfinite(entry["max_abs"]):
-            report["passed"] = False
-            report["problems"].append(f"output {name!r} has inf/NaN values from {subject}")
-    if lane_check is None:
-        report["lanes"] = None
-        return report
+            old_abs, old_rel = worst.get(name, (0.0, 0.0))
+            worst[name] = (max(old_abs, max_abs), max(old_rel, max_rel))
+    return {name: OutputError(max_abs=a, max_rel=r) for name, (a, r) in worst.items()}
+
+
+def _lane_comparison(reference: Sequence[Feed], actual: Sequence[Feed], lane_check: LaneCheck, max_dx_px: float,
+                     subject: str) -> tuple[LaneComparison, list[str]]:
+    """The decoded lanes of both sides compared per image, and what failed."""
     image_size = lane_check.image_size
-    counts_ref, counts_plan, dxs = [], [], []
+    counts_ref, counts_plan, dxs, problems = [], [], [], []
     image = 0
     for ref_feed, act_feed in zip(reference, actual):
         for index in range(len(np.asarray(ref_feed[lane_check.outputs[0]]))):
@@ -272,8 +283,7 @@ def compare_to_reference(
             counts_ref.append(len(ref_lanes))
             counts_plan.append(len(act_lanes))
             if len(ref_lanes) != len(act_lanes):
-                report["passed"] = False
-                report["problems"].append(
+                problems.append(
                     f"image {image}: {len(act_lanes)} lane(s) from {subject}, {len(ref_lanes)} from the reference"
                 )
             dxs.extend(lane_dx(ref_lanes, act_lanes))
@@ -283,22 +293,15 @@ def compare_to_reference(
     width = float(lane_check.limit_width)
     mean_dx_at_width = mean_dx * width / float(image_size[1])
     if mean_dx_at_width > max_dx_px:
-        report["passed"] = False
-        report["problems"].append(f"lanes moved by {mean_dx_at_width:.2f} px on average at {width:g} wide "
-                                  f"(limit {max_dx_px:g} px)")
+        problems.append(f"lanes moved by {mean_dx_at_width:.2f} px on average at {width:g} wide "
+                        f"(limit {max_dx_px:g} px)")
     compared = sum(counts_ref) + sum(counts_plan) > 0
-    report["lanes"] = {
-        "images": image,
-        "lanes_onnxruntime": sum(counts_ref),
-        "lanes_plan": sum(counts_plan),
-        "mean_dx_px": mean_dx_at_width,
-        "max_mean_dx_px": max_dx_px,
-        "dx_width_px": width,
+    lanes = LaneComparison(
+        images=image, lanes_onnxruntime=sum(counts_ref), lanes_plan=sum(counts_plan), mean_dx_px=mean_dx_at_width,
+        max_mean_dx_px=max_dx_px, dx_width_px=width,
         # zero lanes against zero lanes proves nothing: said, not counted as a pass of the lane check
-        "verified": compared,
-        **({} if compared else {"note": NOT_VERIFIED_NO_LANES}),
-    }
-    return report
+        verified=compared, note=None if compared else NOT_VERIFIED_NO_LANES)
+    return lanes, problems
 
 
 NOT_VERIFIED_NO_LANES = "not verified: no lanes to compare (the model finds none on the check frames)"
@@ -307,24 +310,32 @@ NOT_VERIFIED_NO_LANES = "not verified: no lanes to compare (the model finds none
 NEAR_TIE_MAX_REL = 1e-2
 
 
-def worst_output(report: dict[str, Any]) -> dict[str, float]:
+def _comparison(report: Comparison | Mapping[str, Any]) -> Comparison:
+    """The report typed (a plain mapping is its JSON, what callers of 0.1 passed)."""
+    return report if isinstance(report, Comparison) else Comparison.from_dict(report)
+
+
+def worst_output(report: Comparison | Mapping[str, Any]) -> OutputError:
     """The output entry of `compare_to_reference`'s report with the largest relative error."""
-    return max(report["outputs"].values(), key=lambda e: e["max_rel"], default={"max_abs": 0.0, "max_rel": 0.0})
+    return _comparison(report).worst()
 
 
-def lanes_moved_reason(report: dict[str, Any], subject: str) -> str:
+def lanes_moved_reason(report: Comparison | Mapping[str, Any], subject: str) -> str:
     """Why lanes moved between the reference and `subject` although the check failed, for its message: near-ties
     when the raw outputs agree (then FP16 or fusion is not to blame), else a real loss of accuracy."""
-    worst = worst_output(report)
-    if worst["max_rel"] <= NEAR_TIE_MAX_REL:
-        return (f"the raw outputs agree (max abs {worst['max_abs']:.2g}, {worst['max_rel']:.2%} of their range), so "
+    worst = _comparison(report).worst()
+    max_abs, max_rel = worst.max_abs or 0.0, worst.max_rel or 0.0
+    if max_rel <= NEAR_TIE_MAX_REL:
+        return (f"the raw outputs agree (max abs {max_abs:.2g}, {max_rel:.2%} of their range), so "
                 "the lanes moved where the model decides at near-ties (scores at the threshold, almost equal cells), "
                 f"which {subject} tips either way")
-    return f"the raw outputs differ by up to {worst['max_rel']:.1%} of their range in {subject}"
+    return f"the raw outputs differ by up to {max_rel:.1%} of their range in {subject}"
 
 
-def lanes_line(lanes: dict[str, Any], counts: str) -> str:
+def lanes_line(lanes: LaneComparison | Mapping[str, Any], counts: str) -> str:
     """`counts` (who found how many lanes) and the mean |dx| against its limit, or why nothing was verified."""
-    if not lanes.get("verified", True):
-        return f"{counts}: {lanes.get('note', NOT_VERIFIED_NO_LANES)}"
-    return f"{counts}, mean |dx| {lanes['mean_dx_px']:.2f} px (limit {lanes['max_mean_dx_px']:g} px)"
+    if not isinstance(lanes, LaneComparison):
+        lanes = LaneComparison.from_dict(lanes)
+    if lanes.verified is False:
+        return f"{counts}: {lanes.note or NOT_VERIFIED_NO_LANES}"
+    return f"{counts}, mean |dx| {lanes.mean_dx_px or 0.0:.2f} px (limit {lanes.max_mean_dx_px or 0.0:g} px)"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_deploy.artifact import FORMAT, Manifest, TensorSpec
+from edge_deploy.artifact import FORMAT, Manifest, PlanRecord, TensorSpec
 from edge_deploy.errors import ManifestError
 from edge_deploy.lanedet.family import DecodeDefaults
 from edge_deploy.precision import Precision
@@ -110,11 +110,27 @@ def test_a_plan_section_reads_and_writes_byte_for_byte(tmp_path, plan) -> None:
 
 
 @pytest.mark.parametrize(("key", "value"), [("tensorrt", 10), ("compute_capability", [8, 7]), ("dla_core", "0"),
-                                            ("dla_core", True), ("fp32_layers", "head"), ("verify", "passed")])
+                                            ("dla_core", True), ("fp32_layers", "head"), ("verify", "passed"),
+                                            ("precision", "fp8"), ("precision", "FP16"), ("precision", 16)])
 def test_a_malformed_plan_section_is_refused_naming_the_field(key, value) -> None:
     with pytest.raises(ManifestError, match=f"plan.{key} is ") as info:
         Manifest.from_dict(_format1(plan=dict(BUILT_PLAN, **{key: value})))
     assert "\n" not in str(info.value) and "re-run `edge-deploy convert`" in str(info.value)
+
+
+def test_the_plan_records_its_precision_as_a_precision() -> None:
+    """The manifest stores the string; the record holds the enum, and writes the string back."""
+    from edge_deploy.records import PlanVerify
+
+    plan = Manifest.from_dict(_format1(plan=BUILT_PLAN)).plan
+    assert plan.precision is Precision.FP16 and isinstance(plan.verify, PlanVerify)
+    assert plan.verify.run.status == "passed" and plan.verify.run.extra == {"max_abs": 0.0012}  # kept, unknown here
+    written = plan.to_dict()
+    assert type(written["precision"]) is str and written["precision"] == "fp16"
+    assert json.loads(json.dumps(written)) == BUILT_PLAN
+    assert PlanRecord.from_dict(written) == plan
+    int8 = Manifest.from_dict(_format1(plan={"precision": "int8"})).plan
+    assert int8.precision is Precision.INT8 and int8.precision != "fp16"
 
 
 def test_the_released_format1_artifacts_read_as_written(tmp_path) -> None:

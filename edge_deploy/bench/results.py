@@ -2,12 +2,22 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict
 
 import numpy as np
 
 from .jetson import JetsonLoad
 from .server_stats import ServerTimes
+
+
+class MachineInfo(TypedDict, total=False):
+    """The client machine a bench ran on (a dict: `bench --json` prints it as it is)."""
+
+    python: str
+    machine: str
+    cpus: int | None
+    load_average_start: float
+    load_average_end: float  # set when the bench ends
 
 
 @dataclass(frozen=True)
@@ -79,10 +89,11 @@ class BenchReport:
     lanes_check: str
     server_cpu: str
     jetson: str
-    machine: dict[str, Any]
+    machine: MachineInfo
     cells: list[CellResult] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as `bench --json` prints it."""
         data = asdict(self)
         for cell, out in zip(self.cells, data["cells"]):
             if cell.jetson is not None:

@@ -14,7 +14,7 @@ from .frames import load_frames
 from .jetson import JetsonLoad, JetsonMonitor
 from .lanes_check import check_lanes_equal
 from .process_cpu import ServerCPU, client_seconds, find_server_pid
-from .results import BenchReport, CellResult, ClientSplit, Latency
+from .results import BenchReport, CellResult, ClientSplit, Latency, MachineInfo
 from .server_stats import ServerTimes, read_counters, server_times
 from .targets import BenchTarget, grpc_client, served_targets
 
@@ -107,7 +107,7 @@ async def _async_cell(target: BenchTarget, width: int, frames: list[Any], config
         return latencies, wall, client.stage_log, measured
 
 
-def machine_info() -> dict[str, Any]:
+def machine_info() -> MachineInfo:
     return {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
             "load_average_start": round(os.getloadavg()[0], 2)}
 
@@ -119,7 +119,7 @@ def run_bench(config: BenchConfig, on_progress: Progress | None = None) -> Bench
     source, named_frames = load_frames(config.frames, config.max_frames)
     frames = [frame for _name, frame in named_frames]
     stats_client = grpc_client(config.url, config.tls)
-    clients: dict[str, Any] = {}
+    clients: dict[str, LaneDetClient] = {}
     try:
         targets = _targets(stats_client, config)
         for target in targets:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from ..artifact import Manifest, sha256_file
 from ..lanedet.preprocess import PreprocessSpec
@@ -38,10 +38,12 @@ def calibration_images(directory: Path | None) -> list[Path]:
     return images
 
 
-def calibration_digest(onnx_sha256: str, images: Sequence[Path], spec: dict[str, Any]) -> str:
-    """Identifies a calibration (model + image contents + preprocessing): names its cache file."""
+def calibration_digest(onnx_sha256: str, images: Sequence[Path], spec: PreprocessSpec | Mapping[str, Any]) -> str:
+    """Identifies a calibration (model + image contents + preprocessing): names its cache file.
+
+    spec: the preprocessing, or its manifest JSON (what 0.1's callers passed): both give the same digest."""
     digest = hashlib.sha256(onnx_sha256.encode())
-    digest.update(json.dumps(spec, sort_keys=True).encode())
+    digest.update(json.dumps(spec if isinstance(spec, Mapping) else spec.to_dict(), sort_keys=True).encode())
     for image in images:
         digest.update(sha256_file(image).encode())
     return digest.hexdigest()
@@ -67,12 +69,14 @@ def _read_image(path: Path) -> Any:
 
 
 def make_calibration(artifact_dir: Path, manifest: Manifest, images: Sequence[Path], digest: str,
-                     profile: dict[str, Any]) -> tensorrt_api.Calibration:
+                     profile: Mapping[str, Sequence[Sequence[int]]]) -> tensorrt_api.Calibration:
     """The INT8 calibration feed: the model's preprocessing over the images, in batches of the profile's opt."""
     import numpy as np
 
-    name = manifest.io.inputs[0].name if manifest.io.inputs else "input"
-    batch = profile[name][1][0] if name in profile else int((inputs[0].get("shape") or [1])[0])
+    inputs = manifest.io.inputs
+    name = inputs[0].name if inputs else "input"
+    # no profile for a fixed-batch input: its batch is the shape's
+    batch = profile[name][1][0] if name in profile else int(inputs[0].shape[0] if inputs and inputs[0].shape else 1)
     batch = max(1, batch)
     if len(images) < batch:
         raise EngineError(

@@ -20,13 +20,13 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, Manifest, PlanFingerprint, PlanRecord, sha256_file
+from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, IOSignature, Manifest, PlanFingerprint, PlanRecord, sha256_file
 from ..errors import EdgeDeployError, EngineError, one_line
 from ..fsutil import write_bytes_atomic
 from ..precision import Precision
 from ..progress import Reporter
+from ..records import PlanVerify
 from . import device as device_mod
 from . import tensorrt_api, trtexec
 from .calibration import calibration_digest, calibration_images, make_calibration
@@ -129,10 +129,10 @@ def optimisation_profile(manifest: Manifest) -> dict[str, tuple[list[int], list[
 def fp32_pins(manifest: Manifest) -> list[tuple[str, str]]:
     """(node, output tensor) pairs the FP16 report says must stay FP32 (initializers are not layers)."""
     pins: list[tuple[str, str]] = []
-    for entry in (manifest.fp16 or {}).get("nodes", []):
-        if entry.get("op") == "initializer" or not entry.get("node"):
+    for entry in (manifest.fp16.nodes if manifest.fp16 else None) or ():
+        if entry.op == "initializer" or not entry.node:
             continue
-        pair = (str(entry["node"]), str(entry.get("output") or ""))
+        pair = (entry.node, entry.output or "")
         if pair not in pins:
             pins.append(pair)
     return pins
@@ -162,7 +162,7 @@ def check_dla(dla_core: int | None, facts: device_mod.DeviceFacts, tensorrt_vers
         )
     if not 0 <= dla_core < cores:
         raise EngineError(f"--dla-core {dla_core} does not exist: {board} has DLA cores 0..{cores - 1}.")
-    if precision == "fp32":
+    if precision == Precision.FP32:
         raise EngineError(
             "--dla-core needs --precision fp16 or int8: the DLA has no FP32 mode, so an FP32 build would run on "
             "the GPU through GPU fallback; use --precision fp16, or omit --dla-core."
@@ -202,7 +202,7 @@ def build_settings(
     strongly_typed: the graph carries the precisions (model_fp16.onnx), so nothing is pinned.
     """
     check_choices(options)
-    weak_reduced = options.precision in ("fp16", "int8") and not strongly_typed
+    weak_reduced = options.precision in (Precision.FP16, Precision.INT8) and not strongly_typed
     return tensorrt_api.BuildSettings(
         precision=options.precision,
         workspace_bytes=workspace_bytes,
@@ -216,7 +216,7 @@ def build_settings(
 
 def onnx_to_build(artifact_dir: Path, precision: Precision, strongly_typed: bool) -> Path:
     """The ONNX file a build reads: model_fp16.onnx for a strongly typed FP16 build, else model.onnx."""
-    if not (strongly_typed and precision == "fp16"):
+    if not (strongly_typed and precision == Precision.FP16):
         return Path(artifact_dir) / ONNX_NAME
     path = Path(artifact_dir) / FP16_ONNX_NAME
     if not path.is_file():
@@ -287,12 +287,12 @@ def _resolve(manifest: Manifest, options: EngineOptions, facts: device_mod.Devic
     onnx = onnx_to_build(artifact_dir, options.precision, strong)
     onnx_sha = sha256_file(onnx)
     digest = None
-    if options.precision == "int8":
+    if options.precision == Precision.INT8:
         if manifest.fused_preprocess:
             raise EngineError("INT8 calibration feeds preprocessed images, but this model takes camera frames "
                               "(--fuse-preprocess); build it with --precision fp16 or fp32.")
         images = calibration_images(options.calibration_images)
-        digest = calibration_digest(onnx_sha, images, manifest.preprocess.to_dict())
+        digest = calibration_digest(onnx_sha, images, manifest.preprocess)
         settings.calibration = make_calibration(artifact_dir, manifest, images, digest, settings.profile)
     return _Build(tool, settings, plan_fingerprint(facts, version, onnx_sha, settings, digest, onnx.name), onnx)
 
@@ -331,7 +331,7 @@ def _build_python(onnx: Path, plan_out: Path, settings: tensorrt_api.BuildSettin
 
 
 def _verify(plan: Path, onnx: Path, manifest: Manifest, dla_core: int | None,
-            reporter: Reporter, io: dict[str, Any] | None = None) -> dict[str, Any]:
+            reporter: Reporter, io: IOSignature | None = None) -> PlanVerify:
     """The plan's "verify" section: verify_plan's, or why it was skipped (needs the tensorrt module).
 
     onnx: the FP32 reference (model.onnx); io: the plan's I/O (that of the ONNX file it was built from).
@@ -339,7 +339,7 @@ def _verify(plan: Path, onnx: Path, manifest: Manifest, dla_core: int | None,
     if tensorrt_api.module_version() is None:
         reason = "the tensorrt Python module is not importable (a venv without --system-site-packages?)"
         reporter.warn(f"the plan was built but not verified: {reason}")
-        return {"status": "skipped", "reason": reason}
+        return PlanVerify(status="skipped", reason=reason)
     with reporter.stage("verify plan"):
         return verify_plan(plan, onnx, manifest, tensorrt_api.load(), reporter, dla_core=dla_core, io=io)
 
@@ -399,7 +399,7 @@ def build_plan(
                 trtexec.build_with_trtexec(build.tool, build.onnx, plan_tmp, build.settings, build.tensorrt_version,
                                            timing_cache, reporter)
         build_seconds = time.perf_counter() - started
-        verification: dict[str, Any] = {"status": "skipped", "reason": "--no-verify"}
+        verification = PlanVerify(status="skipped", reason="--no-verify")
         if options.verify:
             verification = _verify(plan_tmp, onnx, manifest, build.settings.dla_core, reporter,
                                    io=manifest.io_of(build.onnx.name))
@@ -422,7 +422,7 @@ def build_plan(
         "build_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "build_seconds": round(build_seconds, 1),
         "timing_cache": str(timing_cache) if timing_cache is not None else None,
-        "verify": verification,
+        "verify": verification.to_dict(),
     })
 
 

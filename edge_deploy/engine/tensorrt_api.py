@@ -37,10 +37,13 @@ import importlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..errors import EngineError, one_line
 from ..precision import Precision
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # TensorRT DataType member names -> Triton datatype names (the manifest's vocabulary).
 _TRITON_DTYPE = {
@@ -245,7 +248,7 @@ def strongly_typed(version: str | None, precision: Precision, *, weak_typing: bo
     """
     major = (version_tuple(version or "") or (0,))[0]
     if major >= 11:
-        if precision == "int8":
+        if precision == Precision.INT8:
             raise EngineError(
                 f"--precision int8 is not possible with TensorRT {version}: TensorRT 11 removed implicit INT8 "
                 "(calibrators and the INT8 flag) in favour of explicit quantization (Q/DQ nodes, e.g. from NVIDIA "
@@ -259,7 +262,7 @@ def strongly_typed(version: str | None, precision: Precision, *, weak_typing: bo
         return True
     if major == 10:
         # DLA keeps the flag path on 10.x: it is the DLA route JetPack 6 documents and has shipped with.
-        return precision == "fp16" and not weak_typing and not dla
+        return precision == Precision.FP16 and not weak_typing and not dla
     return False  # 8.5/8.6 have no strongly typed networks; an unknown version gets the flags every line has
 
 
@@ -383,9 +386,9 @@ class TensorRT:
 
         # Strongly typed: the ONNX graph's tensor types decide (model_fp16.onnx keeps the FP16 report's nodes
         # FP32 in the graph itself), and TensorRT forbids precision flags and layer precisions.
-        if not strong and settings.precision in ("fp16", "int8"):
+        if not strong and settings.precision in (Precision.FP16, Precision.INT8):
             config.set_flag(trt.BuilderFlag.FP16)
-        if not strong and settings.precision == "int8":
+        if not strong and settings.precision == Precision.INT8:
             config.set_flag(trt.BuilderFlag.INT8)
 
         pinned, unmatched = [], []
@@ -415,7 +418,7 @@ class TensorRT:
                 )
 
         calibrator = None
-        if settings.precision == "int8" and settings.calibration is not None and not strong:
+        if settings.precision == Precision.INT8 and settings.calibration is not None and not strong:
             calibrator = make_calibrator(trt, settings.calibration)
             config.int8_calibrator = calibrator
             if profile is not None:
@@ -504,7 +507,7 @@ class TensorRT:
         return engine.get_tensor_mode(name) == self.trt.TensorIOMode.INPUT
 
     # -- run (pycuda) ----------------------------------------------------------
-    def run(self, engine: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    def run(self, engine: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run the engine once on host arrays with pycuda; returns host output arrays by name."""
         import numpy as np
 

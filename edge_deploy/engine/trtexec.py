@@ -25,6 +25,7 @@ from typing import Sequence
 
 from ..errors import EngineError
 from ..fsutil import write_text_atomic
+from ..precision import Precision
 from ..progress import Reporter
 from . import tensorrt_api
 
@@ -106,9 +107,9 @@ def trtexec_argv(
         else:
             raise EngineError(f"trtexec of TensorRT {tensorrt_version or '(unknown version)'} cannot build "
                               "strongly typed networks (10.0+).")
-    elif settings.precision in ("fp16", "int8"):
+    elif settings.precision in (Precision.FP16, Precision.INT8):
         argv.append("--fp16")
-    if settings.precision == "int8" and not settings.strongly_typed:
+    if settings.precision == Precision.INT8 and not settings.strongly_typed:
         argv.append("--int8")
         if calibration_cache is None:
             raise EngineError(

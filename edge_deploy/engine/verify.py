@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from ..artifact import IOSignature, Manifest
 from ..errors import EngineError
 from ..parity import LaneCheck, compare_to_reference, parity_feeds
 from ..progress import Reporter
+from ..records import Comparison, PlanVerify
 from . import tensorrt_api
 
 
@@ -58,7 +59,7 @@ def check_io(tensors: Sequence[tensorrt_api.TensorInfo], io: IOSignature, where:
 
 def verify_plan(plan_path: Path, onnx_path: Path, manifest: Manifest, trt: tensorrt_api.TensorRT,
                 reporter: Reporter | None = None, dla_core: int | None = None,
-                io: IOSignature | None = None) -> dict[str, Any]:
+                io: IOSignature | None = None) -> PlanVerify:
     """Deserialize the plan, check its I/O against the manifest, run it and compare with ONNX Runtime.
 
     Returns the manifest's plan "verify" section; without pycuda only the I/O is checked.
@@ -68,12 +69,10 @@ def verify_plan(plan_path: Path, onnx_path: Path, manifest: Manifest, trt: tenso
     reporter = reporter or Reporter()
     engine = trt.deserialize(Path(plan_path).read_bytes(), where=str(plan_path), dla_core=dla_core)
     check_io(trt.io_tensors(engine), io if io is not None else manifest.io, where=str(plan_path))
-    result: dict[str, Any] = {"status": "passed", "io": "ok"}
     if not tensorrt_api.has_pycuda():
         reason = "pycuda is not installed (pip install 'edge-deploy[jetson]')"
         reporter.warn(f"the plan's I/O matches the manifest, but it was not run: {reason}")
-        result["run"] = {"status": "skipped", "reason": reason}
-        return result
+        return PlanVerify(status="passed", io="ok", run=Comparison.skipped(reason))
     from ..parity import ort_session
 
     feeds = parity_feeds(manifest)
@@ -85,17 +84,18 @@ def verify_plan(plan_path: Path, onnx_path: Path, manifest: Manifest, trt: tenso
     # The plan's lane limit stays in 640-wide pixels, as before UFLDv2's FP16 ONNX check moved to the data set's
     # original width (issue 23 asked that of the ONNX check; a stricter plan check cannot be tried without TensorRT).
     report = compare_to_reference(reference, actual, check and replace(check, limit_width=640.0))
-    report["batches"] = [int(next(iter(f.values())).shape[0]) for f in feeds]
-    if not report["passed"]:
-        worst = report["worst_output"]
-        stats = report["outputs"].get(worst, {})
-        problems = report["problems"]
+    if not report.passed:
+        worst = report.worst_output
+        stats = (report.outputs or {}).get(worst or "")
+        nan = float("nan")
+        problems = report.problems or ()
         summary = "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
         raise EngineError(
             f"the plan does not reproduce ONNX Runtime: {summary}; worst output {worst!r} "
-            f"(max abs {stats.get('max_abs', float('nan')):.3g}, max rel {stats.get('max_rel', float('nan')):.3g}); "
+            f"(max abs {stats.max_abs if stats else nan:.3g}, max rel {stats.max_rel if stats else nan:.3g}); "
             "try --precision fp32 or pass --no-verify to keep it anyway."
         )
-    result["run"] = {"status": "passed", **{k: v for k, v in report.items() if k not in ("passed", "problems")}}
-    return result
+    run = replace(report, status="passed", passed=None, problems=None,
+                  batches=tuple(int(next(iter(f.values())).shape[0]) for f in feeds))
+    return PlanVerify(status="passed", io="ok", run=run)
 

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict
 
 import numpy as np
 
 __all__ = ["EGO_TOLERANCE_M", "MarkerEvaluator", "MarkerScore"]
 
 EGO_TOLERANCE_M = 0.5  # an ego marker further than this from the true one at the vehicle is the wrong marker
+
+
+class ConditionScore(TypedDict):
+    """MarkerScore's figures for the frames of one condition tag (a dict: part of `to_dict`'s JSON)."""
+
+    frames: int
+    both_visible: int
+    ego_found: int
+    ego_found_rate: float | None
+    c0_error_m: dict[str, float | None]
+    heading_error_deg: dict[str, float | None]
 
 
 @dataclass
@@ -24,7 +35,7 @@ class MarkerScore:
     ego_found: int
     c0_error_m: dict[str, float | None]
     heading_error_deg: dict[str, float | None]
-    by_condition: dict[str, dict[str, Any]] = field(default_factory=dict)
+    by_condition: dict[str, ConditionScore] = field(default_factory=dict)
 
     @property
     def ego_found_rate(self) -> float | None:
@@ -48,7 +59,7 @@ class _Tally:
         self.c0: list[float] = []
         self.heading: list[float] = []
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ConditionScore:
         return {"frames": self.frames, "both_visible": self.both_visible, "ego_found": self.ego_found,
                 "ego_found_rate": self.ego_found / self.both_visible if self.both_visible else None,
                 "c0_error_m": _percentiles(self.c0), "heading_error_deg": _percentiles(self.heading)}

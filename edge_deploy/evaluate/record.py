@@ -7,12 +7,14 @@ worth and a later conversion can be compared with it.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, Manifest
 from ..errors import EvaluationError
 from ..progress import Reporter
+from ..records import EvaluationRecord, F1Retention, Scores
 
 SYNTHETIC_PREFIX = "synthetic:"
 
@@ -43,33 +45,41 @@ def eval_frames(spec: str) -> Any:
 
 
 def evaluate_artifact(artifact_dir: Path, manifest: Manifest, spec: str,
-                      reporter: Reporter | None = None) -> dict[str, Any]:
-    """F1/precision/recall of each ONNX file of the artifact on the --eval-data frames (the manifest's section)."""
+                      reporter: Reporter | None = None) -> EvaluationRecord:
+    """F1/precision/recall of each ONNX file of the artifact on the --eval-data frames (the manifest's section).
+
+    With both ONNX files scored, fp16.onnx.f1 of `manifest` gets model_fp16.onnx's F1 retention."""
     from .run import evaluate
     from .runners import OnnxRunner
 
     reporter = reporter or Reporter()
-    section: dict[str, Any] = {"data": spec, "frames": 0, "files": {}}
+    frames = 0
+    scores: dict[str, dict[str, Scores]] = {}
     for precision, name in (("fp32", ONNX_NAME), ("fp16", FP16_ONNX_NAME)):
         if not (Path(artifact_dir) / name).is_file():
             continue
         with reporter.stage(f"evaluate {name} on {spec}"):
             runner = OnnxRunner(Path(artifact_dir), precision, manifest=manifest)
             report, _ = evaluate(runner, eval_frames(spec))
-        section["frames"] = report.frames
-        section["files"][name] = {f"{r.iou_threshold:g}": {"f1": round(r.f1, 4), "precision": round(r.precision, 4),
-                                                           "recall": round(r.recall, 4)} for r in report.culane}
+        frames = report.frames
+        scores[name] = {f"{r.iou_threshold:g}": Scores(f1=round(r.f1, 4), precision=round(r.precision, 4),
+                                                       recall=round(r.recall, 4)) for r in report.culane}
+    section = EvaluationRecord(data=spec, frames=frames, files=scores)
     fp16 = manifest.fp16_onnx
-    scores = section["files"]
-    if isinstance(fp16, dict) and ONNX_NAME in scores and FP16_ONNX_NAME in scores:
-        ref, low = scores[ONNX_NAME]["0.5"]["f1"], scores[FP16_ONNX_NAME]["0.5"]["f1"]
-        fp16["f1"] = {"iou": 0.5, "fp32": ref, "fp16": low, "retention": round(low / ref, 4) if ref else None}
+    ref, low = section.f1(ONNX_NAME), section.f1(FP16_ONNX_NAME)
+    if fp16 is not None and manifest.fp16 is not None and ref is not None and low is not None:
+        f1 = F1Retention(iou=0.5, fp32=ref, fp16=low, retention=round(low / ref, 4) if ref else None)
+        manifest.fp16 = replace(manifest.fp16, onnx=replace(fp16, f1=f1))
     return section
 
 
-def evaluation_summary(section: dict[str, Any] | None) -> str | None:
-    """One line for `install`: 'F1 at IoU 0.5 on synthetic:200 (200 frames): model.onnx 0.93, model_fp16.onnx 0.93'."""
-    if not section or not section.get("files"):
+def evaluation_summary(section: EvaluationRecord | Mapping[str, Any] | None) -> str | None:
+    """One line for `install`: 'F1 at IoU 0.5 on synthetic:200 (200 frames): model.onnx 0.93, model_fp16.onnx 0.93'.
+
+    A plain mapping is read as the manifest's JSON section (what callers of 0.1 passed)."""
+    if section is not None and not isinstance(section, EvaluationRecord):
+        section = EvaluationRecord.from_dict(section)
+    if not section or not section.files:
         return None
-    parts = [f"{name} {scores['0.5']['f1']:.3f}" for name, scores in section["files"].items() if "0.5" in scores]
-    return f"F1 at IoU 0.5 on {section.get('data')} ({section.get('frames')} frames): {', '.join(parts)}"
+    parts = [f"{name} {scores['0.5'].f1:.3f}" for name, scores in section.files.items() if "0.5" in scores]
+    return f"F1 at IoU 0.5 on {section.data} ({section.frames} frames): {', '.join(parts)}"

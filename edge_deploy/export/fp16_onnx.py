@@ -19,13 +19,14 @@ from __future__ import annotations
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from .._deps import require
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, IOSignature, Manifest, TensorSpec, file_entry
 from ..errors import ConvertError, EdgeDeployError, one_line
-from ..parity import NEAR_TIE_MAX_REL, lanes_line, lanes_moved_reason, worst_output
+from ..parity import NEAR_TIE_MAX_REL, lanes_line, lanes_moved_reason
 from ..progress import Reporter
+from ..records import Comparison, Fp16OnnxRecord, Fp16Report, LaneComparison
 from . import onnx_target
 
 MAX_LANE_DX_PX = 1.0  # mean |dx| allowed between model.onnx and model_fp16.onnx lanes (pixels: see above)
@@ -33,7 +34,7 @@ FP16_MAX = 65504.0  # largest finite FP16: weights are clamped here, not at the 
 FP16_MIN_SUBNORMAL = 2.0**-24  # smallest FP16 subnormal: tinier non-zero weights keep this magnitude
 
 
-def kept_fp32_nodes(model: Any, fp16_report: dict[str, Any] | None) -> list[str]:
+def kept_fp32_nodes(model: Any, fp16_report: Fp16Report | Mapping[str, Any] | None) -> list[str]:
     """Names of the nodes to keep in FP32: the report's nodes, the consumers of overflowing initializers,
     and the data-movement nodes (Reshape, Concat, ...) that only pass their values on.
 
@@ -43,17 +44,20 @@ def kept_fp32_nodes(model: Any, fp16_report: dict[str, Any] | None) -> list[str]
     """
     from .fp16_report import DATA_MOVEMENT_OPS
 
+    if fp16_report is not None and not isinstance(fp16_report, Fp16Report):  # the section as JSON (0.1's callers)
+        fp16_report = Fp16Report.from_dict(fp16_report)
+
     nodes = list(model.graph.node)
     for index, node in enumerate(nodes):
         if not node.name:
             node.name = f"{node.op_type}_{index}"
     names = {node.name for node in nodes}
     keep: list[str] = []
-    for entry in (fp16_report or {}).get("nodes", []):
-        if entry.get("op") == "initializer":
-            keep += [n.name for n in nodes if entry.get("node") in n.input]
-        elif entry.get("node") in names:
-            keep.append(str(entry["node"]))
+    for entry in (fp16_report.nodes if fp16_report else None) or ():
+        if entry.op == "initializer":
+            keep += [n.name for n in nodes if entry.node in n.input]
+        elif entry.node in names:
+            keep.append(str(entry.node))
     kept_outputs = {out for n in nodes if n.name in keep for out in n.output}
     for node in nodes:  # graph.node is in topological order (an ONNX requirement)
         if node.op_type in DATA_MOVEMENT_OPS and kept_outputs.intersection(node.input) and node.name not in keep:
@@ -120,7 +124,7 @@ def fp16_io_signature(model: Any, io: IOSignature) -> IOSignature:
     return replace(io, inputs=retyped(io.inputs), outputs=retyped(io.outputs))
 
 
-def verify_fp16_onnx(fp32_path: Path, fp16_path: Path, manifest: Manifest) -> dict[str, Any]:
+def verify_fp16_onnx(fp32_path: Path, fp16_path: Path, manifest: Manifest) -> Comparison:
     """ONNX Runtime (CPU): model.onnx vs model_fp16.onnx on the parity inputs, raw outputs and lanes."""
     import numpy as np
 
@@ -137,24 +141,18 @@ def verify_fp16_onnx(fp32_path: Path, fp16_path: Path, manifest: Manifest) -> di
         cast = {name: np.asarray(array, dtype=dtypes.get(name, array.dtype)) for name, array in feed.items()}
         actual.append(dict(zip([o.name for o in session.get_outputs()], session.run(None, cast))))
     report = compare_to_reference(reference, actual, LaneCheck.of(manifest), max_dx_px=MAX_LANE_DX_PX, subject="the FP16 model")
-    lanes = report["lanes"]
-    if lanes is not None:
-        lanes = {"images": lanes["images"], "lanes_fp32": lanes["lanes_onnxruntime"], "lanes_fp16": lanes["lanes_plan"],
-                 "mean_dx_px": lanes["mean_dx_px"], "max_mean_dx_px": lanes["max_mean_dx_px"],
-                 "dx_width_px": lanes["dx_width_px"],  # the image width the dx is measured and held at
-                 **{key: lanes[key] for key in ("verified", "note") if key in lanes}}
-    return {
-        "reference": f"ONNX Runtime (CPU): {ONNX_NAME} (FP32) vs {FP16_ONNX_NAME}",
-        "batches": [int(next(iter(f.values())).shape[0]) for f in feeds],
-        "outputs": report["outputs"],
-        "lanes": lanes,
-        "passed": report["passed"],
-        "problems": report["problems"],
-    }
+    lanes = report.lanes
+    if lanes is not None:  # the two sides named for what they are here
+        lanes = replace(lanes, lanes_fp32=lanes.lanes_onnxruntime, lanes_fp16=lanes.lanes_plan,
+                        lanes_onnxruntime=None, lanes_plan=None)
+    return Comparison(
+        reference=f"ONNX Runtime (CPU): {ONNX_NAME} (FP32) vs {FP16_ONNX_NAME}",
+        batches=tuple(int(next(iter(f.values())).shape[0]) for f in feeds),
+        outputs=report.outputs, lanes=lanes, passed=report.passed, problems=report.problems)
 
 
 def make_fp16_onnx(artifact_dir: Path, manifest: Manifest, *, fp16_io: bool = False,
-                   reporter: Reporter | None = None) -> dict[str, Any]:
+                   reporter: Reporter | None = None) -> Fp16OnnxRecord:
     """Write artifact_dir/model_fp16.onnx, verify it against model.onnx and record it in `manifest`.
 
     Adds files["model_fp16.onnx"] and fp16["onnx"] (converter, I/O, kept nodes, verification,
@@ -186,53 +184,53 @@ def make_fp16_onnx(artifact_dir: Path, manifest: Manifest, *, fp16_io: bool = Fa
             raise ConvertError(
                 f"ONNX Runtime cannot run {FP16_ONNX_NAME}: {one_line(exc, 300)}; convert with --precision fp32."
             ) from exc
-        if not verdict["passed"]:
-            _refuse_or_note_lanes(verdict, manifest, reporter)
+        if not verdict.passed:
+            verdict = _refuse_or_note_lanes(verdict, manifest, reporter)
         tmp.replace(target)
     finally:
         tmp.unlink(missing_ok=True)
-    verdict.pop("problems")
-    section = {
-        "file": FP16_ONNX_NAME,
-        "converter": _converter_name(),
-        "io_precision": "fp16" if fp16_io else "fp32",
-        "io": fp16_io_signature(converted, manifest.io).to_dict(),
-        "kept_fp32": keep,
-        "verify": verdict,
-        "f1": None,  # F1 retention vs model.onnx: filled by the evaluation when evaluation data is given
-    }
+    section = Fp16OnnxRecord(
+        file=FP16_ONNX_NAME,
+        converter=_converter_name(),
+        io_precision="fp16" if fp16_io else "fp32",
+        io=fp16_io_signature(converted, manifest.io),
+        kept_fp32=tuple(keep),
+        verify=replace(verdict, problems=None),
+        f1=None,  # F1 retention vs model.onnx: filled by the evaluation when evaluation data is given
+    )
     manifest.files[FP16_ONNX_NAME] = file_entry(target)
-    manifest.fp16 = {**(manifest.fp16 or {}), "onnx": section}
-    lanes = verdict.get("lanes")
-    worst = worst_output(verdict)
+    manifest.fp16 = replace(manifest.fp16 or Fp16Report(), onnx=section)
+    worst = verdict.worst()
     reporter.info(
-        f"{FP16_ONNX_NAME}: {len(keep)} node(s) kept in FP32, {section['io_precision'].upper()} I/O; vs FP32 "
-        f"max abs {worst['max_abs']:.3g}, max rel {worst['max_rel']:.3g}"
-        + (f"; {fp16_lanes_line(lanes)}" if lanes else "")
+        f"{FP16_ONNX_NAME}: {len(keep)} node(s) kept in FP32, {(section.io_precision or '').upper()} I/O; vs FP32 "
+        f"max abs {worst.max_abs or 0.0:.3g}, max rel {worst.max_rel or 0.0:.3g}"
+        + (f"; {fp16_lanes_line(verdict.lanes)}" if verdict.lanes else "")
     )
     return section
 
 
-def fp16_lanes_line(lanes: dict[str, Any]) -> str:
-    return lanes_line(lanes, f"lanes {lanes['lanes_fp16']} (FP32 {lanes['lanes_fp32']}) over {lanes['images']} images")
+def fp16_lanes_line(lanes: LaneComparison | Mapping[str, Any]) -> str:
+    """The FP16 lane check in one line (a plain mapping is the section as JSON, what callers of 0.1 passed)."""
+    if not isinstance(lanes, LaneComparison):
+        lanes = LaneComparison.from_dict(lanes, "fp16.onnx.verify.lanes")
+    return lanes_line(lanes, f"lanes {lanes.lanes_fp16} (FP32 {lanes.lanes_fp32}) over {lanes.images} images")
 
 
-def _refuse_or_note_lanes(verdict: dict[str, Any], manifest: Manifest, reporter: Reporter) -> None:
+def _refuse_or_note_lanes(verdict: Comparison, manifest: Manifest, reporter: Reporter) -> Comparison:
     """A failed FP16 check: a ConvertError that says what moved and why; for untrained (seeded) weights whose raw
     outputs agree, a warning and "verified": false instead (random weights decide everything at near-ties, and a
     model that is only a demonstration must still convert)."""
-    problems = verdict["problems"]
+    problems = verdict.problems or ()
     summary = "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
-    near_ties = worst_output(verdict)["max_rel"] <= NEAR_TIE_MAX_REL
+    near_ties = (verdict.worst().max_rel or 0.0) <= NEAR_TIE_MAX_REL
     reason = lanes_moved_reason(verdict, "FP16")
-    lanes = verdict.get("lanes")
+    lanes = verdict.lanes
     if near_ties and lanes is not None and manifest.source.get("trained") is False \
             and all(not problem.startswith("output ") for problem in problems):
-        lanes.update(verified=False, note=f"not verified: untrained weights ({summary}; {reason})")
         reporter.warn(f"{FP16_ONNX_NAME}: lanes not verified: {summary}; {reason}. The weights are untrained: "
                       "convert a trained checkpoint to check its lanes.")
-        verdict["passed"] = True
-        return
+        lanes = replace(lanes, verified=False, note=f"not verified: untrained weights ({summary}; {reason})")
+        return replace(verdict, lanes=lanes, passed=True)
     advice = ("check that the checkpoint is trained, or convert with --precision fp32 if lanes must match exactly"
               if near_ties else "the model loses accuracy in FP16: convert with --precision fp32 for an FP32 plan")
     raise ConvertError(f"{FP16_ONNX_NAME} does not reproduce {ONNX_NAME} in ONNX Runtime: {summary}; {reason}; "

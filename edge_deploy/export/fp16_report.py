@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .._deps import require
+from ..records import Fp16Node, Fp16Report
 
 FP16_MAX = 65504.0
 FP16_MIN_SUBNORMAL = 2.0**-24
@@ -68,7 +69,7 @@ def _exposed_model(model: Any) -> tuple[Any, dict[str, tuple[str, str]]]:
     return exposed, producers
 
 
-def _initializer_overflows(model: Any) -> list[dict[str, Any]]:
+def _initializer_overflows(model: Any) -> list[Fp16Node]:
     onnx = require("onnx", "the FP16 report")
     import numpy as np
 
@@ -79,12 +80,11 @@ def _initializer_overflows(model: Any) -> list[dict[str, Any]]:
         values = onnx.numpy_helper.to_array(init)
         peak = float(np.abs(values).max()) if values.size else 0.0
         if peak > FP16_MAX:
-            found.append({"node": init.name, "op": "initializer", "output": init.name, "max_abs": peak,
-                          "reason": "overflow"})
+            found.append(Fp16Node(node=init.name, op="initializer", output=init.name, max_abs=peak, reason="overflow"))
     return found
 
 
-def fp16_report(model: Any, input_name: str, inputs: Sequence[Any], dynamic_batch: bool) -> dict[str, Any]:
+def fp16_report(model: Any, input_name: str, inputs: Sequence[Any], dynamic_batch: bool) -> Fp16Report:
     """Run `model` (ONNX, shapes inferred) in FP32 on `inputs` and list what FP16 would break.
 
     With a dynamic batch axis the samples run one at a time, so only one
@@ -113,22 +113,21 @@ def fp16_report(model: Any, input_name: str, inputs: Sequence[Any], dynamic_batc
             flushed[name] += float(magnitude.sum(where=magnitude < FP16_MIN_SUBNORMAL, dtype=np.float64))
             subnormal[name] += float(magnitude.sum(where=magnitude < FP16_MIN_NORMAL, dtype=np.float64))
 
-    nodes: list[dict[str, Any]] = _initializer_overflows(model)
+    nodes = _initializer_overflows(model)
     for name in names:
         node, op = producers[name]
-        entry = {"node": node, "op": op, "output": name, "max_abs": peak[name]}
         if peak[name] > FP16_MAX:
-            nodes.append({**entry, "reason": "overflow"})
+            nodes.append(Fp16Node(node=node, op=op, output=name, max_abs=peak[name], reason="overflow"))
         elif total[name] > 0 and (flushed[name] >= FLUSHED_MASS * total[name]
                                   or subnormal[name] >= SUBNORMAL_MASS * total[name]):
-            nodes.append({**entry, "reason": "underflow",
-                          "flushed_mass": round(flushed[name] / total[name], 4),
-                          "subnormal_mass": round(subnormal[name] / total[name], 4)})
-    return {
-        "rule": RULE,
-        "tensors_checked": len(names),
-        "samples": int(sum(a.shape[0] for a in inputs)),
-        "max_abs": max(peak.values(), default=0.0),
-        "nodes": nodes,
-        "fp32_nodes": sorted({n["node"] for n in nodes if n["op"] != "initializer"}),
-    }
+            nodes.append(Fp16Node(node=node, op=op, output=name, max_abs=peak[name], reason="underflow",
+                                  flushed_mass=round(flushed[name] / total[name], 4),
+                                  subnormal_mass=round(subnormal[name] / total[name], 4)))
+    return Fp16Report(
+        rule=RULE,
+        tensors_checked=len(names),
+        samples=int(sum(a.shape[0] for a in inputs)),
+        max_abs=max(peak.values(), default=0.0),
+        nodes=tuple(nodes),
+        fp32_nodes=tuple(sorted({n.node for n in nodes if n.op != "initializer" and n.node})),
+    )

@@ -42,6 +42,8 @@ from ..artifact import FP16_ONNX_NAME, ONNX_NAME, IOSignature, Manifest, TensorS
 from ..errors import ConvertError, one_line
 from ..lanedet.preprocess import PreprocessSpec
 from ..parity import lanes_moved_reason
+from ..records import (Comparison, FrameRecord, FusedParity, FusedPreprocessRecord, PixelDiff, PixelParity,
+                       Substitution)
 from . import onnx_target
 
 FRAME_INPUT = "FRAME"
@@ -215,7 +217,7 @@ def parity_frames(frame_size: tuple[int, int], seed: int, count: int = 3) -> lis
 
 
 def pixel_parity(spec: PreprocessSpec, frame_size: tuple[int, int], frames: list[np.ndarray],
-                 seed: int) -> dict[str, Any]:
+                 seed: int) -> PixelParity:
     """The fused preprocessing (ONNX Runtime) vs the client's (lanedet/preprocess.py), per pixel.
 
     The frames plus one of uniform noise (the worst case for a cubic kernel's overshoot).
@@ -229,8 +231,8 @@ def pixel_parity(spec: PreprocessSpec, frame_size: tuple[int, int], frames: list
     client = Preprocessor(pre)
     # One uint8 level in model-input units, per channel: scale / std.
     level = np.array([abs(pre.scale / s) for s in pre.std], np.float64).reshape(1, 3, 1, 1)
-    report: dict[str, Any] = {"frames": len(frames) + 1}
-    for key, rounded in (("rounded", True), ("unrounded", False)):
+    diffs: dict[bool, PixelDiff] = {}
+    for rounded in (True, False):
         session = ort_session(preprocess_graph(spec, frame_size, 1, "image", "FP32", round_uint8=rounded))
         worst, levels, differing, total = 0.0, 0.0, 0, 0
         for frame in [*frames, noise]:
@@ -241,14 +243,13 @@ def pixel_parity(spec: PreprocessSpec, frame_size: tuple[int, int], frames: list
             levels = max(levels, float((diff / level).max()))
             differing += int(np.count_nonzero(diff > 1e-6))
             total += diff.size
-        report[key] = {"max_abs": worst, "max_levels": levels, "fraction_differing": differing / total}
-    report["max_abs"] = report["rounded"]["max_abs"]
-    report["max_levels"] = report["rounded"]["max_levels"]
-    return report
+        diffs[rounded] = PixelDiff(max_abs=worst, max_levels=levels, fraction_differing=differing / total)
+    return PixelParity(frames=len(frames) + 1, rounded=diffs[True], unrounded=diffs[False],
+                       max_abs=diffs[True].max_abs, max_levels=diffs[True].max_levels)
 
 
 def lane_parity(raw_path: Path, fused_path: Path, manifest: Manifest, frames: list[np.ndarray],
-                max_dx_px: float = MAX_LANE_DX_PX) -> dict[str, Any]:
+                max_dx_px: float = MAX_LANE_DX_PX) -> Comparison:
     """Lanes of the fused model on frames vs the unfused model on the client's preprocessing of them."""
     from ..lanedet.preprocess import Preprocessor
     from ..parity import LaneCheck, compare_to_reference, ort_session
@@ -264,17 +265,15 @@ def lane_parity(raw_path: Path, fused_path: Path, manifest: Manifest, frames: li
         actual.append(dict(zip(names, fused.run(None, {FRAME_INPUT: frame[None]}))))
     report = compare_to_reference(reference, actual, LaneCheck.of(manifest), max_dx_px=max_dx_px,
                                   subject="the fused model")
-    lanes = report["lanes"]
-    if lanes is not None:
-        lanes = {"images": lanes["images"], "lanes_client": lanes["lanes_onnxruntime"],
-                 "lanes_fused": lanes["lanes_plan"], "mean_dx_px": lanes["mean_dx_px"],
-                 "max_mean_dx_px": lanes["max_mean_dx_px"],
-                 **{key: lanes[key] for key in ("verified", "note") if key in lanes}}
-    return {"outputs": report["outputs"], "lanes": lanes, "passed": report["passed"], "problems": report["problems"]}
+    lanes = report.lanes
+    if lanes is not None:  # the two sides named for what they are here; the width is the check's own
+        lanes = replace(lanes, lanes_client=lanes.lanes_onnxruntime, lanes_fused=lanes.lanes_plan,
+                        lanes_onnxruntime=None, lanes_plan=None, dx_width_px=None)
+    return replace(report, worst_output=None, lanes=lanes)
 
 
 def fuse_artifact(workdir: Path, manifest: Manifest, frame_size: tuple[int, int], seed: int = 0,
-                  reporter: Any = None) -> dict[str, Any]:
+                  reporter: Any = None) -> FusedPreprocessRecord:
     """Fuse the preprocessing into model.onnx (and model_fp16.onnx), check parity, record it in `manifest`.
 
     Runs after export's own checks (which compare the unfused graph with torch). The
@@ -288,66 +287,73 @@ def fuse_artifact(workdir: Path, manifest: Manifest, frame_size: tuple[int, int]
     spec = manifest.preprocess
     frames = parity_frames(frame_size, seed)
     pixels = pixel_parity(spec, frame_size, frames, seed)
-    if pixels["max_levels"] > MAX_PIXEL_LEVELS and spec.interpolation not in SUBSTITUTED:
+    if (pixels.max_levels or 0.0) > MAX_PIXEL_LEVELS and spec.interpolation not in SUBSTITUTED:
         raise ConvertError(
-            f"the fused preprocessing differs from the client's by {pixels['max_levels']:.2f} uint8 levels at most "
+            f"the fused preprocessing differs from the client's by {pixels.max_levels:.2f} uint8 levels at most "
             f"(limit {MAX_PIXEL_LEVELS:g}); convert without --fuse-preprocess."
         )
-    names = [n for n in (ONNX_NAME, FP16_ONNX_NAME) if (workdir / n).is_file()]
-    lanes: dict[str, Any] = {}
-    for name in names:
-        path = workdir / name
-        original = path.with_name(f".{name}.unfused")
-        path.replace(original)
-        try:
-            shutil.copyfile(original, path)
-            fuse_file(path, spec, frame_size)
-            limit = MAX_LANE_DX_PX_FP16 if name == FP16_ONNX_NAME else MAX_LANE_DX_PX
-            lanes[name] = lane_parity(original, path, manifest, frames, limit)
-        finally:
-            original.unlink(missing_ok=True)
-        if not lanes[name]["passed"] and spec.interpolation in SUBSTITUTED:
-            # Another resampler than the client's: lanes that move are the substitution's measured cost, recorded
-            # (parity.lanes) and said, not refused; the exact resamplers are held to the limit below.
-            reporter.warn(
-                f"{name}: with the {SUBSTITUTED[spec.interpolation]} the lanes differ from client-side "
-                f"preprocessing ({'; '.join(lanes[name]['problems'][:2])}); check the fused model with "
-                "`edge-deploy evaluate` on your frames before serving it.")
-        elif not lanes[name]["passed"]:
-            raise ConvertError(
-                f"the fused preprocessing does not reproduce the client's in {name}: "
-                f"{'; '.join(lanes[name]['problems'][:3])}; {lanes_moved_reason(lanes[name], 'the fused graph')}; "
-                "convert without --fuse-preprocess."
-            )
-        manifest.files[name] = file_entry(path)
+    lanes = {name: _fuse_file_checked(workdir, name, manifest, frame_size, frames, reporter)
+             for name in (ONNX_NAME, FP16_ONNX_NAME) if (workdir / name).is_file()}
     manifest.io = fused_io(manifest.io, frame_size)
     record = manifest.fp16_onnx
-    if record and isinstance(record.get("io"), dict):
-        record["io"] = fused_io(IOSignature.from_dict(record["io"]), frame_size).to_dict()
-    section = {
-        "input": FRAME_INPUT,
-        "frame": {"height": frame_size[0], "width": frame_size[1], "datatype": "UINT8", "layout": "NHWC",
-                  "color": "bgr"},
-        "graph": (f"Cast -> [crop Slice] -> Transpose NCHW -> {resize_description(spec)} -> Round -> Clip(0, 255) "
-                  "-> Mul/Add (scale, mean, std) -> model input dtype"),
-        **({"substituted": {"interpolation": spec.interpolation, "by": SUBSTITUTED[spec.interpolation]}}
-           if spec.interpolation in SUBSTITUTED else {}),
-        "parity": {
-            "reference": f"lanedet/preprocess.py (cv2.resize {spec.interpolation} on uint8, per-byte table) vs the "
-                         "fused graph in ONNX Runtime (CPU)",
-            "seed": seed,
-            "pixels": pixels,
-            "lanes": lanes,
-            "max_mean_dx_px": {ONNX_NAME: MAX_LANE_DX_PX, FP16_ONNX_NAME: MAX_LANE_DX_PX_FP16},
-        },
-    }
+    if record is not None and record.io is not None and manifest.fp16 is not None:
+        manifest.fp16 = replace(manifest.fp16, onnx=replace(record, io=fused_io(record.io, frame_size)))
+    section = FusedPreprocessRecord(
+        input=FRAME_INPUT,
+        frame=FrameRecord(height=frame_size[0], width=frame_size[1], datatype="UINT8", layout="NHWC", color="bgr"),
+        graph=(f"Cast -> [crop Slice] -> Transpose NCHW -> {resize_description(spec)} -> Round -> Clip(0, 255) "
+               "-> Mul/Add (scale, mean, std) -> model input dtype"),
+        substituted=(Substitution(interpolation=spec.interpolation, by=SUBSTITUTED[spec.interpolation])
+                     if spec.interpolation in SUBSTITUTED else None),
+        parity=FusedParity(
+            reference=f"lanedet/preprocess.py (cv2.resize {spec.interpolation} on uint8, per-byte table) vs the "
+                      "fused graph in ONNX Runtime (CPU)",
+            seed=seed,
+            pixels=pixels,
+            lanes=lanes,
+            max_mean_dx_px={ONNX_NAME: MAX_LANE_DX_PX, FP16_ONNX_NAME: MAX_LANE_DX_PX_FP16},
+        ),
+    )
     manifest.fused_preprocess = section
-    first = next(iter(lanes.values()), {}).get("lanes") or {}
+    first = next(iter(lanes.values())).lanes if lanes else None
+    rounded, unrounded = pixels.rounded or PixelDiff(), pixels.unrounded or PixelDiff()
     reporter.info(
         f"fused preprocessing: FRAME uint8 {frame_size[1]}x{frame_size[0]}; vs client-side max "
-        f"{pixels['max_levels']:.2f} level(s) per pixel ({pixels['rounded']['fraction_differing']:.2%} of values "
-        f"differ; {pixels['unrounded']['max_levels']:.1f} without uint8 rounding)"
-        + (f"; lanes {first.get('lanes_fused')} (client-side {first.get('lanes_client')}), mean |dx| "
-           f"{first.get('mean_dx_px', 0.0):.3f} px" if first else "")
+        f"{pixels.max_levels or 0.0:.2f} level(s) per pixel ({rounded.fraction_differing or 0.0:.2%} of values "
+        f"differ; {unrounded.max_levels or 0.0:.1f} without uint8 rounding)"
+        + (f"; lanes {first.lanes_fused} (client-side {first.lanes_client}), mean |dx| "
+           f"{first.mean_dx_px or 0.0:.3f} px" if first else "")
     )
     return section
+
+
+def _fuse_file_checked(workdir: Path, name: str, manifest: Manifest, frame_size: tuple[int, int],
+                       frames: list[np.ndarray], reporter: Any) -> Comparison:
+    """Fuse the preprocessing into workdir/name, compare its lanes with the unfused file's and record the file."""
+    spec = manifest.preprocess
+    path = workdir / name
+    original = path.with_name(f".{name}.unfused")
+    path.replace(original)
+    try:
+        shutil.copyfile(original, path)
+        fuse_file(path, spec, frame_size)
+        limit = MAX_LANE_DX_PX_FP16 if name == FP16_ONNX_NAME else MAX_LANE_DX_PX
+        lanes = lane_parity(original, path, manifest, frames, limit)
+    finally:
+        original.unlink(missing_ok=True)
+    problems = lanes.problems or ()
+    if not lanes.passed and spec.interpolation in SUBSTITUTED:
+        # Another resampler than the client's: lanes that move are the substitution's measured cost, recorded
+        # (parity.lanes) and said, not refused; the exact resamplers are held to the limit below.
+        reporter.warn(
+            f"{name}: with the {SUBSTITUTED[spec.interpolation]} the lanes differ from client-side "
+            f"preprocessing ({'; '.join(problems[:2])}); check the fused model with "
+            "`edge-deploy evaluate` on your frames before serving it.")
+    elif not lanes.passed:
+        raise ConvertError(
+            f"the fused preprocessing does not reproduce the client's in {name}: "
+            f"{'; '.join(problems[:3])}; {lanes_moved_reason(lanes, 'the fused graph')}; "
+            "convert without --fuse-preprocess."
+        )
+    manifest.files[name] = file_entry(path)
+    return lanes

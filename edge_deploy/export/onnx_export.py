@@ -10,6 +10,7 @@ import os
 import sys
 import tempfile
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -18,6 +19,7 @@ from ..artifact import ONNX_TRITON_DTYPES, IOSignature, TensorSpec
 from ..errors import ConvertError, one_line
 from ..parity import ort_session, run_ort, tolerance_report
 from ..artifact import BatchRange
+from ..records import SimplifyReport
 from . import onnx_target
 from .settings import ExportSettings
 
@@ -51,7 +53,7 @@ def _captured_fds() -> Iterator[None]:
 
 
 def export_kwargs(settings: ExportSettings, output_names: Sequence[str]) -> dict[str, Any]:
-    """The torch.onnx.export keyword arguments `convert` uses (the benchmark reuses them)."""
+    """The torch.onnx.export keyword arguments `convert` uses (the benchmark reuses them): torch's API, untyped."""
     torch = require("torch", "exporting to ONNX")
     kwargs: dict[str, Any] = {
         "opset_version": settings.opset,
@@ -111,7 +113,7 @@ def check_onnx(path: Path) -> None:
 
 
 def simplify_onnx(path: Path, input_name: str, inputs: Sequence[Any], baseline: Sequence[Sequence[Any]],
-                  names: Sequence[str], atol: float, rtol: float) -> tuple[dict[str, Any], list[list[Any]]]:
+                  names: Sequence[str], atol: float, rtol: float) -> tuple[SimplifyReport, list[list[Any]]]:
     """Simplify the model at `path` in place when that keeps its results; report what happened.
 
     Returns the report and the ORT outputs of the model that was kept.
@@ -124,8 +126,8 @@ def simplify_onnx(path: Path, input_name: str, inputs: Sequence[Any], baseline: 
     onnx = require("onnx", "simplifying the ONNX model")
     onnxslim = require("onnxslim", "simplifying the ONNX model")
     original = onnx.load(str(path))
-    report: dict[str, Any] = {"tool": f"onnxslim {getattr(onnxslim, '__version__', '?')}",
-                              "nodes_before": len(original.graph.node)}
+    report = SimplifyReport(tool=f"onnxslim {getattr(onnxslim, '__version__', '?')}",
+                            nodes_before=len(original.graph.node))
     try:
         with warnings.catch_warnings(), _captured_fds():
             warnings.simplefilter("ignore")
@@ -136,18 +138,18 @@ def simplify_onnx(path: Path, input_name: str, inputs: Sequence[Any], baseline: 
         onnx.checker.check_model(slim)
         outputs = run_ort(ort_session(slim), input_name, inputs)
     except Exception as exc:  # any failure of the optional step keeps the exported graph
-        report.update(applied=False, reason=f"simplification failed: {one_line(exc)}")
-        return report, [list(o) for o in baseline]
+        return replace(report, applied=False, reason=f"simplification failed: {one_line(exc)}"), \
+            [list(o) for o in baseline]
     same = tolerance_report(names, baseline, outputs, atol, rtol)
-    if not all(entry["ok"] for entry in same.values()):
-        worst = max(same, key=lambda n: same[n]["max_abs"])
-        report.update(applied=False, reason=f"simplified graph changed {worst!r} by {same[worst]['max_abs']:.3g}")
-        return report, [list(o) for o in baseline]
+    if not all(entry.ok for entry in same.values()):
+        worst = max(same, key=lambda n: same[n].max_abs or 0.0)
+        reason = f"simplified graph changed {worst!r} by {same[worst].max_abs or 0.0:.3g}"
+        return replace(report, applied=False, reason=reason), [list(o) for o in baseline]
     tmp = path.with_suffix(".slim.onnx")
     onnx_target.save(slim, tmp, what="the simplified model")
     os.replace(tmp, path)
-    report.update(applied=True, nodes_after=len(slim.graph.node),
-                  max_abs_change={n: e["max_abs"] for n, e in same.items()})
+    report = replace(report, applied=True, nodes_after=len(slim.graph.node),
+                     max_abs_change={n: e.max_abs or 0.0 for n, e in same.items()})
     return report, outputs
 
 

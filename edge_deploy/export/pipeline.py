@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .._deps import require
-from ..artifact import ONNX_NAME, Manifest, file_entry
+from ..artifact import ONNX_NAME, IOSignature, Manifest, file_entry
 from ..errors import ConvertError, one_line
-from ..lanedet.family import LEGACY_FAMILY, DecodeDefaultsError, DecodeParams, family_for_outputs, get_family
+from ..lanedet.family import (LEGACY_FAMILY, DecodeDefaultsError, DecodeParams, LaneFamily, LoadedModel,
+                              family_for_outputs, get_family)
+from ..lanedet.preprocess import PreprocessSpec
 from ..parity import ort_session, parity_inputs, run_ort, tolerance_report
 from ..progress import Reporter
+from ..records import ExportReport, ParityReport, SimplifyReport, Tolerance
 from .finite_weights import check_finite_weights
 from .fp16_onnx import make_fp16_onnx
 from .onnx_export import (
@@ -94,23 +97,16 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
             ) from exc
         ort_outputs = run_ort(session, settings.input_name, inputs)
 
-    simplify_report: dict[str, Any] = {"applied": False, "reason": "disabled (--no-simplify)"}
+    simplify_report = SimplifyReport(applied=False, reason="disabled (--no-simplify)")
     if settings.simplify:
         with reporter.stage("simplify"):
             simplify_report, ort_outputs = simplify_onnx(onnx_path, settings.input_name, inputs, ort_outputs,
                                                          names, settings.atol, settings.rtol)
-            if not simplify_report["applied"]:
-                reporter.warn(f"kept the unsimplified graph: {simplify_report['reason']}")
+            if not simplify_report.applied:
+                reporter.warn(f"kept the unsimplified graph: {simplify_report.reason}")
 
     with reporter.stage("parity"):
-        parity = tolerance_report(names, reference, ort_outputs, settings.atol, settings.rtol)
-        for name, entry in parity.items():
-            if not entry["ok"]:
-                raise ConvertError(
-                    f"parity check failed: output {name!r} differs between torch and ONNX Runtime by "
-                    f"{entry['max_abs']:.3g} (max abs; rel {entry['max_rel']:.3g}) beyond atol {settings.atol:g} / "
-                    f"rtol {settings.rtol:g}; the export does not reproduce the model."
-                )
+        parity = _parity_report(names, reference, ort_outputs, settings)
 
     with reporter.stage("FP16 report"):
         from .fp16_report import fp16_report
@@ -120,12 +116,7 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
         fp16 = fp16_report(final_model, settings.input_name, inputs, settings.batch.dynamic)
 
     io = io_signature(final_model, settings.batch)
-    family = loaded.family or family_for_outputs(io.outputs, io.batch.dynamic)
-    preprocess = loaded.preprocess or (family or get_family(LEGACY_FAMILY)).preprocess
-    if loaded.preprocess is None and len(loaded.sample_shape) == 3:  # the model's own input size
-        preprocess = replace(preprocess, height=int(loaded.sample_shape[1]), width=int(loaded.sample_shape[2]),
-                             resized_height=None)
-    decode = _decode(loaded.decode or (family or get_family(LEGACY_FAMILY)).decode_defaults, settings)
+    family, preprocess, decode = _family_settings(loaded, io, settings)
     manifest = Manifest(
         io=io,
         preprocess=preprocess,
@@ -134,21 +125,10 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
         family=family.name if family else None,
         source=loaded.source,
         files={ONNX_NAME: file_entry(onnx_path)},
-        export={
-            "exporter": f"torch {torch.__version__} (TorchScript-based torch.onnx.export)",
-            "onnx": onnx.__version__,
-            "opset": settings.opset,
-            "ir_version": int(final_model.ir_version),
-            "trace_batch": int(example_np.shape[0]),
-            "simplify": simplify_report,
-        },
-        parity={
-            "reference": "torch (CPU, FP32) vs ONNX Runtime (CPUExecutionProvider, FP32)",
-            "tolerance": {"atol": settings.atol, "rtol": settings.rtol},
-            "batches": settings.batch.ends(),
-            "seed": settings.seed,
-            "outputs": {n: {"max_abs": e["max_abs"], "max_rel": e["max_rel"]} for n, e in parity.items()},
-        },
+        export=ExportReport(exporter=f"torch {torch.__version__} (TorchScript-based torch.onnx.export)",
+                            onnx=onnx.__version__, opset=settings.opset, ir_version=int(final_model.ir_version),
+                            trace_batch=int(example_np.shape[0]), simplify=simplify_report),
+        parity=parity,
         fp16=fp16,
     )
     if settings.fp16_onnx:
@@ -160,6 +140,38 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
 
             fuse_artifact(workdir, manifest, settings.fuse_frame, settings.seed, reporter)
     return manifest
+
+
+def _family_settings(loaded: LoadedModel, io: IOSignature, settings: ExportSettings
+                     ) -> tuple[LaneFamily | None, PreprocessSpec, DecodeParams]:
+    """The model's family (its own, else the one whose outputs these are), preprocessing and decode settings."""
+    family = loaded.family or family_for_outputs(io.outputs, io.batch.dynamic)
+    preprocess = loaded.preprocess or (family or get_family(LEGACY_FAMILY)).preprocess
+    if loaded.preprocess is None and len(loaded.sample_shape) == 3:  # the model's own input size
+        preprocess = replace(preprocess, height=int(loaded.sample_shape[1]), width=int(loaded.sample_shape[2]),
+                             resized_height=None)
+    decode = _decode(loaded.decode or (family or get_family(LEGACY_FAMILY)).decode_defaults, settings)
+    return family, preprocess, decode
+
+
+def _parity_report(names: Sequence[str], reference: Sequence[Sequence[Any]], ort_outputs: Sequence[Sequence[Any]],
+                   settings: ExportSettings) -> ParityReport:
+    """torch vs ONNX Runtime within --atol/--rtol on every output (ConvertError otherwise), as the manifest says it."""
+    parity = tolerance_report(names, reference, ort_outputs, settings.atol, settings.rtol)
+    for name, entry in parity.items():
+        if not entry.ok:
+            raise ConvertError(
+                f"parity check failed: output {name!r} differs between torch and ONNX Runtime by "
+                f"{entry.max_abs:.3g} (max abs; rel {entry.max_rel:.3g}) beyond atol {settings.atol:g} / "
+                f"rtol {settings.rtol:g}; the export does not reproduce the model."
+            )
+    return ParityReport(
+        reference="torch (CPU, FP32) vs ONNX Runtime (CPUExecutionProvider, FP32)",
+        tolerance=Tolerance(atol=settings.atol, rtol=settings.rtol),
+        batches=tuple(settings.batch.ends()),
+        seed=settings.seed,
+        outputs={n: replace(e, ok=None) for n, e in parity.items()},  # "ok" is implied: it passed
+    )
 
 
 def _decode(base: DecodeParams, settings: ExportSettings) -> DecodeParams:

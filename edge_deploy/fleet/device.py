@@ -24,7 +24,9 @@ def last_rollout_path(scope: str) -> Path:
 
 def record_result(scope: str, result: dict[str, Any], repository: Path | None = None,
                   name: str = "lanedet") -> dict[str, Any]:
-    """Keep `result` (the role's per-host outcome, plus what is served now) as this vehicle's last rollout."""
+    """Keep `result` (the role's per-host outcome, plus what is served now) as this vehicle's last rollout.
+
+    `result` is the JSON the role templates (`fleet record` prints what is kept); external JSON, kept as it is."""
     import datetime
 
     result = dict(result)
@@ -39,7 +41,10 @@ def record_result(scope: str, result: dict[str, Any], repository: Path | None = 
 
 
 def report(repository: Path, name: str, scope: str) -> dict[str, Any]:
-    """Served version, its manifest sha256, the server's health, this machine's fingerprint, the last rollout."""
+    """Served version, its manifest sha256, the server's health, this machine's fingerprint, the last rollout.
+
+    The JSON object `fleet report` prints for the role and `fleet status` (external JSON: its keys are what
+    rollout.yml and status.yml read)."""
     from ..engine.device import device_facts
     from ..engine.fingerprint import machine_fingerprint
     from ..errors import EdgeDeployError, one_line

@@ -18,7 +18,9 @@ MAPPING_VARS = ("edge_deploy_environment",)
 
 
 def parse_extra_vars(items: list[str] | None) -> dict[str, Any]:
-    """KEY=VALUE, a JSON object, or @FILE holding one, merged in order; FleetError for what is neither."""
+    """KEY=VALUE, a JSON object, or @FILE holding one, merged in order; FleetError for what is neither.
+
+    The result is Ansible's extra vars (external JSON for the playbook: any variable of the role)."""
     out: dict[str, Any] = {}
     for item in items or []:
         try:
@@ -48,6 +50,7 @@ def check_role_vars(variables: dict[str, Any]) -> None:
 
 
 def _object(value: Any) -> dict[str, Any]:
+    """A JSON object of extra vars, or ValueError."""
     if not isinstance(value, dict):
         raise ValueError("the JSON is not an object")
     return value

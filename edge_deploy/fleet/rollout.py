@@ -10,14 +10,47 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from ..records import Record, json_value
 from .ansible import playbook, run_playbook
 from .inventory import inventory_hosts
 from .payload import archive, make_payload, payload_id
 from .policy import Amount, FleetError, batches, exceeds
+
+
+@dataclass(frozen=True, eq=False)
+class HostResult(Record):
+    """One host's outcome of a rollout: what the role reported (its rollout.yml "result"; `fleet record` adds
+    serving, manifest_sha256, health, finished), or "unreachable" when no report came; `batch` is added here.
+
+    Its values come from Ansible templating (a version may be a number or a string, rolled_back "True"), so they
+    are kept as they came; keys not listed here stay in `extra`.
+    """
+
+    host: str | None = None
+    status: str | None = None  # "ok" | "failed"
+    payload: str | None = None
+    step: str | None = None
+    message: str | None = None
+    before: Any = None  # the version served before
+    rolled_back: Any = None
+    rollback_error: str | None = None
+    plan: Any = None  # {"built", "reused", "fingerprint_key"}
+    serving: Any = None
+    manifest_sha256: str | None = None
+    health: str | None = None
+    finished: str | None = None
+    batch: int | None = None
+
+    _SECTION = "rollout result"
+    _ALWAYS = frozenset({"serving"})
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
 
 
 @dataclass
@@ -27,18 +60,18 @@ class RolloutResult:
     payload: str
     run_dir: Path
     batches: list[list[str]]
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    results: dict[str, HostResult] = field(default_factory=dict)
     untouched: list[str] = field(default_factory=list)
     stopped: str | None = None  # why the rollout stopped early (None: it reached every host)
     seconds: float = 0.0
 
     @property
     def failed(self) -> list[str]:
-        return [h for h, r in self.results.items() if r.get("status") != "ok"]
+        return [h for h, r in self.results.items() if not r.ok]
 
     def to_dict(self) -> dict[str, Any]:
         return {"payload": self.payload, "run_dir": str(self.run_dir), "batches": self.batches,
-                "results": self.results, "untouched": self.untouched, "stopped": self.stopped,
+                "results": json_value(self.results), "untouched": self.untouched, "stopped": self.stopped,
                 "seconds": round(self.seconds, 2), "ok": not self.failed and self.stopped is None}
 
 
@@ -75,10 +108,10 @@ def rollout(
     batch: str = "25%",
     max_fail: str = "0",
     limit: str | None = None,
-    extra_vars: dict[str, Any] | None = None,
+    extra_vars: dict[str, Any] | None = None,  # Ansible's extra vars (role_vars): JSON for the playbook
     run_root: Path | None = None,
     batch_timeout: float = 3600.0,
-    on_batch: Callable[[int, list[str], dict[str, dict[str, Any]]], None] | None = None,
+    on_batch: Callable[[int, list[str], dict[str, HostResult]], None] | None = None,
     keep: int | None = None,
 ) -> RolloutResult:
     """Roll `artifact` out to the hosts of `inventory`; returns every host's result (never raises for a host).
@@ -126,15 +159,8 @@ def rollout(
         code = run_playbook(playbook("rollout.yml"), Path(inventory), group, vars_file, run_dir / "ansible.log",
                             forks=len(group), timeout=batch_timeout)
         for host in group:
-            path = reports / f"{host}.json"
-            try:
-                result.results[host] = json.loads(path.read_text())
-            except (OSError, ValueError):
-                result.results[host] = {"host": host, "status": "failed", "step": "unreachable",
-                                        "message": f"no result from the host (ansible-playbook exit {code}; "
-                                                   f"see {run_dir / 'ansible.log'})", "serving": None}
-            result.results[host]["batch"] = index
-        failed = sum(1 for h in group if result.results[h].get("status") != "ok")
+            result.results[host] = replace(_host_result(reports / f"{host}.json", host, code, run_dir), batch=index)
+        failed = sum(1 for h in group if not result.results[h].ok)
         if on_batch is not None:
             on_batch(index, group, {h: result.results[h] for h in group})
         is_canary = index == 0 and canary > 0
@@ -148,9 +174,21 @@ def rollout(
     return result
 
 
+def _host_result(path: Path, host: str, code: int, run_dir: Path) -> HostResult:
+    """The report the host wrote to the run directory, or "unreachable" when there is none (or it is not JSON)."""
+    try:
+        return HostResult.from_dict(json.loads(path.read_text()), f"{path}")
+    except (OSError, ValueError):
+        return HostResult(host=host, status="failed", step="unreachable",
+                          message=f"no result from the host (ansible-playbook exit {code}; see {run_dir / 'ansible.log'})")
+
+
 def fleet_status(inventory: Path, extra_vars: dict[str, Any] | None = None, limit: str | None = None,
                  run_root: Path | None = None, timeout: float = 600.0) -> dict[str, dict[str, Any]]:
-    """Each host's report (served version, manifest sha256, fingerprint, health, last rollout), or why none came."""
+    """Each host's report (served version, manifest sha256, fingerprint, health, last rollout), or why none came.
+
+    The reports are the JSON `edge-deploy fleet report` printed on each vehicle (`fleet status --json` prints
+    them as they are), kept as that JSON."""
     import tempfile
 
     hosts = inventory_hosts(Path(inventory), limit)

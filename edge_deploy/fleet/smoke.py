@@ -61,21 +61,32 @@ def record_reference(artifact_dir: Path, out_dir: Path | None = None, frames: in
     })
 
 
+@dataclass(frozen=True)
+class FrameCheck:
+    """One reference frame: lanes recorded and served, their mean |dx| (rounded; "inf" when a lane had no partner)."""
+
+    frame: str
+    expected: int
+    got: int
+    mean_dx: float | str
+    ok: bool
+
+
 @dataclass
 class SmokeResult:
     """What the smoke check found, frame by frame."""
 
     passed: bool
-    frames: list[dict[str, Any]] = field(default_factory=list)
+    frames: list[FrameCheck] = field(default_factory=list)
     lanes: int = 0  # recorded lanes in all frames (0: the check could only compare empty results)
 
     def summary(self) -> str:
-        bad = [f for f in self.frames if not f["ok"]]
+        bad = [f for f in self.frames if not f.ok]
         if self.passed:
             return f"smoke: {len(self.frames)} reference frame(s), {self.lanes} lane(s), all match"
         first = bad[0]
-        return (f"smoke: {len(bad)} of {len(self.frames)} reference frame(s) differ; {first['frame']}: "
-                f"{first['got']} lane(s) served, {first['expected']} recorded, mean |dx| {first['mean_dx']}")
+        return (f"smoke: {len(bad)} of {len(self.frames)} reference frame(s) differ; {first.frame}: "
+                f"{first.got} lane(s) served, {first.expected} recorded, mean |dx| {first.mean_dx}")
 
 
 def check_served(
@@ -113,7 +124,7 @@ def check_served(
             mean = float(np.mean(dx)) if dx else 0.0
             limit = tolerance * frame.shape[1] / 640.0
             ok = len(got) == len(want) and mean <= limit
-            result.frames.append({"frame": name, "expected": len(want), "got": len(got),
-                                  "mean_dx": round(mean, 3) if np.isfinite(mean) else "inf", "ok": ok})
+            result.frames.append(FrameCheck(frame=name, expected=len(want), got=len(got),
+                                            mean_dx=round(mean, 3) if np.isfinite(mean) else "inf", ok=ok))
             result.passed &= ok
     return result

@@ -47,7 +47,7 @@ def read_calibration(path: str | os.PathLike[str]) -> tuple[Any, str]:
 
 
 def write_calibration(path: str | os.PathLike[str], mapping: dict[str, Any]) -> Path:
-    """Write a camera's mapping (Camera.to_mapping()) as a calibration file; returns the path."""
+    """Write a camera's mapping (Camera.to_mapping()) as a calibration file (camera_info YAML); returns the path."""
     import yaml
 
     from ..fsutil import write_text_atomic
@@ -93,6 +93,7 @@ def _number(value: Any, key: str, where: str) -> float:
 
 
 def _integer(data: dict[str, Any], key: str, where: str) -> int:
+    """A positive integer of the camera_info YAML mapping `data`."""
     value = data[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise CalibrationError(f"{where}: {key} must be a positive whole number of pixels (got {value!r}).")
@@ -100,7 +101,8 @@ def _integer(data: dict[str, Any], key: str, where: str) -> int:
 
 
 def _matrix(data: dict[str, Any], key: str, where: str, shapes: tuple[tuple[int, int], ...] | None) -> list[float]:
-    """A {rows, cols, data} mapping's data, its size checked against rows x cols (and `shapes` when given)."""
+    """A {rows, cols, data} mapping's data (camera_info YAML), its size checked against rows x cols (and `shapes`
+    when given)."""
     block = data[key]
     if not isinstance(block, dict) or not {"rows", "cols", "data"} <= set(block):
         raise CalibrationError(f"{where}: {key} must be a mapping with rows, cols and data.")

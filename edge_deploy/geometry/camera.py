@@ -117,7 +117,7 @@ class Camera:
         return write_calibration(path, self.to_mapping())
 
     def to_mapping(self) -> dict[str, Any]:
-        """The camera_info mapping (plus `mounting`) that `from_mapping` reads back."""
+        """The camera_info mapping (ROS camera_info YAML, plus `mounting`) that `from_mapping` reads back."""
         return {
             "image_width": int(self.width),
             "image_height": int(self.height),

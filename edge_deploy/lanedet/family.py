@@ -39,6 +39,8 @@ import numpy as np
 from .lane import Lane
 
 if TYPE_CHECKING:  # pragma: no cover
+    from importlib.metadata import EntryPoint
+
     from .preprocess import PreprocessSpec
 
 __all__ = ["DECODE_OPTIONS", "ENTRY_POINT_GROUP", "LEGACY_FAMILY", "DatasetPreset", "DecodeDefaults",
@@ -316,7 +318,9 @@ class LoadedModel:
 
     module: Any  # torch.nn.Module
     sample_shape: tuple[int, ...]  # per-sample input shape (without batch)
-    source: dict[str, Any]  # the manifest's "source" section; source["trained"] is False for seeded weights
+    # the manifest's "source" section, free-form: each family's loader writes its own keys (source_section);
+    # source["trained"] is False for seeded weights
+    source: dict[str, Any]
     family: "LaneFamily | None" = None  # None: found from the exported outputs (edge_deploy.lanedet.family)
     decode: DecodeParams | None = None  # the decode defaults the model was trained for (None: the family's)
     preprocess: PreprocessSpec | None = None  # its preprocessing (None: the family's, at the model's input size)
@@ -414,7 +418,7 @@ class LaneFamily(ABC):
                        dropped: str | None = None, **extra: Any) -> dict[str, Any]:
         """The manifest's "source" section for a model `load` built: what it is, the checkpoint it came from (path,
         sha256 and what of it was `dropped`), its parameter count, whether it is trained (else its seed), then
-        `extra`."""
+        `extra` (free-form: the family's own keys)."""
         from ..fsutil import sha256_file
 
         trained = spec.checkpoint is not None
@@ -503,12 +507,12 @@ def register_family(family: LaneFamily) -> LaneFamily:
 
 
 @functools.lru_cache(maxsize=1)
-def _entry_points() -> dict[str, Any]:
+def _entry_points() -> dict[str, EntryPoint]:
     """The group's entry points by name, read once per process (reading every distribution's metadata costs
     milliseconds, and the registry is asked on every convert, install and client start)."""
     from importlib.metadata import entry_points
 
-    found: dict[str, Any] = {}
+    found: dict[str, EntryPoint] = {}
     for point in entry_points(group=ENTRY_POINT_GROUP):
         found.setdefault(point.name, point)  # the first distribution on the path wins, as for imports
     return found

@@ -326,7 +326,7 @@ class TrainConfig:
     train_nms: bool = True
     flip: bool = True
     init: str = ""  # warm start: weights of this checkpoint (a run's last.pt or official format), fresh optimizer
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # free-form notes, saved in the checkpoint's "config"
 
 
 CHECKPOINT = "last.pt"
@@ -346,6 +346,7 @@ def build_model(backbone: str, anchor_indices: Sequence[int], seed: int) -> Any:
 
 
 def _save(path: Path, obj: dict[str, Any]) -> None:
+    """torch.save `obj` (a checkpoint mapping, torch's format) atomically."""
     import torch
 
     tmp = path.with_suffix(".tmp")

@@ -79,3 +79,30 @@ def test_int8_calibrator_feeds_preprocessed_batches_and_keeps_its_cache(monkeypa
     assert calibrator.read_calibration_cache() == calibration.cache_path.read_bytes()
     with pytest.raises(EngineError, match="only 1 image"):
         make_calibration(directory, manifest, images[:1], "cd" * 32, profile)
+
+
+def test_a_fixed_batch_model_calibrates_at_its_own_batch(tmp_path, artifact) -> None:
+    """No optimisation profile for a fixed batch: the batch is the input's (was a NameError, pyflakes: `inputs`)."""
+    import cv2
+
+    directory, manifest = artifact
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    for i in range(5):
+        cv2.imwrite(str(frames / f"{i}.png"), np.full((720, 1280, 3), 40 * i, dtype=np.uint8))
+    manifest.io = replace(manifest.io, inputs=(replace(manifest.io.inputs[0], shape=(2, 3, 360, 640)),),
+                          batch=replace(manifest.io.batch, min=2, opt=2, max=2, dynamic=False))
+    profile = engine.optimisation_profile(manifest)
+    assert profile == {}
+    calibration = make_calibration(directory, manifest, calibration_images(frames), "ef" * 32, profile)
+    batches = list(calibration.batches())
+    assert calibration.batch_size == 2 and [b.shape[0] for b in batches] == [2, 2]  # the odd fifth is dropped
+
+
+def test_the_calibration_digest_reads_the_spec_typed_or_as_its_json(artifact) -> None:
+    from edge_deploy.engine.calibration import calibration_digest
+
+    _, manifest = artifact
+    spec = manifest.preprocess
+    assert calibration_digest("a" * 64, [], spec) == calibration_digest("a" * 64, [], spec.to_dict())
+    assert calibration_digest("a" * 64, [], spec) != calibration_digest("b" * 64, [], spec)

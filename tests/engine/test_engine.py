@@ -28,6 +28,7 @@ from edge_deploy.engine import plan as engine
 from edge_deploy.engine.device import device_facts
 from edge_deploy.engine.plan import GiB, MiB
 from edge_deploy.errors import EngineError
+from edge_deploy.records import Fp16Node
 
 pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, ... (shared fixtures)
 
@@ -92,8 +93,9 @@ def test_profile_from_the_batch_range(artifact) -> None:
 
 def test_fp16_report_nodes_become_pins(artifact) -> None:
     _, manifest = artifact
-    manifest.fp16["nodes"].append({"node": "big.weight", "op": "initializer", "output": "big.weight"})
-    assert engine.fp32_pins(manifest) == [("head", "rows")]
+    big = Fp16Node(node="big.weight", op="initializer", output="big.weight")
+    manifest.fp16 = replace(manifest.fp16, nodes=(*manifest.fp16.nodes, big))
+    assert engine.fp32_pins(manifest) == [("head", "rows")]  # an initializer is no layer to pin
     with pytest.raises(EngineError, match="--precision"):
         engine.build_settings(manifest, engine.EngineOptions(precision="fp8"), GiB)
     with pytest.raises(EngineError, match="0..5"):

@@ -146,6 +146,10 @@ def test_verify_runs_the_plan_on_the_parity_inputs(fake_gpu, board, artifact) ->
     assert run["status"] == "passed" and run["batches"] == [1, 4, 4]  # parity batches, then the road frames
     assert run["outputs"]["predict_lanes"]["max_abs"] == 0.0
     assert run["lanes"]["images"] == 9 and run["lanes"]["lanes_plan"] == run["lanes"]["lanes_onnxruntime"] > 0
+    assert list(run) == ["status", "batches", "outputs", "worst_output", "lanes"]  # the keys it always had
+    typed = section.verify.run  # the same, read as attributes
+    assert typed.worst_output == "predict_lanes" and typed.lanes.lanes_plan == run["lanes"]["lanes_plan"]
+    assert typed.passed is None and typed.problems is None  # said by the build (it passed), not recorded
     assert gpu.pushes == gpu.pops == 3  # one context push per feed
     assert sorted(gpu.freed) == sorted(gpu.buffers)  # every device buffer was freed
 

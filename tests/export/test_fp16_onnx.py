@@ -41,6 +41,15 @@ def _initializer_types(model) -> dict[str, int]:
     return {i.name: i.data_type for i in model.graph.initializer}
 
 
+def test_kept_nodes_read_the_report_typed_or_as_its_json(tmp_path: Path) -> None:
+    from edge_deploy.export.fp16_onnx import kept_fp32_nodes
+
+    directory, manifest = _lane_artifact(tmp_path / "a")
+    model = onnx.load(str(directory / "model.onnx"))
+    assert kept_fp32_nodes(model, manifest.fp16) == kept_fp32_nodes(model, manifest.fp16.to_dict()) == ["head", "reshape"]
+    assert kept_fp32_nodes(model, None) == []
+
+
 def test_a_node_on_the_fp16_reports_list_stays_fp32(tmp_path: Path) -> None:
     directory, manifest = _lane_artifact(tmp_path / "a")
     section = make_fp16_onnx(directory, manifest)
@@ -82,17 +91,18 @@ def test_io_stays_fp32_by_default_and_fp16_io_makes_it_fp16(tmp_path: Path) -> N
 def test_it_is_verified_with_onnx_runtime_and_recorded(tmp_path: Path) -> None:
     directory, manifest = _lane_artifact(tmp_path / "a")
     section = make_fp16_onnx(directory, manifest)
-    check = section["verify"]
-    assert check["passed"] and check["batches"] == [1, 4, 4]  # parity batches, then the road frames
-    assert "ONNX Runtime" in check["reference"]
-    out = check["outputs"]["predict_lanes"]
-    assert 0 < out["max_abs"] < 1.0 and out["max_rel"] < 1e-3  # FP16 rounding, nothing worse
-    lanes = check["lanes"]
-    assert lanes["images"] == 9 and lanes["lanes_fp16"] == lanes["lanes_fp32"] > 0
-    assert lanes["mean_dx_px"] <= MAX_LANE_DX_PX == lanes["max_mean_dx_px"] == 1.0
-    assert section["f1"] is None  # the evaluation's hook
-    assert "onnxconverter-common" in section["converter"]
-    assert manifest.fp16["onnx"] is section and manifest.fp16["nodes"]  # the report stays beside it
+    check = section.verify
+    assert check.passed and check.batches == (1, 4, 4)  # parity batches, then the road frames
+    assert "ONNX Runtime" in check.reference
+    out = check.outputs["predict_lanes"]
+    assert 0 < out.max_abs < 1.0 and out.max_rel < 1e-3  # FP16 rounding, nothing worse
+    lanes = check.lanes
+    assert lanes.images == 9 and lanes.lanes_fp16 == lanes.lanes_fp32 > 0
+    assert lanes.mean_dx_px <= MAX_LANE_DX_PX == lanes.max_mean_dx_px == 1.0
+    assert section.f1 is None and section.to_dict()["f1"] is None  # the evaluation's hook, written as null
+    assert "onnxconverter-common" in section.converter
+    assert manifest.fp16.onnx is section and manifest.fp16.nodes  # the report stays beside it
+    assert check.problems is None and "problems" not in section.to_dict()["verify"]  # said, not recorded
     assert manifest.files[FP16_ONNX_NAME].sha256 == sha256_file(directory / FP16_ONNX_NAME)
     manifest.verify_files(directory)
     assert not list(directory.glob(".*tmp*"))

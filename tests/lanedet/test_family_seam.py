@@ -14,6 +14,7 @@ from edge_deploy.errors import ConvertError
 from edge_deploy.lanedet.family import SourceSpec, family_options, get_family
 from edge_deploy.lanedet.lane import Lane
 from edge_deploy.parity import LaneCheck, compare_to_reference, lane_dx
+from edge_deploy.records import Comparison
 
 
 def _line(x0: float, x1: float, ys: np.ndarray) -> Lane:
@@ -56,11 +57,12 @@ def test_zero_lanes_against_zero_lanes_is_reported_as_not_verified() -> None:
     assert report["lanes"]["verified"] is True and report["lanes"]["lanes_plan"] == 1 and "note" not in report["lanes"]
 
 
-def _failed_verdict(max_rel: float) -> dict:
+def _failed_verdict(max_rel: float) -> Comparison:
     lanes = {"images": 4, "lanes_fp32": 8, "lanes_fp16": 8, "mean_dx_px": 1.8, "max_mean_dx_px": 1.0,
              "dx_width_px": 1640.0, "verified": True}
-    return {"outputs": {"loc_row": {"max_abs": max_rel * 10, "max_rel": max_rel}}, "lanes": lanes, "passed": False,
-            "problems": ["lanes moved by 1.80 px on average at 1640 wide (limit 1 px)"]}
+    return Comparison.from_dict({"outputs": {"loc_row": {"max_abs": max_rel * 10, "max_rel": max_rel}},
+                                 "lanes": lanes, "passed": False,
+                                 "problems": ["lanes moved by 1.80 px on average at 1640 wide (limit 1 px)"]})
 
 
 @dataclass
@@ -80,10 +82,9 @@ def test_a_failed_fp16_lane_check_says_whether_fp16_is_to_blame() -> None:
     assert "loses accuracy in FP16" in str(lost.value) and "--precision fp32" in str(lost.value)
     with pytest.raises(ConvertError):  # untrained weights whose outputs really differ: still refused
         _refuse_or_note_lanes(_failed_verdict(0.2), _Source({"trained": False}), Reporter())
-    untrained = _failed_verdict(8e-4)
-    _refuse_or_note_lanes(untrained, _Source({"trained": False}), Reporter())
-    assert untrained["passed"] is True and untrained["lanes"]["verified"] is False
-    assert untrained["lanes"]["note"].startswith("not verified: untrained weights")
+    untrained = _refuse_or_note_lanes(_failed_verdict(8e-4), _Source({"trained": False}), Reporter())
+    assert untrained.passed is True and untrained.lanes.verified is False
+    assert untrained.lanes.note.startswith("not verified: untrained weights")
 
 
 def test_each_family_says_at_which_frame_size_its_lanes_are_checked() -> None:
