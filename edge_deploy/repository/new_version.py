@@ -25,32 +25,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from pathlib import Path
 
-from .._version import __version__
 from ..artifact import FORMAT, MANIFEST_NAME, ONNX_NAME, PLAN_NAME, Manifest
 from ..errors import RepositoryError
 from . import model_config as mc
 from .files import CONFIG, NewVersion
 from .pipeline_kind import PipelineKind
 from .pipelines import pipeline_versions
-from .versions import INSTALL_RECORD, PIPELINE_SUFFIXES, check_role_free, config_role, versions
+from .install_record import INSTALL_RECORD, InstallRecord
+from .versions import PIPELINE_SUFFIXES, check_role_free, config_role, versions
 
 DEFAULT_NAME = "lanedet"  # the name LaneDetClient and `convert --install` default to
-
-
-def _install_record(runtime: str, role: str, options: mc.ConfigOptions, artifact: Path,
-                    pipeline: PipelineKind | None = None) -> bytes:
-    return json.dumps({
-        "tool": {"name": "edge-deploy", "version": __version__},
-        "installed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "artifact": str(artifact),
-        "role": role,
-        "runtime": runtime,
-        "options": options.to_dict(),
-        **({"pipeline": pipeline.value} if pipeline is not None else {}),  # NAME_pipeline: which kind (rollback)
-    }, indent=2).encode() + b"\n"
 
 
 def _installed_manifest(artifact: Path, manifest: Manifest) -> bytes:
@@ -75,7 +61,7 @@ def plan_versions(
         files[ONNX_NAME] = artifact / options.onnx_file
     if runtime == "python":
         files["model.py"] = source("onnx_runner.py")
-    files[INSTALL_RECORD] = _install_record(runtime, "model", options, artifact)
+    files[INSTALL_RECORD] = InstallRecord.new(runtime, "model", options, artifact).to_json()
     items = [NewVersion(name, files, mc.model_config(manifest, name=name, runtime=runtime, options=options,
                                                     manifest_sha256=manifest_sha))]
     if pipeline is not None:
@@ -88,7 +74,7 @@ def plan_versions(
             )
         plain = mc.ConfigOptions()
         items += pipeline_versions(pipeline, manifest, manifest_bytes, name,
-                                   lambda rt, role, kind: _install_record(rt, role, plain, artifact, kind))
+                                   lambda rt, role, kind: InstallRecord.new(rt, role, plain, artifact, kind).to_json())
     return items
 
 

@@ -10,8 +10,8 @@ from ..errors import EdgeDeployError, RepositoryError
 from ..fsutil import write_bytes_atomic
 from . import model_config as mc
 from .files import CONFIG
-from .pipeline_kind import BLS_SPEC, PipelineKind, kind_of_record
-from .versions import INSTALL_RECORD, read_json
+from .install_record import INSTALL_RECORD, InstallRecord
+from .pipeline_kind import BLS_SPEC
 
 
 def pin_previous(repository: Path, previous: dict[str, list[int]]) -> None:
@@ -31,27 +31,26 @@ def version_config(repository: Path, model: str, version: int) -> Any:
     """MODEL's config pinned to `version`, from that version's own manifest and install options; RepositoryError
     when the version directory lacks what it needs to load (checked before anything is written)."""
     vdir = repository / model / str(version)
-    record = read_json(vdir / INSTALL_RECORD)
+    record = InstallRecord.read(vdir)
     try:
         manifest = Manifest.read(vdir) if record is not None else None
     except EdgeDeployError:
         manifest = None
     if manifest is None or record is None:
         raise RepositoryError(f"{vdir} has no readable {MANIFEST_NAME}/{INSTALL_RECORD}; it was not installed by edge-deploy.")
-    role = record.get("role", "model")
+    role = record.role
     if role == "preprocess":
         config = mc.preprocess_config(manifest, name=model, version_policy=version)
     elif role == "postprocess":
         config = mc.postprocess_config(manifest, name=model, version_policy=version)
-    elif role == "pipeline" and kind_of_record(record) is PipelineKind.BLS:
+    elif record.is_bls_pipeline:
         config = mc.bls_config(manifest, name=model, version_policy=version)
     elif role == "pipeline":
         base = model[: -len("_pipeline")]
         config = mc.pipeline_config(manifest, name=model, model=base, preprocess=base + "_preprocess",
                                     postprocess=base + "_postprocess", version_policy=version)
     else:
-        config = mc.model_config(manifest, name=model, runtime=record["runtime"],
-                                 options=mc.ConfigOptions.from_dict(record.get("options") or {}),
+        config = mc.model_config(manifest, name=model, runtime=record.runtime, options=record.options,
                                  version_policy=version, manifest_sha256=sha256_file(vdir / MANIFEST_NAME))
     missing = [f for f in _needed_files(config, record) if not (vdir / f).is_file()]
     if missing:
@@ -62,11 +61,11 @@ def version_config(repository: Path, model: str, version: int) -> Any:
     return config
 
 
-def _needed_files(config: Any, record: dict[str, Any]) -> list[str]:
+def _needed_files(config: Any, record: InstallRecord) -> list[str]:
     """The files a version directory must hold for its config to load (what install wrote there)."""
     needed = [config.default_model_filename or "model.py"] if config.backend == "python" else []
-    if record.get("role", "model") == "model" and config.platform != "ensemble":
-        needed.append(PLAN_NAME if record.get("runtime") == "tensorrt" else ONNX_NAME)
-    if kind_of_record(record) is PipelineKind.BLS and record.get("role") == "pipeline":
+    if record.role == "model" and config.platform != "ensemble":
+        needed.append(PLAN_NAME if record.runtime == "tensorrt" else ONNX_NAME)
+    if record.is_bls_pipeline:
         needed.append(BLS_SPEC)
     return needed

@@ -42,14 +42,6 @@ def pipeline_kind(value: bool | str | PipelineKind | None) -> PipelineKind | Non
         ) from None
 
 
-def kind_of_record(record: dict[str, Any]) -> PipelineKind:
-    """The kind an install.json of a pipeline version records (records written before kinds: the ensemble)."""
-    try:
-        return PipelineKind(record.get("pipeline", PipelineKind.ENSEMBLE.value))
-    except ValueError:
-        return PipelineKind.ENSEMBLE
-
-
 def kind_of_config(config: Any) -> PipelineKind:
     """The kind of an NAME_pipeline ModelConfig (an ensemble platform, or the parameter install writes)."""
     if config.platform == "ensemble" or PARAM_PIPELINE not in config.parameters:

@@ -22,7 +22,8 @@ from . import model_config as mc
 from .files import CONFIG, NewVersion
 from .pipeline_kind import BLS_SPEC, PipelineKind
 from ..triton_layout import policy_now
-from .versions import INSTALL_RECORD, PIPELINE_SUFFIXES, read_config, read_json
+from .install_record import INSTALL_RECORD, InstallRecord
+from .versions import PIPELINE_SUFFIXES, read_config
 
 # record(runtime, role, pipeline kind or None) -> install.json bytes
 Record = Callable[[str, str, "PipelineKind | None"], bytes]
@@ -123,11 +124,9 @@ def bls_version_unchanged(repository: Path, model: str, version: int,
     """Whether version `version` of the BLS pipeline `model`, already on disk, would do what the served version
     does: what rollback needs not load again. `served` (the versions the server serves) is asked only once
     `version` proves to be a readable BLS pipeline; anything unreadable counts as changed (loaded as before)."""
-    from .pipeline_kind import kind_of_record
-
     vdir = Path(repository) / model / str(version)
-    record = read_json(vdir / INSTALL_RECORD)
-    if record is None or record.get("role") != "pipeline" or kind_of_record(record) is not PipelineKind.BLS:
+    record = InstallRecord.read(vdir)
+    if record is None or not record.is_bls_pipeline:
         return False
     files: dict[str, Path | bytes] = {f.name: f for f in vdir.iterdir() if f.is_file()}
     if BLS_SPEC not in files:

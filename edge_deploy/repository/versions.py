@@ -6,7 +6,6 @@ adds what one serves).
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -16,12 +15,12 @@ from ..artifact import MANIFEST_NAME, PLAN_NAME, Manifest, PlanRecord, sha256_fi
 from ..engine.fingerprint import plan_mismatch
 from ..errors import EdgeDeployError, RepositoryError
 from ..lanedet import contract
+from .install_record import InstallRecord
 from ..triton_layout import CONFIG, read_config, versions  # noqa: F401 - read_config, versions: the read side
 
 DEFAULT_REPOSITORY = Path("model_repository")
 
 
-INSTALL_RECORD = "install.json"
 
 
 NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
@@ -100,18 +99,10 @@ def check_role_free(repository: Path, model: str, role: str) -> None:
     )
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def version_info(repository: Path, name: str, version: int) -> VersionInfo:
     """Runtime, manifest sha256 and plan fingerprint of one version directory."""
     vdir = Path(repository) / name / str(version)
-    record = read_json(vdir / INSTALL_RECORD) or {}
+    record = InstallRecord.read(vdir)
     manifest_path = vdir / MANIFEST_NAME
     plan = None
     if (vdir / PLAN_NAME).is_file():
@@ -119,10 +110,10 @@ def version_info(repository: Path, name: str, version: int) -> VersionInfo:
             plan = Manifest.read(vdir).plan
     info = VersionInfo(
         version=version,
-        runtime=record.get("runtime"),
+        runtime=record.runtime if record else None,
         manifest_sha256=sha256_file(manifest_path) if manifest_path.is_file() else None,
         plan=plan,
-        installed=record.get("installed"),
+        installed=record.installed if record else None,
     )
     if (vdir / PLAN_NAME).is_file():
         with contextlib.suppress(EdgeDeployError):
