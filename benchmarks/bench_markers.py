@@ -17,8 +17,12 @@
 
     nice python3 benchmarks/bench_markers.py [--frames 200] [--url HOST:PORT] [--skip-served] [--cost-only]
         [--json out.json]
+    nice python3 benchmarks/bench_markers.py --to-markers-only [--frames 200] [--baseline REV]
 
 --url uses a server already serving `lanedet` (the demo weights) instead of starting one.
+--to-markers-only: part 4a alone, without a model: to_markers and LaneGeometry.frame_markers on the frames' true
+polylines resampled to 45 points a lane (about what LaneATT's lanes have), and with --baseline REV the
+edge_deploy.geometry of git revision REV timed beside today's, interleaved (their markers checked to agree).
 """
 from __future__ import annotations
 
@@ -155,6 +159,57 @@ def markers_cost(kept: list[tuple[list[Lane], Camera]]) -> dict[str, Any]:
             "load_average": os.getloadavg()[0]}
 
 
+def resampled_true_lanes(seeds: list[int], points: int = 45) -> list[tuple[list[Lane], Camera]]:
+    """Each frame's true polylines, `points` evenly spaced points a lane, and the frame's camera."""
+    kept = []
+    for seed in seeds:
+        shown, truth = scene(seed), scene_truth(seed)
+        lanes = [Lane(p[np.linspace(0, len(p) - 1, min(points, len(p))).round().astype(int)], 0.9)
+                 for p in shown.lanes]
+        kept.append((lanes, Camera.from_mapping(truth.camera)))
+    return kept
+
+
+def markers_cost_side_by_side(kept: list[tuple[list[Lane], Camera]], baseline: str | None,
+                              calls: int = 20) -> dict[str, Any]:
+    """Part 4a without a model: to_markers and frame_markers (markers + figures) per frame, today's and (with
+    `baseline`) REV's interleaved call by call; the two versions' markers must agree to 1e-9."""
+    versions = {"new": (Camera, LaneGeometry, to_markers)}
+    if baseline:
+        from baseline import load_package_at
+
+        old = load_package_at(baseline, "edge_deploy/geometry", "edge_deploy/errors.py", "edge_deploy/fsutil.py")
+        versions["old"] = (old.Camera, old.LaneGeometry, old.to_markers)
+    frames = {name: [(lanes, cam_cls.from_mapping(camera.to_mapping()), geo_cls(cam_cls.from_mapping(
+        camera.to_mapping())), np.empty((camera.height, camera.width, 0), np.uint8)) for lanes, camera in kept]
+        for name, (cam_cls, geo_cls, _) in versions.items()}
+    if baseline:
+        for a, b in zip(frames["new"], frames["old"]):
+            new, old = list(to_markers(a[0], a[1])), list(versions["old"][2](b[0], b[1]))
+            assert len(new) == len(old)
+            for m, o in zip(new, old):
+                for key in ("c0", "c1", "c2", "c3", "longitude_start", "longitude_end", "quality", "rms_m", "score"):
+                    assert abs(getattr(m, key) - getattr(o, key)) <= 1e-9 * max(1.0, abs(getattr(o, key))), key
+                assert m.model_degree == o.model_degree
+                np.testing.assert_allclose(m.covariance, o.covariance, rtol=1e-9, atol=1e-15)
+    times: dict[str, dict[str, list[float]]] = {name: {"to_markers": [], "frame_markers": []} for name in versions}
+    for i in range(len(kept)):
+        for _ in range(calls):
+            for name in (list(versions) if _ % 2 == 0 else list(versions)[::-1]):
+                lanes, camera, geometry, frame = frames[name][i]
+                start = time.perf_counter()
+                versions[name][2](lanes, camera)
+                middle = time.perf_counter()
+                geometry.frame_markers(lanes, frame)
+                end = time.perf_counter()
+                times[name]["to_markers"].append((middle - start) * 1000.0)
+                times[name]["frame_markers"].append((end - middle) * 1000.0)
+    return {"lanes_per_frame": float(np.mean([len(k[0]) for k in kept])),
+            "points_per_lane": float(np.mean([len(lane.points) for k in kept for lane in k[0]])),
+            **{f"{name}_{what}_ms": _stats(v) for name, per in times.items() for what, v in per.items()},
+            "baseline": baseline, "load_average": os.getloadavg()}
+
+
 def client_overhead(url: str, requests: int = 100) -> dict[str, Any]:
     """Part 4b: LaneDetClient.detect p50 vs detect_markers p50 on the same frames, interleaved."""
     from edge_deploy.client.sync_client import LaneDetClient
@@ -199,9 +254,17 @@ def main() -> None:
     parser.add_argument("--cost-only", action="store_true",
                         help="part 4b only: on the negligible-compute model (and on --url's model when given)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--to-markers-only", action="store_true",
+                        help="part 4a alone on the true polylines resampled to 45 points a lane (no model)")
+    parser.add_argument("--baseline", metavar="REV", help="with --to-markers-only: edge_deploy.geometry at REV beside")
     args = parser.parse_args()
     seeds = [EVAL_SEED_BASE + i for i in range(args.frames)]
     report: dict[str, Any] = {}
+    if args.to_markers_only:
+        report["cost"] = markers_cost_side_by_side(resampled_true_lanes(seeds), args.baseline)
+        _dump(report, args.json)
+        print(json.dumps(report, indent=1))
+        return
     if not args.cost_only:
         report = {"exactness": exactness(seeds), "exactness_roll_ignored": exactness(seeds, True)}
         _dump(report, args.json)
