@@ -32,6 +32,10 @@ ROW_WIDTH = 5 + N_OFFSETS
 MODEL_WIDTH = 640
 ANCHOR_YS = np.linspace(1.0, 0.0, N_OFFSETS)
 _OFFSET_INDEX = np.arange(N_OFFSETS)
+# _SPAN_MASK[s, e + 1, k]: s <= k <= e, for NMS ranges clamped to s in 0..72, e in -1..71 (the same pairs overlap)
+_SPAN_MASK = ((_OFFSET_INDEX >= np.arange(N_OFFSETS + 1)[:, None, None])
+              & (_OFFSET_INDEX < np.arange(N_OFFSETS + 1)[:, None]))
+_START_LENGTH_SCALE = np.array([[float(N_OFFSETS - 1)], [1.0]])  # rows' (start_y, length) -> strip units
 # CULane's official test parameters: the decode defaults of the LaneATT family (edge_deploy.lanedet.laneatt).
 CONF_THRESHOLD, NMS_THRESHOLD, TOP_K = 0.5, 50.0, 4
 # Tolerance of "each row sums to 1" when telling probabilities from logits
@@ -125,10 +129,10 @@ def _nms_ranges(c2: np.ndarray, c4: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     c4 = c4.astype(np.float64)
     s = np.floor(c2 * N_STRIPS + 0.5)
     e = np.trunc(s + c4 - 1.0 + 0.5 - (c4 < 1.0))
-    s = _clamp(s).astype(np.int64)
-    e = _clamp(e).astype(np.int64)
-    # x_k exists only for k in 0..71: a start below 0 (col2 < 0, not a LaneATT output) begins at 0.
-    return np.maximum(s, 0), np.minimum(e, N_STRIPS)
+    # x_k exists only for k in 0..71: a start below 0 (col2 < 0, not a LaneATT output) begins at 0. A start past
+    # 71 or an end below 0 overlaps nothing, as 72 and -1 do.
+    return (np.minimum(np.maximum(s, 0), N_OFFSETS).astype(np.int64),
+            np.maximum(np.minimum(e, N_STRIPS), -1).astype(np.int64))
 
 
 def _suppressed(
@@ -137,15 +141,15 @@ def _suppressed(
     """Which rows (x: float64 M x 72, ranges lo/hi) the kept row (a_x, [a_lo, a_hi]) suppresses."""
     if a_hi < a_lo or len(x) == 0:
         return np.zeros(len(x), dtype=bool)
-    start = np.maximum(lo, a_lo)
-    end = np.minimum(hi, a_hi)
-    width = end - start + 1
     # Only a's own range can contribute; mask each pair's [start, end] inside it.
     d = x[:, a_lo : a_hi + 1] - a_x[a_lo : a_hi + 1]
     np.abs(d, out=d)
-    if not ((start == a_lo) & (end == a_hi)).all():  # some pairs overlap on part of a's range only
-        k = _OFFSET_INDEX[a_lo : a_hi + 1]
-        d *= (k >= start[:, None]) & (k <= end[:, None])
+    if lo.max() <= a_lo and hi.min() >= a_hi:  # every pair overlaps on all of a's range
+        return d.sum(axis=1) < nms_threshold * (a_hi - a_lo + 1)
+    start = np.maximum(lo, a_lo)
+    end = np.minimum(hi, a_hi)
+    d *= _SPAN_MASK[start, end + 1, a_lo : a_hi + 1]
+    width = end - start + 1
     return (width > 0) & (d.sum(axis=1) < nms_threshold * width)
 
 
@@ -169,7 +173,7 @@ def nms_keep(
     kept: list[int] = []
     if m == 0:
         return np.zeros(0, dtype=np.int64)
-    lo, hi = _nms_ranges(rows[idx, 2], rows[idx, 4])
+    lo, hi = _nms_ranges(*rows[idx, 2:5:2].T)
     kept_x: list[np.ndarray] = []
     pos, size = 0, 16
     while pos < m and len(kept) < top_k:
@@ -241,8 +245,7 @@ def rows_to_points(
         return []
     xs = rows[:, 5:].astype(np.float64) / float(model_width)
     # np.rint rounds half to even, like Python's round().
-    start = _clamp(np.rint(rows[:, 2].astype(np.float64) * N_STRIPS)).astype(np.int64)
-    length = _clamp(np.rint(rows[:, 4].astype(np.float64))).astype(np.int64)
+    start, length = _clamp(np.rint(rows[:, 2:5:2].astype(np.float64).T * _START_LENGTH_SCALE)).astype(np.int64)
     end = np.minimum(start + length - 1, N_STRIPS)
     k = np.arange(N_OFFSETS)
     below = k < start[:, None]
@@ -255,7 +258,7 @@ def rows_to_points(
     ys = ANCHOR_YS[::-1] * h
     out = []
     for row_keep, row_xs in zip(keep[:, ::-1], xs[:, ::-1]):  # reversed: top (k = 71) first
-        pts = np.empty((int(row_keep.sum()), 2), dtype=np.float32)
+        pts = np.empty((int(np.count_nonzero(row_keep)), 2), dtype=np.float32)
         pts[:, 0] = row_xs[row_keep] * w
         pts[:, 1] = ys[row_keep]
         out.append(pts)
