@@ -181,7 +181,7 @@ class Camera:
         one-line GeometryError; strict=False gives NaN for it.
         """
         d = self.rays(pixels)
-        down = d[:, 2] / np.maximum(np.sqrt(np.einsum("ij,ij->i", d, d)), 1e-12)
+        down = d[:, 2] / np.sqrt(np.einsum("ij,ij->i", d, d))  # |d| >= 1: d is R^T (x, y, 1)
         below = down < -_MIN_RAY_DOWN
         if strict and not below.all():
             u, v = np.asarray(pixels, dtype=np.float64).reshape(-1, 2)[int(np.argmin(below))]

@@ -3,6 +3,7 @@ and which marker bounds the ego lane on each side (the fields follow Apollo's La
 cubic; x forward, y left, metres, origin on the road below the camera)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -175,8 +176,10 @@ def _fit_concatenated(x: np.ndarray, y: np.ndarray, counts: Sequence[int],
     weight = usable / x_usable
     powers = np.empty((7, len(x)))  # (x / _X_SCALE)^k, k = 0..6, a row each
     powers[0] = 1.0
-    powers[1:] = x_usable / _X_SCALE
-    np.multiply.accumulate(powers, axis=0, out=powers)
+    np.divide(x_usable, _X_SCALE, out=powers[1])
+    np.multiply(powers[1], powers[1], out=powers[2])
+    np.multiply(powers[1:3], powers[2], out=powers[3:5])  # x^3, x^4
+    np.multiply(powers[1:3], powers[4], out=powers[5:7])  # x^5, x^6
     # one pass of sums: w x^k for k = 0..6 (the normal matrices' entries), w y x^k for k = 0..3, the count
     columns = np.empty((12, len(x)))
     np.multiply(powers, weight, out=columns[:7])
@@ -195,17 +198,17 @@ def _fit_concatenated(x: np.ndarray, y: np.ndarray, counts: Sequence[int],
     inverse = inverse_spd(np.where(mask, sums[:, _HANKEL], _EYE))  # a set without a fit: the identity
     coef = np.einsum("lij,lj->li", inverse, np.where(used, sums[:, 7:11], 0.0))
     residual = y - np.einsum("im,mi->m", powers[:4], np.repeat(coef, [counts[i] for i in kept], axis=0))
-    sum_w = sums[:, 0]
-    rms = np.sqrt(np.add.reduceat(weight * residual * residual, starts) / np.maximum(sum_w, 1e-12))
-    sigma2 = np.maximum(rms, _NOISE_FLOOR_M) ** 2 * sum_w / np.maximum(n, 1)  # unit-weight variance
-    cov = np.where(mask, inverse * sigma2[:, None, None] * _UNSCALE_OUTER, _UNFITTED_COVARIANCE)
-    score = np.asarray(scores, dtype=np.float64)
-    if len(kept) < len(score):
-        score = score[kept]
-    quality = score / (1.0 + (rms / 0.1) ** 2) * np.minimum(1.0, far / 30.0)
+    weighted_square = np.add.reduceat(weight * residual * residual, starts).tolist()
+    scores = [float(scores[i]) for i in kept]
+    rms, sigma2, quality = [], [], []  # per set, in Python floats: a handful of numbers, cheaper than array calls
+    for r2, sum_w, count, end, score in zip(weighted_square, sums[:, 0].tolist(), n.tolist(), far.tolist(), scores):
+        rms.append(math.sqrt(r2 / max(sum_w, 1e-12)))
+        floor = max(rms[-1], _NOISE_FLOOR_M)
+        sigma2.append(floor * floor * sum_w / max(count, 1.0))  # unit-weight variance
+        quality.append(score / (1.0 + (rms[-1] / 0.1) * (rms[-1] / 0.1)) * min(1.0, end / 30.0))
+    cov = np.where(mask, inverse * np.array(sigma2)[:, None, None] * _UNSCALE_OUTER, _UNFITTED_COVARIANCE)
     for j, (i, k, c, start, end, q, r, sc, d) in enumerate(zip(
-            kept, key, (coef * _UNSCALE).tolist(), near.tolist(), far.tolist(), quality.tolist(), rms.tolist(),
-            score.tolist(), degree)):
+            kept, key, (coef * _UNSCALE).tolist(), near.tolist(), far.tolist(), quality, rms, scores, degree)):
         if k != 4:
             out[i] = LaneMarker(*c, start, end, q, r, sc, d, cov[j])
     return out
