@@ -180,12 +180,13 @@ def nms_keep(
         stop = min(m, pos + size)
         x = rows[idx[pos:stop], 5:].astype(np.float64)  # gathered per block: scanning may stop early
         b_lo, b_hi = lo[pos:stop], hi[pos:stop]
-        alive = np.ones(stop - pos, dtype=bool)
+        alive = np.empty(stop - pos, dtype=bool)
+        alive.fill(True)
         for a, a_x in zip(kept, kept_x):
             alive &= ~_suppressed(a_x, lo[a], hi[a], x, b_lo, b_hi, nms_threshold)
         q = 0
         while len(kept) < top_k:
-            q += int(np.argmax(alive[q:]))
+            q += int(alive[q:].argmax())  # the method: np.argmax's Python wrapper costs more than the work
             if not alive[q]:
                 break
             kept.append(pos + q)
@@ -209,7 +210,7 @@ def select_rows(
 
 def _select(arr: np.ndarray, conf: float, nms: float, top_k: int) -> tuple[np.ndarray, np.ndarray]:
     scores = lane_scores(arr)
-    cand = np.flatnonzero(scores > conf)
+    cand = (scores > conf).nonzero()[0]
     head = _best_first(scores, cand, max(_RANKED_FIRST, 16 * top_k))
     if head is not None:
         # The greedy NMS over the head of the score order decides those rows as over the whole order; only when
@@ -217,7 +218,7 @@ def _select(arr: np.ndarray, conf: float, nms: float, top_k: int) -> tuple[np.nd
         kept = nms_keep(arr, order=head, nms_threshold=nms, top_k=top_k)
         if len(kept) >= top_k:
             return kept, scores[kept]
-    order = cand[np.argsort(-scores[cand], kind="stable")]
+    order = cand[(-scores[cand]).argsort(kind="stable")]
     kept = nms_keep(arr, order=order, nms_threshold=nms, top_k=top_k)
     return kept, scores[kept]
 
@@ -228,9 +229,9 @@ def _best_first(scores: np.ndarray, cand: np.ndarray, count: int) -> np.ndarray 
     if len(cand) <= count:
         return None
     s = scores[cand]
-    floor = s[np.argpartition(-s, count - 1)[:count]].min()
+    floor = s[(-s).argpartition(count - 1)[:count]].min()
     head = cand[s >= floor]  # every tie of the floor too, so the order is the full order's prefix
-    return head[np.argsort(-scores[head], kind="stable")]
+    return head[(-scores[head]).argsort(kind="stable")]
 
 
 def rows_to_points(
@@ -247,13 +248,13 @@ def rows_to_points(
     # np.rint rounds half to even, like Python's round().
     start, length = _clamp(np.rint(rows[:, 2:5:2].astype(np.float64).T * _START_LENGTH_SCALE)).astype(np.int64)
     end = np.minimum(start + length - 1, N_STRIPS)
-    k = np.arange(N_OFFSETS)
-    below = k < start[:, None]
+    k = _OFFSET_INDEX
     # Below start only the unbroken in-image run from start-1 downwards survives: find the
-    # highest out-of-image point below start; everything under it is dropped.
-    bad = below & ~((xs >= 0) & (xs <= 1))
-    last_bad = np.where(bad.any(axis=1), N_STRIPS - np.argmax(bad[:, ::-1], axis=1), -1)
-    keep = (~below | (k > last_bad[:, None])) & (k <= end[:, None]) & (xs >= 0)
+    # highest out-of-image point below start (-1: none); everything under it is dropped.
+    left_edge = xs >= 0
+    bad = (k < start[:, None]) & ~(left_edge & (xs <= 1))
+    last_bad = np.where(bad, k, -1).max(axis=1)
+    keep = (k > last_bad[:, None]) & (k <= end[:, None]) & left_edge  # last_bad < start: k >= start passes
     h, w = size if size is not None else (1.0, 1.0)
     ys = ANCHOR_YS[::-1] * h
     out = []
