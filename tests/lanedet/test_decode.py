@@ -496,3 +496,11 @@ def test_lane_clients_refuse_bad_decode_values_when_made(kwargs, match):
         LaneDetClient("127.0.0.1:1", connect=False, **kwargs)
     with pytest.raises(ClientError, match=match):
         AsyncLaneDetClient("127.0.0.1:1", **kwargs)
+
+
+def test_nms_keep_with_a_negative_threshold_suppresses_nothing():
+    # sum |dx| < negative never holds, and rows without a common range never suppress each other (nms_keep itself
+    # takes any threshold; decode refuses a negative one)
+    rows = random_raw(np.random.default_rng(3), 200)
+    rows[::3, 4] = -50.0  # empty ranges
+    assert dec.nms_keep(rows, nms_threshold=-1.0, top_k=1000).tolist() == list(range(200))

@@ -35,6 +35,7 @@ _OFFSET_INDEX = np.arange(N_OFFSETS)
 # _SPAN_MASK[s, e + 1, k]: s <= k <= e, for NMS ranges clamped to s in 0..72, e in -1..71 (the same pairs overlap)
 _SPAN_MASK = ((_OFFSET_INDEX >= np.arange(N_OFFSETS + 1)[:, None, None])
               & (_OFFSET_INDEX < np.arange(N_OFFSETS + 1)[:, None]))
+_RANGE_LOW, _RANGE_HIGH = np.array([[0.0], [-1.0]]), np.array([[float(N_OFFSETS)], [float(N_OFFSETS - 1)]])
 _START_LENGTH_SCALE = np.array([[float(N_OFFSETS - 1)], [1.0]])  # rows' (start_y, length) -> strip units
 # CULane's official test parameters: the decode defaults of the LaneATT family (edge_deploy.lanedet.laneatt).
 CONF_THRESHOLD, NMS_THRESHOLD, TOP_K = 0.5, 50.0, 4
@@ -123,16 +124,17 @@ def _clamp(values: np.ndarray) -> np.ndarray:
     return np.minimum(np.maximum(values, -_INDEX_LIMIT), _INDEX_LIMIT)
 
 
-def _nms_ranges(c2: np.ndarray, c4: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """NMS index range [lo, hi] per row: s = round-half-up(col2*71), e = the CUDA kernel's end, clipped to 0..71."""
-    c2 = c2.astype(np.float64)
-    c4 = c4.astype(np.float64)
-    s = np.floor(c2 * N_STRIPS + 0.5)
-    e = np.trunc(s + c4 - 1.0 + 0.5 - (c4 < 1.0))
+def _nms_ranges(c2_c4: np.ndarray) -> np.ndarray:
+    """NMS index range [lo, hi] per row of (col2, col4) (M x 2): lo = round-half-up(col2*71), hi = the CUDA
+    kernel's end, clipped to 0..71; (2, M) int64."""
+    c2_c4 = c2_c4.astype(np.float64)
+    c4 = c2_c4[:, 1]
+    ranges = np.empty((2, len(c2_c4)))
+    np.floor(c2_c4[:, 0] * N_STRIPS + 0.5, out=ranges[0])
+    np.trunc(ranges[0] + c4 - 1.0 + 0.5 - (c4 < 1.0), out=ranges[1])
     # x_k exists only for k in 0..71: a start below 0 (col2 < 0, not a LaneATT output) begins at 0. A start past
     # 71 or an end below 0 overlaps nothing, as 72 and -1 do.
-    return (np.minimum(np.maximum(s, 0), N_OFFSETS).astype(np.int64),
-            np.maximum(np.minimum(e, N_STRIPS), -1).astype(np.int64))
+    return np.minimum(np.maximum(ranges, _RANGE_LOW), _RANGE_HIGH).astype(np.int64)
 
 
 def _suppressed(
@@ -150,7 +152,9 @@ def _suppressed(
     end = np.minimum(hi, a_hi)
     d *= _SPAN_MASK[start, end + 1, a_lo : a_hi + 1]
     width = end - start + 1
-    return (width > 0) & (d.sum(axis=1) < nms_threshold * width)
+    suppressed = d.sum(axis=1) < nms_threshold * width
+    # a pair without a common range (width <= 0) sums to 0: never below nms_threshold * width unless that is < 0
+    return suppressed if nms_threshold >= 0 else suppressed & (width > 0)
 
 
 def nms_keep(
@@ -173,7 +177,7 @@ def nms_keep(
     kept: list[int] = []
     if m == 0:
         return np.zeros(0, dtype=np.int64)
-    lo, hi = _nms_ranges(*rows[idx, 2:5:2].T)
+    lo, hi = _nms_ranges(rows[idx, 2:5:2])
     kept_x: list[np.ndarray] = []
     pos, size = 0, 16
     while pos < m and len(kept) < top_k:
