@@ -17,8 +17,16 @@
 
     nice python3 benchmarks/bench_markers.py [--frames 200] [--url HOST:PORT] [--skip-served] [--cost-only]
         [--json out.json]
+    nice python3 benchmarks/bench_markers.py --to-markers-only [--frames 200] [--baseline REV]
+    nice python3 benchmarks/bench_markers.py --cost-only [--url HOST:PORT] [--baseline REV]
 
 --url uses a server already serving `lanedet` (the demo weights) instead of starting one.
+--to-markers-only: part 4a alone, without a model: to_markers and LaneGeometry.frame_markers on the frames' true
+polylines resampled to 45 points a lane (about what LaneATT's lanes have), and with --baseline REV the
+edge_deploy.geometry of git revision REV timed beside today's, interleaved (their markers checked to agree).
+--cost-only --baseline REV: part 4b with a third call interleaved, detect then REV's frame_markers. Part 4b also
+reports a paired figure: each request's detect time plus the frame_markers right after it on its lanes (today's,
+and REV's), p50 of the sums over p50 of detect: the markers' share without the noise between requests.
 """
 from __future__ import annotations
 
@@ -155,38 +163,118 @@ def markers_cost(kept: list[tuple[list[Lane], Camera]]) -> dict[str, Any]:
             "load_average": os.getloadavg()[0]}
 
 
-def client_overhead(url: str, requests: int = 100) -> dict[str, Any]:
-    """Part 4b: LaneDetClient.detect p50 vs detect_markers p50 on the same frames, interleaved."""
+def resampled_true_lanes(seeds: list[int], points: int = 45) -> list[tuple[list[Lane], Camera]]:
+    """Each frame's true polylines, `points` evenly spaced points a lane, and the frame's camera."""
+    kept = []
+    for seed in seeds:
+        shown, truth = scene(seed), scene_truth(seed)
+        lanes = [Lane(p[np.linspace(0, len(p) - 1, min(points, len(p))).round().astype(int)], 0.9)
+                 for p in shown.lanes]
+        kept.append((lanes, Camera.from_mapping(truth.camera)))
+    return kept
+
+
+def markers_cost_side_by_side(kept: list[tuple[list[Lane], Camera]], baseline: str | None,
+                              calls: int = 20) -> dict[str, Any]:
+    """Part 4a without a model: to_markers and frame_markers (markers + figures) per frame, today's and (with
+    `baseline`) REV's interleaved call by call; the two versions' markers must agree to 1e-9."""
+    versions = {"new": (Camera, LaneGeometry, to_markers)}
+    if baseline:
+        from baseline import load_package_at
+
+        old = load_package_at(baseline, "edge_deploy/geometry", "edge_deploy/errors.py", "edge_deploy/fsutil.py")
+        versions["old"] = (old.Camera, old.LaneGeometry, old.to_markers)
+    frames = {name: [(lanes, cam_cls.from_mapping(camera.to_mapping()), geo_cls(cam_cls.from_mapping(
+        camera.to_mapping())), np.empty((camera.height, camera.width, 0), np.uint8)) for lanes, camera in kept]
+        for name, (cam_cls, geo_cls, _) in versions.items()}
+    if baseline:
+        for a, b in zip(frames["new"], frames["old"]):
+            new, old = list(to_markers(a[0], a[1])), list(versions["old"][2](b[0], b[1]))
+            assert len(new) == len(old)
+            for m, o in zip(new, old):
+                for key in ("c0", "c1", "c2", "c3", "longitude_start", "longitude_end", "quality", "rms_m", "score"):
+                    assert abs(getattr(m, key) - getattr(o, key)) <= 1e-9 * max(1.0, abs(getattr(o, key))), key
+                assert m.model_degree == o.model_degree
+                np.testing.assert_allclose(m.covariance, o.covariance, rtol=1e-9, atol=1e-15)
+    times: dict[str, dict[str, list[float]]] = {name: {"to_markers": [], "frame_markers": []} for name in versions}
+    for i in range(len(kept)):
+        for _ in range(calls):
+            for name in (list(versions) if _ % 2 == 0 else list(versions)[::-1]):
+                lanes, camera, geometry, frame = frames[name][i]
+                start = time.perf_counter()
+                versions[name][2](lanes, camera)
+                middle = time.perf_counter()
+                geometry.frame_markers(lanes, frame)
+                end = time.perf_counter()
+                times[name]["to_markers"].append((middle - start) * 1000.0)
+                times[name]["frame_markers"].append((end - middle) * 1000.0)
+    return {"lanes_per_frame": float(np.mean([len(k[0]) for k in kept])),
+            "points_per_lane": float(np.mean([len(lane.points) for k in kept for lane in k[0]])),
+            **{f"{name}_{what}_ms": _stats(v) for name, per in times.items() for what, v in per.items()},
+            "baseline": baseline, "load_average": os.getloadavg()}
+
+
+def client_overhead(url: str, requests: int = 100, baseline: str | None = None) -> dict[str, Any]:
+    """Part 4b: LaneDetClient.detect p50 vs detect_markers p50 on the same frames, interleaved. With `baseline`,
+    a third call beside them: detect, then REV's LaneGeometry.frame_markers on its lanes (what detect_markers did
+    with REV's edge_deploy.geometry)."""
     from edge_deploy.client.sync_client import LaneDetClient
 
     seeds = [EVAL_SEED_BASE + i for i in range(10)]
     frames = [scene(s).frame for s in seeds]
     camera = Camera.from_mapping(scene_truth(seeds[0]).camera)  # one camera: the frames share the size
-    plain, marked = [], []
+    plain, marked, before = [], [], []
     with LaneDetClient(url, "lanedet", camera=camera) as client:  # one client: the same buffers and channel
-        for frame in frames[:3]:  # warm both
-            client.detect(frame)
-            client.detect_markers(frame)
+        calls = [(plain, client.detect), (marked, client.detect_markers)]
+        if baseline:
+            from baseline import load_package_at
+
+            old = load_package_at(baseline, "edge_deploy/geometry", "edge_deploy/errors.py", "edge_deploy/fsutil.py")
+            old_geometry = old.LaneGeometry(old.Camera.from_mapping(camera.to_mapping()))
+            calls.append((before, lambda frame: old_geometry.frame_markers(client.detect(frame), frame)))
+        for frame in frames[:3]:  # warm all
+            for _, call in calls:
+                call(frame)
+        geometries = {"new": client.geometry, **({"old": old_geometry} if baseline else {})}
+        paired: dict[str, list[float]] = {"detect": [], **{name: [] for name in geometries}}
         for i in range(requests):
             frame = frames[i % len(frames)]
-            order = ((plain, client.detect), (marked, client.detect_markers))
-            for times, call in order if i % 2 == 0 else order[::-1]:
+            for times, call in calls[i % len(calls):] + calls[:i % len(calls)]:
                 start = time.perf_counter()
                 call(frame)
                 times.append((time.perf_counter() - start) * 1000.0)
+            # paired: one detect, then each version's frame_markers on its lanes (first one alternating)
+            start = time.perf_counter()
+            lanes = client.detect(frame)
+            paired["detect"].append((time.perf_counter() - start) * 1000.0)
+            for name in list(geometries) if i % 2 == 0 else list(geometries)[::-1]:
+                start = time.perf_counter()
+                geometries[name].frame_markers(lanes, frame)
+                paired[name].append(paired["detect"][-1] + (time.perf_counter() - start) * 1000.0)
     p50_plain, p50_marked = float(np.percentile(plain, 50)), float(np.percentile(marked, 50))
-    return {"detect_p50_ms": p50_plain, "detect_markers_p50_ms": p50_marked, "ratio": p50_marked / p50_plain,
-            "requests": requests, "load_average": os.getloadavg()[0]}
+    out = {"detect_p50_ms": p50_plain, "detect_markers_p50_ms": p50_marked, "ratio": p50_marked / p50_plain,
+           "requests": requests, "load_average": os.getloadavg()[0]}
+    detect = np.array(paired["detect"])
+    out["paired"] = {"detect_p50_ms": float(np.percentile(detect, 50)),
+                     **{f"{name}_frame_markers_p50_ms": float(np.percentile(np.array(v) - detect, 50))
+                        for name, v in paired.items() if name != "detect"},
+                     **{f"{name}_ratio": float(np.percentile(v, 50) / np.percentile(detect, 50))
+                        for name, v in paired.items() if name != "detect"}}
+    if baseline:
+        p50_before = float(np.percentile(before, 50))
+        out.update({"baseline": baseline, "baseline_detect_markers_p50_ms": p50_before,
+                    "baseline_ratio": p50_before / p50_plain})
+    return out
 
 
-def tiny_model_overhead(requests: int) -> dict[str, Any]:
+def tiny_model_overhead(requests: int, baseline: str | None = None) -> dict[str, Any]:
     """Part 4b on bench_client.py's negligible-compute model, where the client's own time is most of detect."""
     from bench_client import start_server
 
     with tempfile.TemporaryDirectory(prefix="bench-markers-tiny-") as tmp:
         server, _ = start_server(Path(tmp))
         try:
-            return client_overhead(server.url, requests)
+            return client_overhead(server.url, requests, baseline)
         finally:
             server.stop(timeout=15)
 
@@ -199,9 +287,18 @@ def main() -> None:
     parser.add_argument("--cost-only", action="store_true",
                         help="part 4b only: on the negligible-compute model (and on --url's model when given)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--to-markers-only", action="store_true",
+                        help="part 4a alone on the true polylines resampled to 45 points a lane (no model)")
+    parser.add_argument("--baseline", metavar="REV",
+                        help="with --to-markers-only or --cost-only: edge_deploy.geometry at REV beside today's")
     args = parser.parse_args()
     seeds = [EVAL_SEED_BASE + i for i in range(args.frames)]
     report: dict[str, Any] = {}
+    if args.to_markers_only:
+        report["cost"] = markers_cost_side_by_side(resampled_true_lanes(seeds), args.baseline)
+        _dump(report, args.json)
+        print(json.dumps(report, indent=1))
+        return
     if not args.cost_only:
         report = {"exactness": exactness(seeds), "exactness_roll_ignored": exactness(seeds, True)}
         _dump(report, args.json)
@@ -221,8 +318,8 @@ def main() -> None:
             _dump(report, args.json)
     if not args.skip_served or args.cost_only:
         if args.cost_only and args.url:
-            report.setdefault("cost", {})["demo_model"] = client_overhead(args.url)
-        report.setdefault("cost", {})["negligible_compute_model"] = tiny_model_overhead(300)
+            report.setdefault("cost", {})["demo_model"] = client_overhead(args.url, baseline=args.baseline)
+        report.setdefault("cost", {})["negligible_compute_model"] = tiny_model_overhead(300, args.baseline)
         _dump(report, args.json)
     print(json.dumps(report, indent=1))
 

@@ -69,6 +69,7 @@ class Camera:
     mounting: Mounting
     distortion_model: str = "plumb_bob"
     _rotation: np.ndarray = field(init=False, repr=False)
+    _pixel_to_ray: np.ndarray | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         k = np.asarray(self.camera_matrix, dtype=np.float64)
@@ -88,6 +89,13 @@ class Camera:
         object.__setattr__(self, "camera_matrix", k)
         object.__setattr__(self, "distortion", dist)
         object.__setattr__(self, "_rotation", self.mounting.rotation())
+        pixel_to_ray = None
+        if self.distortion_model != "equidistant" and not dist.any():  # rays are then linear in (u, v, 1)
+            fx, skew, cx, fy, cy = k[0, 0], k[0, 1], k[0, 2], k[1, 1], k[1, 2]
+            k_inverse = np.array([[1 / fx, -skew / (fx * fy), (skew * cy / fy - cx) / fx], [0.0, 1 / fy, -cy / fy],
+                                  [0.0, 0.0, 1.0]])  # K's last row taken as (0, 0, 1), as cv2 does
+            pixel_to_ray = k_inverse.T @ self._rotation
+        object.__setattr__(self, "_pixel_to_ray", pixel_to_ray)
         self._check_sees_road()
 
     # --- reading and writing ------------------------------------------------------------------------
@@ -152,22 +160,19 @@ class Camera:
 
     def rays(self, pixels: np.ndarray) -> np.ndarray:
         """Unit-free viewing directions (N, 3) in the vehicle frame of image points (N, 2)."""
+        pts = np.asarray(pixels, dtype=np.float64).reshape(-1, 2)
+        if self._pixel_to_ray is not None:  # no distortion: one product, K^-1 and R^T folded
+            return pts @ self._pixel_to_ray[:2] + self._pixel_to_ray[2]
         import cv2
 
-        pts = np.asarray(pixels, dtype=np.float64).reshape(-1, 1, 2)
         if len(pts) == 0:
             return np.zeros((0, 3))
+        pts = pts.reshape(-1, 1, 2)
         if self.distortion_model == "equidistant":
             normal = cv2.fisheye.undistortPoints(pts, self.camera_matrix, self.distortion)
-        elif self.distortion.any():  # iterated to convergence: cv2.undistortPoints stops after 5 steps
+        else:  # iterated to convergence: cv2.undistortPoints stops after 5 steps
             normal = cv2.undistortPointsIter(pts, self.camera_matrix, self.distortion, None, None, _UNDISTORT_UNTIL)
-        else:  # no distortion: K^-1 by hand (cv2 costs a call)
-            k = self.camera_matrix
-            y = (pts[:, 0, 1] - k[1, 2]) / k[1, 1]
-            normal = np.stack([(pts[:, 0, 0] - k[0, 2] - k[0, 1] * y) / k[0, 0], y], 1)
-        normal = normal.reshape(-1, 2)
-        ray_camera = np.concatenate([normal, np.ones((len(normal), 1))], 1)
-        return ray_camera @ self._rotation  # R^T applied to each row
+        return normal.reshape(-1, 2) @ self._rotation[:2] + self._rotation[2]  # [n, 1] R^T, row by row
 
     def image_to_ground(self, pixels: np.ndarray, *, strict: bool = True) -> np.ndarray:
         """Road points (N, 2) (x forward, y left, m) seen at image points (N, 2).
@@ -176,15 +181,14 @@ class Camera:
         one-line GeometryError; strict=False gives NaN for it.
         """
         d = self.rays(pixels)
-        down = d[:, 2] / np.linalg.norm(d, axis=1).clip(1e-12)
+        down = d[:, 2] / np.sqrt(np.einsum("ij,ij->i", d, d))  # |d| >= 1: d is R^T (x, y, 1)
         below = down < -_MIN_RAY_DOWN
         if strict and not below.all():
             u, v = np.asarray(pixels, dtype=np.float64).reshape(-1, 2)[int(np.argmin(below))]
             raise GeometryError(f"image point ({u:.1f}, {v:.1f}) is on or above the horizon, so it is not on the "
                                 "road; pass points below the horizon (Camera.horizon_row).")
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = np.where(below, -self.mounting.height_m / d[:, 2], np.nan)
-        return np.stack([t * d[:, 0], t * d[:, 1]], 1)
+        t = -self.mounting.height_m / np.where(below, d[:, 2], np.nan)  # NaN divides without a warning
+        return d[:, :2] * t[:, None]
 
     def ground_to_image(self, points: np.ndarray) -> np.ndarray:
         """Image points (N, 2) of road points (N, 2) (x forward, y left, m); NaN behind the camera."""

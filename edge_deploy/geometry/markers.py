@@ -3,6 +3,7 @@ and which marker bounds the ego lane on each side (the fields follow Apollo's La
 cubic; x forward, y left, metres, origin on the road below the camera)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -24,6 +25,11 @@ _POWERS = np.arange(4)
 _EYE = np.eye(4)
 _UNSCALE = _X_SCALE ** -_POWERS.astype(np.float64)
 _UNSCALE_OUTER = np.outer(_UNSCALE, _UNSCALE)
+_HANKEL = np.add.outer(_POWERS, _POWERS)  # the normal matrix's (i, j) entry is the sum of w x^(i + j)
+_USED = _POWERS[None, :] <= np.arange(5)[:, None]  # by degree: the coefficients fitted
+_MASK = _USED[:, :, None] & _USED[:, None, :]
+_MASK[4] = False  # "degree" 4: a set without a fit
+_PLUS_MINUS = np.array([[1.0], [-1.0]])
 
 
 @dataclass(frozen=True)
@@ -147,48 +153,64 @@ def fit_markers(point_sets: Sequence[np.ndarray], scores: Sequence[float]) -> li
     degree (quadratic under 15 m or 6 points, straight under 8 m or 4 points) rather than a wild cubic.
     """
     sets = [np.asarray(p, dtype=np.float64).reshape(-1, 2) for p in point_sets]
-    out: list[LaneMarker | None] = [None] * len(sets)
-    kept = [i for i, p in enumerate(sets) if len(p)]  # reduceat needs non-empty segments
+    if not sets:
+        return []
+    pts = np.concatenate(sets)
+    return _fit_concatenated(pts[:, 0], pts[:, 1], [len(p) for p in sets], scores)
+
+
+def _fit_concatenated(x: np.ndarray, y: np.ndarray, counts: Sequence[int],
+                      scores: Sequence[float]) -> list[LaneMarker | None]:
+    """fit_markers on the sets' points laid end to end (x, y float64); `counts`: the points of each set."""
+    out: list[LaneMarker | None] = [None] * len(counts)
+    kept = [i for i, c in enumerate(counts) if c]  # reduceat needs non-empty segments
     if not kept:
         return out
-    counts = np.array([len(sets[i]) for i in kept])
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    pts = np.concatenate([sets[i] for i in kept])
-    x, y = pts[:, 0], pts[:, 1]
+    starts, total = [], 0
+    for i in kept:
+        starts.append(total)
+        total += counts[i]
     usable = (x > 0) & (x <= MAX_RANGE_M) & (y == y)  # NaN (above the horizon) fails every comparison
-    x = np.where(usable, x, 1.0)
+    x_usable = np.where(usable, x, 1.0)
     y = np.where(usable, y, 0.0)
-    weight = usable / x
-    n = np.add.reduceat(usable, starts)
-    near = np.minimum.reduceat(np.where(usable, x, np.inf), starts)
-    far = np.maximum.reduceat(np.where(usable, x, -np.inf), starts)
-    span = far - near
-    degree = np.where((n >= 6) & (span >= 15), 3, np.where((n >= 4) & (span >= 8), 2, 1))
-    degree[span < 0.5] = 0  # all points at one distance: only the position is known
-    used = _POWERS[None, :] <= degree[:, None]  # (L, 4)
-    mask = used[:, :, None] & used[:, None, :]
-
-    design = (x / _X_SCALE)[:, None] ** _POWERS  # (M, 4)
-    weighted = design * weight[:, None]
-    normal = np.add.reduceat(weighted[:, :, None] * design[:, None, :], starts)
-    normal = np.where(mask, normal, _EYE)  # unused coefficients pinned to 0
-    ok = n >= 2
-    normal[~ok] = _EYE
-    inverse = inverse_spd(normal)
-    rhs = np.where(used, np.add.reduceat(weighted * y[:, None], starts), 0.0)
-    coef = np.einsum("lij,lj->li", inverse, rhs)
-    residual = y - np.einsum("mi,mi->m", design, np.repeat(coef, counts, axis=0))
-    sum_w = np.add.reduceat(weight, starts)
-    rms = np.sqrt(np.add.reduceat(weight * residual * residual, starts) / np.maximum(sum_w, 1e-12))
-    sigma2 = np.maximum(rms, _NOISE_FLOOR_M) ** 2 * sum_w / np.maximum(n, 1)  # unit-weight variance
-    c = coef * _UNSCALE
-    cov = np.where(mask, inverse * sigma2[:, None, None] * _UNSCALE_OUTER, _UNFITTED_COVARIANCE)
-    quality = np.asarray(scores, dtype=np.float64)[kept] / (1.0 + (rms / 0.1) ** 2) * np.minimum(1.0, far / 30.0)
-    rows = np.column_stack([c, near, far, quality, rms]).tolist()
-    for j, i in enumerate(kept):
-        if ok[j]:
-            c0, c1, c2, c3, start, end, q, r = rows[j]
-            out[i] = LaneMarker(c0, c1, c2, c3, start, end, q, r, float(scores[i]), int(degree[j]), cov[j])
+    weight = usable / x_usable
+    powers = np.empty((7, len(x)))  # (x / _X_SCALE)^k, k = 0..6, a row each
+    powers[0] = 1.0
+    np.divide(x_usable, _X_SCALE, out=powers[1])
+    np.multiply(powers[1], powers[1], out=powers[2])
+    np.multiply(powers[1:3], powers[2], out=powers[3:5])  # x^3, x^4
+    np.multiply(powers[1:3], powers[4], out=powers[5:7])  # x^5, x^6
+    # one pass of sums: w x^k for k = 0..6 (the normal matrices' entries), w y x^k for k = 0..3, the count
+    columns = np.empty((12, len(x)))
+    np.multiply(powers, weight, out=columns[:7])
+    np.multiply(columns[:4], y, out=columns[7:11])
+    columns[11] = usable
+    sums = np.add.reduceat(columns, starts, axis=1).T
+    ends = np.maximum.reduceat(np.where(usable, x * _PLUS_MINUS, -np.inf), starts, axis=1)
+    far, near = ends[0], -ends[1]  # -inf and inf for a set with no usable point
+    n = sums[:, 11]
+    degree, key = [], []  # key: the degree, 4 for a set without a fit
+    for count, low, high in zip(n.tolist(), near.tolist(), far.tolist()):
+        span = high - low
+        degree.append(0 if span < 0.5 else 3 if count >= 6 and span >= 15 else 2 if count >= 4 and span >= 8 else 1)
+        key.append(degree[-1] if count >= 2 else 4)
+    used, mask = _USED[degree], _MASK[key]
+    inverse = inverse_spd(np.where(mask, sums[:, _HANKEL], _EYE))  # a set without a fit: the identity
+    coef = np.einsum("lij,lj->li", inverse, np.where(used, sums[:, 7:11], 0.0))
+    residual = y - np.einsum("im,mi->m", powers[:4], np.repeat(coef, [counts[i] for i in kept], axis=0))
+    weighted_square = np.add.reduceat(weight * residual * residual, starts).tolist()
+    scores = [float(scores[i]) for i in kept]
+    rms, sigma2, quality = [], [], []  # per set, in Python floats: a handful of numbers, cheaper than array calls
+    for r2, sum_w, count, end, score in zip(weighted_square, sums[:, 0].tolist(), n.tolist(), far.tolist(), scores):
+        rms.append(math.sqrt(r2 / max(sum_w, 1e-12)))
+        floor = max(rms[-1], _NOISE_FLOOR_M)
+        sigma2.append(floor * floor * sum_w / max(count, 1.0))  # unit-weight variance
+        quality.append(score / (1.0 + (rms[-1] / 0.1) * (rms[-1] / 0.1)) * min(1.0, end / 30.0))
+    cov = np.where(mask, inverse * np.array(sigma2)[:, None, None] * _UNSCALE_OUTER, _UNFITTED_COVARIANCE)
+    for j, (i, k, c, start, end, q, r, sc, d) in enumerate(zip(
+            kept, key, (coef * _UNSCALE).tolist(), near.tolist(), far.tolist(), quality, rms, scores, degree)):
+        if k != 4:
+            out[i] = LaneMarker(*c, start, end, q, r, sc, d, cov[j])
     return out
 
 
@@ -196,17 +218,15 @@ def inverse_spd(a: np.ndarray) -> np.ndarray:
     """Inverses of symmetric positive definite matrices (L, n, n) by Gauss-Jordan without pivoting (stable for
     SPD). Not np.linalg.inv: inside a client process (grpc threads on a busy CPU) each LAPACK call was measured
     at 0.5-5 ms against 10 us standalone, 20x the whole fit."""
-    a = a.copy()
-    inverse = np.broadcast_to(_EYE[: a.shape[1], : a.shape[1]], a.shape).copy()
-    for k in range(a.shape[1]):
-        pivot = a[:, k, k, None].copy()
-        a[:, k] /= pivot
-        inverse[:, k] /= pivot
-        factor = a[:, :, k].copy()
-        factor[:, k] = 0.0
-        a -= factor[:, :, None] * a[:, None, k]
-        inverse -= factor[:, :, None] * inverse[:, None, k]
-    return inverse
+    size = a.shape[1]
+    augmented = np.empty((len(a), size, 2 * size))  # [a | I] -> [I | a^-1]
+    augmented[:, :, :size] = a
+    augmented[:, :, size:] = _EYE[:size, :size]
+    for k in range(size):
+        row = augmented[:, k] / augmented[:, k, k, None]
+        augmented -= augmented[:, :, k, None] * row[:, None]
+        augmented[:, k] = row
+    return augmented[:, :, size:]
 
 
 def to_markers(lanes: Sequence[Any], camera: Camera) -> LaneMarkers:
@@ -218,6 +238,7 @@ def to_markers(lanes: Sequence[Any], camera: Camera) -> LaneMarkers:
     if not lanes:
         return LaneMarkers(None, None)
     counts = [len(lane.points) for lane in lanes]
-    ground = camera.image_to_ground(np.concatenate([lane.points for lane in lanes]), strict=False)
-    fitted = fit_markers(np.split(ground, np.cumsum(counts)[:-1]), [lane.score for lane in lanes])
+    pixels = np.concatenate([lane.points for lane in lanes]) if len(lanes) > 1 else lanes[0].points
+    ground = camera.image_to_ground(pixels, strict=False)
+    fitted = _fit_concatenated(ground[:, 0], ground[:, 1], counts, [lane.score for lane in lanes])
     return assign(m for m in fitted if m is not None)

@@ -32,6 +32,11 @@ ROW_WIDTH = 5 + N_OFFSETS
 MODEL_WIDTH = 640
 ANCHOR_YS = np.linspace(1.0, 0.0, N_OFFSETS)
 _OFFSET_INDEX = np.arange(N_OFFSETS)
+# _SPAN_MASK[s, e + 1, k]: s <= k <= e, for NMS ranges clamped to s in 0..72, e in -1..71 (the same pairs overlap)
+_SPAN_MASK = ((_OFFSET_INDEX >= np.arange(N_OFFSETS + 1)[:, None, None])
+              & (_OFFSET_INDEX < np.arange(N_OFFSETS + 1)[:, None]))
+_RANGE_LOW, _RANGE_HIGH = np.array([[0.0], [-1.0]]), np.array([[float(N_OFFSETS)], [float(N_OFFSETS - 1)]])
+_START_LENGTH_SCALE = np.array([[float(N_OFFSETS - 1)], [1.0]])  # rows' (start_y, length) -> strip units
 # CULane's official test parameters: the decode defaults of the LaneATT family (edge_deploy.lanedet.laneatt).
 CONF_THRESHOLD, NMS_THRESHOLD, TOP_K = 0.5, 50.0, 4
 # Tolerance of "each row sums to 1" when telling probabilities from logits
@@ -119,16 +124,17 @@ def _clamp(values: np.ndarray) -> np.ndarray:
     return np.minimum(np.maximum(values, -_INDEX_LIMIT), _INDEX_LIMIT)
 
 
-def _nms_ranges(c2: np.ndarray, c4: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """NMS index range [lo, hi] per row: s = round-half-up(col2*71), e = the CUDA kernel's end, clipped to 0..71."""
-    c2 = c2.astype(np.float64)
-    c4 = c4.astype(np.float64)
-    s = np.floor(c2 * N_STRIPS + 0.5)
-    e = np.trunc(s + c4 - 1.0 + 0.5 - (c4 < 1.0))
-    s = _clamp(s).astype(np.int64)
-    e = _clamp(e).astype(np.int64)
-    # x_k exists only for k in 0..71: a start below 0 (col2 < 0, not a LaneATT output) begins at 0.
-    return np.maximum(s, 0), np.minimum(e, N_STRIPS)
+def _nms_ranges(c2_c4: np.ndarray) -> np.ndarray:
+    """NMS index range [lo, hi] per row of (col2, col4) (M x 2): lo = round-half-up(col2*71), hi = the CUDA
+    kernel's end, clipped to 0..71; (2, M) int64."""
+    c2_c4 = c2_c4.astype(np.float64)
+    c4 = c2_c4[:, 1]
+    ranges = np.empty((2, len(c2_c4)))
+    np.floor(c2_c4[:, 0] * N_STRIPS + 0.5, out=ranges[0])
+    np.trunc(ranges[0] + c4 - 1.0 + 0.5 - (c4 < 1.0), out=ranges[1])
+    # x_k exists only for k in 0..71: a start below 0 (col2 < 0, not a LaneATT output) begins at 0. A start past
+    # 71 or an end below 0 overlaps nothing, as 72 and -1 do.
+    return np.minimum(np.maximum(ranges, _RANGE_LOW), _RANGE_HIGH).astype(np.int64)
 
 
 def _suppressed(
@@ -137,16 +143,18 @@ def _suppressed(
     """Which rows (x: float64 M x 72, ranges lo/hi) the kept row (a_x, [a_lo, a_hi]) suppresses."""
     if a_hi < a_lo or len(x) == 0:
         return np.zeros(len(x), dtype=bool)
-    start = np.maximum(lo, a_lo)
-    end = np.minimum(hi, a_hi)
-    width = end - start + 1
     # Only a's own range can contribute; mask each pair's [start, end] inside it.
     d = x[:, a_lo : a_hi + 1] - a_x[a_lo : a_hi + 1]
     np.abs(d, out=d)
-    if not ((start == a_lo) & (end == a_hi)).all():  # some pairs overlap on part of a's range only
-        k = _OFFSET_INDEX[a_lo : a_hi + 1]
-        d *= (k >= start[:, None]) & (k <= end[:, None])
-    return (width > 0) & (d.sum(axis=1) < nms_threshold * width)
+    if lo.max() <= a_lo and hi.min() >= a_hi:  # every pair overlaps on all of a's range
+        return d.sum(axis=1) < nms_threshold * (a_hi - a_lo + 1)
+    start = np.maximum(lo, a_lo)
+    end = np.minimum(hi, a_hi)
+    d *= _SPAN_MASK[start, end + 1, a_lo : a_hi + 1]
+    width = end - start + 1
+    suppressed = d.sum(axis=1) < nms_threshold * width
+    # a pair without a common range (width <= 0) sums to 0: never below nms_threshold * width unless that is < 0
+    return suppressed if nms_threshold >= 0 else suppressed & (width > 0)
 
 
 def nms_keep(
@@ -169,19 +177,20 @@ def nms_keep(
     kept: list[int] = []
     if m == 0:
         return np.zeros(0, dtype=np.int64)
-    lo, hi = _nms_ranges(rows[idx, 2], rows[idx, 4])
+    lo, hi = _nms_ranges(rows[idx, 2:5:2])
     kept_x: list[np.ndarray] = []
     pos, size = 0, 16
     while pos < m and len(kept) < top_k:
         stop = min(m, pos + size)
         x = rows[idx[pos:stop], 5:].astype(np.float64)  # gathered per block: scanning may stop early
         b_lo, b_hi = lo[pos:stop], hi[pos:stop]
-        alive = np.ones(stop - pos, dtype=bool)
+        alive = np.empty(stop - pos, dtype=bool)
+        alive.fill(True)
         for a, a_x in zip(kept, kept_x):
             alive &= ~_suppressed(a_x, lo[a], hi[a], x, b_lo, b_hi, nms_threshold)
         q = 0
         while len(kept) < top_k:
-            q += int(np.argmax(alive[q:]))
+            q += int(alive[q:].argmax())  # the method: np.argmax's Python wrapper costs more than the work
             if not alive[q]:
                 break
             kept.append(pos + q)
@@ -205,7 +214,7 @@ def select_rows(
 
 def _select(arr: np.ndarray, conf: float, nms: float, top_k: int) -> tuple[np.ndarray, np.ndarray]:
     scores = lane_scores(arr)
-    cand = np.flatnonzero(scores > conf)
+    cand = (scores > conf).nonzero()[0]
     head = _best_first(scores, cand, max(_RANKED_FIRST, 16 * top_k))
     if head is not None:
         # The greedy NMS over the head of the score order decides those rows as over the whole order; only when
@@ -213,7 +222,7 @@ def _select(arr: np.ndarray, conf: float, nms: float, top_k: int) -> tuple[np.nd
         kept = nms_keep(arr, order=head, nms_threshold=nms, top_k=top_k)
         if len(kept) >= top_k:
             return kept, scores[kept]
-    order = cand[np.argsort(-scores[cand], kind="stable")]
+    order = cand[(-scores[cand]).argsort(kind="stable")]
     kept = nms_keep(arr, order=order, nms_threshold=nms, top_k=top_k)
     return kept, scores[kept]
 
@@ -224,9 +233,9 @@ def _best_first(scores: np.ndarray, cand: np.ndarray, count: int) -> np.ndarray 
     if len(cand) <= count:
         return None
     s = scores[cand]
-    floor = s[np.argpartition(-s, count - 1)[:count]].min()
+    floor = s[(-s).argpartition(count - 1)[:count]].min()
     head = cand[s >= floor]  # every tie of the floor too, so the order is the full order's prefix
-    return head[np.argsort(-scores[head], kind="stable")]
+    return head[(-scores[head]).argsort(kind="stable")]
 
 
 def rows_to_points(
@@ -241,21 +250,20 @@ def rows_to_points(
         return []
     xs = rows[:, 5:].astype(np.float64) / float(model_width)
     # np.rint rounds half to even, like Python's round().
-    start = _clamp(np.rint(rows[:, 2].astype(np.float64) * N_STRIPS)).astype(np.int64)
-    length = _clamp(np.rint(rows[:, 4].astype(np.float64))).astype(np.int64)
+    start, length = _clamp(np.rint(rows[:, 2:5:2].astype(np.float64).T * _START_LENGTH_SCALE)).astype(np.int64)
     end = np.minimum(start + length - 1, N_STRIPS)
-    k = np.arange(N_OFFSETS)
-    below = k < start[:, None]
+    k = _OFFSET_INDEX
     # Below start only the unbroken in-image run from start-1 downwards survives: find the
-    # highest out-of-image point below start; everything under it is dropped.
-    bad = below & ~((xs >= 0) & (xs <= 1))
-    last_bad = np.where(bad.any(axis=1), N_STRIPS - np.argmax(bad[:, ::-1], axis=1), -1)
-    keep = (~below | (k > last_bad[:, None])) & (k <= end[:, None]) & (xs >= 0)
+    # highest out-of-image point below start (-1: none); everything under it is dropped.
+    left_edge = xs >= 0
+    bad = (k < start[:, None]) & ~(left_edge & (xs <= 1))
+    last_bad = np.where(bad, k, -1).max(axis=1)
+    keep = (k > last_bad[:, None]) & (k <= end[:, None]) & left_edge  # last_bad < start: k >= start passes
     h, w = size if size is not None else (1.0, 1.0)
     ys = ANCHOR_YS[::-1] * h
     out = []
     for row_keep, row_xs in zip(keep[:, ::-1], xs[:, ::-1]):  # reversed: top (k = 71) first
-        pts = np.empty((int(row_keep.sum()), 2), dtype=np.float32)
+        pts = np.empty((int(np.count_nonzero(row_keep)), 2), dtype=np.float32)
         pts[:, 0] = row_xs[row_keep] * w
         pts[:, 1] = ys[row_keep]
         out.append(pts)

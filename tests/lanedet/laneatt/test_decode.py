@@ -177,6 +177,23 @@ def test_matches_reference_on_random_inputs(seed):
     assert_same(raw, conf, nms, top_k, size)
 
 
+@pytest.mark.parametrize("seed", range(60))
+def test_matches_reference_with_starts_and_lengths_out_of_range(seed):
+    # starts below 0 and past 71, lengths far out of range: the NMS ranges' clamping and the partial overlaps
+    rng = np.random.default_rng(1000 + seed)
+    raw = random_raw(rng, int(rng.choice([30, 150, 400])))
+    n = len(raw)
+    raw[:, 2] = np.select([rng.random(n) < 0.2, rng.random(n) < 0.2, rng.random(n) < 0.1],
+                          [rng.uniform(-1.5, 0, n), rng.uniform(1, 3, n), rng.choice([-1e6, 1e6], n)], raw[:, 2])
+    raw[:, 4] = np.select([rng.random(n) < 0.1, rng.random(n) < 0.1],
+                          [rng.choice([-1e7, 1e7, 3e5], n), rng.uniform(-200, -1, n)], raw[:, 4])
+    nms, top_k = float(rng.choice([10.0, 50.0, 200.0])), int(rng.choice([4, 10, 1000]))
+    kept, scores, _ = ref_decode(raw, 0.5, nms, top_k, (360, 640))
+    got_kept, got_scores = select_rows(raw, conf_threshold=0.5, nms_threshold=nms, top_k=top_k)
+    assert got_kept.tolist() == kept
+    np.testing.assert_allclose(got_scores, scores, rtol=1e-12, atol=0)
+
+
 @pytest.mark.parametrize("candidates", [0, 50, 500, 2784])
 def test_matches_reference_on_synthetic_outputs(candidates):
     raw = raw_output(candidates=candidates, seed=candidates)
@@ -479,3 +496,11 @@ def test_lane_clients_refuse_bad_decode_values_when_made(kwargs, match):
         LaneDetClient("127.0.0.1:1", connect=False, **kwargs)
     with pytest.raises(ClientError, match=match):
         AsyncLaneDetClient("127.0.0.1:1", **kwargs)
+
+
+def test_nms_keep_with_a_negative_threshold_suppresses_nothing():
+    # sum |dx| < negative never holds, and rows without a common range never suppress each other (nms_keep itself
+    # takes any threshold; decode refuses a negative one)
+    rows = random_raw(np.random.default_rng(3), 200)
+    rows[::3, 4] = -50.0  # empty ranges
+    assert dec.nms_keep(rows, nms_threshold=-1.0, top_k=1000).tolist() == list(range(200))
