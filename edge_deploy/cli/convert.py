@@ -253,19 +253,20 @@ def _print_summary(console: Any, result: Any) -> None:
     manifest = result.manifest
     fp16 = manifest.fp16
     if fp16 is not None:
-        if fp16["nodes"]:
-            table = Table(title=f"FP16 report: {len(fp16['nodes'])} node(s) outside FP16 range (kept in FP32 by TensorRT)",
+        nodes = fp16.nodes or ()
+        if nodes:
+            table = Table(title=f"FP16 report: {len(nodes)} node(s) outside FP16 range (kept in FP32 by TensorRT)",
                           title_justify="left")
             for column in ("node", "op", "output", "max |x|", "reason"):
                 table.add_column(column)
-            for entry in fp16["nodes"][:12]:
-                table.add_row(entry["node"], entry["op"], entry["output"], f"{entry['max_abs']:.3g}", entry["reason"])
-            if len(fp16["nodes"]) > 12:
-                table.add_row("…", "", "", "", f"{len(fp16['nodes']) - 12} more in manifest.json")
+            for node in nodes[:12]:
+                table.add_row(node.node, node.op, node.output, f"{node.max_abs:.3g}", node.reason)
+            if len(nodes) > 12:
+                table.add_row("…", "", "", "", f"{len(nodes) - 12} more in manifest.json")
             console.print(table)
         else:
-            console.print(f"FP16 report: all {fp16['tensors_checked']} tensors fit FP16 "
-                          f"(max |x| {fp16['max_abs']:.3g}).")
+            console.print(f"FP16 report: all {fp16.tensors_checked} tensors fit FP16 "
+                          f"(max |x| {fp16.max_abs:.3g}).")
 
     table = Table(title=f"{result.artifact_dir}", title_justify="left", show_header=True)
     table.add_column("file")
@@ -275,27 +276,27 @@ def _print_summary(console: Any, result: Any) -> None:
         table.add_row(file_name, _size(entry.bytes), entry.sha256[:16] + "…")
     console.print(table)
 
-    fp16_model = (fp16 or {}).get("onnx")
-    if fp16_model:
-        check, lanes = fp16_model["verify"], fp16_model["verify"].get("lanes")
-        for out_name, entry in check["outputs"].items():
-            console.print(f"{fp16_model['file']} vs model.onnx (ONNX Runtime) {out_name}: max abs "
-                          f"{entry['max_abs']:.3g}, max rel {entry['max_rel']:.3g}")
-        if lanes:
+    fp16_model = fp16.onnx if fp16 is not None else None
+    if fp16_model is not None and fp16_model.verify is not None:
+        check = fp16_model.verify
+        for out_name, error in (check.outputs or {}).items():
+            console.print(f"{fp16_model.file} vs model.onnx (ONNX Runtime) {out_name}: max abs "
+                          f"{error.max_abs:.3g}, max rel {error.max_rel:.3g}")
+        if check.lanes is not None:
             from ..export.fp16_onnx import fp16_lanes_line
 
-            console.print(f"{fp16_model['file']} {fp16_lanes_line(lanes)}")
+            console.print(f"{fp16_model.file} {fp16_lanes_line(check.lanes)}")
     from ..evaluate.record import evaluation_summary
 
     summary = evaluation_summary(manifest.evaluation)
     if summary:
         console.print(summary)
     parity = manifest.parity
-    if parity:
-        for out_name, entry in parity["outputs"].items():
-            console.print(f"parity {out_name} (batches {parity['batches']}): max abs {entry['max_abs']:.3g}, "
-                          f"max rel {entry['max_rel']:.3g} (atol {parity['tolerance']['atol']:g}, "
-                          f"rtol {parity['tolerance']['rtol']:g})")
+    if parity is not None and parity.tolerance is not None:
+        for out_name, error in (parity.outputs or {}).items():
+            console.print(f"parity {out_name} (batches {list(parity.batches or ())}): max abs {error.max_abs:.3g}, "
+                          f"max rel {error.max_rel:.3g} (atol {parity.tolerance.atol:g}, "
+                          f"rtol {parity.tolerance.rtol:g})")
     stages = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in result.timings.items() if stage != "total")
     console.print(f"time: {stages}; total {result.timings['total']:.1f} s")
 
