@@ -171,7 +171,7 @@ def test_laneatt_only_options_unknown_presets_and_score_options_are_refused(tmp_
 
 @pytest.mark.slow
 def test_fuse_preprocess_is_a_bilinear_crop_and_resize_with_its_difference_recorded(tusimple, tmp_path) -> None:
-    """UFLDv2's area (antialiased) resize to a taller image whose bottom rows are kept is fused as a bilinear
+    """UFLDv2's antialiased bilinear resize to a taller image whose bottom rows are kept is fused as a bilinear
     crop-and-resize of the rows that reach them (antialiasing needs ONNX opset 18): offered, its per-pixel
     difference to the client's resize and the lanes' recorded in the manifest."""
     import shutil
@@ -191,7 +191,9 @@ def test_fuse_preprocess_is_a_bilinear_crop_and_resize_with_its_difference_recor
             warnings.append(message)
 
     section = fp.fuse_artifact(work, manifest, (720, 1280), reporter=Warnings())
-    assert section["substituted"]["interpolation"] == "area" and "opset 18" in section["substituted"]["by"]
+    substituted = section["substituted"]
+    assert substituted["interpolation"] == "antialiased_bilinear" and "opset 18" in substituted["by"]
+    assert "Pillow's antialiased bilinear" in section["parity"]["reference"]
     assert "mode=linear" in section["graph"] and "crop-and-resize" in section["graph"]
     pixels = section["parity"]["pixels"]
     assert fp.MAX_PIXEL_LEVELS < pixels["max_levels"] < 255, pixels  # recorded, not refused (119 on uniform noise)
