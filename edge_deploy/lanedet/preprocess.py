@@ -19,6 +19,7 @@ one-line messages; edge_deploy wraps them.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -271,14 +272,21 @@ class _Taps:
         repeat = fixed.size * n * 2 <= _REPEATED_WEIGHTS_BYTES
         self.weights = [np.ascontiguousarray(np.repeat(column, n, axis=1)) if repeat else column
                         for column in np.hsplit(fixed.astype(np.uint16), weights.shape[1])]
+        # scratch reused by every call: fresh arrays of this size cost page faults each time
+        self.gathered, self.term, self.acc = (np.empty((len(fixed), n), np.uint16) for _ in range(3))
 
     def __call__(self, src: np.ndarray, out: np.ndarray) -> np.ndarray:
-        acc = None
-        for index, weights in zip(self.index, self.weights):
-            term = cv2.multiply(src[index], weights) if weights.shape[1] > 1 else np.multiply(src[index], weights)
-            acc = term if acc is None else cv2.add(acc, term, dst=acc)
+        for t, (index, weights) in enumerate(zip(self.index, self.weights)):
+            np.take(src, index, axis=0, out=self.gathered, mode="clip")  # "clip": no buffering (in range anyway)
+            dst = self.term if t else self.acc
+            if weights.shape[1] > 1:
+                cv2.multiply(self.gathered, weights, dst=dst)
+            else:
+                np.multiply(self.gathered, weights, out=dst)
+            if t:
+                cv2.add(self.acc, self.term, dst=self.acc)
         # beta: rounds acc / 256 = k + 0.5 up, as Pillow does (convertScaleAbs rounds half to even)
-        return cv2.convertScaleAbs(acc, out, alpha=1.0 / 256.0, beta=1.0 / 1024.0)
+        return cv2.convertScaleAbs(self.acc, out, alpha=1.0 / 256.0, beta=1.0 / 1024.0)
 
 
 class AntialiasedBilinear:
@@ -287,11 +295,12 @@ class AntialiasedBilinear:
 
     Like Pillow: columns first, rounded to uint8, then rows, only the source rows the kept rows reach. Each pass
     uses Pillow's weights (8.8 fixed point instead of its 22-bit: within 2 levels), except that OpenCV's bilinear
-    resize does the columns where the scale is at most BILINEAR_UP_TO_SCALE. The weights are computed here, once;
-    an instance holds no per-call state (share it between threads).
+    resize does the columns where the scale is at most `bilinear_up_to_scale`. The weights are computed here, once.
+    Holds its scratch buffers: not thread-safe (`antialiased_bilinear` keeps one per thread).
     """
 
-    def __init__(self, source: tuple[int, int], size: tuple[int, int], keep: int | None = None) -> None:
+    def __init__(self, source: tuple[int, int], size: tuple[int, int], keep: int | None = None,
+                 bilinear_up_to_scale: float = BILINEAR_UP_TO_SCALE) -> None:
         (src_h, src_w), (height, width) = source, size
         keep = height if keep is None else keep
         if min(src_h, src_w, height, width, keep) < 1 or keep > height:
@@ -304,9 +313,14 @@ class AntialiasedBilinear:
         rows = self.bottom - self.top
         self.rows = None if (src_h, keep) == (height, height) else _Taps(first, weights, width * 3, self.top)
         self.columns: _Taps | None = None
-        self.bilinear_columns = src_w != width and src_w / width <= BILINEAR_UP_TO_SCALE
+        self.bilinear_columns = src_w != width and src_w / width <= bilinear_up_to_scale
         if src_w != width and not self.bilinear_columns:
             self.columns = _Taps(*antialiased_bilinear_weights(src_w, width), rows * 3)
+            self._flipped = np.empty((src_w, rows, 3), np.uint8)
+            self._flipped16 = np.empty((src_w, rows * 3), np.uint16)
+            self._narrow = np.empty((width, rows * 3), np.uint8)
+        self._mid = np.empty((rows, width, 3), np.uint8)
+        self._mid16 = np.empty((rows, width * 3), np.uint16)
 
     def __call__(self, frame: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """The kept rows of `frame` resized, into `out` (C-contiguous uint8 [keep, width, 3]) or a new array."""
@@ -319,29 +333,33 @@ class AntialiasedBilinear:
         src = frame[self.top:self.bottom]
         rows = len(src)
         if self.bilinear_columns:
-            src = cv2.resize(src, (width, rows), interpolation=cv2.INTER_LINEAR)
+            src = cv2.resize(src, (width, rows), dst=self._mid, interpolation=cv2.INTER_LINEAR)
         elif self.columns is not None:  # the column pass is a row pass on the transposed frame
-            flipped = cv2.transpose(src).reshape(frame.shape[1], rows * 3).astype(np.uint16)
-            src = cv2.transpose(self.columns(flipped, None).reshape(width, rows, 3))
+            cv2.transpose(src, self._flipped)
+            np.copyto(self._flipped16, self._flipped.reshape(self._flipped16.shape))
+            self.columns(self._flipped16, self._narrow)
+            src = cv2.transpose(self._narrow.reshape(width, rows, 3), self._mid)
         if self.rows is None:
             np.copyto(out, src)
         else:
-            self.rows(src.reshape(rows, width * 3).astype(np.uint16), out.reshape(self.keep, width * 3))
+            np.copyto(self._mid16, src.reshape(self._mid16.shape))
+            self.rows(self._mid16, out.reshape(self.keep, width * 3))
         return out
 
 
-_resamplers: dict[tuple[Any, ...], AntialiasedBilinear] = {}
+_local = threading.local()
 
 
 def antialiased_bilinear(source: tuple[int, int], size: tuple[int, int], keep: int | None = None
                          ) -> AntialiasedBilinear:
-    """The AntialiasedBilinear for these sizes, made once (a few recent ones are kept)."""
+    """This thread's AntialiasedBilinear for these sizes, made once (a few recent ones are kept)."""
+    resamplers = _local.__dict__.setdefault("resamplers", {})
     key = (tuple(source), tuple(size), keep)
-    found = _resamplers.get(key)
+    found = resamplers.get(key)
     if found is None:
-        if len(_resamplers) >= 16:
-            _resamplers.pop(next(iter(_resamplers)))
-        found = _resamplers[key] = AntialiasedBilinear(source, size, keep)
+        if len(resamplers) >= 8:
+            resamplers.pop(next(iter(resamplers)))
+        found = resamplers[key] = AntialiasedBilinear(source, size, keep)
     return found
 
 

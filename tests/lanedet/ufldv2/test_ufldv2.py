@@ -215,6 +215,7 @@ def served(tusimple):
     work, _, artifact = tusimple
     repo = work / "repo"
     install(artifact, repo, "ufld", runtime="python", pipeline=True)
+    install(artifact, repo, "ufldb", runtime="python", pipeline="bls")
     with serving(repo, work, timeout=180) as proc:
         yield artifact, repo, proc
 
@@ -225,16 +226,21 @@ def test_served_ufldv2_lanes_raw_and_pipeline_equal_the_local_decode(served) -> 
     from edge_deploy.evaluate.runners import OnnxRunner
     from edge_deploy.repository.versions import read_config
 
+    from edge_deploy.artifact import Manifest
+
     artifact, repo, proc = served
+    # the server preprocesses with preprocess.py (the ensemble's preprocess model, the BLS model), as the client does
+    assert Manifest.read(artifact).preprocess.interpolation == "antialiased_bilinear"
     post = read_config(repo, "ufld_postprocess")
     assert [list(t.dims) for t in post.output][0] == [4, 56, 2]  # top_k lanes of the most anchors (56 rows)
     local = OnnxRunner(artifact, "fp16")  # install served model_fp16.onnx, as convert recorded FP16
     drawn = 0
-    with LaneDetClient(proc.url, "ufld") as raw, LaneDetClient(proc.url, "ufld_pipeline") as pipeline:
-        assert raw.model.family.name == "ufldv2" and pipeline.model.kind == "pipeline"
+    with LaneDetClient(proc.url, "ufld") as raw, LaneDetClient(proc.url, "ufld_pipeline") as pipeline, \
+            LaneDetClient(proc.url, "ufldb_pipeline") as bls:
+        assert raw.model.family.name == "ufldv2" and pipeline.model.kind == "pipeline" == bls.model.kind
         for frame in _frames((720, 1280)):
             expected = local.detect(frame)
-            for client in (raw, pipeline):
+            for client in (raw, pipeline, bls):
                 lanes = client.detect(frame)
                 assert len(lanes) == len(expected)
                 for got, want in zip(lanes, expected):
