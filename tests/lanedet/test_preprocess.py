@@ -267,3 +267,20 @@ def test_antialiased_bilinear_bad_sizes_raise_one_line_errors():
         with pytest.raises(PreprocessSpecError) as info:
             bad()
         assert "\n" not in str(info.value)
+
+
+def test_antialiased_bilinear_in_threads_equals_one_thread(frames):
+    """The resamplers hold scratch buffers: each thread has its own (Preprocessors in threads, as a server runs)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    spec = PreprocessSpec(interpolation="antialiased_bilinear", resized_height=500, width=700)
+    inputs = [frames[0], frames[1], frames[4]] * 4
+    want = [Preprocessor(spec)(frame).copy() for frame in inputs]
+
+    def run(frame):
+        return Preprocessor(spec)(frame).copy()
+
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(run, inputs))
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
