@@ -6,7 +6,8 @@ outputs have the shapes and value ranges of the real one) runs once on the prepr
 real-shaped outputs; then the client's preprocessing (`Preprocessor` with the model's spec, from a frame of the
 data set's size) and the family's decoder (its decode defaults) are timed, interleaved, with OpenCV on one thread.
 `--baseline REV` also times preprocess.py and the family's decoder as they were at git revision REV, in the same
-run (interleaved), with the outputs checked to agree. Budget: preprocessing + decoding <= 1 ms per frame.
+run (interleaved), with the decoders' lanes checked to agree and the largest preprocessing difference printed (an
+interpolation REV does not know, "antialiased_bilinear", is timed there as "area", UFLDv2's before it). Budget: preprocessing + decoding <= 1 ms per frame.
 
     python3 benchmarks/bench_frame_budget.py [--repeats 200] [--baseline bfdda86]
 """
@@ -90,7 +91,10 @@ def main() -> None:
         if old_pre is not None:
             from baseline import load_at
 
-            old = old_pre.Preprocessor(old_pre.PreprocessSpec.from_dict(spec.to_dict()))
+            old_spec = spec.to_dict()
+            if old_spec["interpolation"] not in old_pre.INTERPOLATIONS:  # antialiased_bilinear: UFLDv2 had "area"
+                old_spec["interpolation"] = "area"
+            old = old_pre.Preprocessor(old_pre.PreprocessSpec.from_dict(old_spec))
             decoder = load_at(args.baseline, family.decoder_module.replace(".", "/") + ".py")
             kwargs = params.to_dict()
             runs["old_pre"] = lambda: old(frame)

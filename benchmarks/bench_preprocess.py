@@ -6,12 +6,13 @@ bit-identical to the naive path, FP16 within 1 ulp of it. "resize only" is the b
 cv2.resize every method starts with, i.e. the floor.
 
     python3 benchmarks/bench_preprocess.py [--repeats 300]
-    python3 benchmarks/bench_preprocess.py --ufldv2-pil-trial [--repeats 300]
+    python3 benchmarks/bench_preprocess.py --ufldv2 [--repeats 300]
 
---ufldv2-pil-trial: a trial, not in the client: UFLDv2 CULane's resize (1640x590 -> 1600x533, bottom 320 rows) with
-Pillow's own antialiased-bilinear weights for the rows (8.8 fixed point on uint16 with OpenCV) after OpenCV's
-bilinear for the columns, against the client's Preprocessor (area resize of the kept rows), one OpenCV thread,
-interleaved; and each one's difference to the official PIL transform in 8-bit levels.
+--ufldv2: UFLDv2's preprocessing per data set (CULane 1640x590 -> 1600x533, TuSimple 1280x720 -> 800x400, bottom
+320 rows), one OpenCV thread, interleaved: the Preprocessor with the preset's "antialiased_bilinear" against the
+same spec with "area" (what older manifests say), and the antialiased resize alone with OpenCV's bilinear for
+the columns where the scale allows it (the default) and with Pillow's weights for every column; each one's
+difference to the official PIL transform (tests/lanedet/ufldv2) in 8-bit levels, 5 synthetic frames.
 """
 from __future__ import annotations
 
@@ -51,89 +52,53 @@ def naive_fp16_cast_first(frame: np.ndarray) -> np.ndarray:
     return x
 
 
-def pil_bilinear_weights(in_size: int, out_size: int) -> list[tuple[int, np.ndarray]]:
-    """Pillow's precompute_coeffs for its bilinear filter (support 1, widened by the scale when shrinking):
-    (first input index, normalised weights) per output index."""
-    scale = in_size / out_size
-    filter_scale = max(scale, 1.0)
-    support = filter_scale
-    out = []
-    for xx in range(out_size):
-        center = (xx + 0.5) * scale
-        xmin = max(int(center - support + 0.5), 0)
-        xmax = min(int(center + support + 0.5), in_size)
-        d = (np.arange(xmin, xmax) - center + 0.5) / filter_scale
-        w = np.clip(1.0 - np.abs(d), 0.0, None)
-        out.append((xmin, w / w.sum()))
-    return out
-
-
-class PilRowsTrial:
-    """UFLDv2's resize to (width, resized_height), bottom `height` rows: OpenCV bilinear for the columns, Pillow's
-    weights for the rows (8.8 fixed point, uint16), then the Preprocessor's per-byte tables."""
-
-    def __init__(self, pre: Preprocessor, frame_height: int) -> None:
-        spec = pre.spec
-        rows = pil_bilinear_weights(frame_height, spec.resized_height)[spec.resized_height - spec.height:]
-        taps = max(len(w) for _, w in rows)
-        self.first = rows[0][0]
-        last = max(x + len(w) for x, w in rows)
-        self.index, self.weights = [], []
-        for t in range(taps):
-            self.index.append(np.array([min(x + t, x + len(w) - 1) - self.first for x, w in rows]))
-            q = []
-            for _, w in rows:
-                wq = np.round(np.pad(w, (0, taps - len(w))) * 256).astype(np.int64)
-                wq[np.argmax(w)] += 256 - wq.sum()  # each row's weights sum to 1.0 exactly
-                q.append(wq[t])
-            self.weights.append(np.ascontiguousarray(np.repeat(np.array(q, np.uint16)[:, None], spec.width * 3, 1)))
-        self.rows = last - self.first
-        self.pre = pre
-        self.planes = [np.empty((spec.height, spec.width), np.uint8) for _ in range(3)]
-
-    def __call__(self, frame: np.ndarray) -> np.ndarray:
-        spec = self.pre.spec
-        src = frame[self.first:self.first + self.rows]
-        wide = cv2.resize(src, (spec.width, self.rows), interpolation=cv2.INTER_LINEAR).reshape(self.rows, -1)
-        wide = wide.astype(np.uint16)
-        acc = cv2.multiply(wide[self.index[0]], self.weights[0])
-        for index, weights in zip(self.index[1:], self.weights[1:]):
-            cv2.add(acc, cv2.multiply(wide[index], weights), dst=acc)
-        resized = cv2.convertScaleAbs(acc, alpha=1 / 256).reshape(spec.height, spec.width, 3)
-        cv2.split(resized, self.planes)
-        out = self.pre.output
-        for c in range(3):
-            cv2.LUT(self.planes[2 - c] if spec.color == "rgb" else self.planes[c], self.pre._luts[c], dst=out[0, c])
-        return out
-
-
-def ufldv2_pil_trial(repeats: int) -> int:
+def ufldv2(repeats: int) -> int:
+    from dataclasses import replace
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "families"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "lanedet" / "ufldv2"))
     from test_ufldv2_preprocess import STD, official_transform  # noqa: E402  (PIL: the official transform)
 
+    from edge_deploy.lanedet.preprocess import AntialiasedBilinear
     from edge_deploy.lanedet.ufldv2 import PRESETS, preset_preprocess
     from edge_deploy.training.synthetic import scene
 
     cv2.setNumThreads(1)
-    frames = [scene(1_000_000_000 + i, 1640, 590).frame for i in range(5)]
-    client = Preprocessor(preset_preprocess(PRESETS["culane"]))
-    trial = PilRowsTrial(Preprocessor(preset_preprocess(PRESETS["culane"])), 590)
-    print(f"OpenCV {cv2.__version__} (1 thread), NumPy {np.__version__}, load average {os.getloadavg()[0]:.1f}")
-    for name, fn in (("client (area)", client), ("trial (Pillow rows)", trial)):
-        levels = [np.abs(fn(f)[0] - official_transform(f, "culane")) * STD * 255 for f in frames]
-        print(f"{name}: {np.mean([lv.mean() for lv in levels]):.3f} mean / {max(lv.max() for lv in levels):.0f} max "
-              "levels from the official transform")
-    times: dict[str, list[float]] = {"client (area)": [], "trial (Pillow rows)": []}
-    for i in range(repeats):
-        frame = frames[i % len(frames)]
-        for name, fn in (("client (area)", client), ("trial (Pillow rows)", trial))[:: 1 if i % 2 else -1]:
-            start = time.perf_counter()
-            fn(frame)
-            times[name].append((time.perf_counter() - start) * 1000.0)
-    for name, values in times.items():
-        print(f"{name}: p50 {np.median(values):.3f} ms")
+    print(f"OpenCV {cv2.__version__} (1 thread), NumPy {np.__version__}, load average {os.getloadavg()[0]:.1f}, "
+          f"{repeats} repeats")
+    for dataset, (width, height) in (("culane", (1640, 590)), ("tusimple", (1280, 720))):
+        spec = preset_preprocess(PRESETS[dataset])
+        frames = [scene(1_000_000_000 + i, width, height).frame for i in range(5)]
+        size, keep = (spec.resized_height, spec.width), spec.height
+        default, exact = AntialiasedBilinear((height, width), size, keep), \
+            AntialiasedBilinear((height, width), size, keep, bilinear_up_to_scale=1.0)
+        methods = {
+            "Preprocessor antialiased_bilinear": Preprocessor(spec),
+            "Preprocessor area (older manifests)": Preprocessor(replace(spec, interpolation="area")),
+            "resize only, antialiased_bilinear": default,
+            "resize only, Pillow weights for the columns too": exact,
+        }
+        print(f"{dataset} {width}x{height} -> {spec.width}x{spec.resized_height}, bottom {keep} rows "
+              f"(columns by {'OpenCV bilinear' if default.bilinear_columns else 'Pillow weights'})")
+        for name, fn in methods.items():
+            if name.startswith("Preprocessor"):
+                levels = [np.abs(fn(f)[0] - official_transform(f, dataset)) * STD * 255 for f in frames]
+            else:
+                levels = [np.abs(fn(f)[:, :, ::-1].transpose(2, 0, 1).astype(np.float32) / 255
+                                 - (official_transform(f, dataset) * STD + np.array([0.485, 0.456, 0.406],
+                                    np.float32).reshape(3, 1, 1))) * 255 for f in frames]
+            print(f"  {name}: {np.mean([lv.mean() for lv in levels]):.3f} mean / "
+                  f"{max(lv.max() for lv in levels):.0f} max levels from the official transform")
+        times: dict[str, list[float]] = {name: [] for name in methods}
+        names = list(methods)
+        for i in range(repeats):
+            frame = frames[i % len(frames)]
+            for name in names[i % len(names):] + names[:i % len(names)]:  # rotate the order
+                start = time.perf_counter()
+                methods[name](frame)
+                times[name].append((time.perf_counter() - start) * 1000.0)
+        for name, values in times.items():
+            print(f"  {name}: p50 {np.median(values):.3f} ms")
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     return 0
 
@@ -141,10 +106,10 @@ def ufldv2_pil_trial(repeats: int) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=300)
-    parser.add_argument("--ufldv2-pil-trial", action="store_true", help="the UFLDv2 CULane resize trial (see above)")
+    parser.add_argument("--ufldv2", action="store_true", help="UFLDv2's preprocessing (see above)")
     args = parser.parse_args()
-    if args.ufldv2_pil_trial:
-        return ufldv2_pil_trial(args.repeats)
+    if args.ufldv2:
+        return ufldv2(args.repeats)
 
     frame, _ = road_scene(1640, 590, seed=0)
     pre32, pre16 = Preprocessor(dtype=np.float32), Preprocessor(dtype=np.float16)

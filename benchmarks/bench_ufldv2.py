@@ -5,9 +5,9 @@ Decoder: `decode_ufldv2` against two straightforward ports of the official pred2
 at a time: `official_rules` in tests/lanedet/ufldv2/test_ufldv2_decode.py (NumPy scalars) and
 `official_torch_loop` below (torch tensors, as the official demo runs it on the CPU), interleaved on the
 same CULane- and TuSimple-shaped outputs; the lanes are checked equal before anything is timed.
-Preprocessing: `Preprocessor` with the family's spec (OpenCV area resize, bottom rows, lookup tables) vs
-PIL resize + ToTensor + Normalize + crop, on synthetic frames at the data sets' sizes; the difference
-in 8-bit levels and the time of each. Reports medians.
+Preprocessing: `Preprocessor` with the family's spec (Pillow's antialiased bilinear resize of the bottom rows,
+lookup tables) vs PIL resize + ToTensor + Normalize + crop, on synthetic frames at the data sets' sizes; the
+difference in 8-bit levels and the time of each. Reports medians.
 
     python3 benchmarks/bench_ufldv2.py [--repeats 200] [--loop-repeats 15]
 """

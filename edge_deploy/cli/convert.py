@@ -152,7 +152,7 @@ class ConvertOptions:
              "the CULane F1 in the manifest: synthetic:N, a CULane list file, or a TuSimple label_data_*.json.",
         show_default=False)] = None
     fuse_preprocess: Annotated[bool, typer.Option(
-        "--fuse-preprocess", help="Put the preprocessing (the family's resize, bilinear for an area one; scale, NCHW, FP16/FP32) into the model: it "
+        "--fuse-preprocess", help="Put the preprocessing (the family's resize, bilinear for an antialiased one: area, antialiased_bilinear; scale, NCHW, FP16/FP32) into the model: it "
                                   "takes the camera's UINT8 BGR frames (FRAME [B, H, W, 3]) and the GPU does the work.",
         rich_help_panel=_FUSED)] = False
     frame_size: Annotated[Optional[str], typer.Option(

@@ -60,8 +60,6 @@ def fit_frame(frame: np.ndarray, size: tuple[int, int], interpolation: str, stri
             f"frame is {frame.shape[1]}x{frame.shape[0]} but the model takes {size[1]}x{size[0]} camera frames "
             "(preprocessing fused in); send frames of that size, or pass strict=False to resize them here."
         )
-    import cv2
+    from ..lanedet.preprocess import INTERPOLATIONS, resize
 
-    from ..lanedet.preprocess import INTERPOLATIONS
-
-    return cv2.resize(frame, (size[1], size[0]), interpolation=INTERPOLATIONS.get(interpolation, cv2.INTER_CUBIC))
+    return resize(frame, tuple(size), interpolation if interpolation in INTERPOLATIONS else "bicubic")

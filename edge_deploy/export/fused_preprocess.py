@@ -6,15 +6,17 @@ camera's colour order (BGR), at one fixed frame size. The graph in front of the 
     Cast(float32) -> [Slice: the spec's crop, and with resized_height only the source rows that reach the kept
     rows] -> Transpose(NCHW) [-> channel swap]
     -> Resize (bicubic: cubic, a = -0.75, half_pixel, exclude_outside 0: OpenCV's INTER_CUBIC; bilinear:
-       linear, half_pixel: INTER_LINEAR; nearest: asymmetric floor: INTER_NEAREST; area: linear, see below)
+       linear, half_pixel: INTER_LINEAR; nearest: asymmetric floor: INTER_NEAREST; area and
+       antialiased_bilinear: linear, see below)
     -> [Slice: the bottom rows (resized_height, UFLDv2's crop_ratio)]
     -> Round -> Clip(0, 255)  (OpenCV resizes uint8 to uint8: its output is rounded and saturated)
     -> Mul/Add per channel ((v * scale - mean) / std) -> [Cast(float16) for an FP16 input]
 
-An area (antialiased) resize cannot be expressed: ONNX Resize antialiases only from opset 18, and TensorRT 8.5
-(JetPack 5) reads opset <= 17. Such a spec (UFLDv2's) is fused with the bilinear crop-and-resize instead; its
-per-pixel difference to the client's area resize is measured and recorded in the manifest (not held to the
-exact modes' limit), and the lanes are held to the same limit as ever.
+An antialiased resize (area, or Pillow's antialiased bilinear: UFLDv2's) cannot be expressed: ONNX Resize
+antialiases only from opset 18, and TensorRT 8.5 (JetPack 5) reads opset <= 17. Such a spec is fused with the
+bilinear crop-and-resize instead; its per-pixel difference to the client's resize is measured and recorded in the
+manifest with the substitution (not held to the exact modes' limit), and lane differences are recorded and
+warned about, not refused.
 
 The rounding sits after the resize because that is where the client's own
 preprocessing (lanedet/preprocess.py: cv2.resize on uint8, then a per-byte table) has
@@ -75,8 +77,10 @@ RESIZE_ATTRIBUTES = {
     "bilinear": {"mode": "linear", "coordinate_transformation_mode": "half_pixel"},
     "nearest": {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
     "area": {"mode": "linear", "coordinate_transformation_mode": "half_pixel"},
+    "antialiased_bilinear": {"mode": "linear", "coordinate_transformation_mode": "half_pixel"},
 }
-SUBSTITUTED = {"area": "bilinear: an antialiased resize needs ONNX opset 18, TensorRT 8.5 reads opset <= 17"}
+_NO_ANTIALIAS = "bilinear: an antialiased resize needs ONNX opset 18, TensorRT 8.5 reads opset <= 17"
+SUBSTITUTED = {"area": _NO_ANTIALIAS, "antialiased_bilinear": _NO_ANTIALIAS}
 
 
 def resize_description(spec: PreprocessSpec) -> str:
@@ -298,6 +302,8 @@ def fuse_artifact(workdir: Path, manifest: Manifest, frame_size: tuple[int, int]
     record = manifest.fp16_onnx
     if record is not None and record.io is not None and manifest.fp16 is not None:
         manifest.fp16 = replace(manifest.fp16, onnx=replace(record, io=fused_io(record.io, frame_size)))
+    resizer = ("Pillow's antialiased bilinear (AntialiasedBilinear)" if spec.interpolation == "antialiased_bilinear"
+               else f"cv2.resize {spec.interpolation}")
     section = FusedPreprocessRecord(
         input=FRAME_INPUT,
         frame=FrameRecord(height=frame_size[0], width=frame_size[1], datatype="UINT8", layout="NHWC", color="bgr"),
@@ -306,7 +312,7 @@ def fuse_artifact(workdir: Path, manifest: Manifest, frame_size: tuple[int, int]
         substituted=(Substitution(interpolation=spec.interpolation, by=SUBSTITUTED[spec.interpolation])
                      if spec.interpolation in SUBSTITUTED else None),
         parity=FusedParity(
-            reference=f"lanedet/preprocess.py (cv2.resize {spec.interpolation} on uint8, per-byte table) vs the "
+            reference=f"lanedet/preprocess.py ({resizer} on uint8, per-byte table) vs the "
                       "fused graph in ONNX Runtime (CPU)",
             seed=seed,
             pixels=pixels,

@@ -2,7 +2,8 @@
 
 Steps: optional crop (a view), cv2.resize into a preallocated HxWx3 uint8 buffer (or, with
 `resized_height`, a taller one whose bottom H rows are kept, as UFLDv2's test transform does: only the
-source rows that reach those H rows are resized, `kept_rows`),
+source rows that reach those H rows are resized, `kept_rows`; "antialiased_bilinear" is Pillow's bilinear
+resize, resampled here by `AntialiasedBilinear`, which computes only the kept rows),
 cv2.split into three uint8 planes (the HWC -> CHW transpose, and the colour swap
 when the frame's order differs from the model's), then one 256-entry look-up
 table per channel applied with cv2.LUT straight into the output planes. The
@@ -18,6 +19,7 @@ one-line messages; edge_deploy wraps them.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -30,7 +32,10 @@ __all__ = [
     "PreprocessSpec",
     "PreprocessSpecError",
     "Preprocessor",
+    "AntialiasedBilinear",
+    "antialiased_bilinear_weights",
     "preprocess",
+    "resize",
 ]
 
 INTERPOLATIONS = {
@@ -38,7 +43,11 @@ INTERPOLATIONS = {
     "bilinear": cv2.INTER_LINEAR,
     "nearest": cv2.INTER_NEAREST,
     "area": cv2.INTER_AREA,
+    # Pillow's bilinear resize (antialiased when shrinking: torchvision's Resize on a PIL image). Resampled by
+    # AntialiasedBilinear (`resize`), not by cv2.resize; INTER_AREA is the closest plain cv2.resize flag.
+    "antialiased_bilinear": cv2.INTER_AREA,
 }
+ANTIALIASED_BILINEAR = "antialiased_bilinear"
 COLORS = ("bgr", "rgb")
 _CROP_SIDES = ("top", "bottom", "left", "right")
 
@@ -223,6 +232,144 @@ def kept_rows(frame_height: int, resized_height: int, height: int) -> tuple[int,
     return found
 
 
+def antialiased_bilinear_weights(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pillow's bilinear coefficients (Resample.c, precompute_coeffs): per output pixel, the triangle filter
+    (support 1, widened by the scale when shrinking) at the source pixel centres within reach, normalised.
+
+    Returns (first source index per output pixel, int64 [out]; weights, float64 [out, taps], zero-padded).
+    """
+    scale = in_size / out_size
+    filter_scale = max(scale, 1.0)
+    support = filter_scale
+    center = (np.arange(out_size) + 0.5) * scale
+    first = np.maximum(np.trunc(center - support + 0.5), 0).astype(np.int64)
+    end = np.minimum(np.trunc(center + support + 0.5).astype(np.int64), in_size)
+    source = first[:, None] + np.arange(int((end - first).max()))
+    weights = np.clip(1.0 - np.abs((source - center[:, None] + 0.5) * (1.0 / filter_scale)), 0.0, None)
+    weights[source >= end[:, None]] = 0.0
+    return first, weights / weights.sum(axis=1, keepdims=True)
+
+
+# OpenCV's bilinear resize stands in for Pillow's filter along the columns up to this scale (source / output
+# pixels), at about half the cost of the exact taps: UFLDv2 CULane's 1640 -> 1600 (1.025) is then 0.05 mean / 5 max
+# levels from Pillow on road scenes (exact taps: 0.006 / 1), 0.85 / 9 on uniform noise (0.15 / 2). At 1.08 noise
+# is 2.4 / 26 levels off; TuSimple's 1280 -> 800 (1.6) would be 0.51 / 31 on road scenes (BENCHMARKS.md).
+BILINEAR_UP_TO_SCALE = 1.05
+# Repeated per-row weight planes (cv2.multiply's fast path) up to this many bytes per pass, else numpy broadcasting.
+_REPEATED_WEIGHTS_BYTES = 32 << 20
+
+
+class _Taps:
+    """One pass along axis 0 of a (rows, n) uint16 array: out[i] = sum_t w[i, t] * src[index[t][i]], weights in
+    8.8 fixed point (each output's sum exactly 256, so 255 * 256 fits uint16), rounded half up to uint8."""
+
+    def __init__(self, first: np.ndarray, weights: np.ndarray, n: int, offset: int = 0) -> None:
+        fixed = np.rint(weights * 256.0).astype(np.int64)
+        rows = np.arange(len(fixed))
+        fixed[rows, weights.argmax(axis=1)] += 256 - fixed.sum(axis=1)
+        last = first + np.count_nonzero(weights, axis=1) - 1
+        self.index = [np.minimum(first + t, last) - offset for t in range(weights.shape[1])]
+        repeat = fixed.size * n * 2 <= _REPEATED_WEIGHTS_BYTES
+        self.weights = [np.ascontiguousarray(np.repeat(column, n, axis=1)) if repeat else column
+                        for column in np.hsplit(fixed.astype(np.uint16), weights.shape[1])]
+        # scratch reused by every call: fresh arrays of this size cost page faults each time
+        self.gathered, self.term, self.acc = (np.empty((len(fixed), n), np.uint16) for _ in range(3))
+
+    def __call__(self, src: np.ndarray, out: np.ndarray) -> np.ndarray:
+        for t, (index, weights) in enumerate(zip(self.index, self.weights)):
+            np.take(src, index, axis=0, out=self.gathered, mode="clip")  # "clip": no buffering (in range anyway)
+            dst = self.term if t else self.acc
+            if weights.shape[1] > 1:
+                cv2.multiply(self.gathered, weights, dst=dst)
+            else:
+                np.multiply(self.gathered, weights, out=dst)
+            if t:
+                cv2.add(self.acc, self.term, dst=self.acc)
+        # beta: rounds acc / 256 = k + 0.5 up, as Pillow does (convertScaleAbs rounds half to even)
+        return cv2.convertScaleAbs(self.acc, out, alpha=1.0 / 256.0, beta=1.0 / 1024.0)
+
+
+class AntialiasedBilinear:
+    """Pillow's bilinear resize (Image.resize(..., BILINEAR): antialiased when shrinking) of (H, W) uint8 frames
+    to (height, width), of which only the bottom `keep` rows are computed.
+
+    Like Pillow: columns first, rounded to uint8, then rows, only the source rows the kept rows reach. Each pass
+    uses Pillow's weights (8.8 fixed point instead of its 22-bit: within 2 levels), except that OpenCV's bilinear
+    resize does the columns where the scale is at most `bilinear_up_to_scale`. The weights are computed here, once.
+    Holds its scratch buffers: not thread-safe (`antialiased_bilinear` keeps one per thread).
+    """
+
+    def __init__(self, source: tuple[int, int], size: tuple[int, int], keep: int | None = None,
+                 bilinear_up_to_scale: float = BILINEAR_UP_TO_SCALE) -> None:
+        (src_h, src_w), (height, width) = source, size
+        keep = height if keep is None else keep
+        if min(src_h, src_w, height, width, keep) < 1 or keep > height:
+            raise PreprocessSpecError(f"cannot resize {src_w}x{src_h} to {width}x{height} keeping {keep} rows")
+        self.source, self.size, self.keep = (src_h, src_w), (height, width), keep
+        first, weights = antialiased_bilinear_weights(src_h, height)
+        first, weights = first[height - keep:], weights[height - keep:]
+        self.top = int(first.min())
+        self.bottom = int((first + np.count_nonzero(weights, axis=1)).max())
+        rows = self.bottom - self.top
+        self.rows = None if (src_h, keep) == (height, height) else _Taps(first, weights, width * 3, self.top)
+        self.columns: _Taps | None = None
+        self.bilinear_columns = src_w != width and src_w / width <= bilinear_up_to_scale
+        if src_w != width and not self.bilinear_columns:
+            self.columns = _Taps(*antialiased_bilinear_weights(src_w, width), rows * 3)
+            self._flipped = np.empty((src_w, rows, 3), np.uint8)
+            self._flipped16 = np.empty((src_w, rows * 3), np.uint16)
+            self._narrow = np.empty((width, rows * 3), np.uint8)
+        self._mid = np.empty((rows, width, 3), np.uint8)
+        self._mid16 = np.empty((rows, width * 3), np.uint16)
+
+    def __call__(self, frame: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """The kept rows of `frame` resized, into `out` (C-contiguous uint8 [keep, width, 3]) or a new array."""
+        if frame.shape[:2] != self.source:
+            raise InvalidFrameError(f"frame is {frame.shape[1]}x{frame.shape[0]}; this resize takes "
+                                    f"{self.source[1]}x{self.source[0]}")
+        height, width = self.size
+        if out is None:
+            out = np.empty((self.keep, width, 3), np.uint8)
+        src = frame[self.top:self.bottom]
+        rows = len(src)
+        if self.bilinear_columns:
+            src = cv2.resize(src, (width, rows), dst=self._mid, interpolation=cv2.INTER_LINEAR)
+        elif self.columns is not None:  # the column pass is a row pass on the transposed frame
+            cv2.transpose(src, self._flipped)
+            np.copyto(self._flipped16, self._flipped.reshape(self._flipped16.shape))
+            self.columns(self._flipped16, self._narrow)
+            src = cv2.transpose(self._narrow.reshape(width, rows, 3), self._mid)
+        if self.rows is None:
+            np.copyto(out, src)
+        else:
+            np.copyto(self._mid16, src.reshape(self._mid16.shape))
+            self.rows(self._mid16, out.reshape(self.keep, width * 3))
+        return out
+
+
+_local = threading.local()
+
+
+def antialiased_bilinear(source: tuple[int, int], size: tuple[int, int], keep: int | None = None
+                         ) -> AntialiasedBilinear:
+    """This thread's AntialiasedBilinear for these sizes, made once (a few recent ones are kept)."""
+    resamplers = _local.__dict__.setdefault("resamplers", {})
+    key = (tuple(source), tuple(size), keep)
+    found = resamplers.get(key)
+    if found is None:
+        if len(resamplers) >= 8:
+            resamplers.pop(next(iter(resamplers)))
+        found = resamplers[key] = AntialiasedBilinear(source, size, keep)
+    return found
+
+
+def resize(frame: np.ndarray, size: tuple[int, int], interpolation: str) -> np.ndarray:
+    """`frame` (HxWx3 uint8) resized to `size` (height, width) as a spec's `interpolation` resizes."""
+    if interpolation == ANTIALIASED_BILINEAR:
+        return antialiased_bilinear(frame.shape[:2], size)(frame)
+    return cv2.resize(frame, (size[1], size[0]), interpolation=INTERPOLATIONS[interpolation])
+
+
 class Preprocessor:
     """Writes frames into a preallocated (batch, 3, H, W) float32/float16 buffer.
 
@@ -259,7 +406,8 @@ class Preprocessor:
         self._target = out.view(np.uint16) if dt == np.float16 else out
         self._resized = np.empty((self.spec.resized_height or self.spec.height, self.spec.width, 3), dtype=np.uint8)
         self._planes = [np.empty((self.spec.height, self.spec.width), dtype=np.uint8) for _ in range(3)]
-        self._interp = INTERPOLATIONS[self.spec.interpolation]
+        antialiased = self.spec.interpolation == ANTIALIASED_BILINEAR
+        self._interp = None if antialiased else INTERPOLATIONS[self.spec.interpolation]
         self._luts = self._make_luts()
 
     @property
@@ -294,6 +442,20 @@ class Preprocessor:
             top, left, h, w = self.spec.crop_box(frame.shape[0], frame.shape[1])
             frame = frame[top : top + h, left : left + w]
         height = self.spec.resized_height or self.spec.height
+        if self._interp is None:
+            resample = antialiased_bilinear(frame.shape[:2], (height, self.spec.width), self.spec.height)
+            resized = resample(frame, self._resized[: self.spec.height])
+        else:
+            resized = self._resize(frame, height)
+        cv2.split(resized, self._planes)
+        swap = color != self.spec.color
+        for c in range(3):
+            src = self._planes[2 - c] if swap else self._planes[c]
+            cv2.LUT(src, self._luts[c], dst=self._target[index, c])
+        return self.output[index : index + 1]
+
+    def _resize(self, frame: np.ndarray, height: int) -> np.ndarray:
+        """cv2.resize to (height, width), only the source rows that reach the kept rows; the kept rows."""
         if height != self.spec.height:
             source_rows, height = kept_rows(frame.shape[0], height, self.spec.height)
             frame = frame[frame.shape[0] - source_rows:]
@@ -304,12 +466,7 @@ class Preprocessor:
             resized = cv2.resize(frame, (self.spec.width, height), dst=buffer, interpolation=self._interp)
         if height != self.spec.height:
             resized = resized[height - self.spec.height:]  # the bottom rows: still C-contiguous
-        cv2.split(resized, self._planes)
-        swap = color != self.spec.color
-        for c in range(3):
-            src = self._planes[2 - c] if swap else self._planes[c]
-            cv2.LUT(src, self._luts[c], dst=self._target[index, c])
-        return self.output[index : index + 1]
+        return resized
 
     def batch(self, frames: Sequence[np.ndarray], color: str = "bgr") -> np.ndarray:
         """Preprocess up to `batch_size` frames into slots 0..n-1; returns the (n, 3, H, W) view."""

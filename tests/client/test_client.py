@@ -485,3 +485,21 @@ def test_what_is_retried_depends_on_whether_the_model_was_ever_served():
         assert is_retryable(exc, was_ready=True) and is_retryable(exc, was_ready=False), exc
     for exc in never:
         assert not is_retryable(exc, was_ready=True) and not is_retryable(exc, was_ready=False), exc
+
+
+def test_fit_frame_resizes_as_the_spec_says_antialiased_bilinear_included():
+    """A fused model's frame of another size is resized here with the manifest's interpolation."""
+    import cv2
+
+    from edge_deploy.client.frames import fit_frame
+    from edge_deploy.errors import FrameError
+    from edge_deploy.lanedet.preprocess import resize
+
+    frame = np.random.default_rng(0).integers(0, 256, (300, 500, 3), dtype=np.uint8)
+    assert fit_frame(frame, (300, 500), "antialiased_bilinear", True) is frame
+    np.testing.assert_array_equal(fit_frame(frame, (200, 320), "antialiased_bilinear", False),
+                                  resize(frame, (200, 320), "antialiased_bilinear"))
+    np.testing.assert_array_equal(fit_frame(frame, (200, 320), "area", False),
+                                  cv2.resize(frame, (320, 200), interpolation=cv2.INTER_AREA))
+    with pytest.raises(FrameError, match="500x300"):
+        fit_frame(frame, (200, 320), "antialiased_bilinear", True)

@@ -50,11 +50,11 @@ class UFLDv2Decode(DecodeParams):
 def preset_preprocess(preset: UFLDv2Preset) -> PreprocessSpec:
     """The official test transform: RGB, resize to (input_height / crop_ratio, input_width), /255, ImageNet
     mean/std, the bottom input_height rows. The official resize is PIL's antialiased bilinear (torchvision
-    Resize on a PIL image); OpenCV's area interpolation is the closest fast one when shrinking (measured
-    against PIL: BENCHMARKS.md, "UFLDv2 preprocessing"), closer than OpenCV's bilinear, which does not
-    antialias."""
+    Resize on a PIL image): "antialiased_bilinear" is that resize with Pillow's own weights (lanedet/preprocess.py,
+    AntialiasedBilinear; BENCHMARKS.md, "UFLDv2 preprocessing"). Manifests written with "area" (OpenCV's area
+    resize, the closest cv2.resize) are still served with it."""
     return PreprocessSpec(height=preset.input_height, width=preset.input_width, color="rgb", scale=1.0 / 255.0,
-                          mean=IMAGENET_MEAN, std=IMAGENET_STD, interpolation="area",
+                          mean=IMAGENET_MEAN, std=IMAGENET_STD, interpolation="antialiased_bilinear",
                           resized_height=preset.resized_height)
 
 

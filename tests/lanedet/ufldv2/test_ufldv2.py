@@ -176,7 +176,7 @@ def test_laneatt_only_options_unknown_presets_and_score_options_are_refused(tmp_
 
 @pytest.mark.slow
 def test_fuse_preprocess_is_a_bilinear_crop_and_resize_with_its_difference_recorded(tusimple, tmp_path) -> None:
-    """UFLDv2's area (antialiased) resize to a taller image whose bottom rows are kept is fused as a bilinear
+    """UFLDv2's antialiased bilinear resize to a taller image whose bottom rows are kept is fused as a bilinear
     crop-and-resize of the rows that reach them (antialiasing needs ONNX opset 18): offered, its per-pixel
     difference to the client's resize and the lanes' recorded in the manifest."""
     import shutil
@@ -196,7 +196,9 @@ def test_fuse_preprocess_is_a_bilinear_crop_and_resize_with_its_difference_recor
             warnings.append(message)
 
     section = fp.fuse_artifact(work, manifest, (720, 1280), reporter=Warnings())
-    assert section["substituted"]["interpolation"] == "area" and "opset 18" in section["substituted"]["by"]
+    substituted = section["substituted"]
+    assert substituted["interpolation"] == "antialiased_bilinear" and "opset 18" in substituted["by"]
+    assert "Pillow's antialiased bilinear" in section["parity"]["reference"]
     assert "mode=linear" in section["graph"] and "crop-and-resize" in section["graph"]
     pixels = section["parity"]["pixels"]
     assert fp.MAX_PIXEL_LEVELS < pixels["max_levels"] < 255, pixels  # recorded, not refused (119 on uniform noise)
@@ -218,6 +220,7 @@ def served(tusimple):
     work, _, artifact = tusimple
     repo = work / "repo"
     install(artifact, repo, "ufld", runtime="python", pipeline=True)
+    install(artifact, repo, "ufldb", runtime="python", pipeline="bls")
     with serving(repo, work, timeout=180) as proc:
         yield artifact, repo, proc
 
@@ -228,16 +231,21 @@ def test_served_ufldv2_lanes_raw_and_pipeline_equal_the_local_decode(served) -> 
     from edge_deploy.evaluate.runners import OnnxRunner
     from edge_deploy.repository.versions import read_config
 
+    from edge_deploy.artifact import Manifest
+
     artifact, repo, proc = served
+    # the server preprocesses with preprocess.py (the ensemble's preprocess model, the BLS model), as the client does
+    assert Manifest.read(artifact).preprocess.interpolation == "antialiased_bilinear"
     post = read_config(repo, "ufld_postprocess")
     assert [list(t.dims) for t in post.output][0] == [4, 56, 2]  # top_k lanes of the most anchors (56 rows)
     local = OnnxRunner(artifact, "fp16")  # install served model_fp16.onnx, as convert recorded FP16
     drawn = 0
-    with LaneDetClient(proc.url, "ufld") as raw, LaneDetClient(proc.url, "ufld_pipeline") as pipeline:
-        assert raw.model.family.name == "ufldv2" and pipeline.model.kind == "pipeline"
+    with LaneDetClient(proc.url, "ufld") as raw, LaneDetClient(proc.url, "ufld_pipeline") as pipeline, \
+            LaneDetClient(proc.url, "ufldb_pipeline") as bls:
+        assert raw.model.family.name == "ufldv2" and pipeline.model.kind == "pipeline" == bls.model.kind
         for frame in _frames((720, 1280)):
             expected = local.detect(frame)
-            for client in (raw, pipeline):
+            for client in (raw, pipeline, bls):
                 lanes = client.detect(frame)
                 assert len(lanes) == len(expected)
                 for got, want in zip(lanes, expected):
