@@ -38,7 +38,7 @@ def grpc_client(url: str, tls: Any) -> Any:
 def model_names(client: Any, repository: Path | None, timeout: float) -> list[str]:
     """Every model the server knows: from --repository's directories, else the server's repository index."""
     if repository is not None:
-        from ..serve.checks import repository_models
+        from ..triton_layout import repository_models
 
         names = repository_models(repository)
         if not names:

@@ -21,7 +21,7 @@ from ..repository.runtime import RuntimeChoice, check_model_signature, choose_ru
 from ..repository.versions import DEFAULT_REPOSITORY
 from ..serve import admin
 from ..serve.record import ServerRecord
-from ..triton_layout import policy_now, versions
+from ..triton_layout import policy_now, policy_versions, versions
 from .options import InstallOptions
 from .rollback import served_line
 from .server import check_plan_for_server, load_order, served, server_backends, server_for
@@ -199,7 +199,7 @@ def _prune(repository: Path, keep: int, items: list[NewVersion], result: Install
             model = item.model
             now = (result.served or {}).get(model, [])
             # The config is the one just written (a refused load has raised): what it selects needs no reading.
-            selected = mc.policy_versions(item.config, versions(repository, model))
+            selected = policy_versions(item.config, versions(repository, model))
             pruned = prune_versions(repository, model, keep, now, replaced=previous[model], selected=selected)
             if pruned:
                 result.pruned[model] = pruned

@@ -11,7 +11,6 @@ import importlib
 import os
 import sys
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 

@@ -34,7 +34,7 @@ from typing import Any, Iterator
 
 from ..errors import RepositoryError, os_error_message
 from ..fsutil import fsync_dir, write_bytes_atomic
-from ..triton_layout import CONFIG
+from ..triton_layout import CONFIG, parse_config, policy_versions
 from . import model_config as mc
 
 LOCK_NAME = ".edge-deploy.lock"
@@ -153,13 +153,13 @@ def _fill(vdir: Path, files: dict[str, Path | bytes]) -> None:
 def _pin_selected(model_dir: Path) -> None:
     """Rewrite a ``latest`` config as ``specific`` for the versions it selects now (same model, same dims)."""
     try:
-        config = mc.parse_config((model_dir / CONFIG).read_text())
+        config = parse_config((model_dir / CONFIG).read_text())
     except Exception:  # noqa: BLE001 - not a config we can read: nothing to pin, install replaces it
         return
     if config.version_policy.WhichOneof("policy_choice") == "specific":
         return
     present = [int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit() and p.name[0] != "0"]
-    selected = mc.policy_versions(config, present)
+    selected = policy_versions(config, present)
     if selected:
         config.version_policy.specific.versions.extend(selected)
         write_bytes_atomic(model_dir / CONFIG, mc.config_text(config).encode())

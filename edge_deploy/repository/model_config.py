@@ -38,7 +38,7 @@ from typing import Any
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, IOSignature, Manifest, TensorSpec
 from ..errors import RepositoryError
 from ..precision import Precision
-from ..triton_layout import config_pb2 as _pb, parse_config, policy_versions  # noqa: F401 - read here too
+from ..triton_layout import config_pb2 as _pb
 from ..lanedet.contract import (
     FRAME,
     LANES,

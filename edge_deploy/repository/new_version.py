@@ -28,13 +28,14 @@ import json
 from pathlib import Path
 
 from ..artifact import FORMAT, MANIFEST_NAME, ONNX_NAME, PLAN_NAME, Manifest
+from ..triton_layout import CONFIG, versions
 from ..errors import RepositoryError
 from . import model_config as mc
-from .files import CONFIG, NewVersion
+from .files import NewVersion
 from .pipeline_kind import PipelineKind
 from .pipelines import pipeline_versions
 from .install_record import INSTALL_RECORD, InstallRecord
-from .versions import PIPELINE_SUFFIXES, check_role_free, config_role, versions
+from .versions import PIPELINE_SUFFIXES, check_role_free, config_role
 
 DEFAULT_NAME = "lanedet"  # the name LaneDetClient and `convert --install` default to
 

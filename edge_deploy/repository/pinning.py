@@ -9,7 +9,7 @@ from ..artifact import MANIFEST_NAME, ONNX_NAME, PLAN_NAME, Manifest, sha256_fil
 from ..errors import EdgeDeployError, RepositoryError
 from ..fsutil import write_bytes_atomic
 from . import model_config as mc
-from .files import CONFIG
+from ..triton_layout import CONFIG
 from .install_record import INSTALL_RECORD, InstallRecord
 from .pipeline_kind import BLS_SPEC
 

@@ -19,11 +19,11 @@ from typing import Callable
 from ..artifact import MANIFEST_NAME, Manifest
 from ..errors import EdgeDeployError, RepositoryError
 from . import model_config as mc
-from .files import CONFIG, NewVersion
+from .files import NewVersion
 from .pipeline_kind import BLS_SPEC, PipelineKind
-from ..triton_layout import policy_now
+from ..triton_layout import CONFIG, policy_now, read_config
 from .install_record import INSTALL_RECORD, InstallRecord
-from .versions import PIPELINE_SUFFIXES, read_config
+from .versions import PIPELINE_SUFFIXES
 
 # record(runtime, role, pipeline kind or None) -> install.json bytes
 Record = Callable[[str, str, "PipelineKind | None"], bytes]

@@ -16,7 +16,7 @@ from ..engine.fingerprint import plan_mismatch
 from ..errors import EdgeDeployError, RepositoryError
 from ..lanedet import contract
 from .install_record import InstallRecord
-from ..triton_layout import CONFIG, read_config, versions  # noqa: F401 - read_config, versions: the read side
+from ..triton_layout import CONFIG, read_config
 
 DEFAULT_REPOSITORY = Path("model_repository")
 

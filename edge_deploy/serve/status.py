@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import NotServingError, ServerError
 from . import systemd as su
 from .admin import UNKNOWN_MODEL, Health, check_health, repository_headers, wait_healthy
-from .checks import repository_models
+from ..triton_layout import repository_models
 from .record import find_record
 from .service import key_paths, scope_of
 

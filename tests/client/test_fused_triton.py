@@ -154,7 +154,7 @@ def test_other_frame_sizes_are_resized_once_warned_or_refused_when_strict(server
 
 
 def test_fused_pipeline_has_no_preprocess_step(server):
-    from edge_deploy.repository.model_config import parse_config
+    from edge_deploy.triton_layout import parse_config
 
     assert not (server.repo / "tinyf_preprocess").exists() and not (server.repo / "lanedetf_preprocess").exists()
     assert (server.repo / "tiny_preprocess").is_dir()

@@ -14,7 +14,7 @@ from small_artifact import make_artifact, make_unloadable
 from edge_deploy.errors import RepositoryError
 from edge_deploy.deploy.install import install
 from edge_deploy.deploy.rollback import rollback
-from edge_deploy.repository.versions import read_config, versions
+from edge_deploy.triton_layout import read_config, versions
 from edge_deploy.serve import admin
 from edge_deploy.serve import record as control
 

@@ -12,6 +12,7 @@ from small_artifact import make_artifact, make_unloadable
 from triton_helpers import failed_loads
 
 from edge_deploy.repository import model_config as mc
+from edge_deploy.triton_layout import parse_config, policy_versions
 from edge_deploy.deploy.install import install
 
 pytestmark = pytest.mark.triton
@@ -44,7 +45,7 @@ def test_server_loads_install_and_python_ort_matches_onnxruntime(tmp_path, artif
     server = start_triton(repo)
     client = grpcclient.InferenceServerClient(server.url)
     served = client.get_model_config("lane").config
-    written = mc.parse_config((repo / "lane" / "config.pbtxt").read_text())
+    written = parse_config((repo / "lane" / "config.pbtxt").read_text())
     assert served.name == written.name == "lane"
     assert served.max_batch_size == written.max_batch_size == 4
     assert [(t.name, t.data_type, list(t.dims)) for t in served.input] == [("input", mc.data_type("FP32"), [3, 360, 640])]
@@ -252,7 +253,7 @@ def complete(vdir: Path) -> bool:
 
 def assert_repository_valid(repo: Path) -> None:
     """No staging directory among the models, every config parses, every numeric version is complete."""
-    from edge_deploy.repository.versions import read_config, versions
+    from edge_deploy.triton_layout import read_config, versions
 
     for model_dir in (p for p in repo.iterdir() if p.is_dir()):
         assert not model_dir.name.startswith("."), f"staging directory inside the repository: {model_dir}"
@@ -270,11 +271,11 @@ def config_version(repo: Path, model: str = "lane") -> int:
     """
     from edge_deploy.artifact import sha256_file
     from edge_deploy.lanedet import contract
-    from edge_deploy.repository.versions import read_config, versions
+    from edge_deploy.triton_layout import read_config, versions
 
     assert_repository_valid(repo)
     config, avail = read_config(repo, model), versions(repo, model)
-    selected = mc.policy_versions(config, avail)
+    selected = policy_versions(config, avail)
     assert len(selected) == 1, (selected, avail)
     (v,) = selected
     vdir = repo / model / str(v)
@@ -405,6 +406,6 @@ def admin_served(url: str) -> list[int]:
 
 
 def versions_of(repo: Path) -> list[int]:
-    from edge_deploy.repository.versions import versions
+    from edge_deploy.triton_layout import versions
 
     return versions(repo, "lane")

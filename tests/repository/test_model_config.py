@@ -14,6 +14,7 @@ from edge_deploy.artifact import Manifest, TensorSpec
 from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
 from edge_deploy.precision import Precision
 from edge_deploy.repository import model_config as mc
+from edge_deploy.triton_layout import config_pb2, parse_config, policy_versions
 LANEATT_DECODE = LANEATT.decode_defaults.to_dict()
 LANEATT_PREPROCESS = LANEATT.preprocess.to_dict()
 
@@ -38,7 +39,7 @@ def test_dynamic_batch_model_config_round_trips_through_text() -> None:
     config = mc.model_config(manifest(), name="lane", runtime="python", manifest_sha256="ab" * 32,
                              options=mc.ConfigOptions(max_queue_delay_us=250, instances=2))
     text = mc.config_text(config)
-    parsed = mc.parse_config(text)
+    parsed = parse_config(text)
     assert parsed == config
     assert parsed.backend == "python" and parsed.platform == ""
     assert parsed.max_batch_size == 8
@@ -47,7 +48,7 @@ def test_dynamic_batch_model_config_round_trips_through_text() -> None:
     assert parsed.input[0].data_type == mc.data_type("FP32")
     assert parsed.dynamic_batching.max_queue_delay_microseconds == 250
     assert parsed.instance_group[0].count == 2
-    assert parsed.instance_group[0].kind == mc._pb().ModelInstanceGroup.KIND_CPU
+    assert parsed.instance_group[0].kind == config_pb2().ModelInstanceGroup.KIND_CPU
     assert parsed.version_policy.latest.num_versions == 1
     assert json.loads(parsed.parameters[contract.PARAM_PREPROCESS].string_value) == LANEATT_PREPROCESS
     assert json.loads(parsed.parameters[contract.PARAM_DECODE].string_value)["top_k"] == 5
@@ -59,12 +60,12 @@ def test_fixed_batch_writes_max_batch_size_zero_and_full_dims() -> None:
     config = mc.model_config(manifest(dynamic=False), name="lane", runtime="tensorrt")
     text = mc.config_text(config)
     assert "max_batch_size: 0\n" in text.splitlines(keepends=True)
-    parsed = mc.parse_config(text)
+    parsed = parse_config(text)
     assert list(parsed.input[0].dims) == [1, 3, 360, 640]
     assert list(parsed.output[0].dims) == [1, 1000, 77]
     assert not parsed.HasField("dynamic_batching")
     assert parsed.platform == "tensorrt_plan" and parsed.default_model_filename == "model.plan"
-    assert parsed.instance_group[0].kind == mc._pb().ModelInstanceGroup.KIND_GPU
+    assert parsed.instance_group[0].kind == config_pb2().ModelInstanceGroup.KIND_GPU
 
 
 def test_queue_delay_on_a_fixed_batch_model_is_an_error_not_ignored() -> None:
@@ -74,12 +75,12 @@ def test_queue_delay_on_a_fixed_batch_model_is_an_error_not_ignored() -> None:
 
 
 def test_onnxruntime_runtime_and_fp16_dtypes() -> None:
-    parsed = mc.parse_config(mc.config_text(mc.model_config(manifest(dtype="FP16"), name="m", runtime="onnxruntime")))
+    parsed = parse_config(mc.config_text(mc.model_config(manifest(dtype="FP16"), name="m", runtime="onnxruntime")))
     assert parsed.platform == "onnxruntime_onnx" and parsed.default_model_filename == "model.onnx"
     # KIND_AUTO: Triton's ONNX Runtime backend puts it on the GPU where there is one, else the CPU
-    assert [(g.kind, g.count) for g in parsed.instance_group] == [(mc._pb().ModelInstanceGroup.KIND_AUTO, 1)]
-    assert parsed.input[0].data_type == mc._pb().TYPE_FP16
-    assert parsed.output[0].data_type == mc._pb().TYPE_FP16
+    assert [(g.kind, g.count) for g in parsed.instance_group] == [(config_pb2().ModelInstanceGroup.KIND_AUTO, 1)]
+    assert parsed.input[0].data_type == config_pb2().TYPE_FP16
+    assert parsed.output[0].data_type == config_pb2().TYPE_FP16
 
 
 def test_warmup_uses_zero_data_with_concrete_dims() -> None:
@@ -96,11 +97,11 @@ def test_warmup_uses_zero_data_with_concrete_dims() -> None:
 def test_specific_version_policy_and_policy_versions() -> None:
     pinned = mc.model_config(manifest(), name="lane", runtime="python", version_policy=2)
     assert list(pinned.version_policy.specific.versions) == [2]
-    assert mc.policy_versions(pinned, [1, 2, 3]) == [2]
-    assert mc.policy_versions(pinned, [1, 3]) == []
+    assert policy_versions(pinned, [1, 2, 3]) == [2]
+    assert policy_versions(pinned, [1, 3]) == []
     latest = mc.model_config(manifest(), name="lane", runtime="python")
-    assert mc.policy_versions(latest, [3, 1, 2]) == [3]
-    assert mc.policy_versions(latest, []) == []
+    assert policy_versions(latest, [3, 1, 2]) == [3]
+    assert policy_versions(latest, []) == []
 
 
 def test_unknown_runtime_and_datatype_are_one_line_errors() -> None:
@@ -119,7 +120,7 @@ def test_pipeline_configs_wire_the_ensemble() -> None:
     model = mc.model_config(m, name="lane", runtime="python")
     ens = mc.pipeline_config(m, name="lane_pipeline", model="lane", preprocess="lane_preprocess",
                              postprocess="lane_postprocess")
-    assert mc.parse_config(mc.config_text(ens)) == ens
+    assert parse_config(mc.config_text(ens)) == ens
     assert ens.platform == "ensemble" and ens.max_batch_size == 0
     assert "max_batch_size: 0\n" in mc.config_text(pre)
     configs = {c.name: c for c in (pre, post, model)}
@@ -141,9 +142,9 @@ def test_pipeline_configs_wire_the_ensemble() -> None:
 
 def test_a_dla_plan_names_its_dla_core_as_a_secondary_device() -> None:
     # Without secondary_devices Triton's TensorRT backend deserializes a DLA plan with DLA core -1.
-    pb = mc._pb()
+    pb = config_pb2()
     dla = manifest(plan={"dla_core": 1, "precision": "fp16"})
-    parsed = mc.parse_config(mc.config_text(mc.model_config(dla, name="lane", runtime="tensorrt")))
+    parsed = parse_config(mc.config_text(mc.model_config(dla, name="lane", runtime="tensorrt")))
     (group,) = parsed.instance_group
     assert group.kind == pb.ModelInstanceGroup.KIND_GPU
     assert [(d.kind, d.device_id) for d in group.secondary_devices] == [

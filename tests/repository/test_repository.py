@@ -20,7 +20,7 @@ from edge_deploy.repository.files import TMP_PREFIX, clean_leftovers
 from edge_deploy.deploy.install import install
 from edge_deploy.deploy.rollback import prune, rollback
 from edge_deploy.deploy.models import list_models
-from edge_deploy.repository.versions import read_config, versions
+from edge_deploy.triton_layout import read_config, versions
 from edge_deploy.serve import admin
 from edge_deploy.serve import record as control
 
