@@ -307,8 +307,9 @@ def tls_checks(repository: Path | None = None, scopes: tuple[str, ...] = ("syste
     """Servers listening beyond loopback without TLS, and certificates that expire within 30 days."""
     from .certs import EXPIRY_WARN_DAYS, CertificateAuthority, expiring
     from .serve.addresses import is_loopback
-    from .serve.record import find_record, state_dir
+    from .serve.record import find_record
     from .serve.systemd import read_installed_unit
+    from .state import state_dir
 
     checks: list[Check] = []
     served: list[tuple[str, str, Path | None, bool]] = []  # (who, url, server cert, tls)
