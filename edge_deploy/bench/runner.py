@@ -15,7 +15,7 @@ from .jetson import JetsonLoad, JetsonMonitor
 from .lanes_check import check_lanes_equal
 from .process_cpu import ServerCPU, client_seconds, find_server_pid
 from .results import BenchReport, CellResult, ClientSplit, Latency, MachineInfo
-from .server_stats import ServerTimes, read_counters, server_times
+from .server_stats import ServerTimes, server_times, settled_counters
 from .targets import BenchTarget, grpc_client, served_targets
 
 # on_progress(cell label, cells done before this one, cells in all, fraction of this cell done)
@@ -37,7 +37,7 @@ class _CellMeter:
         self.stats_client, self.server_cpu, self.monitor, self.timeout = stats_client, server_cpu, monitor, timeout
 
     def begin(self) -> None:
-        self._counters = read_counters(self.stats_client, self.timeout)
+        self._counters = settled_counters(self.stats_client, self.timeout)
         if self.server_cpu is not None:
             self.server_cpu.refresh()
         self._server = self.server_cpu.seconds() if self.server_cpu is not None else None
@@ -49,7 +49,7 @@ class _CellMeter:
         jetson = self.monitor.stop()
         server_now = self.server_cpu.seconds() if self.server_cpu is not None else None
         server = server_now - self._server if server_now is not None and self._server is not None else None
-        return _Measured(server_times(self._counters, read_counters(self.stats_client, self.timeout)), client,
+        return _Measured(server_times(self._counters, settled_counters(self.stats_client, self.timeout)), client,
                          server, jetson)
 
 

@@ -2,6 +2,7 @@
 queue (waiting for an instance) and compute (input copy + inference + output copy)."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,21 @@ def read_counters(client: Any, timeout: float) -> dict[str, ModelCounters]:
             prev.requests + int(s.success.count), prev.queue_ns + int(s.queue.ns),
             prev.compute_ns + int(s.compute_input.ns) + int(s.compute_infer.ns) + int(s.compute_output.ns))
     return out
+
+
+def settled_counters(client: Any, timeout: float, pause: float = 0.02, limit: float = 1.0) -> dict[str, ModelCounters]:
+    """The counters once two readings `pause` apart agree (at most `limit` seconds of waiting): Triton counts a
+    request after its response has left, so a reading taken the moment the client has its last answer can be one
+    short."""
+    deadline = time.monotonic() + limit
+    now = read_counters(client, timeout)
+    while time.monotonic() < deadline:
+        time.sleep(pause)
+        again = read_counters(client, timeout)
+        if again == now:
+            break
+        now = again
+    return now
 
 
 def server_times(before: dict[str, ModelCounters], after: dict[str, ModelCounters]) -> dict[str, ServerTimes]:
