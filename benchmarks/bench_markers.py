@@ -18,9 +18,10 @@
     nice python3 benchmarks/bench_markers.py [--frames 200] [--url HOST:PORT] [--skip-served] [--cost-only]
         [--json out.json]
     nice python3 benchmarks/bench_markers.py --to-markers-only [--frames 200] [--baseline REV]
-    nice python3 benchmarks/bench_markers.py --cost-only [--url HOST:PORT] [--baseline REV]
+    nice python3 benchmarks/bench_markers.py --cost-only [--url HOST:PORT | --demo-model] [--baseline REV]
 
---url uses a server already serving `lanedet` (the demo weights) instead of starting one.
+--url uses a server already serving `lanedet` (the demo weights) instead of starting one; --demo-model with
+--cost-only starts that server (as the full run does) to time part 4b on the demo weights too.
 --to-markers-only: part 4a alone, without a model: to_markers and LaneGeometry.frame_markers on the frames' true
 polylines resampled to 45 points a lane (about what LaneATT's lanes have), and with --baseline REV the
 edge_deploy.geometry of git revision REV timed beside today's, interleaved (their markers checked to agree).
@@ -286,6 +287,8 @@ def main() -> None:
     parser.add_argument("--skip-served", action="store_true", help="part 1 only (no model)")
     parser.add_argument("--cost-only", action="store_true",
                         help="part 4b only: on the negligible-compute model (and on --url's model when given)")
+    parser.add_argument("--demo-model", action="store_true",
+                        help="with --cost-only and no --url: serve the demo weights and time part 4b on them too")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--to-markers-only", action="store_true",
                         help="part 4a alone on the true polylines resampled to 45 points a lane (no model)")
@@ -319,6 +322,12 @@ def main() -> None:
     if not args.skip_served or args.cost_only:
         if args.cost_only and args.url:
             report.setdefault("cost", {})["demo_model"] = client_overhead(args.url, baseline=args.baseline)
+        elif args.cost_only and args.demo_model:
+            from bench_evaluate import served_demo_model
+
+            with tempfile.TemporaryDirectory(prefix="bench-markers-") as work:
+                with served_demo_model(Path(work)) as (url, _):
+                    report.setdefault("cost", {})["demo_model"] = client_overhead(url, baseline=args.baseline)
         report.setdefault("cost", {})["negligible_compute_model"] = tiny_model_overhead(300, args.baseline)
         _dump(report, args.json)
     print(json.dumps(report, indent=1))

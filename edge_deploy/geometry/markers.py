@@ -194,7 +194,8 @@ def _fit_concatenated(x: np.ndarray, y: np.ndarray, counts: Sequence[int],
         span = high - low
         degree.append(0 if span < 0.5 else 3 if count >= 6 and span >= 15 else 2 if count >= 4 and span >= 8 else 1)
         key.append(degree[-1] if count >= 2 else 4)
-    used, mask = _USED[degree], _MASK[key]
+    key_array = np.array(key)
+    used, mask = _USED[key_array], _MASK[key_array]  # (a set without a fit uses nothing of `used`)
     inverse = inverse_spd(np.where(mask, sums[:, _HANKEL], _EYE))  # a set without a fit: the identity
     coef = np.einsum("lij,lj->li", inverse, np.where(used, sums[:, 7:11], 0.0))
     residual = y - np.einsum("im,mi->m", powers[:4], np.repeat(coef, [counts[i] for i in kept], axis=0))

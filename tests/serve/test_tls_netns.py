@@ -266,6 +266,39 @@ def test_install_loads_over_tls_and_infer_evaluate_use_it(served, link, pki, tin
     assert evaluate.returncode == 0, evaluate.stderr
 
 
+def test_bench_finds_the_tls_server_by_its_repository_and_by_url(served, link, pki) -> None:
+    """Issue 36's `bench --repository` (the running `serve`'s record gives the address and the TLS identity, no
+    --url) in the server namespace, and `bench --url --tls-*` from the client namespace across the link."""
+    import json
+
+    work, _ = served
+    state, ca, _ = pki
+    env = _env(state)
+    short = ["--model", "tiny", "--seconds", "0.5", "--warmup", "0.1", "--concurrency", "1", "--max-frames", "2",
+             "--json"]
+    tls_args = ["--tls-ca", str(ca.ca_cert), "--tls-cert", str(ca.cert_path("lane-consumer")),
+                "--tls-key", str(ca.key_path("lane-consumer"))]
+    runs = {
+        "by repository": link.exec_argv(link.server_ns, [
+            sys.executable, "-m", "edge_deploy", "bench", "--repository", str(work / "repo"), *short]),
+        "by url": link.exec_argv(link.client_ns, [
+            sys.executable, "-m", "edge_deploy", "bench", "--url", URL, *tls_args, *short]),
+    }
+    for how, argv in runs.items():
+        run = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+        assert run.returncode == 0, (how, run.stderr)
+        report = json.loads(run.stdout)
+        assert report["url"] == URL, how
+        (cell,) = report["cells"]
+        assert (cell["model"], cell["pipeline"], cell["concurrency"]) == ("tiny", "client-side", 1), how
+        assert cell["frames"] > 0 and cell["server"]["tiny"]["requests"] == cell["frames"], (how, cell)
+    plain = subprocess.run(link.exec_argv(link.client_ns, [
+        sys.executable, "-m", "edge_deploy", "bench", "--url", URL, *short]), capture_output=True, text=True, env=env,
+        timeout=120)
+    assert plain.returncode != 0 and "Traceback" not in plain.stderr, plain.stderr
+    assert len(plain.stderr.strip().splitlines()) == 1 and "TLS" in plain.stderr, plain.stderr
+
+
 def test_health_finds_a_starting_foreground_tls_server_and_its_address(link, pki, tmp_path, tiny_artifact) -> None:
     """Issue 26: `health --url IP:PORT --wait` started right after `serve --foreground --grpc-address IP` dialed
     plaintext for the whole wait (the server record, with its TLS identity, is written once the server is ready);
