@@ -6,7 +6,6 @@ from typing import Any
 
 from ..errors import BenchError
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 SAMPLE_FRAMES = 8  # the synthetic sample set: what `edge-deploy sample` writes, 1640x590
 
 
@@ -26,33 +25,21 @@ def load_frames(source: Path | None, limit: int) -> tuple[str, list[tuple[str, A
 
 
 def _images(directory: Path, limit: int) -> tuple[str, list[tuple[str, Any]]]:
-    import cv2
-    import numpy as np
+    from ..media.images import IMAGE_SUFFIXES, read_image
 
     paths = sorted(p for p in directory.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())[:limit]
-    frames = []
-    for path in paths:
-        frame = cv2.imdecode(np.fromfile(str(path), dtype=np.uint8), cv2.IMREAD_COLOR)
-        if frame is None:
-            raise BenchError(f"cannot decode {path} as an image; --frames takes PNG or JPEG files.")
-        frames.append((path.name, frame))
-    if not frames:
+    if not paths:
         raise BenchError(f"--frames {directory} has no images ({' '.join(IMAGE_SUFFIXES)}); pass a directory of "
                          "images or a video file.")
-    return f"{directory} ({len(frames)} images)", frames
+    return f"{directory} ({len(paths)} images)", [(path.name, read_image(path)) for path in paths]
 
 
 def _video(path: Path, limit: int) -> tuple[str, list[tuple[str, Any]]]:
-    import cv2
+    from ..media.video import frames_of, open_video
 
-    capture = cv2.VideoCapture(str(path))
-    frames = []
+    capture = open_video(str(path))
     try:
-        while len(frames) < limit:
-            ok, frame = capture.read()
-            if not ok:
-                break
-            frames.append((f"{path.name}#{len(frames)}", frame))
+        frames = [(f"{path.name}#{i}", frame) for i, frame in enumerate(frames_of(capture, limit))]
     finally:
         capture.release()
     if not frames:

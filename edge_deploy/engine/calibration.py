@@ -60,12 +60,13 @@ def _preprocessor(spec: PreprocessSpec, batch: int) -> Any:
 
 
 def _read_image(path: Path) -> Any:
-    import cv2
+    from ..errors import FrameError
+    from ..media.images import read_image
 
-    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if image is None:
-        raise EngineError(f"cannot read the calibration image {path}; remove or replace it.")
-    return image
+    try:
+        return read_image(path)
+    except FrameError as exc:
+        raise EngineError(f"calibration image: {exc} Remove or replace it in the calibration directory.") from None
 
 
 def make_calibration(artifact_dir: Path, manifest: Manifest, images: Sequence[Path], digest: str,

@@ -7,7 +7,7 @@ import pytest
 from triton_helpers import run_cli
 
 from edge_deploy.bench.config import BenchConfig, parse_concurrency
-from edge_deploy.errors import BenchError
+from edge_deploy.errors import BenchError, FrameError
 
 
 def test_concurrency_and_config_are_checked() -> None:
@@ -76,3 +76,10 @@ def test_frames_from_a_directory_a_video_or_the_sample_set(tmp_path) -> None:
         load_frames(tmp_path / "empty", 8)
     with pytest.raises(BenchError, match="does not exist"):
         load_frames(tmp_path / "nope.mp4", 8)
+    # the library's readers (edge_deploy.media): a damaged image and a file that is no video, each one line
+    (images / "c.png").write_bytes(b"\x89PNG truncated")
+    with pytest.raises(FrameError, match=r"cannot decode .*c\.png as an image"):
+        load_frames(images, 8)
+    (tmp_path / "notes.mp4").write_text("not a video")
+    with pytest.raises(FrameError, match=r"cannot open video .*notes\.mp4: the file \(11 bytes\)"):
+        load_frames(tmp_path / "notes.mp4", 8)

@@ -106,3 +106,20 @@ def test_the_calibration_digest_reads_the_spec_typed_or_as_its_json(artifact) ->
     spec = manifest.preprocess
     assert calibration_digest("a" * 64, [], spec) == calibration_digest("a" * 64, [], spec.to_dict())
     assert calibration_digest("a" * 64, [], spec) != calibration_digest("b" * 64, [], spec)
+
+
+def test_a_damaged_calibration_image_is_named_in_one_line(tmp_path, artifact) -> None:
+    import cv2
+
+    directory, manifest = artifact
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    cv2.imwrite(str(frames / "0.png"), np.full((720, 1280, 3), 40, dtype=np.uint8))
+    (frames / "1.jpg").write_bytes(b"\xff\xd8 a truncated download")
+    calibration = make_calibration(directory, manifest, calibration_images(frames), "ab" * 32,
+                                   engine.optimisation_profile(manifest))
+    with pytest.raises(EngineError) as refused:
+        list(calibration.batches())
+    message = str(refused.value)
+    assert "\n" not in message and f"cannot decode {frames / '1.jpg'} as an image" in message, message
+    assert message.startswith("calibration image: ") and "Remove or replace it" in message, message
