@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -24,8 +25,9 @@ from typing import Iterator
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True, cwd=ROOT)
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True, cwd=ROOT,
+                            env=env)
     if result.returncode != 0:
         sys.exit(f"edge-deploy {args[0]} failed: {result.stderr.strip()}")
     return result
@@ -40,15 +42,18 @@ def served_demo_model(work: Path, artifact: Path | None = None) -> Iterator[tupl
         cli("convert", "laneatt", "--checkpoint", str(ROOT / "weights" / "laneatt_r18_synthetic.pt"),
             "--backbone", "resnet18", "--dataset", "culane", "--top-k", "6", "--output", str(artifact),
             "--target", "onnx")
-    cli("install", str(artifact), "--repository", str(work / "repo"), "--runtime", "python")
+    # the server's record, key and log in `work`, not in this machine's /etc/edge-deploy or ~/.config/edge-deploy
+    env = {**os.environ, "EDGE_DEPLOY_STATE_DIR": str(work / "state")}
+    cli("install", str(artifact), "--repository", str(work / "repo"), "--runtime", "python", env=env)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     log = open(work / "server.log", "w")  # noqa: SIM115 - lives as long as the server
     server = subprocess.Popen([sys.executable, "-m", "edge_deploy", "serve", "--foreground", "--repository",
-                               str(work / "repo"), "--grpc-port", str(port)], stdout=log, stderr=log, cwd=ROOT)
+                               str(work / "repo"), "--grpc-port", str(port)], stdout=log, stderr=log, cwd=ROOT,
+                              env=env)
     try:
-        cli("health", "--wait", "180", "--url", f"127.0.0.1:{port}", "--model", "lanedet")
+        cli("health", "--wait", "180", "--url", f"127.0.0.1:{port}", "--model", "lanedet", env=env)
         yield f"127.0.0.1:{port}", artifact
     finally:
         server.terminate()

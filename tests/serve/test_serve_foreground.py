@@ -221,6 +221,9 @@ def test_not_root_for_the_system_scope(tmp_path, monkeypatch, capsys) -> None:
 
 def test_no_systemd_suggests_foreground(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setattr(su, "SYSTEMD_RUN_DIR", tmp_path / "no-systemd")  # this machine's init is not systemd
+    # an empty state dir: a `serve --foreground` record left in this machine's own (/etc/edge-deploy, ~/.config)
+    # would make `status` report that server and exit 0
+    monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "state"))
     for args in (["serve", "--repository", str(tmp_path)], ["serve", "--user"], ["stop", "--user"], ["status"]):
         code, err = run_in_process(capsys, *args)
         assert code != 0 and err.count("\n") == 1 and "--foreground" in err, (args, err)
