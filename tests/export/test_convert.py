@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from manifest_files import manifest_json, write_manifest_json
+from manifest_files import manifest_json
 
 from edge_deploy.artifact import Manifest, PlanRecord, sha256_file
 from edge_deploy.engine.options import EngineOptions

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from manifest_files import manifest_json, write_manifest_json
+from manifest_files import manifest_json
 from lane_onnx import lane_manifest, write_lane_onnx
 
 from edge_deploy.artifact import FP16_ONNX_NAME, Manifest, sha256_file

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from manifest_files import manifest_json, write_manifest_json
+from manifest_files import manifest_json
 
 from edge_deploy.artifact import FP16_ONNX_NAME, IOSignature, Manifest
 from edge_deploy.errors import ConvertError

@@ -9,7 +9,6 @@ get) and by the TensorRT tests on a Jetson (as the model that is built and run).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 

@@ -12,7 +12,6 @@ the N x N matrix (zero diagonal) by a fixed reshape/concat layout instead of non
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch

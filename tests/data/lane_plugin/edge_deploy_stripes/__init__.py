@@ -2,7 +2,7 @@
 x at the bottom) in model-input pixels. It exists to show a family living in its own distribution."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 from edge_deploy.lanedet.family import DecodeDefaults, LaneFamily, LoadedModel, SourceSpec, TensorSpec
 from edge_deploy.lanedet.preprocess import PreprocessSpec
