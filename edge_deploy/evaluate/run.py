@@ -101,71 +101,92 @@ def evaluate(
     Returns the report and the `keep_frames` worst frames (record, frame, lanes, truth) for pictures.
     """
     reporter = reporter or Reporter()
-    evaluators: dict[str, CULaneEvaluator] = {}
-    size: tuple[int, int] | None = None
-    retention: RetentionComparison | None = None
-    records: list[FrameRecord] = []
-    worst: list[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]] = []
-    against_seconds: list[float] = []
-    tusimple: TuSimpleEvaluator | None = None
-    markers = MarkerEvaluator() if camera is not None else None
+    scores = _Scores(thresholds, against is not None, camera, keep_frames)
     for item in frames:
+        scores.check_size(item[0], item[1])
+        lanes, seconds = _timed(runner, item[1])
+        other = _timed(against, item[1]) if against is not None else None  # after the runner, on the same frame
+        scores.add(item, lanes, seconds, other)
+        if len(scores.records) % 25 == 0:
+            reporter.info(f"{len(scores.records)} frames")
+    return scores.report(runner, against), scores.worst
+
+
+class _Scores:
+    """What evaluate accumulates frame by frame: the CULane metric overall and per condition tag, TuSimple's
+    metric for TuSimple labels, the retention against the reference, the markers, each frame's record and the
+    worst frames."""
+
+    def __init__(self, thresholds: Sequence[float], with_reference: bool, camera: Any, keep_frames: int) -> None:
+        self.thresholds, self.with_reference = thresholds, with_reference
+        self.camera, self.keep_frames = camera, keep_frames
+        self.evaluators: dict[str, CULaneEvaluator] = {}
+        self.size: tuple[int, int] | None = None
+        self.retention: RetentionComparison | None = None
+        self.records: list[FrameRecord] = []
+        self.worst: list[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]] = []
+        self.against_seconds: list[float] = []
+        self.tusimple: TuSimpleEvaluator | None = None
+        self.markers = MarkerEvaluator() if camera is not None else None
+
+    def check_size(self, name: str, frame: np.ndarray) -> None:
+        """The first frame sets the image size the metrics use; a frame of another size is refused."""
+        frame_size = (int(frame.shape[1]), int(frame.shape[0]))
+        if self.size is None:
+            self.size = frame_size
+            self.evaluators["all"] = CULaneEvaluator(thresholds=self.thresholds, image_size=frame_size)
+            if self.with_reference:
+                self.retention = RetentionComparison(thresholds=self.thresholds, image_size=frame_size)
+        elif frame_size != self.size:
+            raise EvaluationError(f"frame {name} is {frame_size[0]}x{frame_size[1]}, the first frame was "
+                                  f"{self.size[0]}x{self.size[1]}; evaluate one image size at a time.")
+
+    def add(self, item: Sequence[Any], lanes: list[Any], seconds: float,
+            reference: tuple[list[Any], float] | None) -> None:
         name, frame, truth = item[0], item[1], item[2]
         tags = tuple(item[3]) if len(item) > 3 else ()
         label = truth if hasattr(truth, "h_samples") else None
         if label is not None:
             truth = label.polylines()
-        frame_size = (int(frame.shape[1]), int(frame.shape[0]))
-        if size is None:
-            size = frame_size
-            evaluators["all"] = CULaneEvaluator(thresholds=thresholds, image_size=size)
-            if against is not None:
-                retention = RetentionComparison(thresholds=thresholds, image_size=size)
-        elif frame_size != size:
-            raise EvaluationError(f"frame {name} is {frame_size[0]}x{frame_size[1]}, the first frame was "
-                                  f"{size[0]}x{size[1]}; evaluate one image size at a time.")
-        lanes, seconds = _timed(runner, frame)
-        if label is not None:
-            tusimple = tusimple or TuSimpleEvaluator()
-            tusimple.add(lanes_to_tusimple(lanes, label.h_samples), label.lanes, label.h_samples)
-        counts = evaluators["all"].add(lanes, truth).counts(thresholds[0])
+            self.tusimple = self.tusimple or TuSimpleEvaluator()
+            self.tusimple.add(lanes_to_tusimple(lanes, label.h_samples), label.lanes, label.h_samples)
+        counts = self.evaluators["all"].add(lanes, truth).counts(self.thresholds[0])
         for tag in tags:
-            evaluators.setdefault(tag, CULaneEvaluator(thresholds=thresholds, image_size=size)).add(lanes, truth)
+            self.evaluators.setdefault(tag, CULaneEvaluator(thresholds=self.thresholds, image_size=self.size)).add(
+                lanes, truth)
         record = FrameRecord(name, len(lanes), len(truth), _f1(counts.tp, counts.fp, counts.fn), seconds, tags)
-        if markers is not None:
-            _score_markers(markers, camera, lanes, item, tags)
-        records.append(record)
-        if retention is not None:
-            other, other_seconds = _timed(against, frame)
-            retention.add(other, lanes, truth)  # `against` is the reference, the model the candidate
-            against_seconds.append(other_seconds)
-        if keep_frames:
-            worst.append((record, frame, lanes, truth))
-            worst.sort(key=lambda w: w[0].f1)
-            del worst[keep_frames:]
-        if len(records) % 25 == 0:
-            reporter.info(f"{len(records)} frames")
-    if not records:
-        raise EvaluationError("no frames to evaluate; check the data set (list file, labels or --synthetic N).")
-    ms = np.array([r.seconds for r in records]) * 1000.0
+        if self.markers is not None:
+            _score_markers(self.markers, self.camera, lanes, item, tags)
+        self.records.append(record)
+        if self.retention is not None and reference is not None:
+            self.retention.add(reference[0], lanes, truth)  # `against` is the reference, the model the candidate
+            self.against_seconds.append(reference[1])
+        if self.keep_frames:
+            self.worst.append((record, frame, lanes, truth))
+            self.worst.sort(key=lambda w: w[0].f1)
+            del self.worst[self.keep_frames:]
 
-    def summary(ms: np.ndarray) -> dict[str, float]:
-        return {"mean": float(ms.mean()), "p50": float(np.percentile(ms, 50)), "p90": float(np.percentile(ms, 90))}
+    def report(self, runner: Any, against: Any | None) -> EvaluationReport:
+        if not self.records:
+            raise EvaluationError("no frames to evaluate; check the data set (list file, labels or --synthetic N).")
 
-    report = EvaluationReport(
-        model=str(getattr(runner, "name", runner)),
-        frames=len(records),
-        culane=evaluators.pop("all").results(),
-        latency_ms=summary(ms),
-        records=records,
-        against=str(getattr(against, "name", against)) if against is not None else None,
-        retention=retention.results() if retention is not None else None,
-        by_condition={tag: ev.results() for tag, ev in sorted(evaluators.items())},
-        against_latency_ms=summary(np.array(against_seconds) * 1000.0) if against_seconds else None,
-        tusimple=tusimple.result() if tusimple is not None else None,
-        markers=markers.result() if markers is not None else None,
-    )
-    return report, worst
+        def summary(ms: np.ndarray) -> dict[str, float]:
+            return {"mean": float(ms.mean()), "p50": float(np.percentile(ms, 50)), "p90": float(np.percentile(ms, 90))}
+
+        return EvaluationReport(
+            model=str(getattr(runner, "name", runner)),
+            frames=len(self.records),
+            culane=self.evaluators.pop("all").results(),
+            latency_ms=summary(np.array([r.seconds for r in self.records]) * 1000.0),
+            records=self.records,
+            against=str(getattr(against, "name", against)) if against is not None else None,
+            retention=self.retention.results() if self.retention is not None else None,
+            by_condition={tag: ev.results() for tag, ev in sorted(self.evaluators.items())},
+            against_latency_ms=(summary(np.array(self.against_seconds) * 1000.0) if self.against_seconds
+                                else None),
+            tusimple=self.tusimple.result() if self.tusimple is not None else None,
+            markers=self.markers.result() if self.markers is not None else None,
+        )
 
 
 def _score_markers(markers: MarkerEvaluator, camera: Any, lanes: list[Any], item: Sequence[Any],

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Callable
 
 from ..errors import EdgeDeployError, ServerError
 from . import systemd as su
-from .argv import DEFAULT_GRPC_PORT, ServerOptions, generate_key
+from .argv import DEFAULT_GRPC_PORT, ServerOptions, ServerTLS, generate_key
 from .checks import check_options
 from .discovery import TritonInstall, find_tritonserver
 from .logfile import MIN_MAX_BYTES
-from .network import network_policy
+from .network import NetworkPolicy, network_policy
 from ..state import state_dir
 from .record import claim_holder
 from .server_tensorrt import check_plans_load
@@ -152,14 +152,7 @@ def serve(
     scope = options.scope
     env_file, key_file = key_paths(scope)
     if not options.foreground and not options.print_unit:
-        holder = claim_holder(options.model_repository)
-        if holder is not None:  # a foreground server of another state directory, which the records do not show
-            raise ServerError(
-                f"{Path(options.model_repository).resolve()} is already served by `edge-deploy serve --foreground` "
-                f"({holder}); stop it first (Ctrl-C), then run `edge-deploy serve` again."
-            )
-        su.require_root(scope)
-        su.require_systemd(scope)
+        _check_unit_can_start(options.model_repository, scope)
 
     policy = network_policy(scope, options.grpc_address, cert=options.tls_cert, key=options.tls_key,
                             ca=options.tls_ca, client_cert=options.tls_client_cert,
@@ -175,19 +168,7 @@ def serve(
         reporter.warn("this tritonserver (before 2.40) cannot restrict its HTTP model-repository API to the key: "
                       "with --http, any local process can load and unload models over HTTP; serve without --http, "
                       "or use tritonserver 2.40 or later.")
-    server = ServerOptions(
-        model_repository=options.model_repository,
-        grpc_address=options.grpc_address,
-        grpc_port=options.grpc_port,
-        http=options.http,
-        http_port=options.http_port,
-        metrics=options.metrics,
-        metrics_port=options.metrics_port,
-        exit_timeout=options.exit_timeout,
-        log_verbose=options.log_verbose,
-        tls=policy.tls,
-        exit_on_error=False,  # serve the models that load (`health`, `status` and `serve` name the others)
-    )
+    server = _server_options(options, policy.tls)
     outcome = ServeOutcome(scope=scope, install=install, repository=server.model_repository)
     if options.foreground:
         from .foreground import serve_foreground
@@ -202,6 +183,47 @@ def serve(
         reporter.warn("journald is not running here, so the server's output will not be kept; "
                       "pass --log-file PATH to keep it in a size-capped file.")
 
+    config = _unit_config(options, install, server, policy, env_file)
+    if options.print_unit:
+        outcome.unit_text = su.render_unit(config)
+        return outcome
+    outcome.started = su.install_and_start(config, key=generate_key(), key_file=key_file, reporter=reporter)
+    return outcome
+
+
+def _check_unit_can_start(repository: Path, scope: str) -> None:
+    """A unit can serve `repository` here: no foreground server holds it, root (system scope) and systemd run."""
+    holder = claim_holder(repository)
+    if holder is not None:  # a foreground server of another state directory, which the records do not show
+        raise ServerError(
+            f"{Path(repository).resolve()} is already served by `edge-deploy serve --foreground` "
+            f"({holder}); stop it first (Ctrl-C), then run `edge-deploy serve` again."
+        )
+    su.require_root(scope)
+    su.require_systemd(scope)
+
+
+def _server_options(options: ServeOptions, tls: ServerTLS | None) -> ServerOptions:
+    """tritonserver's options for `serve`'s."""
+    return ServerOptions(
+        model_repository=options.model_repository,
+        grpc_address=options.grpc_address,
+        grpc_port=options.grpc_port,
+        http=options.http,
+        http_port=options.http_port,
+        metrics=options.metrics,
+        metrics_port=options.metrics_port,
+        exit_timeout=options.exit_timeout,
+        log_verbose=options.log_verbose,
+        tls=tls,
+        exit_on_error=False,  # serve the models that load (`health`, `status` and `serve` name the others)
+    )
+
+
+def _unit_config(options: ServeOptions, install: TritonInstall, server: ServerOptions, policy: NetworkPolicy,
+                 env_file: Path) -> su.UnitConfig:
+    """The systemd unit's configuration; with TLS, the unit reads copies of the certificates in the state dir."""
+    scope = options.scope
     config = su.UnitConfig(
         scope=scope,
         install=install,
@@ -216,11 +238,7 @@ def serve(
     if policy.tls is not None:
         config.tls_sources = policy.tls
         config.options = replace(server, tls=su.service_tls(policy.tls, state_dir(scope)))
-    if options.print_unit:
-        outcome.unit_text = su.render_unit(config)
-        return outcome
-    outcome.started = su.install_and_start(config, key=generate_key(), key_file=key_file, reporter=reporter)
-    return outcome
+    return config
 
 
 def uninstall(user: bool = False) -> list[Path]:
