@@ -542,7 +542,13 @@ def install_and_start(
         _restore(scope, saved, was_enabled)
         raise
     health = check_health(options.url, models, tls=options.tls.client() if options.tls else None)
-    record = ServerRecord(
+    _record_unit(options, key_file, scope)
+    return ServeResult(path, options.url, health.models)
+
+
+def _record_unit(options: ServerOptions, key_file: Path, scope: str) -> None:
+    """The record that lets `install`, `status` and `health` find the unit's server, its key and TLS identity."""
+    save_record(ServerRecord(
         url=options.url,
         repository=Path(options.model_repository).resolve(),
         key_header=GRPC_KEY_HEADER,
@@ -550,9 +556,7 @@ def install_and_start(
         scope=scope,
         unit=UNIT_NAME,
         tls=tls_record(options.tls),
-    )
-    save_record(record)
-    return ServeResult(path, options.url, health.models)
+    ))
 
 
 def _restore(scope: str, saved: dict[Path, bytes | None], was_enabled: bool) -> None:
