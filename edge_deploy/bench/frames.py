@@ -19,9 +19,10 @@ def load_frames(source: Path | None, limit: int) -> tuple[str, list[tuple[str, A
                 [(f"road-{i:03d}", scene(EVAL_SEED_BASE + i, 1640, 590).frame) for i in range(count)])
     if source.is_dir():
         return _images(source, limit)
-    if not source.exists():
+    text = str(source)
+    if not source.exists() and "!" not in text and not text.isdigit():  # a GStreamer pipeline, a camera index
         raise BenchError(f"--frames {source} does not exist; pass a directory of images or a video file.")
-    return _video(source, limit)
+    return _video(text, limit)
 
 
 def _images(directory: Path, limit: int) -> tuple[str, list[tuple[str, Any]]]:
@@ -34,15 +35,17 @@ def _images(directory: Path, limit: int) -> tuple[str, list[tuple[str, Any]]]:
     return f"{directory} ({len(paths)} images)", [(path.name, read_image(path)) for path in paths]
 
 
-def _video(path: Path, limit: int) -> tuple[str, list[tuple[str, Any]]]:
+def _video(source: str, limit: int) -> tuple[str, list[tuple[str, Any]]]:
+    """The first `limit` frames of a video file, a camera (/dev/video0, 0) or a GStreamer pipeline."""
     from ..media.video import frames_of, open_video
 
-    capture = open_video(str(path))
+    capture = open_video(source)
+    name = Path(source).name if "!" not in source else "pipeline"
     try:
-        frames = [(f"{path.name}#{i}", frame) for i, frame in enumerate(frames_of(capture, limit))]
+        frames = [(f"{name}#{i}", frame) for i, frame in enumerate(frames_of(capture, limit))]
     finally:
         capture.release()
     if not frames:
-        raise BenchError(f"cannot read frames from {path}; --frames takes a directory of images or a video OpenCV "
+        raise BenchError(f"cannot read frames from {source}; --frames takes a directory of images or a video OpenCV "
                          "can open (.mp4, .avi, .mkv).")
-    return f"{path} (first {len(frames)} frames)", frames
+    return f"{source} (first {len(frames)} frames)", frames

@@ -28,7 +28,8 @@ def bench(
         "--model", help="Only this served model (a lane model or NAME_pipeline); repeat for several (default: every "
                         "lane model and its pipeline).", show_default=False)] = None,
     frames: Annotated[Optional[Path], typer.Option(
-        help="A directory of images or a video file (default: the synthetic sample set).", show_default=False)] = None,
+        help="A directory of images, a video file, a camera (/dev/video0) or a GStreamer pipeline ending in appsink "
+             "(its first --max-frames frames; default: the synthetic sample set).", show_default=False)] = None,
     max_frames: Annotated[int, typer.Option(help="Use at most this many frames of --frames (sent round robin).")] = 32,
     concurrency: Annotated[str, typer.Option(
         help="Frames in flight, comma-separated: 1 uses LaneDetClient, more AsyncLaneDetClient.")] = "1,2,4",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 from triton_helpers import run_cli
@@ -80,6 +81,12 @@ def test_frames_from_a_directory_a_video_or_the_sample_set(tmp_path) -> None:
     (images / "c.png").write_bytes(b"\x89PNG truncated")
     with pytest.raises(FrameError, match=r"cannot decode .*c\.png as an image"):
         load_frames(images, 8)
+    # a GStreamer pipeline (or a camera) is a source too: frames where this OpenCV has GStreamer, else one line
+    try:
+        source, got = load_frames(Path("videotestsrc num-buffers=3 ! videoconvert ! appsink"), 2)
+        assert len(got) == 2 and source.startswith("videotestsrc")
+    except FrameError as refused:
+        assert "GStreamer" in str(refused) and "\n" not in str(refused), refused
     (tmp_path / "notes.mp4").write_text("not a video")
     with pytest.raises(FrameError, match=r"cannot open video .*notes\.mp4: the file \(11 bytes\)"):
         load_frames(tmp_path / "notes.mp4", 8)
