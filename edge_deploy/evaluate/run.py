@@ -128,9 +128,10 @@ def evaluate(
         if label is not None:
             tusimple = tusimple or TuSimpleEvaluator()
             tusimple.add(lanes_to_tusimple(lanes, label.h_samples), label.lanes, label.h_samples)
-        counts = evaluators["all"].add(lanes, truth).counts(thresholds[0])
-        for tag in tags:
-            evaluators.setdefault(tag, CULaneEvaluator(thresholds=thresholds, image_size=size)).add(lanes, truth)
+        match = evaluators["all"].add(lanes, truth)
+        counts = match.counts(thresholds[0])
+        for tag in tags:  # the same lanes, truth and size: the frame's matching, not drawn and matched again
+            evaluators.setdefault(tag, CULaneEvaluator(thresholds=thresholds, image_size=size)).add_match(match)
         record = FrameRecord(name, len(lanes), len(truth), _f1(counts.tp, counts.fp, counts.fn), seconds, tags)
         if markers is not None:
             _score_markers(markers, camera, lanes, item, tags)
