@@ -432,6 +432,12 @@ class CULaneEvaluator:
         """Score one frame and keep its matching."""
         return self._add(self._draw(predictions), self._draw(truth))
 
+    def add_match(self, match: FrameMatch) -> FrameMatch:
+        """Keep a frame's matching made by an evaluator of the same image size and lane width (`add`'s result):
+        a frame scored in several subsets is drawn and matched once."""
+        self.matches.append(match)
+        return match
+
     def _draw(self, lanes: Sequence[Any]) -> _Drawn:
         return _draw(lanes, self.image_size, self.lane_width)
 

@@ -150,10 +150,11 @@ class _Scores:
             truth = label.polylines()
             self.tusimple = self.tusimple or TuSimpleEvaluator()
             self.tusimple.add(lanes_to_tusimple(lanes, label.h_samples), label.lanes, label.h_samples)
-        counts = self.evaluators["all"].add(lanes, truth).counts(self.thresholds[0])
-        for tag in tags:
-            self.evaluators.setdefault(tag, CULaneEvaluator(thresholds=self.thresholds, image_size=self.size)).add(
-                lanes, truth)
+        match = self.evaluators["all"].add(lanes, truth)
+        counts = match.counts(self.thresholds[0])
+        for tag in tags:  # the same lanes, truth and size: the frame's matching, not drawn and matched again
+            self.evaluators.setdefault(tag, CULaneEvaluator(thresholds=self.thresholds, image_size=self.size)
+                                       ).add_match(match)
         record = FrameRecord(name, len(lanes), len(truth), _f1(counts.tp, counts.fp, counts.fn), seconds, tags)
         if self.markers is not None:
             _score_markers(self.markers, self.camera, lanes, item, tags)

@@ -35,7 +35,7 @@ def server(tmp_path_factory, laneatt_data):
 def test_short_run_over_two_pipelines_json_and_plot(server, tmp_path) -> None:
     plot = tmp_path / "bench.png"
     run = run_cli(tmp_path, "bench", "--url", server.url, "--model", "lane", "--model", "lane_pipeline",
-                  "--seconds", "1", "--warmup", "0.2", "--concurrency", "1,2", "--json", "--plot", str(plot))
+                  "--seconds", "0.5", "--warmup", "0.2", "--concurrency", "1,2", "--json", "--plot", str(plot))
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert report["lanes_check"].startswith("lanes-equal check passed: lane = lane_pipeline"), report["lanes_check"]
@@ -45,7 +45,7 @@ def test_short_run_over_two_pipelines_json_and_plot(server, tmp_path) -> None:
     assert (raw["pipeline"], bls["pipeline"]) == ("client-side", "bls")
     assert (raw["client"], bls["client"]) == ("LaneDetClient", "AsyncLaneDetClient")
     for cell in cells.values():
-        assert cell["frames"] > 0 and 0.9 < cell["seconds"] < 3, cell
+        assert cell["frames"] > 0 and 0.45 < cell["seconds"] < 3, cell  # each cell timed for about --seconds
         assert cell["frames_per_s"] == pytest.approx(cell["frames"] / cell["seconds"])
         lat = cell["latency"]
         assert 0 < lat["p50_ms"] <= lat["p90_ms"] <= lat["p99_ms"]

@@ -23,6 +23,31 @@ def artifact(tmp_path_factory, laneatt_data) -> Path:
     return make_artifact(tmp_path_factory.mktemp("artifact"), laneatt_data / "anchors_2784x77.npy", n=1000)
 
 
+@pytest.fixture(scope="module")
+def two_installed(tmp_path_factory, artifact, laneatt_data):
+    """(server, repository, install result of `lane`): one server (model control none) for the two tests that only
+    read what it serves: `lane` (install's options: queue delay 500 us, one instance) and `fixed` (a fixed batch of 1,
+    with warmup), both installed before it starts."""
+    from conftest import free_port
+
+    from edge_deploy.serve.argv import ServerOptions
+    from edge_deploy.serve.discovery import find_tritonserver
+    from edge_deploy.serve.process import TritonProcess
+
+    work = tmp_path_factory.mktemp("two_installed")
+    repo = work / "repo"
+    result = install(artifact, repo, "lane", runtime="python", max_queue_delay_us=500, instances=1)
+    fixed = make_artifact(work / "fixed", laneatt_data / "anchors_2784x77.npy", n=50, dynamic=False)
+    install(fixed, repo, "fixed", runtime="python", warmup=True)
+    options = ServerOptions(model_repository=repo, grpc_port=free_port())
+    server = TritonProcess(find_tritonserver(cache_dir=work / "cache"), options, work / "triton.log").start()
+    try:
+        server.wait_ready(90)
+        yield server, repo, result
+    finally:
+        server.stop(timeout=15)
+
+
 def _infer(url: str, model: str, x: np.ndarray, version: str = "") -> np.ndarray:
     import tritonclient.grpc as grpcclient
 
@@ -35,14 +60,12 @@ def _infer(url: str, model: str, x: np.ndarray, version: str = "") -> np.ndarray
         client.close()
 
 
-def test_server_loads_install_and_python_ort_matches_onnxruntime(tmp_path, artifact, start_triton) -> None:
+def test_server_loads_install_and_python_ort_matches_onnxruntime(artifact, two_installed) -> None:
     import onnxruntime as ort
     import tritonclient.grpc as grpcclient
 
-    repo = tmp_path / "repo"
-    result = install(artifact, repo, "lane", runtime="python", max_queue_delay_us=500, instances=1)
+    server, repo, result = two_installed
     assert (result.version, result.runtime) == (1, "python")
-    server = start_triton(repo)
     client = grpcclient.InferenceServerClient(server.url)
     served = client.get_model_config("lane").config
     written = parse_config((repo / "lane" / "config.pbtxt").read_text())
@@ -64,14 +87,11 @@ def test_server_loads_install_and_python_ort_matches_onnxruntime(tmp_path, artif
     np.testing.assert_array_equal(_infer(server.url, "lane", x[:1]), expected[:1])
 
 
-def test_fixed_batch_model_loads_with_max_batch_size_zero(tmp_path, laneatt_data, start_triton) -> None:
+def test_fixed_batch_model_loads_with_max_batch_size_zero(two_installed) -> None:
     import tritonclient.grpc as grpcclient
 
-    art = make_artifact(tmp_path / "fixed", laneatt_data / "anchors_2784x77.npy", n=50, dynamic=False)
-    repo = tmp_path / "repo"
-    install(art, repo, "fixed", runtime="python", warmup=True)
+    server, repo, _ = two_installed
     assert "max_batch_size: 0\n" in (repo / "fixed" / "config.pbtxt").read_text()
-    server = start_triton(repo)
     client = grpcclient.InferenceServerClient(server.url)
     config = client.get_model_config("fixed").config
     assert config.max_batch_size == 0 and list(config.input[0].dims) == [1, 3, 360, 640]

@@ -389,10 +389,12 @@ def test_bls_call_that_stalls_or_fails_answers_in_one_line(tmp_path, anchors, st
     spec_path = repo / "lane_pipeline" / "1" / "pipeline.json"
     spec = json.loads(spec_path.read_text())
     assert spec["call_timeout_s"] == BLS_CALL_TIMEOUT_S == 5.0  # the default docs/pipelines.md states
-    call_threads = spec["call_threads"]
-    assert call_threads == BLS_CALL_THREADS == 4
-    timeout = 1.0
-    spec_path.write_text(json.dumps({**spec, "call_timeout_s": timeout}))
+    assert spec["call_threads"] == BLS_CALL_THREADS == 4
+    # Set in pipeline.json, as a user would: a 1 s timeout, and 2 calls per instance (each of the
+    # BLS_INSTANCES * call_threads calls that fill the instances waits out the timeout; the limit is the
+    # same mechanism at 2 as at 4, and the stub's refusal below names the number it read from the file).
+    timeout, call_threads = 1.0, 2
+    spec_path.write_text(json.dumps({**spec, "call_timeout_s": timeout, "call_threads": call_threads}))
     stall, fail = tmp_path / "stall", tmp_path / "fail"
     runner = repo / "lane" / "1" / "model.py"
     runner.write_text(runner.read_text() + MISBEHAVING.format(stall=str(stall), fail=str(fail)))

@@ -54,6 +54,7 @@ class Vehicle:
     root: Path
     sshd: subprocess.Popen | None = None
     server: subprocess.Popen | None = None
+    server_signalled: bool = False
     env: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -102,9 +103,15 @@ class Vehicle:
             time.sleep(0.5)
         raise RuntimeError(f"{self.name}: not serving after {timeout} s")
 
+    def signal_server(self) -> None:
+        """SIGTERM to the server's process group (once), without waiting: `stop_server` waits."""
+        if self.server is not None and self.server.poll() is None and not self.server_signalled:
+            os.killpg(self.server.pid, signal.SIGTERM)
+            self.server_signalled = True
+
     def stop_server(self) -> None:
         if self.server is not None and self.server.poll() is None:
-            os.killpg(self.server.pid, signal.SIGTERM)
+            self.signal_server()
             try:
                 self.server.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -207,6 +214,8 @@ class Fleet:
         return path
 
     def close(self) -> None:
+        for vehicle in self.vehicles:  # the servers stop together (each takes ~2 s to unload its models)
+            vehicle.signal_server()
         for vehicle in self.vehicles:
             vehicle.stop_server()
             if vehicle.sshd is not None and vehicle.sshd.poll() is None:
