@@ -274,6 +274,25 @@ def _tiny_preset():
                         row_anchor=(0.5, 1.0), col_anchor=(0.0, 1.0), image_size=(72, 64))
 
 
+def test_a_checkpoint_model_is_built_without_random_weights_and_holds_the_checkpoints(tusimple) -> None:
+    """build_ufldv2 with a checkpoint builds on the meta device and takes the checkpoint's tensors (assign=True):
+    every weight is the checkpoint's, cast to FP32, none is left on the meta device, and the outputs are those
+    of a randomly initialised model loaded by copying."""
+    from edge_deploy.lanedet.ufldv2.model import UFLDv2, build_ufldv2, load_checkpoint
+
+    _, checkpoint, _ = tusimple
+    built = build_ufldv2("tusimple", "resnet18", checkpoint)
+    saved = {k.removeprefix("module."): v for k, v in torch.load(checkpoint, weights_only=False)["model"].items()}
+    state = built.state_dict()
+    assert set(state) == set(saved) and not any(t.is_meta for t in state.values())
+    assert all(torch.equal(state[k], saved[k].to(state[k].dtype)) for k in state)
+    assert {t.dtype for t in built.parameters()} == {torch.float32} and not built.training
+    copied = load_checkpoint(UFLDv2(PRESETS["tusimple"], "resnet18"), checkpoint).eval()
+    x = torch.from_numpy(np.random.default_rng(2).normal(0, 1, (1, 3, 320, 800)).astype(np.float32))
+    with torch.no_grad():
+        assert all(torch.equal(a, b) for a, b in zip(built(x), copied(x)))
+
+
 def test_the_training_only_seg_head_is_dropped_and_other_keys_are_named_without_advising_the_given_options(
         tmp_path) -> None:
     """An official checkpoint trained with use_aux=True also holds the auxiliary `seg_head.*` (model_culane.py:
