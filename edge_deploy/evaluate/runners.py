@@ -79,13 +79,13 @@ class OnnxRunner:
         return self._lanes(self.pre(frame), frame.shape[:2])
 
     def _detect_fused(self, frame: np.ndarray) -> list[Lane]:
-        """A fused model: the frame (resized to the model's frame size if needed) in, lanes mapped back."""
-        import cv2
+        """A fused model: the frame (resized to the model's frame size if needed, as the client does) in, lanes
+        mapped back."""
+        from ..lanedet.preprocess import resize
 
         size = self.frame_size
         assert size is not None
-        fitted = frame if frame.shape[:2] == size else cv2.resize(frame, (size[1], size[0]),
-                                                                  interpolation=cv2.INTER_CUBIC)
+        fitted = frame if frame.shape[:2] == size else resize(frame, size, self.pre.spec.interpolation)
         lanes = self._lanes(np.ascontiguousarray(fitted)[None], size)
         scale = np.float32([frame.shape[1] / size[1], frame.shape[0] / size[0]])
         return [Lane(lane.points * scale, lane.score) for lane in lanes]

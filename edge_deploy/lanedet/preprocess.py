@@ -43,9 +43,9 @@ INTERPOLATIONS = {
     "bilinear": cv2.INTER_LINEAR,
     "nearest": cv2.INTER_NEAREST,
     "area": cv2.INTER_AREA,
-    # Pillow's bilinear resize (antialiased when shrinking: torchvision's Resize on a PIL image). Resampled by
-    # AntialiasedBilinear (`resize`), not by cv2.resize; INTER_AREA is the closest plain cv2.resize flag.
-    "antialiased_bilinear": cv2.INTER_AREA,
+    # Pillow's bilinear resize (antialiased when shrinking: torchvision's Resize on a PIL image). No cv2.resize
+    # flag does it: AntialiasedBilinear resamples it (`resize`), and None makes a cv2.resize with it fail loudly.
+    "antialiased_bilinear": None,
 }
 ANTIALIASED_BILINEAR = "antialiased_bilinear"
 COLORS = ("bgr", "rgb")
@@ -406,8 +406,7 @@ class Preprocessor:
         self._target = out.view(np.uint16) if dt == np.float16 else out
         self._resized = np.empty((self.spec.resized_height or self.spec.height, self.spec.width, 3), dtype=np.uint8)
         self._planes = [np.empty((self.spec.height, self.spec.width), dtype=np.uint8) for _ in range(3)]
-        antialiased = self.spec.interpolation == ANTIALIASED_BILINEAR
-        self._interp = None if antialiased else INTERPOLATIONS[self.spec.interpolation]
+        self._interp = INTERPOLATIONS[self.spec.interpolation]  # None: AntialiasedBilinear resamples
         self._luts = self._make_luts()
 
     @property

@@ -172,6 +172,14 @@ def test_evaluate_runs_a_fused_artifact_like_the_unfused_one(tiny_fused):
         want, got = plain_runner.detect(frame), fused_runner.detect(frame)
         assert len(want) == len(got) > 0
         assert float(np.mean(lane_dx(want, got))) <= tolerance
+    # a frame of another size is resized as the client resizes it (client/frames.py fit_frame), then mapped back
+    from edge_deploy.client.frames import fit_frame
+
+    frame = road_scene(1280, 720, seed=5)[0]
+    fitted = fit_frame(frame, FRAME, fused_runner.pre.spec.interpolation, strict=False)
+    scale = np.float32([1280 / FRAME[1], 720 / FRAME[0]])
+    expected = [lane.points * scale for lane in fused_runner.detect(fitted)]
+    assert [lane.points.tolist() for lane in fused_runner.detect(frame)] == [p.tolist() for p in expected]
 
 
 def test_crop_and_resize_of_the_kept_rows_is_the_clients_within_one_level():
