@@ -7,17 +7,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import EdgeDeployError
+from .errors import EdgeDeployError, LanesUnavailable
 
 from ._version import __version__
 
-__all__ = ["EdgeDeployError", "LaneDetClient", "AsyncLaneDetClient", "TLSConfig", "Lane", "decode_lanes", "__version__"]
+__all__ = ["EdgeDeployError", "LaneDetClient", "AsyncLaneDetClient", "LaneStream", "LaneResult", "LanesUnavailable",
+           "TLSConfig", "Lane", "decode_lanes", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client.async_client import AsyncLaneDetClient
     from .client.sync_client import LaneDetClient
     from .client.tls import TLSConfig
     from .lanedet.lane import Lane
+    from .media.stream import LaneResult, LaneStream
     from .lanedet import decode_lanes
 
 
@@ -35,6 +37,10 @@ def __getattr__(name: str) -> Any:
         from .client.tls import TLSConfig
 
         return TLSConfig
+    if name in ("LaneStream", "LaneResult"):
+        from .media import stream
+
+        return getattr(stream, name)
     if name == "Lane":
         from .lanedet.lane import Lane
 

@@ -59,6 +59,19 @@ class ServerUnavailableError(ClientError):
     """The server cannot be reached (or stayed unreachable past the deadline)."""
 
 
+class LanesUnavailable(ClientError):
+    """A call's `deadline` ran out before its lanes came back. `reason` says why, in a word: "unreachable" (no
+    server answers), "not_ready" (the server answers but the model is not ready), "slow" (the server did not answer
+    in time) or "busy" (another call of the same client held it past the deadline)."""
+
+    def __init__(self, message: str, reason: str = "unreachable") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+    def __reduce__(self):  # noqa: ANN204 - pickled with its reason (multiprocessing, logging handlers)
+        return type(self), (str(self), self.reason)
+
+
 class ModelNotReadyError(ClientError):
     """The model is missing on the server or not ready."""
 

@@ -58,6 +58,16 @@ def deadline_from(until: str | None, minutes: float | None) -> float:
     return min(ends) if ends else 0.0
 
 
+def favour_tags(text: str) -> tuple[str, ...]:
+    from edge_deploy.training.synthetic import CONDITIONS
+
+    tags = tuple(t.strip() for t in text.split(",") if t.strip())
+    unknown = [t for t in tags if t not in CONDITIONS]
+    if unknown:
+        raise TrainingError(f"--favour {', '.join(unknown)}: not a condition tag; choose from {', '.join(CONDITIONS)}")
+    return tags
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, type=Path, help="run directory (checkpoint, log, export)")
@@ -78,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=0, help="processes drawing frames ahead (0: none)")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast (faster only on CPUs with AMX or avx512_bf16)")
     ap.add_argument("--no-train-nms", action="store_true", help="skip the NMS before the loss (not the reference setup)")
+    ap.add_argument("--favour", default="", metavar="TAGS",
+                    help="condition tags to draw more often, comma-separated (e.g. curve,s_curve,worn): each frame is "
+                         "the first of two candidate scenes that shows one")
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0)
     ap.add_argument("--export", type=Path, metavar="FILE", help="only write OUT/last.pt as FP16 official weights to FILE")
     args = ap.parse_args(argv)
@@ -94,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             lr=args.lr, seed=args.seed, schedule_steps=args.schedule_steps,
             deadline=deadline_from(args.until, args.minutes), max_steps=args.steps, bf16=args.bf16,
             threads=args.threads, device=args.device, workers=args.workers, checkpoint_every_s=60.0 * args.checkpoint_minutes, train_nms=not args.no_train_nms,
-            init=str(args.init or ""),
+            init=str(args.init or ""), favour=favour_tags(args.favour),
         )
         print(f"training LaneATT-resnet18 with {len(cfg.anchor_indices)} anchors into {args.out}", flush=True)
         ckpt = train(cfg, resume=args.resume, log=lambda m: print(m, flush=True))

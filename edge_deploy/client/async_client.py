@@ -33,6 +33,7 @@ from .base import (
     ClientBase,
     ClientSettings,
     StageTimes,
+    lanes_unavailable,
     release_slots,
     server_errors,
     unregister_is_final,
@@ -115,7 +116,7 @@ class AsyncLaneDetClient(ClientBase):
         if self._closed:
             return
         self._closed = True
-        gone = release_slots(self._slots, self._registered)
+        gone = release_slots(self._slots, self._registered, every_name=True)
         if self._grpc is not None:
             await self._unregister(gone)
             await self._grpc.close()
@@ -151,19 +152,23 @@ class AsyncLaneDetClient(ClientBase):
         conf_threshold: float | None = None,
         nms_threshold: float | None = None,
         top_k: int | None = None,
+        deadline: float | None = None,
     ) -> list[Lane]:
-        """Lanes in one HxWx3 frame (BGR unless color="rgb"), best first, in frame pixels."""
+        """Lanes in one HxWx3 frame (BGR unless color="rgb"), best first, in frame pixels. deadline: seconds for
+        the whole call, retries included, else `LanesUnavailable` (as for LaneDetClient.detect)."""
         frames = check_frames([frame], color)
-        return (await self._detect_chunk(frames, color, (conf_threshold, nms_threshold, top_k)))[0]
+        budget = self._call_backoff(deadline) if deadline is not None else None
+        return (await self._detect_chunk(frames, color, (conf_threshold, nms_threshold, top_k), budget, deadline))[0]
 
-    async def detect_markers(self, frame: np.ndarray, **detect_options: Any) -> tuple[list[Lane], FrameMarkers]:
-        """Lanes in one frame (`detect_options` as for detect) and their markers in the vehicle frame (needs camera=).
-        Several calls may be in flight: their markers are made in the order of the calls, so with track=True
-        start them in the video's frame order."""
+    async def detect_markers(self, frame: np.ndarray, *, deadline: float | None = None,
+                             **detect_options: Any) -> tuple[list[Lane], FrameMarkers]:
+        """Lanes in one frame (`deadline` and `detect_options` as for detect) and their markers in the vehicle frame
+        (needs camera=). Several calls may be in flight: their markers are made in the order of the calls, so with
+        track=True start them in the video's frame order."""
         ticket = self._marker_calls
         self._marker_calls += 1
         try:
-            lanes = await self.detect(frame, **detect_options)
+            lanes = await self.detect(frame, deadline=deadline, **detect_options)
             async with self._markers_turn:
                 await self._markers_turn.wait_for(lambda: self._markers_done == ticket)
                 return lanes, self._frame_markers(lanes, frame)
@@ -181,13 +186,17 @@ class AsyncLaneDetClient(ClientBase):
         conf_threshold: float | None = None,
         nms_threshold: float | None = None,
         top_k: int | None = None,
+        deadline: float | None = None,
     ) -> list[list[Lane]]:
-        """Lanes for each frame: batches up to the model's batch size, sent concurrently."""
+        """Lanes for each frame: batches up to the model's batch size, sent concurrently (`deadline`: as for
+        detect, for all of them)."""
         checked = check_frames(frames, color)
         call = (conf_threshold, nms_threshold, top_k)
+        budget = self._call_backoff(deadline) if deadline is not None else None
         if self.model is None:
-            await self.connect()
-        parts = await asyncio.gather(*(self._detect_chunk(chunk, color, call) for chunk in self._chunks(checked)))
+            await self._detect_chunk([], color, call, budget, deadline)  # connects within the deadline
+        parts = await asyncio.gather(*(self._detect_chunk(chunk, color, call, budget, deadline)
+                                       for chunk in self._chunks(checked)))
         return [lanes for part in parts for lanes in part]
 
     # -- calls to the server
@@ -206,23 +215,28 @@ class AsyncLaneDetClient(ClientBase):
         for slot in self._slots:
             self._free.put_nowait(slot)
 
-    async def _load_model(self) -> None:
+    def _timeout(self, budget: Backoff | None) -> float:
+        """An RPC's timeout: client_timeout, cut to what is left of the call's own deadline."""
+        return budget.rpc_timeout(self.client_timeout) if budget is not None else self.client_timeout
+
+    async def _load_model(self, budget: Backoff | None = None) -> None:
         """(Re)read metadata + config unless up to date; new slots when the model changed."""
         async with self._setup_lock:
             if self.model is not None and not self._stale:
                 return  # another task did it meanwhile
-            client, args, timeout = self._client(), (self.model_name, self.version), self.client_timeout
-            metadata = await client.get_model_metadata(*args, client_timeout=timeout)
-            config = await client.get_model_config(*args, client_timeout=timeout)
-            ready = await client.is_model_ready(*args, client_timeout=timeout)
-            await self._unregister(self._adopt(metadata, config, ready))
+            client, args = self._client(), (self.model_name, self.version)
+            metadata = await client.get_model_metadata(*args, client_timeout=self._timeout(budget))
+            config = await client.get_model_config(*args, client_timeout=self._timeout(budget))
+            ready = await client.is_model_ready(*args, client_timeout=self._timeout(budget))
+            await self._unregister(self._adopt(metadata, config, ready), budget)
 
-    async def _unregister(self, names: list[str]) -> None:
+    async def _unregister(self, names: list[str], budget: Backoff | None = None) -> None:
+        grace = UNREGISTER_GRACE if budget is None else max(0.0, min(UNREGISTER_GRACE, budget.left()))
         for name in names:
-            backoff = Backoff(UNREGISTER_GRACE, cap=0.2)
+            backoff = Backoff(grace, cap=0.2)
             while True:
                 try:
-                    await self._grpc.unregister_system_shared_memory(name, client_timeout=self.client_timeout)
+                    await self._grpc.unregister_system_shared_memory(name, client_timeout=self._timeout(budget))
                     break
                 except Exception as exc:  # noqa: BLE001 - best effort, see unregister_is_final
                     delay = None if unregister_is_final(exc) else backoff.next()
@@ -230,33 +244,46 @@ class AsyncLaneDetClient(ClientBase):
                         break
                     await asyncio.sleep(delay)
 
-    async def _register(self, regions: list[ShmRegion]) -> None:
+    async def _register(self, regions: list[ShmRegion], budget: Backoff | None = None) -> None:
         for region in regions:
             with self._registering(region):
-                await region.register_async(self._grpc, self.client_timeout)
+                await region.register_async(self._grpc, self._timeout(budget))
 
-    async def _detect_chunk(self, frames: list[np.ndarray], color: str, call: tuple[Any, Any, Any]) -> list[list[Lane]]:
-        """One request with retries: take a free slot, fill it, infer, decode, give the slot back."""
+    async def _free_slot(self, budget: Backoff | None, deadline: float | None) -> Slot:
+        """A free slot; with a deadline, only as long as it lasts (all slots busy: LanesUnavailable "busy")."""
+        if budget is None:
+            return await self._free.get()
+        try:
+            return await asyncio.wait_for(self._free.get(), max(0.0, budget.left()))
+        except asyncio.TimeoutError:
+            raise lanes_unavailable("busy", deadline or 0.0, self.url, self.model_name) from None
+
+    async def _detect_chunk(self, frames: list[np.ndarray], color: str, call: tuple[Any, Any, Any],
+                            budget: Backoff | None = None, deadline: float | None = None) -> list[list[Lane]]:
+        """One request with retries (until `budget`'s deadline when the call has one, else `retry_deadline`): take a
+        free slot, fill it, infer, decode, give the slot back. No frames: only connect."""
         self._check_open()
-        if self.model is None:
+        if self.model is None and budget is None:
             await self.connect()
-        backoff = Backoff(self.retry_deadline, cap=1.0)
+        backoff = budget or Backoff(self.retry_deadline, cap=1.0)
         while True:
             slot = None
             try:
-                if self._stale:
-                    await self._load_model()
+                if self._stale or self.model is None:
+                    await self._load_model(budget)
+                if not frames:
+                    return []
                 params = self._params(call)
-                slot = await self._free.get()
+                slot = await self._free_slot(budget, deadline)
                 if slot not in self._slots:
                     continue  # a slot of a model that changed meanwhile: closed, take another
                 start = time.perf_counter()
                 request, gone, new = self._prepare(slot, frames, color)
-                await self._unregister(gone)
-                await self._register(new)
+                await self._unregister(gone, budget)
+                await self._register(new, budget)
                 prepared = time.perf_counter()
                 result = await self._grpc.infer(slot.model.name, request.inputs, model_version=self.version,
-                                                outputs=request.outputs, client_timeout=self.client_timeout)
+                                                outputs=request.outputs, client_timeout=self._timeout(budget))
                 answered = time.perf_counter()
                 self.recoveries += backoff.retried
                 lanes = read_lanes(slot, request, result, params)
@@ -265,7 +292,7 @@ class AsyncLaneDetClient(ClientBase):
                                                      time.perf_counter() - answered, len(frames)))
                 return lanes
             except server_errors() as exc:
-                delay = self._after_failure(backoff, exc)
+                delay = self._after_failure(backoff, exc, deadline)
             finally:
                 if slot in self._slots:
                     self._free.put_nowait(slot)

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import (
     ClientError,
+    LanesUnavailable,
     ModelChangedError,
     ModelNotReadyError,
     ServerUnavailableError,
@@ -128,6 +129,39 @@ def is_retryable(exc: Exception, was_ready: bool) -> bool:
     return was_ready and status == "NOT_FOUND" and "model" in msg
 
 
+def unavailability(exc: Exception) -> str | None:
+    """Why a failure means "no lanes now" rather than a mistake: "unreachable" (no server answers), "not_ready" (the
+    model is missing, loading or being replaced) or "slow" (the RPC ran out of time); None for any other failure (a
+    bad frame, a model that does not fit, TLS refused), which waiting does not mend."""
+    if isinstance(exc, ModelNotReadyError) or model_changed(exc):
+        return "not_ready"
+    status, msg = status_of(exc), one_line(exc, 2000).lower()
+    if handshake_failure(msg):
+        return None
+    if status == "UNAVAILABLE":
+        return "unreachable"
+    if status == "DEADLINE_EXCEEDED":
+        return "slow"
+    if "shared memory region" in msg and ("unable to find" in msg or "not found" in msg):
+        return "not_ready"  # a restarted server that does not know our regions yet
+    if status == "NOT_FOUND" or "not ready" in msg or "unknown model" in msg:
+        return "not_ready"
+    return None
+
+
+def lanes_unavailable(reason: str, deadline: float, url: str, model: str) -> LanesUnavailable:
+    """The one-line LanesUnavailable of a call whose `deadline` (seconds) ran out for `reason`."""
+    why = {
+        "unreachable": f"Triton at {url} is unreachable (stopped or restarting)",
+        "not_ready": f"model {model!r} is not ready on {url} (loading, restarting or not installed)",
+        "slow": f"Triton at {url} did not answer in time (overloaded, restarting, or the model is slower than the "
+                "deadline)",
+        "busy": "another call of this client was still running",
+    }[reason]
+    return LanesUnavailable(f"no lanes within the deadline of {deadline * 1000:g} ms: {why}; the next call "
+                            "carries on (reconnecting if needed).", reason)
+
+
 def to_client_error(exc: Any, url: str, model: str, client_timeout: float | None,
                     tls: TLSConfig | None = None) -> ClientError:
     """A one-line ClientError for a tritonclient exception."""
@@ -158,17 +192,27 @@ def to_client_error(exc: Any, url: str, model: str, client_timeout: float | None
 
 
 class Backoff:
-    """Sleeps between attempts: 50 ms, doubling up to `cap`, as long as they end before the deadline."""
+    """Sleeps between attempts: 50 ms, doubling up to `cap`, as long as they end before the deadline.
 
-    def __init__(self, seconds: float, cap: float) -> None:
+    `floor`: the shortest RPC timeout `rpc_timeout` gives (50 ms for the retry deadline; a caller's own
+    `deadline=` gets 1 ms, so no RPC outlives the call's deadline by more than that)."""
+
+    def __init__(self, seconds: float, cap: float, *, floor: float = 0.05, first: float = 0.05) -> None:
+        self.seconds = seconds
         self.deadline = time.monotonic() + seconds
         self.cap = cap
-        self.delay = 0.05
+        self.floor = floor
+        self.delay = first
         self.retried = False  # has a sleep been granted
+        self.reasons: set[str] = set()  # what the failed attempts of a call with its own deadline ran into
+
+    def left(self) -> float:
+        """Seconds to the deadline (negative once past it)."""
+        return self.deadline - time.monotonic()
 
     def rpc_timeout(self, limit: float) -> float:
-        """`limit`, cut to the time left (at least 50 ms)."""
-        return max(0.05, min(limit, self.deadline - time.monotonic()))
+        """`limit`, cut to the time left (at least `floor`)."""
+        return max(self.floor, min(limit, self.deadline - time.monotonic()))
 
     def next(self) -> float | None:
         """The next sleep, or None when it would end past the deadline."""
@@ -204,13 +248,15 @@ def forget_regions(regions: Sequence[ShmRegion], registered: set[str]) -> list[s
     return names
 
 
-def release_slots(slots: list[Slot], registered: set[str]) -> list[str]:
-    """Close the regions of every slot and empty `slots`; returns the names to unregister."""
+def release_slots(slots: list[Slot], registered: set[str], *, every_name: bool = False) -> list[str]:
+    """Close the regions of every slot and empty `slots`; returns the names to unregister: those the server is known
+    to have, or with `every_name` all of them (after a failed call the client cannot know which a server kept)."""
     for slot in slots:
         slot.drop_views()
-    regions = [r for slot in slots for r in slot.regions]
+    regions = [r for slot in slots for r in slot.regions if not r.closed]
     slots.clear()
-    return forget_regions(regions, registered)
+    known = forget_regions(regions, registered)
+    return [r.name for r in regions] if every_name else known
 
 
 # --- the client state ----------------------------------------------------------------------
@@ -378,22 +424,48 @@ class ClientBase:
         mine = [own if own is not None else default for own, default in zip(call, self._overrides)]
         return decode_params(self.model, *mine, self.model.decode)
 
-    def _after_failure(self, backoff: Backoff, exc: Exception) -> float:
-        """The sleep before retrying a failed call, or raise its ClientError."""
+    def _call_backoff(self, deadline: float | None) -> Backoff:
+        """The retries of one call: until `retry_deadline`, or until the call's own `deadline` (seconds)."""
+        if deadline is None:
+            return Backoff(self.retry_deadline, cap=1.0)
+        if not deadline > 0 or deadline == float("inf"):
+            raise ClientError(f"deadline must be a positive number of seconds (or None), not {deadline!r}.")
+        return Backoff(float(deadline), cap=0.05, floor=0.001, first=0.01)
+
+    def _after_failure(self, backoff: Backoff, exc: Exception, deadline: float | None = None) -> float:
+        """The sleep before retrying a failed call, or raise its ClientError (LanesUnavailable when the call has a
+        `deadline` and the failure is one that waiting may mend)."""
+        changed = model_changed(exc)  # the same server process, another version of the model
+        if deadline is not None:
+            reason = unavailability(exc)
+            if reason is not None:
+                self._expect_new_server(changed)  # so that the next call picks up where this one stopped
+                backoff.reasons.add(reason)
+                delay = backoff.next()
+                if delay is None:
+                    # an RPC to a server that went away can end in a timeout while gRPC reconnects: what an
+                    # earlier attempt saw says more than "slow"
+                    worst = next(r for r in ("unreachable", "not_ready", "slow") if r in backoff.reasons)
+                    raise lanes_unavailable(worst, deadline, self.url, self.model_name) from None
+                return delay
         retry = is_retryable(exc, self.model is not None)
         error = self._error(exc)
         delay = backoff.next() if retry else None
-        changed = model_changed(exc)  # the same server process, another version of the model
         self._stale = self._stale or changed
         if delay is None:
             if retry and self.retry_deadline > 0:
                 raise type(error)(f"{str(error).rstrip('.')} (retried for {self.retry_deadline:g} s).") from None
             raise error from None
+        self._expect_new_server(changed)
+        return delay
+
+    def _expect_new_server(self, changed: bool) -> None:
+        """After a failure that may come from a restart: re-read the model before the next request, and (unless the
+        same server only changed the model's version) register our regions again."""
         if not changed:
             # The server may be a new process: it knows neither our regions nor, perhaps, the same model.
             self._registered.clear()
         self._stale = True
-        return delay
 
     def _wait_delay(self, backoff: Backoff, last: Exception | None, timeout: float) -> float:
         """The next sleep of wait_until_ready, or its error once `timeout` is over (`last`: the last failure)."""

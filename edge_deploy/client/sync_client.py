@@ -43,6 +43,7 @@ from .base import (
     ClientBase,
     ClientSettings,
     StageTimes,
+    lanes_unavailable,
     release_slots,
     server_errors,
     unregister_is_final,
@@ -61,9 +62,9 @@ __all__ = ["DEFAULT_URL", "DEFAULT_MODEL", "LaneDetClient"]
 T = TypeVar("T")
 
 
-def _unregister(grpc_client: Any, names: list[str], timeout: float | None) -> None:
+def _unregister(grpc_client: Any, names: list[str], timeout: float | None, grace: float = UNREGISTER_GRACE) -> None:
     for name in names:
-        backoff = Backoff(UNREGISTER_GRACE, cap=0.2)
+        backoff = Backoff(grace, cap=0.2)
         while True:
             try:
                 grpc_client.unregister_system_shared_memory(name, client_timeout=timeout)
@@ -77,7 +78,7 @@ def _unregister(grpc_client: Any, names: list[str], timeout: float | None) -> No
 
 def _release_all(grpc_client: Any, slots: list[Slot], registered: set[str], timeout: float) -> None:
     """close() and the finalizer: unlink our regions, unregister them if the server is there, close the channel."""
-    _unregister(grpc_client, release_slots(slots, registered), timeout)
+    _unregister(grpc_client, release_slots(slots, registered, every_name=True), timeout)
     with contextlib.suppress(Exception):
         grpc_client.close()
 
@@ -136,6 +137,7 @@ class LaneDetClient(ClientBase):
             tls=tls, strict=strict, camera=camera, track=track))
         self._grpc = grpcclient.InferenceServerClient(url, **client_options(tls, CHANNEL_ARGS))
         self._lock = threading.RLock()
+        self._call: Backoff | None = None  # the running call's own deadline, when it has one (RPC timeouts are cut)
         self._finalizer = weakref.finalize(self, _release_all, self._grpc, self._slots, self._registered,
                                           self.client_timeout)
         if connect:
@@ -187,15 +189,21 @@ class LaneDetClient(ClientBase):
         conf_threshold: float | None = None,
         nms_threshold: float | None = None,
         top_k: int | None = None,
+        deadline: float | None = None,
     ) -> list[Lane]:
-        """Lanes in one HxWx3 frame (BGR unless color="rgb"), best first, in frame pixels."""
-        return self.detect_batch([frame], color=color, conf_threshold=conf_threshold,
-                                 nms_threshold=nms_threshold, top_k=top_k)[0]
+        """Lanes in one HxWx3 frame (BGR unless color="rgb"), best first, in frame pixels.
 
-    def detect_markers(self, frame: np.ndarray, **detect_options: Any) -> tuple[list[Lane], FrameMarkers]:
-        """Lanes in one frame (`detect_options` as for detect) and their markers in the vehicle frame (needs camera=;
-        with track=True, call it for a video's frames in order)."""
-        lanes = self.detect(frame, **detect_options)
+        deadline: seconds for the whole call, retries included; when it runs out (server unreachable, model not
+        ready, or too slow an answer) the call raises `LanesUnavailable` and the next call carries on where this
+        one stopped (reconnecting, re-registering shared memory). None: retry until `retry_deadline`."""
+        return self.detect_batch([frame], color=color, conf_threshold=conf_threshold,
+                                 nms_threshold=nms_threshold, top_k=top_k, deadline=deadline)[0]
+
+    def detect_markers(self, frame: np.ndarray, *, deadline: float | None = None,
+                       **detect_options: Any) -> tuple[list[Lane], FrameMarkers]:
+        """Lanes in one frame (`deadline` and `detect_options` as for detect) and their markers in the vehicle frame
+        (needs camera=; with track=True, call it for a video's frames in order)."""
+        lanes = self.detect(frame, deadline=deadline, **detect_options)
         return lanes, self._frame_markers(lanes, frame)
 
     def detect_batch(
@@ -206,31 +214,56 @@ class LaneDetClient(ClientBase):
         conf_threshold: float | None = None,
         nms_threshold: float | None = None,
         top_k: int | None = None,
+        deadline: float | None = None,
     ) -> list[list[Lane]]:
-        """Lanes for each frame; frames go to the server in batches up to the model's batch size."""
+        """Lanes for each frame; frames go to the server in batches up to the model's batch size (`deadline`: as
+        for detect, for all of them)."""
         checked = check_frames(frames, color)
         call = (conf_threshold, nms_threshold, top_k)
-        with self._lock:
+        budget = self._call_backoff(deadline) if deadline is not None else None
+        if not self._lock.acquire(timeout=max(0.0, budget.left()) if budget else -1):
+            raise lanes_unavailable("busy", deadline or 0.0, self.url, self.model_name)
+        try:
             self._check_open()
+            self._call = budget
             if self.model is None:  # connect=False: the server may still be starting
-                self._with_retry(self._connect)
+                self._with_retry(self._connect, budget, deadline)
             return [lanes for chunk in self._chunks(checked)
-                    for lanes in self._with_retry(lambda: self._run(chunk, color, call))]
+                    for lanes in self._with_retry(lambda: self._run(chunk, color, call), budget, deadline)]
+        finally:
+            self._call = None
+            self._lock.release()
+
+    def release(self) -> None:
+        """Unregister this client's shared memory from the server and unlink it, keeping the client usable: its
+        next call sets the regions up again (what `LaneStream.stop()` leaves behind: nothing)."""
+        with self._lock:
+            gone = release_slots(self._slots, self._registered, every_name=True)
+            self._stale = True
+            _unregister(self._grpc, gone, min(self.client_timeout, 1.0), grace=0.5)
 
     # -- calls to the server
 
+    def _timeout(self) -> float:
+        """An RPC's timeout: client_timeout, cut to what is left of the running call's own deadline."""
+        return self._call.rpc_timeout(self.client_timeout) if self._call is not None else self.client_timeout
+
+    def _grace(self) -> float:
+        """How long to keep asking the server to drop a region it still holds, within the call's deadline."""
+        return UNREGISTER_GRACE if self._call is None else max(0.0, min(UNREGISTER_GRACE, self._call.left()))
+
     def _connect(self) -> None:
         """Read metadata + config, validate, and (re)build the buffers if the model changed."""
-        args, timeout = (self.model_name, self.version), self.client_timeout
-        metadata = self._grpc.get_model_metadata(*args, client_timeout=timeout)
-        config = self._grpc.get_model_config(*args, client_timeout=timeout)
-        ready = self._grpc.is_model_ready(*args, client_timeout=timeout)
-        _unregister(self._grpc, self._adopt(metadata, config, ready), timeout)
+        args = (self.model_name, self.version)
+        metadata = self._grpc.get_model_metadata(*args, client_timeout=self._timeout())
+        config = self._grpc.get_model_config(*args, client_timeout=self._timeout())
+        ready = self._grpc.is_model_ready(*args, client_timeout=self._timeout())
+        _unregister(self._grpc, self._adopt(metadata, config, ready), self._timeout(), self._grace())
 
     def _register(self, regions: list[ShmRegion]) -> None:
         for region in regions:
             with self._registering(region):
-                region.register(self._grpc, self.client_timeout)
+                region.register(self._grpc, self._timeout())
 
     def _run(self, frames: list[np.ndarray], color: str, call: tuple[Any, Any, Any]) -> list[list[Lane]]:
         """One attempt: (re)connect if needed, fill the slot, infer, decode."""
@@ -240,11 +273,11 @@ class LaneDetClient(ClientBase):
         params = self._params(call)
         start = time.perf_counter()
         request, gone, new = self._prepare(slot, frames, color)
-        _unregister(self._grpc, gone, self.client_timeout)
+        _unregister(self._grpc, gone, self._timeout(), self._grace())
         self._register(new)
         prepared = time.perf_counter()
         result = self._grpc.infer(slot.model.name, request.inputs, model_version=self.version,
-                                  outputs=request.outputs, client_timeout=self.client_timeout)
+                                  outputs=request.outputs, client_timeout=self._timeout())
         answered = time.perf_counter()
         lanes = read_lanes(slot, request, result, params)
         if self.stage_log is not None:
@@ -252,13 +285,13 @@ class LaneDetClient(ClientBase):
                                              len(frames)))
         return lanes
 
-    def _with_retry(self, attempt: Callable[[], T]) -> T:
-        backoff = Backoff(self.retry_deadline, cap=1.0)
+    def _with_retry(self, attempt: Callable[[], T], budget: Backoff | None = None, deadline: float | None = None) -> T:
+        backoff = budget or Backoff(self.retry_deadline, cap=1.0)
         while True:
             try:
                 result = attempt()
             except server_errors() as exc:
-                time.sleep(self._after_failure(backoff, exc))
+                time.sleep(self._after_failure(backoff, exc, deadline))
                 continue
             self.recoveries += backoff.retried
             return result

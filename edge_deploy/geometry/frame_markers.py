@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from .camera import Camera
 from .figures import LaneFigures
-from .markers import LaneMarkers, to_markers
+from .markers import LaneMarkers, assign, to_markers
 from .tracker import MarkerTracker
 
 __all__ = ["FrameMarkers", "LaneGeometry"]
@@ -47,6 +47,21 @@ class LaneGeometry:
         self.camera.check_frame(width, height)
         markers = to_markers(lanes, self.camera)
         if self.tracker is not None:
-            dt = 1.0 / self.fps if self.fps else 0.0
-            markers = self.tracker.update(markers, speed_mps=self.speed_mps or 0.0, dt_s=dt)
+            markers = self.tracker.update(markers, speed_mps=self.speed_mps or 0.0, dt_s=self._dt())
         return FrameMarkers(markers, markers.figures(self.speed_mps))
+
+    def skipped_frame(self) -> None:
+        """A frame that was dropped unseen: the tracker (if any) advances by a frame, counting no miss."""
+        if self.tracker is not None:
+            self.tracker.predict(speed_mps=self.speed_mps or 0.0, dt_s=self._dt())
+
+    def missed_frame(self) -> FrameMarkers | None:
+        """A frame whose lanes never came (the detection failed): with track=True the markers coast (each with
+        `missed` > 0, its uncertainty growing) until the tracker drops them; None without a tracker."""
+        if self.tracker is None:
+            return None
+        markers = self.tracker.update(assign([]), speed_mps=self.speed_mps or 0.0, dt_s=self._dt())
+        return FrameMarkers(markers, markers.figures(self.speed_mps))
+
+    def _dt(self) -> float:
+        return 1.0 / self.fps if self.fps else 0.0

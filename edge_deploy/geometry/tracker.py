@@ -43,12 +43,18 @@ class MarkerTracker:
     def reset(self) -> None:
         self._tracks = []
 
-    def update(self, markers: LaneMarkers, *, speed_mps: float = 0.0, dt_s: float = 0.0) -> LaneMarkers:
-        """The frame's markers with ids and smoothed coefficients, plus tracks coasting through a miss."""
+    def predict(self, *, speed_mps: float = 0.0, dt_s: float = 0.0) -> None:
+        """Advance every track by one frame without a measurement (a frame that was dropped unseen): the curves move
+        by the distance driven and their uncertainty grows by one frame's process noise; no track counts a miss."""
         motion = _shift(speed_mps * dt_s)
         for track in self._tracks:
             track.state = motion @ track.state
             track.covariance = motion @ track.covariance @ motion.T + self._q
+
+    def update(self, markers: LaneMarkers, *, speed_mps: float = 0.0, dt_s: float = 0.0) -> LaneMarkers:
+        """The frame's markers with ids and smoothed coefficients, plus tracks coasting through a miss (an empty
+        `markers`, as for a frame whose detection failed, makes every track coast: `missed` counts up)."""
+        self.predict(speed_mps=speed_mps, dt_s=dt_s)
         seen = list(markers)
         pairs = sorted(
             (abs(_lateral(track.state, m) - m.lateral_at_axis), ti, mi)

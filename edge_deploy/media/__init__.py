@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .detect import VideoResult, detect_images, detect_video, lanes_record, unique_stems
 from .images import IMAGE_SUFFIXES, image_paths, read_image, read_images
+from .stream import STATES, LaneResult, LaneStream, StreamStats
 from .video import (
     FOURCC,
     VIDEO_SUFFIXES,
@@ -17,7 +18,8 @@ from .video import (
 )
 
 __all__ = [
-    "FOURCC", "IMAGE_SUFFIXES", "VIDEO_SUFFIXES", "VideoResult", "VideoWriter", "detect_images", "detect_video",
+    "FOURCC", "IMAGE_SUFFIXES", "STATES", "VIDEO_SUFFIXES", "LaneResult", "LaneStream", "StreamStats", "VideoResult",
+    "VideoWriter", "detect_images", "detect_video",
     "frames_of", "image_paths", "is_video_source", "lanes_record", "open_video", "read_image", "read_images",
     "source_fps", "unique_stems", "write_video",
 ]

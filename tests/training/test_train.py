@@ -127,6 +127,23 @@ def test_make_batch_is_seeded_and_mirrors_half():
     np.testing.assert_array_equal(frames[1], plain[0][:, ::-1])  # seed 1 is odd: mirrored
 
 
+def test_favoured_conditions_are_drawn_more_often_from_two_candidates():
+    # frame i of a favouring run is the first of candidates 2i, 2i+1 that shows a favoured tag, else 2i
+    from edge_deploy.training.synthetic import scene
+
+    favour = ("curve", "s_curve", "worn")
+    shows = {}
+    for candidate in range(24):
+        shows[candidate] = bool(set(scene(candidate, 640, 360).conditions) & set(favour))
+    frames, _, seeds = make_batch(0, 0, 12, flip=False, favour=favour)
+    expected = [2 * i if shows[2 * i] or not shows[2 * i + 1] else 2 * i + 1 for i in range(12)]
+    assert seeds == expected
+    assert sum(shows[s] for s in seeds) > sum(shows[i] for i in range(12))  # more favoured frames than plain
+    np.testing.assert_array_equal(frames[0], scene(seeds[0], 640, 360).frame)
+    mirrored, _, _ = make_batch(0, 1, 1, favour=favour)  # frame 1: mirrored by its index, whichever seed drew it
+    np.testing.assert_array_equal(mirrored[0], frames[1][:, ::-1])
+
+
 def test_frames_drawn_in_workers_are_the_same_frames():
     direct = [make_batch(0, 3, 2), make_batch(0, 5, 2)]
     drawn = batches(0, 3, 2, workers=2)

@@ -1,0 +1,360 @@
+"""LaneStream: the loop a vehicle app runs. The newest frame only, lanes with their age and a state, never a call
+that waits on a server restart.
+
+A reader thread takes frames from the source and keeps only the newest (an older one not yet detected is dropped
+and counted, as ROS 2's KEEP_LAST depth 1); a worker thread detects on it as soon as the previous request
+returned, each call bounded by a deadline (`LaneDetClient.detect(frame, deadline=)`), and publishes a `LaneResult`
+stamped with the frame's capture time. `latest()` hands out the newest result at once, its age and state
+computed at that moment:
+
+- "ok": lanes of a frame at most `max_age` old;
+- "stale": older than `max_age`, but the server answers (the source has stopped delivering frames, or the
+  model is slower than `max_age`);
+- "unavailable": the last call failed (server unreachable or restarting, model not ready, too slow for the
+  deadline), or the call in flight has had no answer for longer than `max_age`. Lanes are empty; with
+  track=True the markers coast (each `missed` > 0) until the tracker drops them.
+
+Frames, cameras and pipelines come from `edge_deploy.media` (numpy and OpenCV only); the detector is any object
+with `detect(frame, *, deadline=)` (a `LaneDetClient`), so this module imports no client.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ClientError, EdgeDeployError, one_line
+
+__all__ = ["STATES", "LaneResult", "LaneStream", "StreamStats"]
+
+STATES = ("ok", "stale", "unavailable")
+LATENCIES_KEPT = 100_000  # capture -> lanes latencies kept for StreamStats (about an hour at 30 frames/s)
+
+
+@dataclass(frozen=True)
+class LaneResult:
+    """The lanes of one frame, with when it was taken and how much to trust them.
+
+    seq: the frame's number from the source (1, 2, ...; 0 before the first result). captured_at: time.monotonic()
+    when the frame was read. lanes: its lanes (empty when unavailable). markers: a `FrameMarkers` with camera=
+    (coasting markers have `missed` > 0), else None. latency_s: capture -> lanes (None when no lanes came). age_s:
+    now - captured_at when this result was handed out. state: "ok", "stale" or "unavailable" (module docstring).
+    dropped: frames skipped since the previous result. error: why it is unavailable, in one line (else None).
+    """
+
+    seq: int
+    captured_at: float
+    lanes: tuple[Any, ...] = ()
+    markers: Any = None
+    latency_s: float | None = None
+    age_s: float = 0.0
+    state: str = "unavailable"
+    dropped: int = 0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: lanes as their records, markers as theirs."""
+        return {"seq": self.seq, "captured_at": self.captured_at, "state": self.state, "age_s": self.age_s,
+                "latency_s": self.latency_s, "dropped": self.dropped, "error": self.error,
+                "lanes": [{"score": float(lane.score), "points": np.asarray(lane.points).tolist()}
+                          for lane in self.lanes],
+                "markers": self.markers.to_dict() if self.markers is not None else None}
+
+
+@dataclass(frozen=True)
+class StreamStats:
+    """What a stream did: frames read, detected, dropped unseen, failed; capture -> lanes latency percentiles
+    (seconds, over the detected frames); how many results were published in each state."""
+
+    frames_read: int
+    frames_processed: int
+    frames_dropped: int
+    frames_failed: int
+    latency_p50_s: float | None
+    latency_p99_s: float | None
+    states: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"frames_read": self.frames_read, "frames_processed": self.frames_processed,
+                "frames_dropped": self.frames_dropped, "frames_failed": self.frames_failed,
+                "latency_p50_s": self.latency_p50_s, "latency_p99_s": self.latency_p99_s, "states": dict(self.states)}
+
+    def line(self) -> str:
+        """One line for a terminal."""
+        def ms(value: float | None) -> str:
+            return "-" if value is None else f"{value * 1000:.1f} ms"
+
+        return (f"frames read {self.frames_read}, processed {self.frames_processed}, dropped {self.frames_dropped}, "
+                f"failed {self.frames_failed}; capture -> lanes p50 {ms(self.latency_p50_s)}, "
+                f"p99 {ms(self.latency_p99_s)}")
+
+
+class _Frames:
+    """The source as an iterator of frames, paced to `fps` where it is a file or an iterable (a camera paces
+    itself); `close()` releases what it opened."""
+
+    def __init__(self, source: Any, fps: float | None, stop: threading.Event) -> None:
+        self._stop = stop
+        self._capture = None
+        self.period = 0.0
+        if isinstance(source, (str, Path)):
+            from .video import frames_of, open_video, source_fps
+
+            text = str(source)
+            self._capture = open_video(text)
+            live = text.startswith("/dev/video") or text.isdigit() or "!" in text
+            if not live:  # a file plays at its own rate (or fps=), like a camera would deliver it
+                self.period = 1.0 / (fps or source_fps(self._capture))
+            self._iterator: Iterator[Any] = frames_of(self._capture)
+        elif callable(source):
+            self.period = 1.0 / (fps or 30.0)
+            self._iterator = self._poll(source)
+        elif isinstance(source, Iterable):
+            self.period = 1.0 / fps if fps else 0.0
+            self._iterator = iter(source)
+        else:
+            raise ClientError(f"LaneStream source must be a video file, camera or GStreamer pipeline, an iterable of "
+                              f"frames or a callable returning the newest frame, not {type(source).__name__}.")
+
+    def _poll(self, newest: Callable[[], Any]) -> Iterator[Any]:
+        while True:
+            frame = newest()
+            if frame is not None:
+                yield frame
+            else:  # nothing new yet: ask again next period
+                self._stop.wait(self.period)
+
+    def __iter__(self) -> Iterator[Any]:
+        due = time.monotonic()
+        for frame in self._iterator:
+            if self.period:
+                if self._stop.wait(max(0.0, due - time.monotonic())):
+                    return
+                due = max(due, time.monotonic() - self.period) + self.period  # a late source does not burst
+            yield frame
+            if self._stop.is_set():
+                return
+
+    def close(self) -> None:
+        close = getattr(self._iterator, "close", None)
+        if close is not None:
+            close()
+        if self._capture is not None:
+            self._capture.release()
+
+
+class LaneStream:
+    """Lanes of the newest frame of `source`, for a control loop (module docstring).
+
+    client: a LaneDetClient (or anything with `detect(frame, *, deadline=)`). source: a video file, a camera
+    (/dev/video0, 0) or a GStreamer pipeline (as `edge_deploy.media.open_video` opens them), an iterable of frames,
+    or a callable returning the newest frame (None: none yet). max_age: seconds after capture that lanes count as
+    "ok", and the default `deadline` of each call. camera: an `edge_deploy.geometry.Camera` for markers;
+    track=True follows them (a dropped frame advances the tracker without a miss, a failed frame counts a miss:
+    markers coast for up to the tracker's `max_missed` frames, flagged `missed`, then drop). fps: the rate a file
+    or iterable is read at (a file: its own rate by default; an iterable: as fast as it yields; a callable: polled
+    at 30/s); also the tracker's frame interval. on_result: called with each new result, in the worker thread.
+    speed_mps: the vehicle's speed for the tracker's motion and the time to line crossing.
+
+        with LaneDetClient(url, model, connect=False) as client, LaneStream(client, "/dev/video0") as stream:
+            while driving:
+                result = stream.latest()          # at once, never waits for the server
+                if result.state == "ok": steer(result.markers)
+    """
+
+    def __init__(self, client: Any, source: Any, *, max_age: float = 0.1, camera: Any = None, track: bool = False,
+                 fps: float | None = None, on_result: Callable[[LaneResult], Any] | None = None,
+                 deadline: float | None = None, speed_mps: float | None = None) -> None:
+        if not callable(getattr(client, "detect", None)):
+            raise ClientError(f"LaneStream needs a client with detect(frame, deadline=) (a LaneDetClient), not "
+                              f"{type(client).__name__}.")
+        for name, value in (("max_age", max_age), ("fps", fps), ("deadline", deadline)):
+            if value is not None and not (isinstance(value, (int, float)) and 0 < value < float("inf")):
+                raise ClientError(f"{name} must be a positive number of seconds{' per frame' if name == 'fps' else ''}"
+                                  f", not {value!r}.")
+        if track and camera is None:
+            raise ClientError("track=True follows lane markers, which need camera=Camera.from_yaml(path).")
+        self.client = client
+        self.max_age = float(max_age)
+        self.deadline = float(deadline) if deadline is not None else self.max_age
+        self.on_result = on_result
+        self._stop = threading.Event()
+        self._frames = _Frames(source, fps, self._stop)  # opens a file or camera now: its error comes here
+        self.geometry = None
+        if camera is not None:
+            from ..geometry.frame_markers import LaneGeometry
+
+            self.geometry = LaneGeometry(camera, track=track, speed_mps=speed_mps,
+                                         fps=fps or (1.0 / self._frames.period if self._frames.period else None))
+        self._cond = threading.Condition()
+        self._newest: tuple[int, float, Any] | None = None  # (seq, captured_at, frame) not yet taken by the worker
+        self._source_done = False
+        self._started_at = time.monotonic()
+        self._result = LaneResult(seq=0, captured_at=self._started_at, error="no frame detected yet")
+        self._published = 0  # results published so far (iteration hands each out once)
+        self._yielded = 0
+        self._call_started: float | None = None  # monotonic start of the call in flight, None when idle
+        self._last_seq = 0
+        self._read = self._processed = self._dropped = self._failed = 0
+        self._latencies: collections.deque[float] = collections.deque(maxlen=LATENCIES_KEPT)
+        self._states: collections.Counter[str] = collections.Counter()
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle
+
+    def start(self) -> "LaneStream":
+        if self._threads:
+            raise ClientError("this LaneStream was started already; make a new one to start again.")
+        self._started_at = time.monotonic()
+        self._threads = [threading.Thread(target=self._read_frames, name="lanestream-reader", daemon=True),
+                         threading.Thread(target=self._detect_frames, name="lanestream-worker", daemon=True)]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self) -> StreamStats:
+        """Stop reading and detecting (within one deadline), release the client's shared memory and server
+        registrations (the client stays usable), and return what the stream did."""
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=self.deadline + 1.0)
+        release = getattr(self.client, "release", None)
+        if release is not None:
+            try:
+                release()
+            except EdgeDeployError:
+                pass  # a client closed meanwhile has released everything already
+        return self.stats()
+
+    def __enter__(self) -> "LaneStream":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return any(thread.is_alive() for thread in self._threads)
+
+    # -- what the app reads
+
+    def latest(self) -> LaneResult:
+        """The newest result, its age and state as of now; returns at once (it never waits for the server)."""
+        result, now = self._result, time.monotonic()
+        return replace(result, age_s=now - result.captured_at, state=self._state_of(result, now))
+
+    def __iter__(self) -> Iterator[LaneResult]:
+        return self
+
+    def __next__(self) -> LaneResult:
+        """The next new result; when none comes within max_age, the current one again (its state says why). Ends
+        when the stream stopped or its source ended and every result was handed out."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._published > self._yielded or self._finished(), timeout=self.max_age)
+            if self._published == self._yielded and self._finished():
+                raise StopIteration
+            self._yielded = self._published
+        return self.latest()
+
+    def stats(self) -> StreamStats:
+        latencies = np.asarray(self._latencies, dtype=np.float64)
+        p50, p99 = (float(np.percentile(latencies, q)) for q in (50, 99)) if latencies.size else (None, None)
+        return StreamStats(self._read, self._processed, self._dropped, self._failed, p50, p99, dict(self._states))
+
+    # -- the two threads
+
+    def _finished(self) -> bool:
+        return self._stop.is_set() or (self._source_done and self._newest is None and self._call_started is None)
+
+    def _state_of(self, result: LaneResult, now: float) -> str:
+        if result.seq == 0 or result.error is not None:
+            return "unavailable"
+        if now - result.captured_at <= self.max_age:
+            return "ok"
+        started = self._call_started
+        if started is not None and now - started > self.max_age:
+            return "unavailable"  # nothing has answered within max_age
+        return "stale"
+
+    def _read_frames(self) -> None:
+        try:
+            for frame in self._frames:
+                captured = time.monotonic()
+                with self._cond:
+                    self._read += 1
+                    if self._newest is not None:
+                        self._dropped += 1  # never detected: a newer frame replaces it
+                    self._newest = (self._read, captured, frame)
+                    self._cond.notify_all()
+                if self._stop.is_set():
+                    break
+        except EdgeDeployError as exc:
+            self._publish(LaneResult(seq=self._read, captured_at=time.monotonic(), error=one_line(exc)))
+        finally:
+            self._frames.close()
+            with self._cond:
+                self._source_done = True
+                self._cond.notify_all()
+
+    def _detect_frames(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._newest is not None or self._source_done or self._stop.is_set())
+                if self._stop.is_set() or self._newest is None:
+                    return
+                seq, captured, frame = self._newest
+                self._newest = None
+                self._call_started = time.monotonic()
+            try:
+                self._publish(self._detect(seq, captured, frame))
+            finally:
+                with self._cond:
+                    self._call_started = None
+                    self._cond.notify_all()
+
+    def _detect(self, seq: int, captured: float, frame: Any) -> LaneResult:
+        dropped, self._last_seq = seq - self._last_seq - 1, seq
+        if self.geometry is not None:
+            for _ in range(dropped):
+                self.geometry.skipped_frame()
+        try:
+            lanes = self.client.detect(frame, deadline=self.deadline)
+            answered = time.monotonic()
+            markers = self.geometry.frame_markers(lanes, frame) if self.geometry is not None else None
+        except Exception as exc:  # noqa: BLE001 - any failure is this frame's, never the end of the stream
+            self._failed += 1
+            markers = self.geometry.missed_frame() if self.geometry is not None else None
+            error = one_line(exc) if isinstance(exc, EdgeDeployError) else f"{type(exc).__name__}: {one_line(exc)}"
+            return LaneResult(seq=seq, captured_at=captured, markers=markers, dropped=dropped, error=error)
+        self._processed += 1
+        latency = answered - captured
+        self._latencies.append(latency)
+        state = "ok" if latency <= self.max_age else "stale"
+        return LaneResult(seq=seq, captured_at=captured, lanes=tuple(lanes), markers=markers, latency_s=latency,
+                          age_s=time.monotonic() - captured, state=state, dropped=dropped)
+
+    def _publish(self, result: LaneResult) -> None:
+        with self._cond:
+            self._result = result
+            self._published += 1
+            self._states[result.state] += 1
+            self._cond.notify_all()
+        if self.on_result is not None:
+            try:
+                self.on_result(result)
+            except Exception as exc:  # noqa: BLE001 - the app's callback must not stop the stream
+                warnings.warn(f"LaneStream on_result raised {type(exc).__name__}: {one_line(exc)}", RuntimeWarning,
+                              stacklevel=2)
