@@ -160,8 +160,9 @@ def _jump(markers: Any, figures: Any, limits: PlausibilityLimits, reference: _Re
     moved = min(abs(stay), abs(reference.left_c0 - markers.ego_right.c0), abs(reference.right_c0 - markers.ego_left.c0))
     if moved <= allowed:
         return None
-    return PlausibilityReason(OFFSET_JUMP, f"lateral offset {reference.offset_m:+.2f} -> {figures.lateral_offset_m:+.2f} m "
-                                           f"in {reference.age_s:.3g} s: at most {allowed:.2f} m "
+    now = figures.lateral_offset_m
+    return PlausibilityReason(OFFSET_JUMP, f"lateral offset {reference.offset_m:+.2f} -> {now:+.2f} m in "
+                                           f"{reference.age_s:.3g} s: at most {allowed:.2f} m "
                                            f"({lateral_speed:g} m/s sideways + {limits.jump_allowance_m:g} m)")
 
 
@@ -190,5 +191,5 @@ def _crossing(markers: Any) -> str | None:
         return ""
     pair, sample = (int(v[0]) for v in np.nonzero(wrong))
     i, j = int(left[pair]), int(right[pair])
-    return (f"markers at y {ordered[i].lateral_at_axis:+.2f} m and {ordered[j].lateral_at_axis:+.2f} m cross where both "
-            f"were seen ({x[pair, sample]:.0f} m ahead)")
+    return (f"markers at y {ordered[i].lateral_at_axis:+.2f} m and {ordered[j].lateral_at_axis:+.2f} m cross where "
+            f"both were seen ({x[pair, sample]:.0f} m ahead)")
