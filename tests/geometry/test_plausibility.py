@@ -124,6 +124,10 @@ def test_the_jump_is_judged_from_the_last_plausible_frame(drive_lanes):
     assert "offset_jump" in {r.check for r in second.reasons} and "in 0.0667 s" in str(second.reasons)
     geometry.reset()  # a new stream: nothing to judge a jump from
     assert "offset_jump" not in geometry.frame_markers(drive_lanes[12][1], drive_lanes[12][0]).plausibility.checked
+    # without fps the calls are not known to be a stream's frames: no jump is judged, however far they are apart
+    unknown = LaneGeometry(Camera.from_mapping(drive_lanes[0][2].camera), speed_mps=20.0)
+    verdicts = [unknown.frame_markers(lanes, frame).plausibility for frame, lanes, _ in drive_lanes[8:12]]
+    assert all("offset_jump" not in v.checked for v in verdicts) and not verdicts[-1].ok  # 11: still too wide
 
 
 # --- the demo's own drive: the demo model misses the centre line -------------------------------------------------
@@ -255,6 +259,8 @@ def test_the_panel_says_when_the_figures_are_implausible():
     flagged = draw_birdseye(wide, 400, wide.figures(), verdict_of(wide))
     passed = draw_birdseye(fine, 400, fine.figures(), verdict_of(fine))
     unjudged = draw_birdseye(wide, 400, wide.figures())
-    assert red_text_pixels(flagged) > 50 and red_text_pixels(passed) == red_text_pixels(unjudged) == 0
+    assert red_text_pixels(passed) == red_text_pixels(unjudged) == 0
+    # the last line ("IMPLAUSIBLE: width", baseline 8 px above the bottom) and the figures above it, in red
+    assert red_text_pixels(flagged[-20:]) > 50 and red_text_pixels(flagged[-80:-20]) > 100
     green = (passed[..., 1].astype(int) > 200) & (passed[..., 0] < 150) & (passed[..., 2] < 150)
     assert green[-40:].sum() > 20  # "plausible", in green under the figures
