@@ -10,8 +10,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..errors import GeometryError
 
 __all__ = ["CHECKS", "Plausibility", "PlausibilityLimits", "PlausibilityReason", "StreamPlausibility",
@@ -20,7 +18,6 @@ __all__ = ["CHECKS", "Plausibility", "PlausibilityLimits", "PlausibilityReason",
 # The checks' names, in the order they run: contracts of the JSON's "checked" and each reason's "check".
 LANE_WIDTH, OFFSET_JUMP, MARKERS_CROSSING = "lane_width", "offset_jump", "markers_crossing"
 CHECKS = (LANE_WIDTH, OFFSET_JUMP, MARKERS_CROSSING)
-_STEPS = np.linspace(0.0, 1.0, 24)  # where two markers are compared: 24 points over their common stretch
 
 
 @dataclass(frozen=True)
@@ -169,27 +166,59 @@ def _jump(markers: Any, figures: Any, limits: PlausibilityLimits, reference: _Re
 def _crossing(markers: Any) -> str | None:
     """markers_crossing: an ego marker and another marker cross where both were seen. None when no such pair was seen
     over a common stretch (not checked), "" when none crosses, else what crosses. Markers run left to right; each
-    must stay left of every one to its right. Two outer markers crossing leave the ego lane's figures as they are."""
+    must stay left of every one to its right. Two outer markers crossing leave the ego lane's figures as they are.
+
+    Exact and in Python floats (a frame has a handful of pairs; numpy calls would cost more than the arithmetic):
+    the gap between two cubics is a cubic, least at an end of the stretch or where its slope is 0."""
     ordered = list(markers)
-    if len(ordered) < 2:
-        return None
-    table = np.array([[m.c0, m.c1, m.c2, m.c3, m.longitude_start, m.longitude_end] for m in ordered])
-    start, end = table[:, 4], table[:, 5]
-    # each pair's common stretch: [the later start, the earlier end]
-    low = np.maximum(start[:, None], start[None, :])
-    high = np.minimum(end[:, None], end[None, :])
-    ego = np.array([m is markers.ego_left or m is markers.ego_right for m in ordered])
-    left, right = np.nonzero(np.triu((high > low) & (ego[:, None] | ego[None, :]), 1))
-    if not len(left):
-        return None
-    x = low[left, right, None] + (high - low)[left, right, None] * _STEPS  # (pairs, samples)
-    gap = 0.0
-    for k in (3, 2, 1, 0):  # Horner on the difference of the two cubics
-        gap = gap * x + (table[left, k] - table[right, k])[:, None]
-    wrong = gap <= 0
-    if not wrong.any():
-        return ""
-    pair, sample = (int(v[0]) for v in np.nonzero(wrong))
-    i, j = int(left[pair]), int(right[pair])
-    return (f"markers at y {ordered[i].lateral_at_axis:+.2f} m and {ordered[j].lateral_at_axis:+.2f} m cross where "
-            f"both were seen ({x[pair, sample]:.0f} m ahead)")
+    checked = False
+    for i, upper in enumerate(ordered):
+        for lower in ordered[i + 1:]:
+            if not (upper is markers.ego_left or upper is markers.ego_right or lower is markers.ego_left
+                    or lower is markers.ego_right):
+                continue
+            low = max(upper.longitude_start, lower.longitude_start)
+            high = min(upper.longitude_end, lower.longitude_end)
+            if not high > low:
+                continue
+            checked = True
+            x, gap = _least_gap((upper.c0 - lower.c0, upper.c1 - lower.c1, upper.c2 - lower.c2, upper.c3 - lower.c3),
+                                low, high)
+            if gap <= 0:
+                return (f"markers at y {upper.lateral_at_axis:+.2f} m and {lower.lateral_at_axis:+.2f} m cross "
+                        f"{_first_zero(upper, lower, low, x):.0f} m ahead, where both were seen")
+    return "" if checked else None
+
+
+def _least_gap(d: tuple[float, float, float, float], low: float, high: float) -> tuple[float, float]:
+    """(x, d(x)) where the cubic d0 + d1 x + d2 x^2 + d3 x^3 is least on [low, high]."""
+    d0, d1, d2, d3 = d
+    candidates = [low, high]
+    a, b, c = 3 * d3, 2 * d2, d1  # d'(x) = a x^2 + b x + c
+    if a != 0:
+        disc = b * b - 4 * a * c
+        if disc >= 0:
+            root = math.sqrt(disc)
+            candidates += [(-b - root) / (2 * a), (-b + root) / (2 * a)]
+    elif b != 0:
+        candidates.append(-c / b)
+    best = (low, math.inf)
+    for x in candidates:
+        if low <= x <= high:
+            value = d0 + x * (d1 + x * (d2 + x * d3))
+            if value < best[1]:
+                best = (x, value)
+    return best
+
+
+def _first_zero(upper: Any, lower: Any, low: float, high: float) -> float:
+    """Where `upper` first meets `lower` on [low, high] (they are apart at low, not at high; low if not apart)."""
+    def gap(x: float) -> float:
+        return float(upper.y_at(x)) - float(lower.y_at(x))
+
+    if gap(low) <= 0:
+        return low
+    for _ in range(40):  # bisection: the stretch is under 150 m, 40 halvings leave far under a millimetre
+        middle = (low + high) / 2
+        low, high = (middle, high) if gap(middle) > 0 else (low, middle)
+    return high

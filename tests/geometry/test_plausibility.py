@@ -204,7 +204,10 @@ def test_an_ego_marker_crossing_another_where_both_are_seen():
     left, right = marker((1.8, -0.05, 0.0, 0.0)), marker((-1.8, 0.05, 0.0, 0.0))  # meet at x = 36 m
     crossed = verdict_of(LaneMarkers(left, right))
     assert [r.check for r in crossed.reasons] == ["markers_crossing"]
-    assert "+1.80 m and -1.80 m cross" in crossed.reasons[0].message
+    assert "+1.80 m and -1.80 m cross 36 m ahead" in crossed.reasons[0].message
+    # a right marker bending over the left one and back: apart at both ends of the stretch, crossed in between
+    bulge = verdict_of(LaneMarkers(marker((1.8, 0.0, 0.0, 0.0)), marker((-1.8, 0.4, -0.01, 0.0))))
+    assert [r.check for r in bulge.reasons] == ["markers_crossing"] and "cross 14 m ahead" in bulge.reasons[0].message
     # the same curves seen only up to 30 m do not cross where they were seen
     short = verdict_of(LaneMarkers(marker((1.8, -0.05, 0.0, 0.0), end=30.0), marker((-1.8, 0.05, 0.0, 0.0), end=30.0)))
     assert short.ok and "markers_crossing" in short.checked
