@@ -78,14 +78,13 @@ def frame_plausibility(markers: Any, figures: Any, limits: PlausibilityLimits | 
     return _verdict(markers, figures, limits or _DEFAULT_LIMITS, None)
 
 
-@dataclass(frozen=True)
 class _Reference:
     """The last plausible frame with both ego markers: their c0, the offset, and the time since (s)."""
 
-    left_c0: float
-    right_c0: float
-    offset_m: float
-    age_s: float = 0.0
+    __slots__ = ("left_c0", "right_c0", "offset_m", "age_s")
+
+    def __init__(self, left_c0: float, right_c0: float, offset_m: float) -> None:
+        self.left_c0, self.right_c0, self.offset_m, self.age_s = left_c0, right_c0, offset_m, 0.0
 
 
 class StreamPlausibility:
@@ -109,8 +108,7 @@ class StreamPlausibility:
             if dt_s is None or not dt_s > 0:
                 reference = self._reference = None  # an unknown interval ends what the last frame can tell
             else:
-                reference = self._reference = _Reference(reference.left_c0, reference.right_c0, reference.offset_m,
-                                                         reference.age_s + dt_s)
+                reference.age_s += dt_s
         verdict = _verdict(markers, figures, self.limits, reference, speed_mps)
         if verdict.ok and figures.lateral_offset_m is not None:
             self._reference = _Reference(markers.ego_left.c0, markers.ego_right.c0, figures.lateral_offset_m)
@@ -165,50 +163,52 @@ def _jump(markers: Any, figures: Any, limits: PlausibilityLimits, reference: _Re
 
 def _crossing(markers: Any) -> str | None:
     """markers_crossing: an ego marker and another marker cross where both were seen. None when no such pair was seen
-    over a common stretch (not checked), "" when none crosses, else what crosses. Markers run left to right; each
-    must stay left of every one to its right. Two outer markers crossing leave the ego lane's figures as they are.
+    over a common stretch (not checked), "" when none crosses, else what crosses. Of each pair the first is the one
+    on the left, which must stay left of the other. Two outer markers crossing leave the ego lane's figures as they
+    are.
 
     Exact and in Python floats (a frame has a handful of pairs; numpy calls would cost more than the arithmetic):
     the gap between two cubics is a cubic, least at an end of the stretch or where its slope is 0."""
-    ordered = list(markers)
+    left, right = markers.ego_left, markers.ego_right
+    pairs = []
+    for ego in (left, right):
+        if ego is not None:
+            pairs += [(outer, ego) for outer in markers.next_left] + [(ego, outer) for outer in markers.next_right]
+    if left is not None and right is not None:
+        pairs.append((left, right))
     checked = False
-    for i, upper in enumerate(ordered):
-        for lower in ordered[i + 1:]:
-            if not (upper is markers.ego_left or upper is markers.ego_right or lower is markers.ego_left
-                    or lower is markers.ego_right):
-                continue
-            low = max(upper.longitude_start, lower.longitude_start)
-            high = min(upper.longitude_end, lower.longitude_end)
-            if not high > low:
-                continue
-            checked = True
-            x, gap = _least_gap((upper.c0 - lower.c0, upper.c1 - lower.c1, upper.c2 - lower.c2, upper.c3 - lower.c3),
-                                low, high)
-            if gap <= 0:
-                return (f"markers at y {upper.lateral_at_axis:+.2f} m and {lower.lateral_at_axis:+.2f} m cross "
-                        f"{_first_zero(upper, lower, low, x):.0f} m ahead, where both were seen")
+    for upper, lower in pairs:
+        low = max(upper.longitude_start, lower.longitude_start)
+        high = min(upper.longitude_end, lower.longitude_end)
+        if not high > low:
+            continue
+        checked = True
+        x, gap = _least_gap(upper.c0 - lower.c0, upper.c1 - lower.c1, upper.c2 - lower.c2, upper.c3 - lower.c3,
+                            low, high)
+        if gap <= 0:
+            return (f"markers at y {upper.lateral_at_axis:+.2f} m and {lower.lateral_at_axis:+.2f} m cross "
+                    f"{_first_zero(upper, lower, low, x):.0f} m ahead, where both were seen")
     return "" if checked else None
 
 
-def _least_gap(d: tuple[float, float, float, float], low: float, high: float) -> tuple[float, float]:
-    """(x, d(x)) where the cubic d0 + d1 x + d2 x^2 + d3 x^3 is least on [low, high]."""
-    d0, d1, d2, d3 = d
-    candidates = [low, high]
-    a, b, c = 3 * d3, 2 * d2, d1  # d'(x) = a x^2 + b x + c
-    if a != 0:
-        disc = b * b - 4 * a * c
-        if disc >= 0:
-            root = math.sqrt(disc)
-            candidates += [(-b - root) / (2 * a), (-b + root) / (2 * a)]
-    elif b != 0:
-        candidates.append(-c / b)
-    best = (low, math.inf)
-    for x in candidates:
-        if low <= x <= high:
+def _least_gap(d0: float, d1: float, d2: float, d3: float, low: float, high: float) -> tuple[float, float]:
+    """(x, d(x)) where the cubic d(x) = d0 + d1 x + d2 x^2 + d3 x^3 is least on [low, high]."""
+    best_x, best = low, d0 + low * (d1 + low * (d2 + low * d3))
+    value = d0 + high * (d1 + high * (d2 + high * d3))
+    if value < best:
+        best_x, best = high, value
+    a, b = 3.0 * d3, 2.0 * d2  # d'(x) = a x^2 + b x + d1
+    if a != 0.0:
+        disc = b * b - 4.0 * a * d1
+        roots = () if disc < 0.0 else ((-b - math.sqrt(disc)) / (2.0 * a), (-b + math.sqrt(disc)) / (2.0 * a))
+    else:
+        roots = (-d1 / b,) if b != 0.0 else ()
+    for x in roots:
+        if low < x < high:
             value = d0 + x * (d1 + x * (d2 + x * d3))
-            if value < best[1]:
-                best = (x, value)
-    return best
+            if value < best:
+                best_x, best = x, value
+    return best_x, best
 
 
 def _first_zero(upper: Any, lower: Any, low: float, high: float) -> float:
