@@ -261,7 +261,8 @@ class ClientSettings:
         resolved = resolve_transport(transport, url)
         if track and camera is None:
             raise ClientError("track=True follows lane markers, which need camera=Camera.from_yaml(path).")
-        if fps is not None and (camera is None or not (isinstance(fps, (int, float)) and 0 < fps < float("inf"))):
+        if fps is not None and (camera is None or isinstance(fps, bool) or not (isinstance(fps, (int, float))
+                                                                                and 0 < fps < float("inf"))):
             raise ClientError(f"fps={fps!r}: give the frames per second (more than 0) of the stream detect_markers "
                               "follows, with camera=Camera.from_yaml(path).")
         return cls(url, model, str(version), resolved, float(client_timeout), float(retry_deadline),

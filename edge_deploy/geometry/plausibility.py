@@ -37,14 +37,17 @@ class PlausibilityLimits:
     jump_allowance_m: float = 0.3
 
     def __post_init__(self) -> None:
-        low, high = (float(v) for v in self.lane_width_m)
+        try:
+            low, high = (float(v) for v in self.lane_width_m)
+        except (TypeError, ValueError):
+            low = high = math.nan
         if not (math.isfinite(low) and math.isfinite(high) and 0 < low < high):
             raise GeometryError(f"lane_width_m must be (narrowest, widest) with 0 < narrowest < widest metres "
                                 f"(got {self.lane_width_m!r}).")
         object.__setattr__(self, "lane_width_m", (low, high))
         for name in ("max_lateral_speed_mps", "jump_allowance_m"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise GeometryError(f"{name} must be 0 or more (got {value!r}).")
 
 

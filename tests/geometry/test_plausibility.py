@@ -224,6 +224,8 @@ def test_an_ego_marker_crossing_another_where_both_are_seen():
 @pytest.mark.parametrize("kwargs, words", [
     ({"lane_width_m": (4.0, 3.0)}, "lane_width_m must be"),
     ({"lane_width_m": (0.0, 3.0)}, "lane_width_m must be"),
+    ({"lane_width_m": (2.5, 3.0, 4.0)}, "lane_width_m must be"),
+    ({"lane_width_m": "wide"}, "lane_width_m must be"),
     ({"max_lateral_speed_mps": -1.0}, "max_lateral_speed_mps must be 0 or more"),
     ({"jump_allowance_m": float("nan")}, "jump_allowance_m must be 0 or more"),
 ])
