@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from edge_deploy.geometry import Camera, LaneGeometry, MarkerTracker, to_markers  # noqa: E402
+from edge_deploy.geometry import Camera, LaneGeometry, MarkerTracker, StreamPlausibility, to_markers  # noqa: E402
 from edge_deploy.lanedet.lane import Lane  # noqa: E402
 from edge_deploy.training.synthetic import EVAL_SEED_BASE, drive, drive_truth, scene, scene_truth  # noqa: E402
 
@@ -185,9 +185,10 @@ def markers_cost_side_by_side(kept: list[tuple[list[Lane], Camera]], baseline: s
 
         old = load_package_at(baseline, "edge_deploy/geometry", "edge_deploy/errors.py", "edge_deploy/fsutil.py")
         versions["old"] = (old.Camera, old.LaneGeometry, old.to_markers)
+    # fps: the calls are a stream's frames, so today's verdicts judge the offset's jump too (REV ignores it)
     frames = {name: [(lanes, cam_cls.from_mapping(camera.to_mapping()), geo_cls(cam_cls.from_mapping(
-        camera.to_mapping())), np.empty((camera.height, camera.width, 0), np.uint8)) for lanes, camera in kept]
-        for name, (cam_cls, geo_cls, _) in versions.items()}
+        camera.to_mapping()), fps=30.0), np.empty((camera.height, camera.width, 0), np.uint8))
+        for lanes, camera in kept] for name, (cam_cls, geo_cls, _) in versions.items()}
     if baseline:
         for a, b in zip(frames["new"], frames["old"]):
             new, old = list(to_markers(a[0], a[1])), list(versions["old"][2](b[0], b[1]))
@@ -198,6 +199,8 @@ def markers_cost_side_by_side(kept: list[tuple[list[Lane], Camera]], baseline: s
                 assert m.model_degree == o.model_degree
                 np.testing.assert_allclose(m.covariance, o.covariance, rtol=1e-9, atol=1e-15)
     times: dict[str, dict[str, list[float]]] = {name: {"to_markers": [], "frame_markers": []} for name in versions}
+    times["new"]["plausibility"] = []  # the verdict alone (lane_width, offset_jump, markers_crossing) of a frame
+    stream = StreamPlausibility()
     for i in range(len(kept)):
         for _ in range(calls):
             for name in (list(versions) if _ % 2 == 0 else list(versions)[::-1]):
@@ -205,10 +208,14 @@ def markers_cost_side_by_side(kept: list[tuple[list[Lane], Camera]], baseline: s
                 start = time.perf_counter()
                 versions[name][2](lanes, camera)
                 middle = time.perf_counter()
-                geometry.frame_markers(lanes, frame)
+                found = geometry.frame_markers(lanes, frame)
                 end = time.perf_counter()
                 times[name]["to_markers"].append((middle - start) * 1000.0)
                 times[name]["frame_markers"].append((end - middle) * 1000.0)
+                if name == "new":
+                    start = time.perf_counter()
+                    stream.check(found.markers, found.figures, dt_s=1 / 30.0)
+                    times[name]["plausibility"].append((time.perf_counter() - start) * 1000.0)
     return {"lanes_per_frame": float(np.mean([len(k[0]) for k in kept])),
             "points_per_lane": float(np.mean([len(lane.points) for k in kept for lane in k[0]])),
             **{f"{name}_{what}_ms": _stats(v) for name, per in times.items() for what, v in per.items()},

@@ -56,7 +56,7 @@ class AsyncLaneDetClient(ClientBase):
 
     Arguments as for LaneDetClient (shared memory permissions too), plus
     max_in_flight: how many requests may be outstanding at once (each has its own
-    buffers). Call `await connect()` (or use `async with`) before detecting. camera, track: as for
+    buffers). Call `await connect()` (or use `async with`) before detecting. camera, track, fps: as for
     LaneDetClient (`await detect_markers(frame)`: markers made in the order of the calls).
     """
 
@@ -77,13 +77,14 @@ class AsyncLaneDetClient(ClientBase):
         strict: bool = False,
         camera: Any = None,
         track: bool = False,
+        fps: float | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ClientError(f"max_in_flight must be >= 1, got {max_in_flight}.")
         super().__init__(ClientSettings.of(
             url, model, version=version, transport=transport, client_timeout=client_timeout,
             retry_deadline=retry_deadline, conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k,
-            tls=tls, strict=strict, camera=camera, track=track))
+            tls=tls, strict=strict, camera=camera, track=track, fps=fps))
         self.max_in_flight = int(max_in_flight)
         self._grpc: Any = None  # made on first use, inside the event loop
         self._setup_lock = asyncio.Lock()

@@ -289,12 +289,14 @@ class ClientSettings:
     strict: bool = False  # fused models: refuse frames of another size instead of resizing them
     camera: Any = None  # an edge_deploy.geometry.Camera, for detect_markers
     track: bool = False
+    fps: float | None = None  # detect_markers' frames are a stream at this rate (the offset's jump is checked)
 
     @classmethod
     def of(cls, url: str = DEFAULT_URL, model: str = DEFAULT_MODEL, *, version: str = "", transport: str = "auto",
            client_timeout: float = 10.0, retry_deadline: float = 30.0, conf_threshold: float | None = None,
            nms_threshold: float | None = None, top_k: int | None = None, tls: TLSConfig | None = None,
-           strict: bool = False, camera: Any = None, track: bool = False) -> "ClientSettings":
+           strict: bool = False, camera: Any = None, track: bool = False,
+           fps: float | None = None) -> "ClientSettings":
         """The clients' constructor arguments checked (one-line ClientErrors) and resolved."""
         if tls is not None and not isinstance(tls, TLSConfig):
             raise ClientError(f"tls must be a TLSConfig(ca=..., cert=..., key=...) or None, not {type(tls).__name__}.")
@@ -305,8 +307,13 @@ class ClientSettings:
         resolved = resolve_transport(transport, url)
         if track and camera is None:
             raise ClientError("track=True follows lane markers, which need camera=Camera.from_yaml(path).")
+        if fps is not None and (camera is None or isinstance(fps, bool) or not (isinstance(fps, (int, float))
+                                                                                and 0 < fps < float("inf"))):
+            raise ClientError(f"fps={fps!r}: give the frames per second (more than 0) of the stream detect_markers "
+                              "follows, with camera=Camera.from_yaml(path).")
         return cls(url, model, str(version), resolved, float(client_timeout), float(retry_deadline),
-                   (conf_threshold, nms_threshold, top_k), tls, bool(strict), camera, bool(track))
+                   (conf_threshold, nms_threshold, top_k), tls, bool(strict), camera, bool(track),
+                   None if fps is None else float(fps))
 
 
 class ClientBase:
@@ -340,7 +347,7 @@ class ClientBase:
         if settings.camera is not None:
             from ..geometry.frame_markers import LaneGeometry
 
-            self.geometry = LaneGeometry(settings.camera, track=settings.track)
+            self.geometry = LaneGeometry(settings.camera, track=settings.track, fps=settings.fps)
         # `edge-deploy bench`: when a list, each request appends its StageTimes (None: not timed).
         self.stage_log: list[StageTimes] | None = None
 

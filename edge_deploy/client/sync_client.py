@@ -101,7 +101,8 @@ class LaneDetClient(ClientBase):
     another size than the model's (FrameError) instead of resizing them on the CPU
     with a one-time warning. camera: a `edge_deploy.geometry.Camera` (Camera.from_yaml(path)) for
     `detect_markers`, the lanes as cubic markers in the vehicle frame with the ego lane's figures;
-    track=True follows them across calls with stable ids (docs/geometry.md).
+    track=True follows them across calls with stable ids (docs/geometry.md). fps: the frames/s of the
+    stream `detect_markers` is called on, frame by frame: each verdict then checks the offset's jump too.
 
     Shared memory regions are made with mode 0660 and, when this process is in
     the group named by $EDGE_DEPLOY_SHM_GROUP (default ``video``), given that group,
@@ -128,13 +129,14 @@ class LaneDetClient(ClientBase):
         strict: bool = False,
         camera: Any = None,
         track: bool = False,
+        fps: float | None = None,
     ) -> None:
         import tritonclient.grpc as grpcclient
 
         super().__init__(ClientSettings.of(
             url, model, version=version, transport=transport, client_timeout=client_timeout,
             retry_deadline=retry_deadline, conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k,
-            tls=tls, strict=strict, camera=camera, track=track))
+            tls=tls, strict=strict, camera=camera, track=track, fps=fps))
         self._grpc = grpcclient.InferenceServerClient(url, **client_options(tls, CHANNEL_ARGS))
         self._lock = threading.RLock()
         self._call: Backoff | None = None  # the running call's own deadline, when it has one (RPC timeouts are cut)

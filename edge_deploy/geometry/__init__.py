@@ -9,7 +9,9 @@ from .camera import Camera, Mounting, pitch_from_vanishing_point
 from .figures import LaneFigures
 from .frame_markers import FrameMarkers, LaneGeometry
 from .markers import LaneMarker, LaneMarkers, to_markers
+from .plausibility import Plausibility, PlausibilityLimits, PlausibilityReason, StreamPlausibility, frame_plausibility
 from .tracker import MarkerTracker
 
 __all__ = ["Camera", "FrameMarkers", "LaneFigures", "LaneGeometry", "LaneMarker", "LaneMarkers", "MarkerTracker", "Mounting",
+           "Plausibility", "PlausibilityLimits", "PlausibilityReason", "StreamPlausibility", "frame_plausibility",
            "pitch_from_vanishing_point", "to_markers"]

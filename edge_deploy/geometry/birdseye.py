@@ -17,6 +17,9 @@ _EGO_FILL = (60, 110, 60)
 _VEHICLE = (230, 230, 230)
 _EGO_LINE = (0, 255, 255)
 _OTHER_LINE = (255, 200, 120)
+_TEXT = (255, 255, 255)
+_IMPLAUSIBLE = (60, 60, 255)  # red: the figures failed a plausibility check
+_PLAUSIBLE = (120, 220, 120)
 _VEHICLE_SIZE_M = (4.5, 1.8)  # length, width; the camera sits 1.5 m behind the front
 
 
@@ -27,9 +30,11 @@ def _to_pixels(x: np.ndarray, y: np.ndarray, width: int, height: int) -> np.ndar
     return np.stack([u, v], -1)
 
 
-def draw_birdseye(markers: LaneMarkers, height: int, figures: Any = None) -> np.ndarray:
+def draw_birdseye(markers: LaneMarkers, height: int, figures: Any = None, plausibility: Any = None) -> np.ndarray:
     """A height x (0.55 height) BGR panel: a 10 m grid, the ego lane shaded, each marker over the range it was
-    seen (ego markers yellow, the others blue, ids when tracked), the vehicle, and the figures if given."""
+    seen (ego markers yellow, the others blue, ids when tracked), the vehicle, and the figures if given; with
+    `plausibility` (a Plausibility) a line under them, "plausible" in green or "IMPLAUSIBLE" and the failed
+    checks in red, the figures then in red too."""
     import cv2
 
     width = max(int(height * 0.55), 120)
@@ -65,15 +70,28 @@ def draw_birdseye(markers: LaneMarkers, height: int, figures: Any = None) -> np.
                  f"width {_fmt(figures.lane_width_m, '.2f')} m",
                  f"heading {_fmt(figures.heading_deg, '+.1f')} deg",
                  f"radius {_radius(figures.curvature_1pm)}"]
-        for i, text in enumerate(lines):
+        colours = [_TEXT if plausibility is None or plausibility.ok else _IMPLAUSIBLE] * len(lines)
+        if plausibility is not None:
+            lines.append(_verdict_line(plausibility))
+            colours.append(_PLAUSIBLE if plausibility.ok else _IMPLAUSIBLE)
+        for i, (text, colour) in enumerate(zip(lines, colours)):
             cv2.putText(panel, text, (4, height - 8 - 14 * (len(lines) - 1 - i)), cv2.FONT_HERSHEY_SIMPLEX, 0.38,
-                        (255, 255, 255), 1, cv2.LINE_AA)
+                        colour, 1, cv2.LINE_AA)
     return panel
 
 
-def with_birdseye(frame: np.ndarray, markers: LaneMarkers, figures: Any = None) -> np.ndarray:
+def with_birdseye(frame: np.ndarray, markers: LaneMarkers, figures: Any = None, plausibility: Any = None) -> np.ndarray:
     """`frame` with the bird's-eye panel of its markers to its right."""
-    return np.concatenate([frame, draw_birdseye(markers, frame.shape[0], figures)], 1)
+    return np.concatenate([frame, draw_birdseye(markers, frame.shape[0], figures, plausibility)], 1)
+
+
+_SHORT = {"lane_width": "width", "offset_jump": "jump", "markers_crossing": "crossing"}
+
+
+def _verdict_line(plausibility: Any) -> str:
+    if plausibility.ok:
+        return "plausible" if plausibility.checked else "plausible (nothing to check)"
+    return "IMPLAUSIBLE: " + ", ".join(_SHORT.get(r.check, r.check) for r in plausibility.reasons)
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -94,4 +112,4 @@ def annotated_frame(frame: np.ndarray, lanes: list[Any], caption: str, found: An
     from ..lanedet.draw import draw_lanes
 
     drawn = draw_lanes(frame, lanes, caption=caption)
-    return drawn if found is None else with_birdseye(drawn, found.markers, found.figures)
+    return drawn if found is None else with_birdseye(drawn, found.markers, found.figures, found.plausibility)

@@ -100,8 +100,10 @@ def detect_video(
     stem = "camera" if not Path(source).suffix or "!" in source else Path(source).stem
     out.mkdir(parents=True, exist_ok=True)
     fps_in = source_fps(capture)
-    if geometry is not None and geometry.fps is None:
-        geometry.fps = fps_in
+    if geometry is not None:
+        geometry.reset()  # each video is its own drive: no tracks, no earlier frame to judge a jump from
+        if geometry.fps is None:
+            geometry.fps = fps_in
     writer = VideoWriter(out / f"{stem}.lanes.mp4", fps_in)
     jsonl_path = out / f"{stem}.lanes.jsonl"
     tmp_jsonl = out / f".{jsonl_path.name}.tmp"

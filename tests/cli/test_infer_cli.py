@@ -231,6 +231,10 @@ def test_infer_camera_adds_markers_and_the_birdseye_panel(tmp_path, tiny_server)
         with pytest.raises(CalibrationError, match="frame is 410x148"):
             client.detect_markers(cv2.resize(frame, (410, 148)))
     assert len(lanes) == len(record["lanes"]) and found.to_dict()["markers"] == record["markers"]
+    # the verdict (issue 45): the same in the JSON and the API; one image is no stream, so no jump is judged
+    assert set(record["plausibility"]) == {"ok", "reasons", "checked"}
+    assert found.to_dict()["plausibility"] == record["plausibility"] and found.plausibility.ok == (
+        not record["plausibility"]["reasons"]) and "offset_jump" not in record["plausibility"]["checked"]
 
     async def detect_async():
         async with AsyncLaneDetClient(tiny_server.url, "tiny", camera=camera, conf_threshold=0.05) as client:
@@ -247,6 +251,8 @@ def test_infer_camera_adds_markers_and_the_birdseye_panel(tmp_path, tiny_server)
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in (out / "drive.lanes.jsonl").read_text().splitlines()]
     assert len(lines) == 5 and sum(check_markers_contract(line["markers"], tracked=True) for line in lines) > 0
+    assert all(set(line["plausibility"]) == {"ok", "reasons", "checked"} for line in lines)
+    assert "offset_jump" not in lines[0]["plausibility"]["checked"]  # the drive's first frame: nothing before it
     assert read_video(out / "drive.lanes.mp4")[0].shape[1] > 640
     # tracking with every frame in flight at once: the same markers as one frame after another
     drive_frames = read_video(tmp_path / "drive.mp4")

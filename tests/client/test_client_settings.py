@@ -52,3 +52,18 @@ def test_the_constructors_take_the_settings_arguments_with_the_same_defaults() -
     for client in (LaneDetClient, AsyncLaneDetClient):
         params = inspect.signature(client.__init__).parameters
         assert {name: params[name].default for name in shared} == {name: p.default for name, p in shared.items()}
+
+
+def test_fps_makes_detect_markers_a_stream_and_is_checked() -> None:
+    import numpy as np
+
+    from edge_deploy.geometry import Camera, Mounting
+
+    camera = Camera(640, 360, np.array([[500.0, 0, 320], [0, 500.0, 180], [0, 0, 1]]), np.zeros(5), Mounting(1.5, 2.0))
+    client = LaneDetClient("127.0.0.1:1", "m", transport="grpc", camera=camera, fps=25, connect=False)
+    client.close()
+    assert client.geometry.fps == 25.0 and LaneDetClient("127.0.0.1:1", "m", transport="grpc", camera=camera,
+                                                         connect=False).geometry.fps is None
+    for kwargs in ({"fps": 30.0}, {"fps": 0, "camera": camera}, {"fps": float("inf"), "camera": camera}):
+        with pytest.raises(ClientError, match=r"fps=.*: give the frames per second \(more than 0\)"):
+            ClientSettings.of(**kwargs)

@@ -73,3 +73,24 @@ def test_a_video_interrupted_before_its_first_frame_leaves_nothing(tmp_path) -> 
     with pytest.raises(FrameError, match="gave no frames"):
         detect_video(interrupted, str(source), tmp_path / "out", model="m")
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_each_video_is_its_own_stream_for_the_plausibility_of_its_markers(tmp_path) -> None:
+    from edge_deploy.geometry import Camera, LaneGeometry, Mounting
+
+    camera = Camera(96, 64, np.array([[80.0, 0, 48], [0, 80.0, 32], [0, 0, 1]]), np.zeros(5), Mounting(1.5, 2.0))
+    xs = np.linspace(6, 40, 8)
+
+    def ego_lane_at(offset: float):  # a detector: the ego lane's two lines, the vehicle `offset` m left of centre
+        return lambda frame: [Lane(camera.ground_to_image(np.stack([xs, np.full_like(xs, y - offset)], 1)), 0.9)
+                              for y in (1.75, -1.75)]
+
+    source = write_video(tmp_path / "drive.mp4", [np.zeros((64, 96, 3), np.uint8)] * 3, 96, 64)
+    geometry = LaneGeometry(camera)
+    verdicts = []
+    for offset, out in ((0.0, "first"), (1.2, "second")):  # 1.2 m apart: a jump no vehicle makes in 1/30 s
+        result = detect_video(ego_lane_at(offset), str(source), tmp_path / out, model="m", geometry=geometry)
+        verdicts += [json.loads(line)["plausibility"] for line in result.jsonl.read_text().splitlines()]
+    assert geometry.fps == pytest.approx(30.0)  # the video's own rate: its frames are 1/30 s apart
+    assert all(v["ok"] and not v["reasons"] for v in verdicts)
+    assert ["offset_jump" in v["checked"] for v in verdicts] == [False, True, True] * 2
