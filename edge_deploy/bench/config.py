@@ -10,14 +10,14 @@ from ..errors import BenchError
 DEFAULT_CONCURRENCY = (1, 2, 4)
 
 
-def parse_concurrency(text: str) -> tuple[int, ...]:
+def parse_concurrency(text: str, option: str = "--concurrency") -> tuple[int, ...]:
     """"1,2,4" -> (1, 2, 4); a one-line BenchError for anything else."""
     try:
         values = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
         values = ()
     if not values or any(v < 1 for v in values):
-        raise BenchError(f"--concurrency {text!r} is not a list of whole numbers >= 1; pass e.g. --concurrency 1,2,4.")
+        raise BenchError(f"{option} {text!r} is not a list of whole numbers >= 1; pass e.g. {option} 1,2,4.")
     return tuple(dict.fromkeys(values))
 
 

@@ -44,6 +44,17 @@ def bench(
     tls_ca: Annotated[Optional[Path], typer.Option(help="Connect over TLS: the CA that signed the server's certificate.")] = None,
     tls_cert: Annotated[Optional[Path], typer.Option(help="This client's certificate (for a mutual-TLS server).")] = None,
     tls_key: Annotated[Optional[Path], typer.Option(help="Its private key.")] = None,
+    realtime: Annotated[bool, typer.Option(
+        "--realtime", help="Measure lanes as a control loop gets them: LaneStream on frames arriving at --fps "
+                           "(newest frame only): capture -> lanes latency, frames dropped, states; instead of "
+                           "--concurrency.", rich_help_panel="Realtime")] = False,
+    fps: Annotated[float, typer.Option(help="Frames per second each camera delivers (--realtime).",
+                                       rich_help_panel="Realtime")] = 30.0,
+    cameras: Annotated[str, typer.Option(help="Streams at once in this process, comma-separated (--realtime): "
+                                              "each row a stream, with the process CPU per frame.",
+                                         rich_help_panel="Realtime")] = "1",
+    max_age: Annotated[float, typer.Option(help="Seconds after capture that lanes count as fresh (--realtime): "
+                                                "the streams' state and deadline.", rich_help_panel="Realtime")] = 0.1,
 ) -> None:
     """Measure served lane models as a vehicle app sees them: frames in, lanes out, at each concurrency; the client's
     preprocess/request/decode split, the server's queue and compute times, CPU of client and server (GPU load and
@@ -72,6 +83,17 @@ def bench(
                          seconds=seconds, warmup_seconds=warmup, transport=transport.value, timeout=timeout,
                          check_lanes=check)
     console = Console(stderr=True)
+    if realtime:
+        from ..bench.realtime import print_realtime, run_realtime
+
+        counts = parse_concurrency(cameras, "--cameras")
+        with console.status(f"realtime streams for {config.seconds:g} s per model and camera count"):
+            live = run_realtime(config, fps, counts, max_age)
+        if json_out:
+            typer.echo(json.dumps(live.to_dict(), indent=1))
+        else:
+            print_realtime(live, Console())
+        return
     report = _run_with_progress(config, console)
     if plot is not None:
         write_plot(report, plot)

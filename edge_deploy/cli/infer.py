@@ -21,6 +21,7 @@ class Transport(str, Enum):
 
 _DECODE = "Decoding (default: the model config's)"
 _GEOMETRY = "Lane markers in metres"
+_LIVE = "Cameras and live sources"
 
 
 def lane_geometry(camera: Path | None, track: bool, speed: float | None) -> Any:
@@ -80,6 +81,14 @@ class InferOptions:
                                                         "smoothed); with --camera.", rich_help_panel=_GEOMETRY)] = False
     speed: Annotated[Optional[float], typer.Option(help="Vehicle speed (m/s) for the time to line crossing; with "
                                                         "--camera.", rich_help_panel=_GEOMETRY)] = None
+    realtime: Annotated[bool, typer.Option(
+        "--realtime", help="Read video files at their frame rate and detect only the newest frame, dropping what "
+                           "the model cannot keep up with, as a vehicle app does (cameras and GStreamer pipelines "
+                           "always are); prints frames read / processed / dropped and the capture -> lanes "
+                           "latency.", rich_help_panel=_LIVE)] = False
+    max_age: Annotated[float, typer.Option(help="Seconds after capture that a live frame's lanes count as fresh "
+                                                "(its state in the JSON lines, and each request's deadline).",
+                                           rich_help_panel=_LIVE)] = 0.1
 
     def checked(self) -> "InferOptions":
         """These options, or a one-line ClientError (CalibrationError for --track/--speed without --camera)."""
@@ -89,6 +98,8 @@ class InferOptions:
                        top_k=self.top_k)
         if self.max_frames < 0:
             raise ClientError(f"--max-frames must be 0 (no limit) or more (got {self.max_frames}).")
+        if not 0 < self.max_age < float("inf"):
+            raise ClientError(f"--max-age must be more than 0 seconds (got {self.max_age:g}).")
         if not self.images and self.synthetic <= 0:
             raise ClientError("no images given; pass image files or --synthetic N.")
         if not self.png and not self.json_out:
@@ -125,7 +136,7 @@ def infer(**given: Any) -> None:
     """Detect lanes with a served model: each image written with its lanes drawn (PNG) and/or as JSON; each video
     or camera as OUT/<name>.lanes.mp4 with the lanes drawn and OUT/<name>.lanes.jsonl (one JSON line per frame).
     With --camera, lane markers in the vehicle frame too (docs/geometry.md)."""
-    from ..media import detect_images, detect_video
+    from ..media import detect_images, detect_video, is_live_source
 
     options = InferOptions(**given).checked()
     geometry = lane_geometry(options.camera, options.track, options.speed)
@@ -140,13 +151,28 @@ def infer(**given: Any) -> None:
 
         records = detect_images(detect, frames, options.out, model=client.model_name, write_png=options.png,
                                 write_json=options.json_out, geometry=geometry)
-        played = []
+        played, streamed = [], []
         for video in options.videos():
-            if geometry is not None and geometry.tracker is not None:
-                geometry.tracker.reset()  # each video is its own drive
+            if options.realtime or is_live_source(video):
+                streamed.append(_detect_live(client, video, options, geometry))
+                played.append(streamed[-1].video)
+                continue
             played.append(detect_video(detect, video, options.out, model=client.model_name,
                                        max_frames=options.max_frames, progress=_progress(video), geometry=geometry))
     _print_results(records, played, client, options.out)
+    for live in streamed:
+        typer.echo(f"{live.video.source}: {live.stats.line()}")
+
+
+def _detect_live(client: Any, source: str, options: InferOptions, geometry: Any) -> Any:
+    """A camera, a pipeline or (--realtime) a video file through a LaneStream: the newest frame only."""
+    from ..media.live import detect_live
+
+    return detect_live(client, source, options.out, model=client.model_name, max_frames=options.max_frames,
+                       max_age=options.max_age, camera=geometry.camera if geometry is not None else None,
+                       track=options.track, speed_mps=options.speed, progress=_progress(source),
+                       detect_options={"conf_threshold": options.conf, "nms_threshold": options.nms,
+                                       "top_k": options.top_k})
 
 
 def _frames(paths: list[Path], videos: list[str], synthetic: int, out: Path, geometry: Any) -> list[tuple[str, Any]]:

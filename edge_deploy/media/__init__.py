@@ -11,6 +11,7 @@ from .video import (
     VIDEO_SUFFIXES,
     VideoWriter,
     frames_of,
+    is_live_source,
     is_video_source,
     open_video,
     source_fps,
@@ -20,6 +21,6 @@ from .video import (
 __all__ = [
     "FOURCC", "IMAGE_SUFFIXES", "STATES", "VIDEO_SUFFIXES", "LaneResult", "LaneStream", "StreamStats", "VideoResult",
     "VideoWriter", "detect_images", "detect_video",
-    "frames_of", "image_paths", "is_video_source", "lanes_record", "open_video", "read_image", "read_images",
+    "frames_of", "image_paths", "is_live_source", "is_video_source", "lanes_record", "open_video", "read_image", "read_images",
     "source_fps", "unique_stems", "write_video",
 ]

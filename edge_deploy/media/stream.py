@@ -35,6 +35,7 @@ from ..errors import ClientError, EdgeDeployError, one_line
 __all__ = ["STATES", "LaneResult", "LaneStream", "StreamStats"]
 
 STATES = ("ok", "stale", "unavailable")
+UNREAD_KEPT = 256  # results kept for a consumer that iterates the stream (about 8 s at 30 frames/s)
 LATENCIES_KEPT = 100_000  # capture -> lanes latencies kept for StreamStats (about an hour at 30 frames/s)
 
 
@@ -58,6 +59,7 @@ class LaneResult:
     state: str = "unavailable"
     dropped: int = 0
     error: str | None = None
+    frame: Any = field(default=None, repr=False, compare=False)  # the frame itself (HxWx3 BGR), e.g. to draw on
 
     @property
     def ok(self) -> bool:
@@ -109,12 +111,11 @@ class _Frames:
         self._capture = None
         self.period = 0.0
         if isinstance(source, (str, Path)):
-            from .video import frames_of, open_video, source_fps
+            from .video import frames_of, is_live_source, open_video, source_fps
 
             text = str(source)
             self._capture = open_video(text)
-            live = text.startswith("/dev/video") or text.isdigit() or "!" in text
-            if not live:  # a file plays at its own rate (or fps=), like a camera would deliver it
+            if not is_live_source(text):  # a file plays at its own rate (or fps=), like a camera would deliver it
                 self.period = 1.0 / (fps or source_fps(self._capture))
             self._iterator: Iterator[Any] = frames_of(self._capture)
         elif callable(source):
@@ -202,12 +203,11 @@ class LaneStream:
         self._source_done = False
         self._started_at = time.monotonic()
         self._result = LaneResult(seq=0, captured_at=self._started_at, error="no frame detected yet")
-        self._published = 0  # results published so far (iteration hands each out once)
-        self._yielded = 0
+        self._unread: collections.deque[LaneResult] = collections.deque(maxlen=UNREAD_KEPT)  # for iteration
         self._call_started: float | None = None  # monotonic start of the call in flight, None when idle
         self._last_seq = 0
         self._read = self._processed = self._dropped = self._failed = 0
-        self._latencies: collections.deque[float] = collections.deque(maxlen=LATENCIES_KEPT)
+        self._latencies: collections.deque[tuple[float, float]] = collections.deque(maxlen=LATENCIES_KEPT)
         self._states: collections.Counter[str] = collections.Counter()
         self._threads: list[threading.Thread] = []
 
@@ -260,17 +260,22 @@ class LaneStream:
         return self
 
     def __next__(self) -> LaneResult:
-        """The next new result; when none comes within max_age, the current one again (its state says why). Ends
-        when the stream stopped or its source ended and every result was handed out."""
+        """The next new result, each once and in order, as it was when its lanes came (a consumer more than
+        UNREAD_KEPT results behind loses the oldest); when none comes within max_age, `latest()` (its state says
+        why). Ends when the stream stopped or its source ended and every result was handed out."""
         with self._cond:
-            self._cond.wait_for(lambda: self._published > self._yielded or self._finished(), timeout=self.max_age)
-            if self._published == self._yielded and self._finished():
+            self._cond.wait_for(lambda: self._unread or self._finished(), timeout=self.max_age)
+            if self._unread:
+                return self._unread.popleft()
+            if self._finished():
                 raise StopIteration
-            self._yielded = self._published
         return self.latest()
 
-    def stats(self) -> StreamStats:
-        latencies = np.asarray(self._latencies, dtype=np.float64)
+    def stats(self, since: float | None = None) -> StreamStats:
+        """What the stream did so far; the latency percentiles over frames captured at or after `since`
+        (time.monotonic(); None: all)."""
+        latencies = np.asarray([latency for captured, latency in list(self._latencies)
+                                if since is None or captured >= since], dtype=np.float64)
         p50, p99 = (float(np.percentile(latencies, q)) for q in (50, 99)) if latencies.size else (None, None)
         return StreamStats(self._read, self._processed, self._dropped, self._failed, p50, p99, dict(self._states))
 
@@ -338,18 +343,19 @@ class LaneStream:
             self._failed += 1
             markers = self.geometry.missed_frame() if self.geometry is not None else None
             error = one_line(exc) if isinstance(exc, EdgeDeployError) else f"{type(exc).__name__}: {one_line(exc)}"
-            return LaneResult(seq=seq, captured_at=captured, markers=markers, dropped=dropped, error=error)
+            return LaneResult(seq=seq, captured_at=captured, markers=markers, dropped=dropped, error=error,
+                              frame=frame)
         self._processed += 1
         latency = answered - captured
-        self._latencies.append(latency)
+        self._latencies.append((captured, latency))
         state = "ok" if latency <= self.max_age else "stale"
         return LaneResult(seq=seq, captured_at=captured, lanes=tuple(lanes), markers=markers, latency_s=latency,
-                          age_s=time.monotonic() - captured, state=state, dropped=dropped)
+                          age_s=time.monotonic() - captured, state=state, dropped=dropped, frame=frame)
 
     def _publish(self, result: LaneResult) -> None:
         with self._cond:
             self._result = result
-            self._published += 1
+            self._unread.append(result)
             self._states[result.state] += 1
             self._cond.notify_all()
         if self.on_result is not None:

@@ -18,6 +18,12 @@ def is_video_source(text: str) -> bool:
             or "!" in text)
 
 
+def is_live_source(text: str) -> bool:
+    """Whether a video source is live (a camera or a GStreamer pipeline: it delivers frames at its own rate and
+    drops what nobody reads) rather than a file (which can be read as fast as it decodes)."""
+    return text.startswith("/dev/video") or text.isdigit() or "!" in text
+
+
 def open_video(source: str) -> Any:
     """An opened cv2.VideoCapture, or a one-line FrameError."""
     # FFmpeg and OpenCV print their own complaints on stderr; the FrameError below says it in one line.

@@ -87,3 +87,25 @@ def test_unknown_model_and_bad_options_are_one_line(server, tmp_path) -> None:
     assert len(run.stderr.strip().splitlines()) == 1
     run = run_cli(tmp_path, "bench", "--url", server.url, "--concurrency", "1,zero")
     assert run.returncode != 0 and "--concurrency '1,zero' is not a list" in run.stderr, run.stderr
+
+
+def test_realtime_streams_report_latency_drops_and_cpu_per_camera(server, tmp_path) -> None:
+    """Issue 42: `bench --realtime --cameras 1,2`: a row per stream with capture -> lanes latency, frames dropped
+    and the states seen, and the process CPU per detected frame."""
+    run = run_cli(tmp_path, "bench", "--url", server.url, "--model", "lane", "--realtime", "--fps", "20",
+                  "--cameras", "1,2", "--seconds", "1", "--warmup", "0.3", "--max-age", "0.5", "--json")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["mode"] == "realtime"
+    cells = {c["cameras"]: c for c in report["cells"]}
+    assert sorted(cells) == [1, 2] and all(c["model"] == "lane" for c in cells.values())
+    for count, cell in cells.items():
+        assert [s["camera"] for s in cell["streams"]] == list(range(count))
+        assert cell["client_cpu_ms_per_frame"] > 0
+        for stream in cell["streams"]:
+            assert stream["frames_processed"] > 0 and stream["states"].get("ok", 0) > 0, stream
+            assert stream["frames_read"] >= stream["frames_processed"] + stream["frames_dropped"] - 1
+            assert 0 < stream["latency_p50_ms"] <= stream["latency_p99_ms"]
+            assert stream["frames_per_s"] <= 20 * 1.5  # never more than the camera delivers
+    bad = run_cli(tmp_path, "bench", "--url", server.url, "--realtime", "--cameras", "two")
+    assert bad.returncode == 2 and "--cameras 'two' is not a list" in bad.stderr

@@ -190,6 +190,29 @@ def test_infer_video_writes_an_annotated_video_and_a_json_line_per_frame(tmp_pat
     assert sorted(p.name for p in out.iterdir()) == ["drive.lanes.jsonl", "drive.lanes.mp4"]
 
 
+@pytest.mark.triton
+def test_infer_realtime_plays_a_video_at_its_rate_through_a_lane_stream(tmp_path, tiny_server):
+    """Issue 42: --realtime reads the file at its 30 frames/s and detects only the newest frame; the JSON lines
+    carry each detected frame's number, state, latency and the frames dropped before it; the summary line counts
+    read / processed / dropped and the latency percentiles."""
+    made = cli("sample", "--video", "--out", str(tmp_path), "-n", "20", "--width", "820", "--height", "296")
+    assert made.returncode == 0, made.stderr
+    out = tmp_path / "out"
+    result = cli("infer", str(tmp_path / "drive.mp4"), "--url", tiny_server.url, "--model", "tiny",
+                 "--out", str(out), "--realtime", "--max-age", "1.0")
+    assert result.returncode == 0, result.stderr
+    summary = next(line for line in result.stdout.splitlines() if "frames read" in line)
+    read, processed, dropped = (int(summary.split(word)[1].split(",")[0]) for word in
+                                ("frames read ", "processed ", "dropped "))
+    lines = [json.loads(line) for line in (out / "drive.lanes.jsonl").read_text().splitlines()]
+    assert read == 20 and processed == len(lines) and read >= processed + dropped
+    assert [line["frame"] for line in lines] == sorted({line["frame"] for line in lines})
+    assert sum(line["dropped"] for line in lines) <= dropped
+    assert all(line["state"] == "ok" and line["latency_s"] > 0 for line in lines)
+    assert "capture -> lanes p50" in summary
+    assert len(read_video(out / "drive.lanes.mp4")) == len(lines)
+
+
 # --- lane markers (--camera) ------------------------------------------------------------------------
 
 

@@ -1,0 +1,92 @@
+"""The live run loop of `edge-deploy infer`: a camera, a GStreamer pipeline, or a video file read at its own rate
+(`--realtime`), through a `LaneStream`, so frames the model cannot keep up with are dropped instead of queued.
+Writes the frames that were detected as an annotated video and one JSON line each (with the frame's number,
+state, capture -> lanes latency and the frames dropped before it)."""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import FrameError
+from .detect import VideoResult, _caption
+from .stream import LaneStream, StreamStats
+from .video import VideoWriter, frames_of, is_live_source, open_video, source_fps
+
+
+@dataclass(frozen=True)
+class LiveResult:
+    """What `detect_live` wrote (the video of the detected frames and their JSON lines) and what the stream did."""
+
+    video: VideoResult
+    stats: StreamStats
+
+
+class _Detector:
+    """A client's detect with this run's decode options (what LaneStream calls), and its release."""
+
+    def __init__(self, client: Any, options: Mapping[str, Any]) -> None:
+        self.client, self.options = client, dict(options)
+
+    def detect(self, frame: Any, *, deadline: float | None = None) -> list[Any]:
+        return self.client.detect(frame, deadline=deadline, **self.options)
+
+    def release(self) -> None:
+        self.client.release()
+
+
+def detect_live(
+    client: Any, source: str, out: Path, *, model: str, max_frames: int = 0, max_age: float = 0.1,
+    camera: Any = None, track: bool = False, speed_mps: float | None = None,
+    detect_options: Mapping[str, Any] | None = None, progress: Callable[[int, float], None] | None = None,
+) -> LiveResult:
+    """Lanes of the newest frame of `source` (a camera, a pipeline, or a video file played at its frame rate), as a
+    vehicle app gets them; writes OUT/<stem>.lanes.mp4 and OUT/<stem>.lanes.jsonl (under temporary names, renamed
+    at the end: Ctrl-C keeps what was written). `progress(frames detected, seconds)` after each."""
+    from ..geometry.birdseye import annotated_frame
+
+    capture = open_video(source)
+    live = is_live_source(source)
+    fps_in = source_fps(capture)
+    stem = "camera" if live else Path(source).stem
+    out.mkdir(parents=True, exist_ok=True)
+    writer = VideoWriter(out / f"{stem}.lanes.mp4", fps_in)
+    jsonl_path = out / f"{stem}.lanes.jsonl"
+    tmp_jsonl = out / f".{jsonl_path.name}.tmp"
+    stream = LaneStream(_Detector(client, detect_options or {}), frames_of(capture, max_frames), max_age=max_age,
+                        fps=None if live else fps_in, camera=camera, track=track, speed_mps=speed_mps)
+    lanes_total, last_seq, started = 0, 0, time.monotonic()
+    try:
+        with open(tmp_jsonl, "w") as log, stream:
+            for result in stream:
+                if result.frame is None or result.seq <= last_seq:
+                    continue  # nothing new within max_age: the loop goes on
+                last_seq = result.seq
+                found = result.markers
+                writer.write(annotated_frame(result.frame, list(result.lanes),
+                                             f"{_caption(model, list(result.lanes))} (frame {result.seq}, "
+                                             f"{result.state})", found))
+                line = {"frame": result.seq, "state": result.state, "latency_s": result.latency_s,
+                        "dropped": result.dropped, "error": result.error,
+                        "lanes": [lane.to_dict() for lane in result.lanes]}
+                log.write(json.dumps({**line, **(found.to_dict() if found is not None else {})}) + "\n")
+                lanes_total += len(result.lanes)
+                if progress is not None:
+                    progress(writer.frames, time.monotonic() - started)
+    except KeyboardInterrupt:
+        pass  # keep what was done
+    finally:
+        stream.stop()
+        capture.release()
+        writer.close()
+    seconds = time.monotonic() - started
+    if writer.frames == 0:
+        writer.discard()
+        tmp_jsonl.unlink(missing_ok=True)
+        raise FrameError(f"{source} gave no frames; check that it is a video OpenCV can decode.")
+    tmp_jsonl.replace(jsonl_path)
+    video = VideoResult(source, writer.frames, seconds, writer.finish(), jsonl_path, lanes_total / writer.frames)
+    return LiveResult(video, stream.stats())
