@@ -59,6 +59,10 @@ class ServerUnavailableError(ClientError):
     """The server cannot be reached (or stayed unreachable past the deadline)."""
 
 
+class ServerTimeoutError(ServerUnavailableError):
+    """The server took the connection or the request but did not answer in time (busy or hung, not gone)."""
+
+
 class ModelNotReadyError(ClientError):
     """The model is missing on the server or not ready."""
 

@@ -253,7 +253,26 @@ def uninstall(user: bool = False) -> list[Path]:
 def stop(user: bool = False) -> None:
     """Stop the unit (it stays installed and enabled); ServerError when none is installed."""
     scope = scope_of(user)
-    su.require_root(scope)
-    su.require_systemd(scope)
-    if not su.stop_unit(scope):
-        raise ServerError(f"{su.UNIT_NAME} is not installed ({su.unit_path(scope)}); nothing to stop.")
+    try:
+        su.require_root(scope)
+        su.require_systemd(scope)
+        if su.stop_unit(scope):
+            return
+        why = f"{su.UNIT_NAME} is not installed ({su.unit_path(scope)})"
+    except ServerError as exc:
+        if not _foreground_servers(user):
+            raise
+        why = str(exc).split(";", 1)[0].rstrip(".")
+    running = _foreground_servers(user)
+    if not running:
+        raise ServerError(f"{why}; nothing to stop.")
+    raise ServerError(f"{why}, so `stop` stopped nothing; the server running is " + "; ".join(
+        f"{record.describe()} serving {record.repository} at {record.url}: stop it with Ctrl-C in its terminal "
+        f"or `kill -INT {record.pid}`" for record in running) + ".")
+
+
+def _foreground_servers(user: bool) -> list:  # list[ServerRecord]
+    """The `serve --foreground` servers of this user's state dirs that run now."""
+    from .record import foreground_records
+
+    return foreground_records(tuple(dict.fromkeys((foreground_scope(user), scope_of(user)))))
