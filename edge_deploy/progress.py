@@ -83,6 +83,7 @@ class ConsoleReporter(Reporter):
         try:
             yield advance
         finally:
+            live.refresh()  # its last state shown once, however short it ran
             live.remove_task(task)
             self._open -= 1
             if self._open == 0:
