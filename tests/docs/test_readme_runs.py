@@ -130,7 +130,7 @@ def run_bench_page(work: Path, env: dict[str, str]) -> None:
     assert max(map(len, narrow.splitlines())) <= 80 and "…" not in narrow, narrow  # issue 45 #6
     assert "--seconds 10" in by_url
     table = bash(by_url.replace("--seconds 10", FAST), work, {**env, "COLUMNS": "200"}).stdout
-    assert table.count("lanedet_pipeline") == 3 and "…" not in table, table  # concurrency 1, 2 and 4
+    assert table.count("│ lanedet_pipeline │ bls ") == 3 and "…" not in table, table  # concurrency 1, 2 and 4
     bash(frames.replace("edge-deploy bench", f"edge-deploy bench {FAST} --concurrency 1"), work, env)
     report = json.loads((work / "bench.json").read_text())
     assert report["frames"].startswith("samples/drive.mp4") and {c["model"] for c in report["cells"]} == {
