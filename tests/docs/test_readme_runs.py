@@ -115,7 +115,7 @@ def said_server_log(stderr: str) -> None:
     assert log.name.endswith(".foreground.log") and log.parent.name == "servers", log
 
 
-FAST = "--seconds 0.3 --warmup 0.1"  # a bench cell's time: the commands run as written, only shorter
+FAST = "--seconds 0.2 --warmup 0.05"  # a bench cell's time: the commands run as written, only shorter
 
 
 def run_bench_page(work: Path, env: dict[str, str]) -> None:
@@ -131,7 +131,7 @@ def run_bench_page(work: Path, env: dict[str, str]) -> None:
     assert "--seconds 10" in by_url
     table = bash(by_url.replace("--seconds 10", FAST), work, {**env, "COLUMNS": "200"}).stdout
     assert table.count("│ lanedet_pipeline │ bls ") == 3 and "…" not in table, table  # concurrency 1, 2 and 4
-    bash(frames.replace("edge-deploy bench", f"edge-deploy bench {FAST} --concurrency 1"), work, env)
+    bash(frames.replace("edge-deploy bench", f"edge-deploy bench {FAST} --concurrency 1 --max-frames 4"), work, env)
     report = json.loads((work / "bench.json").read_text())
     assert report["frames"].startswith("samples/drive.mp4") and {c["model"] for c in report["cells"]} == {
         "lanedet", "lanedet_pipeline"}, report["frames"]
@@ -139,15 +139,15 @@ def run_bench_page(work: Path, env: dict[str, str]) -> None:
 
 
 def run_geometry_page(work: Path, env: dict[str, str]) -> None:
-    """docs/geometry.md's command block, with fewer frames (-n 90 -> 12, --synthetic 200 -> 20)."""
+    """docs/geometry.md's command block, with fewer frames (-n 90 -> 6, --synthetic 200 -> 5)."""
     lines = doc_commands("geometry.md")
     assert len(lines) == 4, lines
     for line in lines:
-        bash(line.replace("-n 90", "-n 12").replace("--synthetic 200", "--synthetic 20"), work, env)
+        bash(line.replace("-n 90", "-n 6").replace("--synthetic 200", "--synthetic 5"), work, env)
     frame = json.loads((work / "lanes" / "road-000.lanes.json").read_text())
     assert "markers" in frame and "figures" in frame, sorted(frame)
     drive = (work / "lanes" / "drive.lanes.jsonl").read_text().splitlines()
-    assert len(drive) == 12 and all("markers" in json.loads(line) for line in drive)
+    assert len(drive) == 6 and all("markers" in json.loads(line) for line in drive)
 
 
 def run_python_snippets(work: Path) -> None:
