@@ -93,13 +93,14 @@ def label_boxes(labelled: list[tuple[np.ndarray, str]], shape: tuple[int, int],
             return x0, y1 - h - 2, x0 + w, y1 + base
 
         candidates = [box_at(x, y) for x, y in order]
-        free = [b for b in candidates if not any(_overlap(b, other) for other in placed)]
+        gap = max(4, h // 2)  # labels that merely touch read as one number ("0.940.93")
+        free = [b for b in candidates if not any(_overlap(b, other, gap) for other in placed)]
         placed.append(free[0] if free else candidates[0])
     return placed
 
 
-def _overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
-    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+def _overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int], gap: int = 0) -> bool:
+    return a[0] < b[2] + gap and b[0] < a[2] + gap and a[1] < b[3] + gap and b[1] < a[3] + gap
 
 
 def save_png(path: str | os.PathLike[str], image: np.ndarray) -> Path:
