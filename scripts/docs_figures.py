@@ -1,8 +1,8 @@
 """Check (or re-make) the figures the docs quote from a command: each one is re-measured with the command the doc
 names beside it and compared with the doc's text.
 
-    python scripts/docs_figures.py out/demo/lanedet            # after `bash scripts/demo.sh`: exit 1 when a figure drifted
-    python scripts/docs_figures.py out/demo/lanedet --write    # write the figures the commands give now into the docs
+    python scripts/docs_figures.py out/demo/lanedet           # after scripts/demo.sh: exit 1 when a figure drifted
+    python scripts/docs_figures.py out/demo/lanedet --write   # write the figures the commands give now into the docs
 
 ARTIFACT is the demo's artifact (`scripts/demo.sh` converts the demo weights into out/demo/lanedet). tests/test_demo.py
 runs the check after the demo (EDGE_DEPLOY_DEMO_TESTS=1), so a code change that moves a quoted figure fails there

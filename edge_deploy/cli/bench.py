@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 def bench(
     url: Annotated[Optional[str], typer.Option(
         help="Triton gRPC address (default: the server of --repository, else 127.0.0.1:8001); a server `edge-deploy "
-             "serve` started on this machine is found there, with its key and TLS identity.", show_default=False)] = None,
+             "serve` started on this machine is found there, with its key and TLS identity.",
+        show_default=False)] = None,
     repository: Annotated[Optional[Path], typer.Option(
         "--repository", "-r", help="Model repository: its models, and its running `edge-deploy serve` server.",
         show_default=False)] = None,

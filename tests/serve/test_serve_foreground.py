@@ -181,7 +181,7 @@ def test_foreground_model_that_fails_to_load_shows_the_reason(tmp_path) -> None:
 @pytest.mark.triton
 def test_verbose_follows_the_server_log_that_otherwise_stays_in_its_file(tmp_path) -> None:
     """serve --foreground prints what edge-deploy knows; tritonserver's own lines go to the server's log file, and to
-    the console too with --verbose (issue 45 #8). Without --verbose: the README walk (tests/docs/test_readme_runs.py)."""
+    the console too with --verbose (issue 45 #8). Without --verbose: the README walk (tests/docs/test_readme_runs)."""
     write_model(tmp_path / "repo", "add_one")
     err_path = tmp_path / "serve.stderr"
     with err_path.open("w") as err:
