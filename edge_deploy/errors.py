@@ -72,6 +72,10 @@ class LanesUnavailable(ClientError):
         return type(self), (str(self), self.reason)
 
 
+class ServerTimeoutError(ServerUnavailableError):
+    """The server took the connection or the request but did not answer in time (busy or hung, not gone)."""
+
+
 class ModelNotReadyError(ClientError):
     """The model is missing on the server or not ready."""
 

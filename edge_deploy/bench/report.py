@@ -29,16 +29,36 @@ def cell_row(cell: CellResult) -> list[str]:
             f"{cell.client_cpu_ms_per_frame:.2f} / {_num(cell.server_cpu_ms_per_frame)}", jetson]
 
 
+TABLE_MIN_WIDTH = 150  # the table's columns need about this many; a narrower terminal gets one block per cell
+
+
 def print_report(report: BenchReport, console: Any) -> None:
+    """The table on a wide terminal, one block of lines per cell on a narrow one (80 columns); `--json` for
+    machines."""
     from rich.table import Table
 
-    table = Table(*COLUMNS, title=f"edge-deploy bench {report.url}: {report.seconds:g} s per cell, {report.frames}")
-    for cell in report.cells:
-        table.add_row(*cell_row(cell))
-    console.print(table)
+    title = f"edge-deploy bench {report.url}: {report.seconds:g} s per cell, {report.frames}"
+    if console.width >= TABLE_MIN_WIDTH:
+        table = Table(*COLUMNS, title=title)
+        for cell in report.cells:
+            table.add_row(*cell_row(cell))
+        console.print(table)
+    else:
+        console.print(title, highlight=False)
+        for cell in report.cells:
+            console.print("\n".join(cell_block(cell)), highlight=False, soft_wrap=False)
     console.print(f"{report.lanes_check}; {report.server_cpu}; {report.jetson}; load average "
                   f"{report.machine.get('load_average_start')} -> {report.machine.get('load_average_end')} "
                   f"({report.machine.get('cpus')} CPUs)", highlight=False)
+
+
+def cell_block(cell: CellResult) -> list[str]:
+    """One cell as short lines (the narrow layout): the table's columns as "name: value"."""
+    row = dict(zip(COLUMNS, cell_row(cell)))
+    lines = [f"{cell.model} ({cell.pipeline}), concurrency {cell.concurrency}: {row['frames/s']} frames/s",
+             f"  latency ms p50 / p90 / p99: {row['p50 ms']} / {row['p90 ms']} / {row['p99 ms']}"]
+    lines += [f"  {name}: {row[name]}" for name in COLUMNS[7:] if not (name.startswith("GPU") and row[name] == "-")]
+    return lines
 
 
 def markdown(report: BenchReport) -> str:
@@ -115,9 +135,28 @@ def _axes(img: Any, top: int, title: str, peak: float) -> None:
 
     cv2.line(img, (_MARGIN, top), (_MARGIN, top + _PANEL_H), (0, 0, 0), 1)
     cv2.line(img, (_MARGIN, top + _PANEL_H), (_W - _MARGIN, top + _PANEL_H), (0, 0, 0), 1)
-    for i in range(5):
-        v = peak * i / 4
+    for v in axis_ticks(peak):
         y = _y(top, v, peak)
         cv2.line(img, (_MARGIN - 4, y), (_W - _MARGIN, y), (225, 225, 225), 1)
-        cv2.putText(img, f"{v:.3g}", (4, y + 4), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 0, 0), 1, cv2.LINE_AA)
+        cv2.putText(img, tick_label(v), (4, y + 4), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 0, 0), 1, cv2.LINE_AA)
     cv2.putText(img, title, (_MARGIN, top - 10), cv2.FONT_HERSHEY_SIMPLEX, 0.55, (0, 0, 0), 1, cv2.LINE_AA)
+
+
+def axis_ticks(peak: float) -> list[float]:
+    """Round tick values from 0 up to `peak`: steps of 1, 2 or 5 times a power of ten, 3 to 7 of them."""
+    import math
+
+    if not peak > 0 or not math.isfinite(peak):
+        return [0.0]
+    raw = peak / 6
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    digits = max(0, -math.floor(math.log10(step)))
+    return [round(i * step, digits) for i in range(int(peak / step + 1e-9) + 1)]
+
+
+def tick_label(value: float) -> str:
+    """A tick's number as people write it: 5000, 2.5, 0.05 (never 5e+03)."""
+    import numpy as np
+
+    return np.format_float_positional(value, trim="-")

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 @app.command()
 def bench(
     url: Annotated[Optional[str], typer.Option(
-        help="Triton gRPC address (default: the server of --repository, else 127.0.0.1:8001).", show_default=False)] = None,
+        help="Triton gRPC address (default: the server of --repository, else 127.0.0.1:8001); a server `edge-deploy "
+             "serve` started on this machine is found there, with its key and TLS identity.",
+        show_default=False)] = None,
     repository: Annotated[Optional[Path], typer.Option(
         "--repository", "-r", help="Model repository: its models, and its running `edge-deploy serve` server.",
         show_default=False)] = None,
@@ -76,6 +78,12 @@ def bench(
         if record is None:
             raise BenchError(f"no running `edge-deploy serve` server for {repository}; start one, or pass --url.")
         url, tls = record.url, tls or record.client_tls()
+    if repository is None:  # a server `edge-deploy serve` started here: its key lists the models, as `status` does
+        from ..serve.record import record_at
+
+        record = record_at(url or "127.0.0.1:8001")
+        if record is not None:
+            repository, tls = record.repository, tls or record.client_tls()
     if plot is not None and plot.suffix.lower() != ".png":
         raise BenchError(f"--plot {plot} must name a .png file.")
     config = BenchConfig(url=url or "127.0.0.1:8001", tls=tls, repository=repository, models=tuple(model or ()),

@@ -74,7 +74,7 @@ def evaluate(
     other = open_runner(against, tls) if against else None
     try:
         report, worst = run_evaluate(runner, frames, against=other, reporter=ConsoleReporter(console),
-                                     keep_frames=max(0, show), camera=camera)
+                                     keep_frames=max(0, show), camera=camera, total=synthetic or limit)
     finally:
         runner.close()
         if other is not None:

@@ -25,14 +25,33 @@ def families(
         typer.echo(markdown_table(described), nl=False)
     else:
         from rich.console import Console
-        from rich.table import Table
 
-        table = Table(title="lane-model families (edge-deploy convert NAME)", title_justify="left")
-        for column in ("name", "family", "backbones", "data sets", "own options", "from"):
-            table.add_column(column)
+        print_families(described, Console())
+
+
+COLUMNS = ("name", "family", "backbones", "data sets", "own options", "from")
+TABLE_MIN_WIDTH = 120  # narrower, each family is a block of "column: value" lines, so nothing is cut
+
+
+def print_families(described: list[dict[str, Any]], console: Any) -> None:
+    """The table on a wide terminal; on a narrow one (80 columns) one block per family."""
+    title = "lane-model families (edge-deploy convert NAME)"
+    if console.width < TABLE_MIN_WIDTH:
+        console.print(title, highlight=False)
         for row in described:
-            table.add_row(*_cells(row))
-        Console(soft_wrap=True).print(table)
+            cells = dict(zip(COLUMNS, _cells(row)))
+            console.print(f"{cells['name']}: {cells['family']} ({cells['from']})", highlight=False)
+            for column in COLUMNS[2:5]:
+                console.print(f"  {column}: {cells[column]}", highlight=False)
+        return
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for column in COLUMNS:
+        table.add_column(column)
+    for row in described:
+        table.add_row(*_cells(row))
+    console.print(table)
 
 
 def _cells(row: dict[str, Any]) -> list[str]:

@@ -66,6 +66,7 @@ def serve(
     tls_client_key: Annotated[Optional[Path], typer.Option(help="Its private key.")] = None,
     allow_from: Annotated[Optional[list[str]], typer.Option("--allow-from", help="Network (CIDR) allowed to connect beyond loopback (repeatable; default: the --grpc-address's own subnet).")] = None,
     insecure: Annotated[bool, typer.Option(help="Serve plaintext gRPC beyond loopback: anyone on the network can run inference, read results and the model-repository key.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="With --foreground: also print tritonserver's log here (it always goes to its file: the server's own in the state directory, or --log-file).")] = False,
 ) -> None:
     """Serve the model repository with tritonserver under systemd; returns when every model is ready.
 
@@ -84,7 +85,7 @@ def serve(
         grpc_address=grpc_address, grpc_port=grpc_port, http=http, http_port=http_port, metrics=metrics,
         metrics_port=metrics_port, wait=wait, exit_timeout=exit_timeout, log_verbose=log_verbose, log_file=log_file,
         log_max_size=log_max_size, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca, tls_client_cert=tls_client_cert,
-        tls_client_key=tls_client_key, allow_from=tuple(allow_from or ()), insecure=insecure,
+        tls_client_key=tls_client_key, allow_from=tuple(allow_from or ()), insecure=insecure, verbose=verbose,
     )
 
     def ready(health) -> None:  # noqa: ANN001 - edge_deploy.serve.admin.Health

@@ -23,6 +23,7 @@ from ..errors import (
     LanesUnavailable,
     ModelChangedError,
     ModelNotReadyError,
+    ServerTimeoutError,
     ServerUnavailableError,
     TLSRefusedError,
     one_line,
@@ -139,7 +140,7 @@ def unavailability(exc: Exception) -> str | None:
     if handshake_failure(msg):
         return None
     if status == "UNAVAILABLE":
-        return "unreachable"
+        return "slow" if timed_out(msg) else "unreachable"
     if status == "DEADLINE_EXCEEDED":
         return "slow"
     if "shared memory region" in msg and ("unable to find" in msg or "not found" in msg):
@@ -162,6 +163,15 @@ def lanes_unavailable(reason: str, deadline: float, url: str, model: str) -> Lan
                             "carries on (reconnecting if needed).", reason)
 
 
+_TIMED_OUT = ("timed out", "timeout", "deadline exceeded")
+
+
+def timed_out(msg: str) -> bool:
+    """Whether an UNAVAILABLE failure is a connection the server took but did not answer in time (a busy server;
+    gRPC says "connection attempt timed out before receiving SETTINGS frame"), not a refused or lost one."""
+    return any(word in msg.lower() for word in _TIMED_OUT)
+
+
 def to_client_error(exc: Any, url: str, model: str, client_timeout: float | None,
                     tls: TLSConfig | None = None) -> ClientError:
     """A one-line ClientError for a tritonclient exception."""
@@ -169,14 +179,15 @@ def to_client_error(exc: Any, url: str, model: str, client_timeout: float | None
     refusal = explain_refusal(tls, msg) if status in ("UNAVAILABLE", "UNKNOWN") else None
     if refusal is not None:
         return TLSRefusedError(f"{'TLS connection' if tls else 'connection'} to Triton at {url} failed: {refusal}.")
-    if status == "UNAVAILABLE":
-        return ServerUnavailableError(
-            f"Triton at {url} is unreachable ({msg}); start it with `edge-deploy serve` or check --url."
+    if status == "DEADLINE_EXCEEDED" or (status == "UNAVAILABLE" and timed_out(msg)):
+        return ServerTimeoutError(
+            f"Triton at {url} did not answer within client_timeout={client_timeout} s ({msg}); the server is "
+            "busy or hung, not gone: check `edge-deploy status`, or raise the timeout (--timeout, client_timeout)."
         )
-    if status == "DEADLINE_EXCEEDED":
+    if status == "UNAVAILABLE":
+        why = "refused the connection: nothing listens there" if "refused" in msg.lower() else "is unreachable"
         return ServerUnavailableError(
-            f"Triton at {url} did not answer within client_timeout={client_timeout} s; the server is overloaded "
-            "or hung: check `edge-deploy serve` status, or raise client_timeout."
+            f"Triton at {url} {why} ({msg}); start it with `edge-deploy serve` or check --url."
         )
     if model_changed(exc):
         return ModelChangedError(
@@ -236,7 +247,6 @@ def unregister_is_final(exc: Exception) -> bool:
     ensemble's frame region), so the call is repeated briefly.
     """
     return status_of(exc) in ("UNAVAILABLE", "NOT_FOUND")
-
 
 
 def forget_regions(regions: Sequence[ShmRegion], registered: set[str]) -> list[str]:
@@ -479,6 +489,11 @@ class ClientBase:
         delay = backoff.next()
         if delay is not None:
             return delay
+        if isinstance(last, ServerTimeoutError):
+            raise ServerTimeoutError(
+                f"Triton at {self.url} took the connection but did not answer within {timeout:g} s (busy or hung); "
+                "check `edge-deploy status`, or wait longer."
+            )
         if isinstance(last, ServerUnavailableError):
             raise ServerUnavailableError(
                 f"Triton at {self.url} was not reachable within {timeout:g} s; start it with "

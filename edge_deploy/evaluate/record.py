@@ -60,7 +60,8 @@ def evaluate_artifact(artifact_dir: Path, manifest: Manifest, spec: str,
             continue
         with reporter.stage(f"evaluate {name} on {spec}"):
             runner = OnnxRunner(Path(artifact_dir), precision, manifest=manifest)
-            report, _ = evaluate(runner, eval_frames(spec))
+            count = int(spec[len(SYNTHETIC_PREFIX):]) if spec.startswith(SYNTHETIC_PREFIX) else None
+            report, _ = evaluate(runner, eval_frames(spec), reporter=reporter, total=count)
         frames = report.frames
         scores[name] = {f"{r.iou_threshold:g}": Scores(f1=round(r.f1, 4), precision=round(r.precision, 4),
                                                        recall=round(r.recall, 4)) for r in report.culane}

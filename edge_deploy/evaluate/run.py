@@ -89,6 +89,7 @@ def evaluate(
     reporter: Reporter | None = None,
     keep_frames: int = 0,
     camera: Any = None,
+    total: int | None = None,
 ) -> tuple[EvaluationReport, list[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]]]:
     """Score `runner` on `frames` ((name, BGR frame, truth lanes[, condition tags[, SceneTruth]])).
 
@@ -99,16 +100,17 @@ def evaluate(
     accuracy/FP/FN, and the CULane metric scores its lanes as polylines. With `against` (the reference), both
     models see every frame and the retention table says how much of the reference's quality `runner` keeps.
     Returns the report and the `keep_frames` worst frames (record, frame, lanes, truth) for pictures.
+    `total`: how many frames there are, for the reporter's bar (None: counted without one).
     """
     reporter = reporter or Reporter()
     scores = _Scores(thresholds, against is not None, camera, keep_frames)
-    for item in frames:
-        scores.check_size(item[0], item[1])
-        lanes, seconds = _timed(runner, item[1])
-        other = _timed(against, item[1]) if against is not None else None  # after the runner, on the same frame
-        scores.add(item, lanes, seconds, other)
-        if len(scores.records) % 25 == 0:
-            reporter.info(f"{len(scores.records)} frames")
+    with reporter.count("frames", total) as advance:
+        for item in frames:
+            scores.check_size(item[0], item[1])
+            lanes, seconds = _timed(runner, item[1])
+            other = _timed(against, item[1]) if against is not None else None  # after the runner, on the same frame
+            scores.add(item, lanes, seconds, other)
+            advance(1)
     return scores.report(runner, against), scores.worst
 
 

@@ -52,6 +52,8 @@ def draw_lanes(
         raise ValueError("draw_lanes needs an HxWx3 uint8 BGR frame")
     out = frame.copy()
     scale = max(out.shape[:2]) / 1000.0
+    font_scale = max(0.4, 0.6 * scale)
+    scored: list[tuple[np.ndarray, str, tuple[int, int, int]]] = []
     for i, lane in enumerate(lanes):
         pts, score = _points_and_score(lane)
         pts = pts[np.isfinite(pts).all(axis=1)]
@@ -61,17 +63,44 @@ def draw_lanes(
         fixed = np.round(pts * (1 << _SHIFT)).astype(np.int32).reshape(-1, 1, 2)
         cv2.polylines(out, [fixed], False, bgr, int(thickness), cv2.LINE_AA, _SHIFT)
         if labels and score is not None:
-            x, y = pts[np.argmin(pts[:, 1])]
-            org = (int(np.clip(x, 0, out.shape[1] - 60)), int(np.clip(y - 8, 15, out.shape[0] - 5)))
-            font_scale = max(0.4, 0.6 * scale)
-            cv2.putText(out, f"{score:.2f}", org, cv2.FONT_HERSHEY_SIMPLEX, font_scale, (0, 0, 0), 3, cv2.LINE_AA)
-            cv2.putText(out, f"{score:.2f}", org, cv2.FONT_HERSHEY_SIMPLEX, font_scale, bgr, 1, cv2.LINE_AA)
+            scored.append((pts, f"{score:.2f}", bgr))
+    boxes = label_boxes([(pts, text) for pts, text, _ in scored], out.shape[:2], font_scale)
+    for (_, text, bgr), (x0, _y0, _x1, y1) in zip(scored, boxes):  # after every line: no lane crosses a label
+        cv2.putText(out, text, (x0, y1), cv2.FONT_HERSHEY_SIMPLEX, font_scale, (0, 0, 0), 3, cv2.LINE_AA)
+        cv2.putText(out, text, (x0, y1), cv2.FONT_HERSHEY_SIMPLEX, font_scale, bgr, 1, cv2.LINE_AA)
     if caption:
         font_scale = max(0.5, 0.8 * scale)
         (w, h), base = cv2.getTextSize(caption, cv2.FONT_HERSHEY_SIMPLEX, font_scale, 2)
         out[: h + base + 12, : w + 16] //= 3
         cv2.putText(out, caption, (8, h + 6), cv2.FONT_HERSHEY_SIMPLEX, font_scale, (255, 255, 255), 2, cv2.LINE_AA)
     return out
+
+
+def label_boxes(labelled: list[tuple[np.ndarray, str]], shape: tuple[int, int],
+                font_scale: float) -> list[tuple[int, int, int, int]]:
+    """Where each lane's label goes, (x0, y0, x1, y1) with y1 the text's baseline: at the lane's top end, else the
+    first point further down its line where it overlaps no label placed before it (lanes meet near the vanishing
+    point, where their labels would print over each other); the top end when no point is free."""
+    height, width = shape
+    placed: list[tuple[int, int, int, int]] = []
+    for pts, text in labelled:
+        (w, h), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, 3)
+        order = pts[np.argsort(pts[:, 1])]  # top end first
+
+        def box_at(x: float, y: float) -> tuple[int, int, int, int]:
+            x0 = int(np.clip(x - w / 2, 0, max(width - w, 0)))
+            y1 = int(np.clip(y - 8, h + 2, height - base - 2))
+            return x0, y1 - h - 2, x0 + w, y1 + base
+
+        candidates = [box_at(x, y) for x, y in order]
+        gap = max(4, h // 2)  # labels that merely touch read as one number ("0.940.93")
+        free = [b for b in candidates if not any(_overlap(b, other, gap) for other in placed)]
+        placed.append(free[0] if free else candidates[0])
+    return placed
+
+
+def _overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int], gap: int = 0) -> bool:
+    return a[0] < b[2] + gap and b[0] < a[2] + gap and a[1] < b[3] + gap and b[1] < a[3] + gap
 
 
 def save_png(path: str | os.PathLike[str], image: np.ndarray) -> Path:

@@ -132,6 +132,8 @@ def _add_reasons(client, result: Health, headers: dict[str, str] | None, timeout
             model.reason = UNKNOWN_MODEL
         if state in ("", "READY"):
             continue
+        if state == "UNAVAILABLE" and reason.strip() == "unloaded":
+            continue  # unloaded on request (a rollback, a version policy that moved on): nothing failed
         why = " ".join(reason.split("\n", 1)[0].split()).removeprefix("Internal: ")[:200] or state.lower()
         model.failed = not model.ready and state == "UNAVAILABLE"
         model.reason = f"version {version} {'failed to load' if state == 'UNAVAILABLE' else state.lower()}: {why}"

@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import ServerError
 from ..state import state_dir
@@ -36,6 +36,9 @@ from .record import (
 )
 from .systemd import write_private
 
+if TYPE_CHECKING:
+    from ..progress import Reporter
+
 
 def run_foreground(
     install: TritonInstall,
@@ -46,17 +49,23 @@ def run_foreground(
     on_ready: "Callable[[Health], None] | None" = None,
     on_note: "Callable[[str], None] | None" = None,
     log_max_bytes: int = DEFAULT_MAX_BYTES,
+    echo: bool = False,
+    reporter: "Reporter | None" = None,
 ) -> int:
     """Run tritonserver in this process's foreground until SIGINT/SIGTERM; its exit code.
 
     The signal is forwarded to tritonserver, which finishes in-flight requests
     (up to the exit timeout) and exits; 0 means a clean stop. Whatever the server
     left behind (orphaned backend stubs, shared-memory regions) is removed and
-    reported through `on_note`.
+    reported through `on_note`. tritonserver's output goes to `log_path` only (with `echo`, to stderr too);
+    `reporter` shows the wait for readiness.
     """
+    from ..progress import Reporter
+
+    reporter = reporter or Reporter()
     models = check_repository(options.model_repository)
     check_ports_free(options)
-    server = TritonProcess(install, options, log_path, echo=True, die_with_parent=True, log_max_bytes=log_max_bytes)
+    server = TritonProcess(install, options, log_path, echo=echo, die_with_parent=True, log_max_bytes=log_max_bytes)
     stop_requested = threading.Event()
     become_subreaper()
     leftovers: Leftovers | None = None
@@ -72,7 +81,8 @@ def run_foreground(
         assert server.proc is not None
         leftovers = Leftovers(server.proc.pid)
         try:
-            health = server.wait_ready(ready_timeout, models, settle=True)  # serve what loads
+            with reporter.stage(f"starting tritonserver at {options.url} (waiting for every model to be ready)"):
+                health = server.wait_ready(ready_timeout, models, settle=True)  # serve what loads
         except ServerError:
             if stop_requested.is_set():
                 return _finish(server, options)
@@ -98,9 +108,16 @@ def run_foreground(
                     on_note(note)
 
 
-def foreground_log(scope: str) -> Path:
-    """Where `serve --foreground` keeps tritonserver's output by default (capped like --log-file)."""
-    return state_dir(scope) / "triton-foreground.log"
+def foreground_log(scope: str, repository: Path) -> Path:
+    """Where `serve --foreground` of `repository` keeps tritonserver's output by default (capped like --log-file):
+    one file per server (a repository has one foreground server at a time), beside its record."""
+    return record_path(scope, repository, "foreground").with_suffix(".log")
+
+
+def latest_foreground_log(scope: str) -> Path | None:
+    """The log of the newest `serve --foreground` server of a scope's state dir (None: none has run)."""
+    logs = sorted((state_dir(scope) / "servers").glob("*.foreground.log"), key=lambda p: p.stat().st_mtime)
+    return logs[-1] if logs else None
 
 
 def _finish(server: TritonProcess, options: ServerOptions) -> int:
@@ -118,6 +135,8 @@ def serve_foreground(
     on_note: "Callable[[str], None] | None" = None,
     log_file: Path | None = None,
     log_max_bytes: int = DEFAULT_MAX_BYTES,
+    echo: bool = False,
+    reporter: "Reporter | None" = None,
 ) -> tuple[int, Path]:
     """Run tritonserver with its own model-repository key and server record; (exit code, log path).
 
@@ -139,7 +158,8 @@ def serve_foreground(
                 "or serve another repository."
             )
         return _serve_claimed(install, options, scope, ready_timeout=ready_timeout, on_ready=on_ready,
-                              on_note=on_note, log_file=log_file, log_max_bytes=log_max_bytes)
+                              on_note=on_note, log_file=log_file, log_max_bytes=log_max_bytes, echo=echo,
+                              reporter=reporter)
 
 
 def _serve_claimed(
@@ -152,6 +172,8 @@ def _serve_claimed(
     on_note: "Callable[[str], None] | None",
     log_file: Path | None,
     log_max_bytes: int,
+    echo: bool = False,
+    reporter: "Reporter | None" = None,
 ) -> tuple[int, Path]:
     key = generate_key()
     key_file = record_path(scope, options.model_repository, "foreground").with_suffix(".key")
@@ -170,10 +192,10 @@ def _serve_claimed(
         if on_ready is not None:
             on_ready(health)
 
-    log_path = log_file or foreground_log(scope)
+    log_path = log_file or foreground_log(scope, options.model_repository)
     try:
         code = run_foreground(install, options, log_path, ready_timeout=ready_timeout, on_ready=ready,
-                              on_note=on_note, log_max_bytes=log_max_bytes)
+                              on_note=on_note, log_max_bytes=log_max_bytes, echo=echo, reporter=reporter)
     finally:
         if saved:
             remove_record(record)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ..errors import ServerError
 from . import systemd as su
-from .foreground import foreground_log
+from ..state import state_dir
+from .foreground import foreground_log, latest_foreground_log
 from .service import foreground_scope, scope_of
 
 
@@ -45,6 +46,25 @@ class LogSource:
         return argv + (["-f"] if follow else [])
 
 
+def foreground_source(user: bool, lines: int) -> LogSource | None:
+    """The log of the `serve --foreground` server that runs now (the first, when several do), else of the last
+    one that ran; None when none has run here."""
+    from .record import foreground_records
+
+    scope = foreground_scope(user)
+    running = foreground_records((scope,))
+    if running:
+        record = running[0]
+        path = foreground_log(scope, record.repository)
+        return LogSource(user, lines, path, f"no {su.UNIT_NAME} is installed; showing the log of "
+                                            f"{record.describe()} serving {record.repository}: {path}")
+    path = latest_foreground_log(scope)
+    if path is None:
+        return None
+    return LogSource(user, lines, path, f"no {su.UNIT_NAME} is installed; showing the last `serve --foreground` "
+                                        f"log {path}")
+
+
 def log_source(user: bool = False, lines: int = 200) -> LogSource:
     """Where the server's log is; ServerError when nothing was served here or the journal did not keep it."""
     if lines < 1:
@@ -54,12 +74,12 @@ def log_source(user: bool = False, lines: int = 200) -> LogSource:
     if installed is not None and installed.log_file is not None:
         return LogSource(user, lines, installed.log_file, f"the unit writes to {installed.log_file} (--log-file)")
     if installed is None:
-        fallback = foreground_log(foreground_scope(user))
-        if fallback.is_file():
-            return LogSource(user, lines, fallback, f"no {su.UNIT_NAME} is installed ({scope}); "
-                                                    f"showing the `serve --foreground` log {fallback}")
+        fallback = foreground_source(user, lines)
+        if fallback is not None:
+            return fallback
+        where = state_dir(foreground_scope(user)) / "servers"
         raise ServerError(
-            f"no {su.UNIT_NAME} is installed ({scope}) and no `serve --foreground` log exists at {fallback}: "
+            f"no {su.UNIT_NAME} is installed ({scope}) and no `serve --foreground` log exists in {where}: "
             "nothing has been served here yet."
         )
     if not su.journald_available():

@@ -19,7 +19,7 @@ from .log_reason import last_error_line
 class TritonProcess:
     """A tritonserver child process (used by `serve --foreground` and by tests).
 
-    Output goes to `log_path` (and, with `echo=True`, to stderr as well).
+    Output goes to `log_path` (capped at `log_max_bytes` when given; with `echo=True`, to stderr as well).
     `wait_ready` polls gRPC readiness; `stop` sends SIGTERM, then SIGKILL after the timeout.
     """
 
@@ -28,7 +28,7 @@ class TritonProcess:
         die_with_parent: bool = False, log_max_bytes: int | None = None,
     ) -> None:
         self.install = install
-        self.log_max_bytes = log_max_bytes  # with echo: cap the log (edge_deploy.serve.logfile.CappedLog)
+        self.log_max_bytes = log_max_bytes  # cap the log (edge_deploy.serve.logfile.CappedLog)
         self.options = options
         self.log_path = Path(log_path)
         self.echo = echo
@@ -36,6 +36,11 @@ class TritonProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self._tee: threading.Thread | None = None
         self._log_start = 0  # where this run's output begins in an appended-to log
+
+    @property
+    def _pumped(self) -> bool:
+        """Output read through a pipe (to echo it, or to cap its log) rather than written to the log directly."""
+        return self.echo or self.log_max_bytes is not None
 
     @property
     def url(self) -> str:
@@ -51,7 +56,7 @@ class TritonProcess:
         """Launch tritonserver in its own session, output appended to the log; returns self."""
         env = {**os.environ, **self.install.env}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        if self.echo and self.log_max_bytes is not None:
+        if self._pumped and self.log_max_bytes is not None:
             from .logfile import CappedLog
 
             log = CappedLog(self.log_path, self.log_max_bytes)
@@ -62,7 +67,7 @@ class TritonProcess:
         try:
             self.proc = subprocess.Popen(
                 self.argv,
-                stdout=subprocess.PIPE if self.echo else log,
+                stdout=subprocess.PIPE if self._pumped else log,
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
@@ -71,7 +76,7 @@ class TritonProcess:
         except OSError as exc:
             log.close()
             raise ServerError(f"cannot start {self.install.binary}: {exc}; {INSTALL_HINT}.") from exc
-        if self.echo:
+        if self._pumped:
             self._tee = threading.Thread(target=self._copy_output, args=(log,), daemon=True)
             self._tee.start()
         else:
@@ -84,8 +89,9 @@ class TritonProcess:
             for line in self.proc.stdout:
                 log.write(line)
                 log.flush()
-                sys.stderr.buffer.write(line)
-                sys.stderr.flush()
+                if self.echo:
+                    sys.stderr.buffer.write(line)
+                    sys.stderr.flush()
 
     def exited(self) -> str | None:
         """None while running; otherwise why it stopped (exit code and the log's reason)."""

@@ -182,6 +182,29 @@ def foreground_records(scopes: list[str] | tuple[str, ...] = ("user", "system"))
     return out
 
 
+def record_at(url: str) -> ServerRecord | None:
+    """The record of a running server edge-deploy started that listens where `url` dials (a `serve --foreground`
+    server before a unit), in this user's and the system's state dirs; None when none does. How a command given
+    only --url (bench) finds the server's key and TLS identity, as `status` does."""
+    from .addresses import dial_url
+
+    def where(address: str) -> str:
+        host, _, port = dial_url(address).rpartition(":")
+        return f"{'127.0.0.1' if host == 'localhost' else host}:{port}"
+
+    wanted = where(url)
+    for directory in dict.fromkeys(state_dir(scope) / "servers" for scope in ("user", "system")):
+        paths = sorted(directory.glob("*.json"), key=lambda p: (not p.name.endswith(".foreground.json"), p.name))
+        for path in paths:
+            try:
+                record = ServerRecord.from_dict(json.loads(path.read_text()))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if where(record.url) == wanted and record.owner_alive():
+                return record
+    return None
+
+
 def prune_stale_records(repository: Path) -> list[str]:
     """Remove the records (and keys) of foreground servers whose process is gone; what was removed, in words."""
     removed = []

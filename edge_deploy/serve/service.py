@@ -91,6 +91,7 @@ class ServeOptions:
     tls_client_key: Path | None = None
     allow_from: tuple[str, ...] = ()
     insecure: bool = False
+    verbose: bool = False  # foreground: tritonserver's log on the console too (it always goes to its file)
     log_max_bytes: int = field(init=False)
     model_repository: Path = field(init=False)
 
@@ -171,11 +172,16 @@ def serve(
     server = _server_options(options, policy.tls)
     outcome = ServeOutcome(scope=scope, install=install, repository=server.model_repository)
     if options.foreground:
-        from .foreground import serve_foreground
+        from .foreground import foreground_log, serve_foreground
 
-        code, log_path = serve_foreground(install, server, foreground_scope(options.user), ready_timeout=options.wait,
-                                          on_ready=on_ready, on_note=on_note, log_file=options.log_file,
-                                          log_max_bytes=options.log_max_bytes)
+        fg_scope = foreground_scope(options.user)
+        log_path = options.log_file or foreground_log(fg_scope, server.model_repository)
+        if not options.verbose:
+            reporter.info(f"tritonserver's log: {log_path} (--verbose shows it here too)")
+        code, log_path = serve_foreground(install, server, fg_scope, ready_timeout=options.wait,
+                                          on_ready=on_ready, on_note=on_note, log_file=log_path,
+                                          log_max_bytes=options.log_max_bytes, echo=options.verbose,
+                                          reporter=reporter)
         if code != 0:
             raise ServerError(f"tritonserver exited with code {code}; see {log_path}.")
         return outcome
@@ -253,7 +259,26 @@ def uninstall(user: bool = False) -> list[Path]:
 def stop(user: bool = False) -> None:
     """Stop the unit (it stays installed and enabled); ServerError when none is installed."""
     scope = scope_of(user)
-    su.require_root(scope)
-    su.require_systemd(scope)
-    if not su.stop_unit(scope):
-        raise ServerError(f"{su.UNIT_NAME} is not installed ({su.unit_path(scope)}); nothing to stop.")
+    try:
+        su.require_root(scope)
+        su.require_systemd(scope)
+        if su.stop_unit(scope):
+            return
+        why = f"{su.UNIT_NAME} is not installed ({su.unit_path(scope)})"
+    except ServerError as exc:
+        if not _foreground_servers(user):
+            raise
+        why = str(exc).split(";", 1)[0].rstrip(".")
+    running = _foreground_servers(user)
+    if not running:
+        raise ServerError(f"{why}; nothing to stop.")
+    raise ServerError(f"{why}, so `stop` stopped nothing; the server running is " + "; ".join(
+        f"{record.describe()} serving {record.repository} at {record.url}: stop it with Ctrl-C in its terminal "
+        f"or `kill -INT {record.pid}`" for record in running) + ".")
+
+
+def _foreground_servers(user: bool) -> list:  # list[ServerRecord]
+    """The `serve --foreground` servers of this user's state dirs that run now."""
+    from .record import foreground_records
+
+    return foreground_records(tuple(dict.fromkeys((foreground_scope(user), scope_of(user)))))

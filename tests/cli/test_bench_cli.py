@@ -90,3 +90,60 @@ def test_frames_from_a_directory_a_video_or_the_sample_set(tmp_path) -> None:
     (tmp_path / "notes.mp4").write_text("not a video")
     with pytest.raises(FrameError, match=r"cannot open video .*notes\.mp4: the file \(11 bytes\)"):
         load_frames(tmp_path / "notes.mp4", 8)
+
+
+def a_report():  # noqa: ANN201 - a BenchReport with figures as wide as real ones (issue 45 #6)
+    from edge_deploy.bench.results import BenchReport, CellResult, ClientSplit, Latency
+    from edge_deploy.bench.server_stats import ServerTimes
+
+    cells = [CellResult(model=name, lane_model="lanedet", pipeline=kind, family="laneatt", concurrency=width,
+                        client="LaneDetClient", frames=1111, seconds=10.0, frames_per_s=111.123,
+                        latency=Latency(19.87654, 23.4567, 5222.125, 30.0),
+                        client_split=ClientSplit(12.345, 6.789, 1.234),
+                        server={name: ServerTimes(1111, 0.123, 4.567)}, client_cpu_ms_per_frame=15.678,
+                        server_cpu_ms_per_frame=22.351)
+             for name, kind in (("lanedet", "client-side"), ("lanedet_pipeline", "bls")) for width in (1, 4)]
+    return BenchReport(url="127.0.0.1:8001", frames="synthetic sample set (32 frames, 1640x590)", seconds=10.0,
+                       warmup_seconds=1.0, concurrency=[1, 4], lanes_check="lanes-equal check passed",
+                       server_cpu="tritonserver PID 1", jetson="not a Jetson", machine={"cpus": 2}, cells=cells)
+
+
+def test_the_report_is_readable_at_80_columns_and_a_table_when_wide() -> None:
+    from rich.console import Console
+
+    from edge_deploy.bench.report import print_report
+
+    out = io.StringIO()
+    print_report(a_report(), Console(file=out, width=80))
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80 and "…" not in text, text
+    assert "lanedet_pipeline (bls), concurrency 4: 111.1 frames/s" in text
+    assert "  latency ms p50 / p90 / p99: 19.88 / 23.46 / 5222.12" in text
+    assert "  CPU ms/frame client/server: 15.68 / 22.35" in text and "GPU" not in text  # no Jetson, no line
+    wide = io.StringIO()
+    print_report(a_report(), Console(file=wide, width=200))
+    assert "┃ model" in wide.getvalue() and "5222.12" in wide.getvalue() and "…" not in wide.getvalue()
+
+
+def test_the_plot_axis_has_round_ticks_written_out() -> None:
+    from edge_deploy.bench.report import axis_ticks, tick_label
+
+    assert [tick_label(v) for v in axis_ticks(5744.3)] == ["0", "1000", "2000", "3000", "4000", "5000"]
+    assert [tick_label(v) for v in axis_ticks(0.33)] == ["0", "0.1", "0.2", "0.3"]
+    assert [tick_label(v) for v in axis_ticks(0.3)] == ["0", "0.05", "0.1", "0.15", "0.2", "0.25", "0.3"]
+    for peak in (1e-9, 0.07, 3.3, 88.0, 123456.0):
+        ticks = axis_ticks(peak)
+        assert 3 <= len(ticks) <= 7 and ticks[-1] <= peak and "e" not in "".join(map(tick_label, ticks)), peak
+
+
+def test_the_families_table_is_readable_at_80_columns(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "edge_deploy", "families"], capture_output=True, text=True,
+                         env={**os.environ, "COLUMNS": "80"}, timeout=60)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert max(map(len, lines)) <= 80 and "…" not in run.stdout, run.stdout
+    assert "  own options: --anchors-freq, --topk-anchors, --anchor-order" in lines, run.stdout

@@ -52,7 +52,7 @@ def test_unreachable_server_is_one_line(tmp_path):
     cli("sample", "--out", str(tmp_path), "-n", "1")
     result = cli("infer", str(tmp_path / "road-000.png"), "--url", f"127.0.0.1:{free_port()}",
                  "--out", str(tmp_path / "out"), "--timeout", "2")
-    assert "unreachable" in one_line_error(result)
+    assert "refused the connection" in one_line_error(result)
     assert not (tmp_path / "out").exists()
 
 

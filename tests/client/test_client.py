@@ -28,6 +28,7 @@ from edge_deploy.errors import (
     ClientError,
     FrameError,
     ModelMismatchError,
+    ServerTimeoutError,
     ServerUnavailableError,
 )
 from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
@@ -417,7 +418,45 @@ def test_unreachable_server_is_one_line_error():
     port = free_port()
     with pytest.raises(ServerUnavailableError) as info:
         LaneDetClient(f"127.0.0.1:{port}", client_timeout=2.0)
-    assert "unreachable" in str(info.value) and "\n" not in str(info.value)
+    assert "refused the connection" in str(info.value) and "\n" not in str(info.value)
+    assert not isinstance(info.value, ServerTimeoutError)
+
+
+@pytest.fixture
+def silent_server():
+    """A port that takes connections and never answers: a server too busy to reply (issue 45 #13). A plain socket,
+    not tritonserver: a real server cannot be made to stall on demand."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    taken: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                taken.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"127.0.0.1:{listener.getsockname()[1]}"
+    listener.close()
+    for conn in taken:
+        conn.close()
+
+
+def test_a_server_that_does_not_answer_in_time_is_not_called_unreachable(silent_server):
+    with pytest.raises(ServerTimeoutError) as info:
+        LaneDetClient(silent_server, client_timeout=0.5, retry_deadline=0)
+    message = str(info.value)
+    assert "did not answer within client_timeout=0.5 s" in message and "busy or hung" in message, message
+    assert "unreachable" not in message and "start it with" not in message and "\n" not in message
+    with LaneDetClient(silent_server, connect=False, client_timeout=0.3) as client:
+        with pytest.raises(ServerTimeoutError, match="did not answer within 0.6 s"):
+            client.wait_until_ready(0.6)
 
 
 def test_unreachable_server_retries_until_the_deadline():
@@ -451,7 +490,7 @@ def test_async_client_unreachable_server_and_bad_arguments():
         return str(info.value)
 
     message = asyncio.run(run())
-    assert "unreachable" in message and "\n" not in message
+    assert "refused the connection" in message and "\n" not in message
     with pytest.raises(ClientError, match="max_in_flight"):
         AsyncLaneDetClient(max_in_flight=0)
     assert leftover_regions(os.getpid()) == []

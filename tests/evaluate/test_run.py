@@ -42,6 +42,20 @@ def test_perfect_lanes_score_one_and_dropped_lanes_cost_recall() -> None:
     assert dropped.culane[0].recall == pytest.approx((total - 4) / total) and dropped.culane[0].precision == 1.0
 
 
+def test_the_frames_are_counted_as_they_are_scored() -> None:
+    """evaluate's long loop shows its count (issue 45 #5): the reporter's bar gets every frame, against its total."""
+    import io
+
+    from rich.console import Console
+
+    from edge_deploy.progress import ConsoleReporter
+
+    frames, truths = _frames(3)
+    out = io.StringIO()
+    evaluate(TruthRunner(truths), frames, reporter=ConsoleReporter(Console(file=out, force_terminal=True)), total=3)
+    assert "3/3" in out.getvalue(), out.getvalue()
+
+
 def test_against_gives_the_retention_of_a_shifted_model() -> None:
     frames, truths = _frames(3)
     report, _ = evaluate(TruthRunner(truths), frames, against=TruthRunner(truths, dx=4.0))

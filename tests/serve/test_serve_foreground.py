@@ -178,6 +178,31 @@ def test_foreground_model_that_fails_to_load_shows_the_reason(tmp_path) -> None:
     assert_one_line_error(result, "weights file is corrupt")
 
 
+@pytest.mark.triton
+def test_verbose_follows_the_server_log_that_otherwise_stays_in_its_file(tmp_path) -> None:
+    """serve --foreground prints what edge-deploy knows; tritonserver's own lines go to the server's log file, and to
+    the console too with --verbose (issue 45 #8). Without --verbose: the README walk (tests/docs/test_readme_runs)."""
+    write_model(tmp_path / "repo", "add_one")
+    err_path = tmp_path / "serve.stderr"
+    with err_path.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "edge_deploy", "serve", "--foreground", "--user", "--verbose", "--repository",
+             str(tmp_path / "repo"), "--grpc-port", str(free_port()), "--exit-timeout", str(EXIT_TIMEOUT)],
+            env=cli_env(tmp_path), stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        assert "serving" in LineReader(proc.stdout).next(90)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=EXIT_TIMEOUT + 10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    said = err_path.read_text()
+    logs = list((tmp_path / "state" / "servers").glob("*.foreground.log"))
+    assert len(logs) == 1 and "Started GRPCInferenceService" in logs[0].read_text()
+    assert "Started GRPCInferenceService" in said and "tritonserver's log:" not in said, said
+
+
 def test_missing_repository(tmp_path) -> None:
     result = run_cli(tmp_path, "serve", "--foreground", "--user", "--repository", str(tmp_path / "nope"))
     assert_one_line_error(result, "does not exist")
@@ -198,7 +223,7 @@ def test_port_already_in_use_starts_nothing(tmp_path) -> None:
         result = run_cli(tmp_path, "serve", "--foreground", "--user", "--repository", str(tmp_path / "repo"),
                          "--grpc-port", str(port))
     assert_one_line_error(result, f"127.0.0.1:{port} is already in use")
-    assert not (tmp_path / "state" / "triton-foreground.log").exists()
+    assert not list((tmp_path / "state").rglob("*.log"))
 
 
 def test_tritonserver_that_does_not_exist(tmp_path) -> None:
