@@ -245,3 +245,14 @@ def test_ufldv2_lanes_are_held_to_1_px_at_the_data_sets_original_width(tmp_path:
         assert lanes["lanes_plan"] == lanes["lanes_onnxruntime"] == 2
         assert lanes["mean_dx_px"] == pytest.approx(moved_px, abs=1e-3) and lanes["dx_width_px"] == width
         assert report["passed"] is passes, report["problems"]
+
+
+def test_the_fp16_report_says_what_a_gpu_would_show():
+    """Issue 46: ONNX Runtime on the CPU sees 2-3x less FP16 lane movement than an H200 did; the report scales
+    its figure by the largest factor measured (BENCHMARKS.md, "FP16 lanes on a GPU")."""
+    from edge_deploy.export.fp16_onnx import GPU_FP16_DX_FACTOR, gpu_fp16_note
+    from edge_deploy.records import LaneComparison
+
+    note = gpu_fp16_note(LaneComparison(images=9, lanes_fp32=14, lanes_fp16=14, mean_dx_px=0.1))
+    assert GPU_FP16_DX_FACTOR >= 3.0 and "on a GPU expect up to ~0.31 px" in note
+    assert gpu_fp16_note(LaneComparison(images=9, lanes_fp32=0, lanes_fp16=0, mean_dx_px=0.0)) == ""
