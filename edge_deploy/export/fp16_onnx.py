@@ -226,7 +226,7 @@ def gpu_fp16_note(lanes: LaneComparison) -> str:
     if not lanes.mean_dx_px:
         return ""
     gpu = lanes.mean_dx_px * GPU_FP16_DX_FACTOR
-    return f" (ONNX Runtime on the CPU computes parts in FP32: on a GPU expect up to ~{gpu:.2f} px, as measured on an H200)"
+    return f" (ONNX Runtime on the CPU computes parts in FP32: on a GPU expect up to ~{gpu:.2f} px, measured on an H200)"
 
 
 def _refuse_or_note_lanes(verdict: Comparison, manifest: Manifest, reporter: Reporter) -> Comparison:
