@@ -298,3 +298,63 @@ def test_serve_user_with_mutual_tls(user_manager, tmp_path) -> None:
     removed = m.cli("serve", "--user", "--uninstall")
     assert removed.returncode == 0, removed.stderr
     assert not any(copies.iterdir())
+
+
+def test_a_lane_stream_rides_through_a_crash_of_the_systemd_unit(user_manager, tmp_path, laneatt_data) -> None:
+    """Issue 42: a LaneStream on a model `serve --user` serves; tritonserver is SIGKILLed and systemd (Restart=)
+    starts it again. The stream says "unavailable" soon after the kill, "ok" again once the unit serves, the app's
+    calls never block, and stop() leaves no region in /dev/shm and none registered on the server."""
+    import threading
+
+    import tritonclient.grpc as grpcclient
+    from camera_stub import Camera
+    from small_artifact import make_artifact
+
+    from edge_deploy.client.shm import leftover_regions
+    from edge_deploy.client.sync_client import LaneDetClient
+    from edge_deploy.deploy.install import install
+    from edge_deploy.media.stream import LaneStream
+
+    m, repo, port = user_manager, tmp_path / "repo", free_port()
+    install(make_artifact(tmp_path / "artifact", laneatt_data / "anchors_2784x77.npy"), repo, "tiny", runtime="python")
+    result = m.cli("serve", "--user", "--repository", str(repo), "--grpc-port", str(port), "--wait", "90",
+                   "--log-file", str(tmp_path / "triton.log"))
+    assert result.returncode == 0, result.stderr
+    url, max_age = f"127.0.0.1:{port}", 0.2
+    camera = Camera()
+    timeline: list[tuple[float, str]] = []
+    longest = 0.0
+    try:
+        with LaneDetClient(url, "tiny", connect=False) as client:
+            stream = LaneStream(client, camera, max_age=max_age).start()
+            try:
+                _wait_for(lambda: stream.latest().state == "ok", 30, "the first lanes")
+                pid = m.main_pid()
+                (triton,) = [c for c in _descendants(pid)
+                             if Path(f"/proc/{c}/comm").read_text().strip() == "tritonserver"]
+                os.kill(triton, signal.SIGKILL)
+                killed_at = time.monotonic()
+                while time.monotonic() - killed_at < 60:
+                    now = time.monotonic()
+                    state = stream.latest().state
+                    longest = max(longest, time.monotonic() - now)
+                    timeline.append((now, state))
+                    if now - killed_at > 1 and m.main_pid() not in (0, pid) and \
+                            all(s == "ok" for _, s in timeline[-20:]):
+                        break
+                    time.sleep(0.01)
+            finally:
+                stats = stream.stop()
+                camera.close()
+            assert not [t for t in threading.enumerate() if t.name.startswith("lanestream")]
+            assert leftover_regions(os.getpid()) == [] and client.shm_regions == []
+            status = grpcclient.InferenceServerClient(url).get_system_shared_memory_status(as_json=True)
+            assert not status.get("regions")
+    finally:
+        m.cli("stop", "--user")
+    down = next(t for t, s in timeline if s == "unavailable")
+    assert down - killed_at < max_age + 1 / 30 + 0.5  # max_age + one frame period, and a margin for a loaded machine
+    assert timeline[-1][1] == "ok" and stats.frames_failed > 0
+    assert longest < max_age
+    print(f"\nsystemd restart: unavailable {1000 * (down - killed_at):.0f} ms after the kill, ok again "
+          f"{next(t for t, s in timeline if t > down and s == 'ok') - killed_at:.1f} s after it")
