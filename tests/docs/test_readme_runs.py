@@ -122,8 +122,8 @@ def run_bench_page(work: Path, env: dict[str, str]) -> None:
     """docs/bench.md's examples against the README's `serve --foreground` server (its key found by bench, issue 45
     #1), each cell shortened; the vehicle-7 line needs a vehicle over mutual TLS and is left out."""
     lines = [line for line in doc_commands("bench.md") if "vehicle-7" not in line]
-    assert len(lines) == 3, lines
-    by_repository, by_url, frames = lines
+    assert len(lines) == 5, lines
+    by_repository, by_url, frames, realtime, realtime_json = lines
     narrow = bash(by_repository.replace("edge-deploy bench", f"edge-deploy bench {FAST} --concurrency 1"), work,
                   {**env, "COLUMNS": "80"}).stdout
     assert "lanedet (client-side), concurrency 1: " in narrow and "lanedet_pipeline (bls), concurrency 1: " in narrow
@@ -136,6 +136,14 @@ def run_bench_page(work: Path, env: dict[str, str]) -> None:
     assert report["frames"].startswith("samples/drive.mp4") and {c["model"] for c in report["cells"]} == {
         "lanedet", "lanedet_pipeline"}, report["frames"]
     assert (work / "bench.png").read_bytes()[:4] == b"\x89PNG"
+    # issue 42: the realtime lines, each stream timed 0.5 s (and 1 or 2 cameras, not 4)
+    assert "--seconds 10" in realtime and "--cameras 1,2,4" in realtime
+    streams = bash(realtime.replace("--seconds 10", "--seconds 0.5 --warmup 0.2").replace("1,2,4", "1,2"), work,
+                   {**env, "COLUMNS": "80"}).stdout
+    assert "realtime" in streams and "2/2" in streams and max(map(len, streams.splitlines())) <= 80, streams
+    bash(realtime_json.replace("edge-deploy bench", "edge-deploy bench --seconds 0.5 --warmup 0.2"), work, env)
+    live = json.loads((work / "realtime.json").read_text())
+    assert live["mode"] == "realtime" and [c["model"] for c in live["cells"]] == ["lanedet"]
 
 
 def run_geometry_page(work: Path, env: dict[str, str]) -> None:
