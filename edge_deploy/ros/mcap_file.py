@@ -1,0 +1,72 @@
+"""The results as a rosbag2-compatible MCAP file (profile ros2, ros2msg schemas, cdr messages), written with the
+`mcap` library under a temporary name beside it and renamed when finished: a reader never finds half a file under
+the final name, and a run stopped with Ctrl-C still finishes (summary, footer) what it wrote."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import ClientError
+from .messages import Message
+from .types import schema
+
+
+def check_output(path: Path) -> Path:
+    """`path` if an MCAP file can be written there, else a one-line ClientError (before anything is run)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ClientError(f"--mcap {path} is a directory; pass a file name such as {path / 'lanes.mcap'}.")
+    if not path.parent.is_dir():
+        raise ClientError(f"--mcap {path}: the directory {path.parent} does not exist; create it or pass a path in "
+                          "an existing directory.")
+    if not os.access(path.parent, os.W_OK):
+        raise ClientError(f"--mcap {path}: cannot write in {path.parent} (permissions); pass another path.")
+    return path
+
+
+class McapRecording:
+    """Messages (`write`) into `path`: channels and schemas registered as their first message comes."""
+
+    def __init__(self, path: Path) -> None:
+        from .._deps import require
+        from .._version import __version__
+
+        writer = require("mcap.writer", "writing an MCAP file (--mcap)")
+        self.path = check_output(path)
+        self.tmp = self.path.parent / f".{self.path.name}.tmp"
+        self._file = open(self.tmp, "wb")  # noqa: SIM115 - closed by finish() or discard()
+        self._writer = writer.Writer(self._file)
+        self._writer.start(profile="ros2", library=f"edge-deploy {__version__}")
+        self._channels: dict[str, int] = {}
+        self._schemas: dict[str, int] = {}
+        self._sequence = 0
+        self.messages = 0
+
+    def write(self, message: Message) -> None:
+        channel = self._channels.get(message.topic)
+        if channel is None:
+            schema_id = self._schemas.get(message.msgtype)
+            if schema_id is None:
+                schema_id = self._writer.register_schema(message.msgtype, "ros2msg", schema(message.msgtype))
+                self._schemas[message.msgtype] = schema_id
+            channel = self._writer.register_channel(message.topic, "cdr", schema_id)
+            self._channels[message.topic] = channel
+        self._writer.add_message(channel, log_time=message.log_time_ns, data=message.data,
+                                 publish_time=message.log_time_ns, sequence=self._sequence)
+        self._sequence += 1
+        self.messages += 1
+
+    def finish(self) -> Path:
+        """Write the summary and footer and rename to `path`; returns it."""
+        self._writer.finish()
+        self._file.close()
+        os.replace(self.tmp, self.path)
+        return self.path
+
+    def discard(self) -> None:
+        self._file.close()
+        self.tmp.unlink(missing_ok=True)
+
+    def close(self, keep: bool) -> Any:
+        return self.finish() if keep else self.discard()
