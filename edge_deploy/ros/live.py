@@ -77,6 +77,11 @@ class FoxgloveLive:
     def port(self) -> int:
         return int(self._server.port)
 
+    @property
+    def subscribed(self) -> bool:
+        """Whether a client subscribed to every channel advertised so far."""
+        return all(channel.has_sinks() for channel in self._channels.values())
+
     def write(self, message: Message) -> None:
         channel = self._channels.get(message.topic)
         if channel is None:

@@ -230,6 +230,22 @@ def test_the_mcap_reads_back_with_rosbags(published):
     assert image.format == "jpeg" and cv2.imdecode(image.data, cv2.IMREAD_COLOR).shape == (240, 656, 3)
 
 
+@pytest.mark.triton
+def test_infer_publishes_live_on_loopback_and_warns_beyond_it(tmp_path, tiny_server, sample):
+    _, frames, _ = sample
+    bag = write_recording(tmp_path / "drive", frames)
+    port = free_port()
+    result = cli("infer", str(bag), "--url", tiny_server.url, "--model", "tiny", "--out", str(tmp_path / "a"),
+                 "--foxglove", str(port))
+    assert result.returncode == 0, result.stderr
+    assert f"Foxglove: ws://127.0.0.1:{port}" in result.stderr and "unauthenticated" not in result.stderr
+    result = cli("infer", str(bag), "--url", tiny_server.url, "--model", "tiny", "--out", str(tmp_path / "b"),
+                 "--foxglove", f"0.0.0.0:{port}")
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "unauthenticated" in line]
+    assert len(warnings) == 1 and warnings[0].startswith(f"warning: the Foxglove WebSocket server listens on 0.0.0.0:{port}")
+
+
 # --- bad input: one line, nothing written ------------------------------------------------------------------------
 
 
