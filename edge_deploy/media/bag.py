@@ -125,6 +125,7 @@ class _reader:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.reader: Any = None
+        self.opened = False
 
     def __enter__(self) -> Any:
         from .._deps import require
@@ -137,12 +138,13 @@ class _reader:
         try:
             self.reader = highlevel.AnyReader([self.path], default_typestore=store)
             self.reader.open()
+            self.opened = True
         except Exception as exc:  # noqa: BLE001 - rosbags' readers raise many kinds; each is a damaged recording
             raise _unreadable(self.path, exc) from None
         return self.reader
 
     def __exit__(self, *exc: object) -> None:
-        if self.reader is not None and self.reader.stack is not None:
+        if self.opened:
             self.reader.close()
 
 

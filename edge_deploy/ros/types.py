@@ -41,7 +41,7 @@ def make(msgtype: str, **given: Any) -> Any:
     """A message of `msgtype` with the given fields and every other field zero, empty or its own default message."""
     import numpy as np
 
-    from rosbags.typesys.base import Nodetype
+    from rosbags.interfaces import Nodetype
 
     store = typestore()
     _, fields = store.fielddefs[msgtype]

@@ -10,7 +10,7 @@ from typing import Any
 import cv2
 import numpy as np
 from rosbags.typesys import Stores, get_typestore
-from rosbags.typesys.base import Nodetype
+from rosbags.interfaces import Nodetype
 from scipy.spatial.transform import Rotation
 
 T0_NS = 1_700_000_000_123_456_789  # the first frame's stamp
