@@ -66,8 +66,11 @@ def test_ctrl_c_keeps_a_valid_file_with_the_frames_done(tmp_path):
     path = tmp_path / "drive.mcap"
     publisher = Publisher.open(path)
     try:
-        detect_stream(detect, (r.frame for r in results), "drive", "drive", tmp_path / "out", model="m", fps=20.0,
-                      publish=publisher, setup=results[0].setup)
+        try:
+            detect_stream(detect, (r.frame for r in results), "drive", "drive", tmp_path / "out", model="m",
+                          fps=20.0, publish=publisher, setup=results[0].setup)
+        except KeyboardInterrupt:
+            pytest.fail("Ctrl-C escaped the run loop instead of ending the run")
         assert not path.exists() and (tmp_path / ".drive.mcap.tmp").exists()  # not under its name before the end
     finally:
         publisher.close()
