@@ -208,7 +208,8 @@ def _decoded(reader: Any, path: Path, topic: str, msgtype: str, max_frames: int)
     for _, msg in _messages(reader, path, topic):
         image = decode_image(msg, msgtype, f"{path} {topic}")
         stamp = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
-        yield StampedFrame(image, stamp, msg.header.frame_id or "camera", index)
+        jpeg = bytes(msg.data) if msgtype == COMPRESSED and "jpeg" in msg.format.lower() else None
+        yield StampedFrame(image, stamp, msg.header.frame_id or "camera", index, jpeg)
         index += 1
         if 0 < max_frames <= index:
             return

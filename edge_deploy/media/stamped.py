@@ -12,12 +12,14 @@ from typing import Any
 class StampedFrame:
     """An HxWx3 uint8 BGR frame, its time (ns since the epoch: the message's header stamp for a recording, the
     time it was read for a video or camera), the camera frame it was taken in (a recording's header frame_id;
-    "camera" otherwise) and its position in its source (0, 1, ...)."""
+    "camera" otherwise), its position in its source (0, 1, ...) and, when the source held it as a JPEG, those
+    bytes (published as they are: no second encoding)."""
 
     image: Any
     stamp_ns: int
     frame_id: str = "camera"
     index: int = 0
+    jpeg: bytes | None = None
 
     @classmethod
     def now(cls, image: Any, index: int) -> "StampedFrame":

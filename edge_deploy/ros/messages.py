@@ -53,7 +53,7 @@ def frame_messages(result: FrameResult) -> list[Message]:
     frame = result.frame
     header = _header(frame.stamp_ns, frame.frame_id)
     built: list[tuple[str, Any]] = [
-        (IMAGE, _compressed_image(frame.image, header)),
+        (IMAGE, _compressed_image(frame.image, frame.jpeg, header)),
         (CAMERA_INFO, _camera_info(frame.image, result.setup, header)),
     ]
     if result.setup is not None:
@@ -71,13 +71,17 @@ def _header(stamp_ns: int, frame_id: str) -> Any:
     return make("std_msgs/msg/Header", stamp=stamp, frame_id=frame_id)
 
 
-def _compressed_image(image: Any, header: Any) -> Any:
+def _compressed_image(image: Any, jpeg: bytes | None, header: Any) -> Any:
+    """The frame as JPEG: the source's own bytes when it held a JPEG, else encoded here."""
     import cv2
     import numpy as np
 
-    ok, data = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
-    if not ok:  # pragma: no cover - OpenCV always has a JPEG encoder
-        raise RuntimeError("OpenCV could not encode a JPEG")
+    if jpeg is not None:
+        data = np.frombuffer(jpeg, dtype=np.uint8)
+    else:
+        ok, data = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
+        if not ok:  # pragma: no cover - OpenCV always has a JPEG encoder
+            raise RuntimeError("OpenCV could not encode a JPEG")
     return make("sensor_msgs/msg/CompressedImage", header=header, format="jpeg",
                 data=np.asarray(data, dtype=np.uint8).ravel())
 

@@ -92,3 +92,39 @@ def test_an_output_in_a_missing_directory_is_refused_before_anything_is_written(
     with pytest.raises(ClientError, match="is a directory"):
         Publisher.open(tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_recordings_jpeg_is_published_as_it_was_recorded(tmp_path):
+    import cv2
+    from recordings import write_recording
+
+    from edge_deploy.media import frames_of
+    from edge_deploy.media.stamped import FrameResult
+
+    results = road_results(2)
+    bag = write_recording(tmp_path / "drive", [r.frame.image for r in results], encoding="jpeg")
+    publisher = Publisher.open(tmp_path / "out.mcap")
+    for frame in frames_of(bag):
+        publisher(FrameResult(frame, []))
+    publisher.close()
+    _, messages = read(tmp_path / "out.mcap")
+    images = [msg for topic, _, msg in messages if topic == "/edge_deploy/image/compressed"]
+    assert [bytes(m.data) for m in images] == [cv2.imencode(".jpg", r.frame.image)[1].tobytes() for r in results]
+
+
+def test_a_sink_failure_reaches_the_run():
+    class Full:  # a sink whose disk is full: what cannot be made to happen here on purpose
+        closed = None
+
+        def write(self, message):
+            raise OSError(28, "No space left on device")
+
+        def close(self, keep):
+            self.closed = keep
+
+    sink = Full()
+    publisher = Publisher([sink])
+    publisher(road_results(1, camera=False)[0])
+    with pytest.raises(OSError, match="No space left"):
+        publisher.close()
+    assert sink.closed is False  # nothing was published: not kept
