@@ -69,14 +69,15 @@ def open_recordings(sources: list[str], topic: str | None, calibration: Any, tra
     return opened
 
 
-def open_publisher(mcap: Path | None, address: Any) -> Any:
+def open_publisher(mcap: Path | None, foxglove: str | None) -> Any:
     """The Publisher of --mcap/--foxglove (None without either); the Foxglove address and, beyond loopback, the
     unauthenticated warning printed on stderr."""
-    if mcap is None and address is None:
+    if mcap is None and foxglove is None:
         return None
-    from ..ros.live import unauthenticated_warning
+    from ..ros.live import parse_listen, unauthenticated_warning
     from ..ros.publisher import Publisher
 
+    address = parse_listen(foxglove) if foxglove is not None else None
     publisher = Publisher.open(mcap, address)
     if address is not None:
         if not address.loopback:

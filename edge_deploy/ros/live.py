@@ -68,7 +68,7 @@ class FoxgloveLive:
         try:
             self._server = foxglove.start_server(name="edge-deploy", host=address.host, port=address.port,
                                                  context=self._context)
-        except Exception as exc:  # noqa: BLE001 - the SDK raises its own error type for a bind failure
+        except (RuntimeError, OSError) as exc:  # the SDK's FoxgloveError is a RuntimeError ("Failed to bind port")
             raise ClientError(f"--foxglove: cannot listen on {address} ({' '.join(str(exc).split())}); pass a free "
                               "port.") from None
         self._channels: dict[str, Any] = {}
