@@ -36,7 +36,8 @@ class McapRecording:
         self.path = check_output(path)
         self.tmp = self.path.parent / f".{self.path.name}.tmp"
         self._file = open(self.tmp, "wb")  # noqa: SIM115 - closed by finish() or discard()
-        self._writer = writer.Writer(self._file)
+        # Chunks uncompressed: most of each is the frame's JPEG, which does not compress; zstd cost CPU per frame.
+        self._writer = writer.Writer(self._file, compression=writer.CompressionType.NONE)
         self._writer.start(profile="ros2", library=f"edge-deploy {__version__}")
         self._channels: dict[str, int] = {}
         self._schemas: dict[str, int] = {}

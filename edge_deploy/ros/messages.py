@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..media.stamped import CameraSetup, FrameResult
-from .types import make, serialize
+from .types import make, message_class, serialize
 
 IMAGE = "/edge_deploy/image/compressed"
 CAMERA_INFO = "/edge_deploy/camera_info"
@@ -136,10 +136,11 @@ def _color(rgb: tuple[float, float, float], a: float = 1.0) -> Any:
 
 
 def _image_marker(lanes: list[Any], header: Any) -> Any:
+    point = message_class("geometry_msgs/msg/Point")
     points, colors = [], []
     for lane in lanes:
         color = _color(score_color(lane.score))
-        pts = [make("geometry_msgs/msg/Point", x=float(x), y=float(y), z=0.0) for x, y in lane.points]
+        pts = [point(x=x, y=y, z=0.0) for x, y in lane.points.astype(float).tolist()]
         for a, b in zip(pts, pts[1:]):
             points += [a, b]
             colors += [color, color]
@@ -160,7 +161,8 @@ def _marker_array(markers: Any, setup: CameraSetup, stamp_ns: int) -> Any:
         xs = np.linspace(max(0.0, marker.longitude_start), max(marker.longitude_start, marker.view_range), _SAMPLES)
         ys = np.asarray(marker.y_at(xs))
         is_ego = id(marker) in ego
-        points = [make("geometry_msgs/msg/Point", x=float(x + dx), y=float(y + dy), z=0.0) for x, y in zip(xs, ys)]
+        point = message_class("geometry_msgs/msg/Point")
+        points = [point(x=x + dx, y=y + dy, z=0.0) for x, y in zip(xs.tolist(), ys.tolist())]
         out.append(make("visualization_msgs/msg/Marker", header=header, ns="edge_deploy/lane_markers", id=index,
                         type=4, action=0, pose=pose,
                         scale=make("geometry_msgs/msg/Vector3", x=0.3 if is_ego else 0.12),

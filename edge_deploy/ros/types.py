@@ -37,30 +37,42 @@ def serialize(message: Any, msgtype: str) -> bytes:
     return bytes(typestore().serialize_cdr(message, msgtype))
 
 
+def message_class(msgtype: str) -> Any:
+    """The rosbags dataclass of `msgtype` (every field a keyword argument)."""
+    return typestore().types[msgtype]
+
+
 def make(msgtype: str, **given: Any) -> Any:
     """A message of `msgtype` with the given fields and every other field zero, empty or its own default message."""
+    fields, build = _defaults(msgtype)
+    values = {name: given[name] if name in given else build() for name, build in fields}
+    return build(**values)
+
+
+@lru_cache(maxsize=None)
+def _defaults(msgtype: str) -> tuple[tuple[tuple[str, Any], ...], Any]:
+    """(field name, a function making its default value) of `msgtype`, and its class."""
     import numpy as np
 
     from rosbags.interfaces import Nodetype
 
     store = typestore()
-    _, fields = store.fielddefs[msgtype]
-    values: dict[str, Any] = {}
-    for name, (kind, desc) in fields:
-        if name in given:
-            values[name] = given[name]
-        elif kind == Nodetype.NAME:
-            values[name] = make(desc)
+    out = []
+    for name, (kind, desc) in store.fielddefs[msgtype][1]:
+        if kind == Nodetype.NAME:
+            default: Any = lambda sub=desc: make(sub)  # noqa: E731
         elif kind == Nodetype.BASE:
-            values[name] = "" if desc[0] == "string" else (False if desc[0] == "bool" else 0)
+            default = (lambda: "") if desc[0] == "string" else ((lambda: False) if desc[0] == "bool" else (lambda: 0))
         elif kind == Nodetype.ARRAY:
             (sub_kind, sub), length = desc
-            values[name] = (np.zeros(length, dtype=_numpy_type(sub[0])) if sub_kind == Nodetype.BASE
-                            else [make(sub) for _ in range(length)])
+            default = ((lambda n=length, t=_numpy_type(sub[0]): np.zeros(n, dtype=t)) if sub_kind == Nodetype.BASE
+                       else (lambda n=length, sub=sub: [make(sub) for _ in range(n)]))
         else:  # SEQUENCE
             (sub_kind, sub), _ = desc
-            values[name] = np.zeros(0, dtype=_numpy_type(sub[0])) if sub_kind == Nodetype.BASE and sub[0] != "string" else []
-    return store.types[msgtype](**values)
+            numeric = sub_kind == Nodetype.BASE and sub[0] != "string"
+            default = (lambda t=_numpy_type(sub[0]): np.zeros(0, dtype=t)) if numeric else list
+        out.append((name, default))
+    return tuple(out), store.types[msgtype]
 
 
 def _numpy_type(name: str) -> str:
