@@ -95,6 +95,7 @@ def as_png(frame: np.ndarray, encoding: str) -> np.ndarray:
     return frame
 
 
+@pytest.mark.slow
 @pytest.mark.triton
 @pytest.mark.parametrize("kind,encoding", [("mcap", "bgr8"), ("sqlite3", "rgb8"), ("ros1", "mono8"),
                                            ("bare-mcap", "png"), ("sqlite3", "bayer_rggb8")])
@@ -109,6 +110,7 @@ def test_lossless_recordings_give_the_lanes_of_their_frames_as_png(tmp_path, tin
     assert [line["lanes"] for line in lines] == [r["lanes"] for r in want]  # identical
 
 
+@pytest.mark.slow
 @pytest.mark.triton
 @pytest.mark.parametrize("kind", ["mcap", "ros1"])
 def test_jpeg_recordings_give_the_lanes_within_the_fp16_tolerance(tmp_path, tiny_server, sample, kind):
@@ -142,6 +144,8 @@ def published(tmp_path_factory, tiny_server, sample) -> dict[str, Any]:
     return {"mcap": out, "lines": lines, "png": want, "files": sorted(p.name for p in work.iterdir())}
 
 
+@pytest.mark.slow
+@pytest.mark.triton
 def test_infer_with_the_recordings_camera_gives_the_markers_of_its_calibration(published):
     assert all(line["markers"] for line in published["lines"])
     for line, record in zip(published["lines"], published["png"], strict=True):
@@ -161,6 +165,7 @@ def _same_markers(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return True
 
 
+@pytest.mark.triton
 def test_the_mcap_is_written_atomically(published):
     assert "lanes.mcap" in published["files"] and not any(n.startswith(".lanes.mcap") for n in published["files"])
 
@@ -203,6 +208,7 @@ def _check_messages(channels: dict[str, tuple[str, str, str]], messages: list[tu
     assert (tf.header.frame_id, tf.child_frame_id) == ("base_link", FRAME_ID)
 
 
+@pytest.mark.triton
 def test_the_mcap_reads_back_with_mcap_and_mcap_ros2(published):
     from mcap.reader import make_reader
     from mcap_ros2.decoder import DecoderFactory
@@ -218,6 +224,7 @@ def test_the_mcap_reads_back_with_mcap_and_mcap_ros2(published):
     _check_messages(channels, messages, published["lines"])
 
 
+@pytest.mark.triton
 def test_the_mcap_reads_back_with_rosbags(published):
     from rosbags.highlevel import AnyReader
 
@@ -230,6 +237,23 @@ def test_the_mcap_reads_back_with_rosbags(published):
     assert image.format == "jpeg" and cv2.imdecode(image.data, cv2.IMREAD_COLOR).shape == (240, 656, 3)
 
 
+@pytest.mark.slow
+@pytest.mark.triton
+def test_a_video_is_published_frame_by_frame_without_a_camera(tmp_path, tiny_server):
+    from mcap.reader import make_reader
+
+    assert cli("sample", "-o", str(tmp_path), "--video", "-n", "4", "--width", "328", "--height", "120").returncode == 0
+    out = tmp_path / "video.mcap"
+    result = cli("infer", str(tmp_path / "drive.mp4"), "--url", tiny_server.url, "--model", "tiny", "--out",
+                 str(tmp_path / "out"), "--mcap", str(out))
+    assert result.returncode == 0, result.stderr
+    with open(out, "rb") as f:
+        summary = make_reader(f).get_summary()
+    counts = {c.topic: summary.statistics.channel_message_counts[c.id] for c in summary.channels.values()}
+    assert counts == {"/edge_deploy/image/compressed": 4, "/edge_deploy/camera_info": 4, "/edge_deploy/lanes": 4}
+
+
+@pytest.mark.slow
 @pytest.mark.triton
 def test_infer_publishes_live_on_loopback_and_warns_beyond_it(tmp_path, tiny_server, sample):
     _, frames, _ = sample
@@ -249,6 +273,7 @@ def test_infer_publishes_live_on_loopback_and_warns_beyond_it(tmp_path, tiny_ser
 # --- bad input: one line, nothing written ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bad_recordings_and_outputs_are_one_line_and_write_nothing(tmp_path, sample):
     _, frames, camera = sample
     url = f"127.0.0.1:{free_port()}"  # nothing listens: every refusal comes before a request
