@@ -149,7 +149,7 @@ def infer(**given: Any) -> None:
     or camera as OUT/<name>.lanes.mp4 with the lanes drawn and OUT/<name>.lanes.jsonl (one JSON line per frame).
     With --camera, lane markers in the vehicle frame too (docs/geometry.md)."""
     from ..media import detect_images, detect_recording, detect_video
-    from .recordings import close_publisher, open_publisher, open_recordings
+    from .recordings import open_recordings, publishing
 
     options = InferOptions(**given).checked()
     bags = options.recordings()
@@ -157,7 +157,7 @@ def infer(**given: Any) -> None:
     frames = _frames(options.image_paths(), options.videos(), options.synthetic, options.out, geometry)
     opened = open_recordings(bags, options.topic, geometry.camera if geometry else None, options.track, options.speed)
     client = options.client()
-    with client:
+    with client, publishing(options.mcap, options.foxglove) as publish:
         if options.wait > 0:
             client.wait_until_ready(options.wait)
 
@@ -167,20 +167,16 @@ def infer(**given: Any) -> None:
         records = detect_images(detect, frames, options.out, model=client.model_name, write_png=options.png,
                                 write_json=options.json_out, geometry=geometry)
         played = []
-        publish = open_publisher(options.mcap, options.foxglove)
-        try:
-            for video in options.videos():
-                if geometry is not None and geometry.tracker is not None:
-                    geometry.tracker.reset()  # each video is its own drive
-                played.append(detect_video(detect, video, options.out, model=client.model_name,
-                                           max_frames=options.max_frames, progress=_progress(video), geometry=geometry,
-                                           publish=publish))
-            for bag in opened:
-                played.append(detect_recording(detect, bag.recording, options.out, model=client.model_name,
-                                               max_frames=options.max_frames, progress=_progress(str(bag.recording.path)),
-                                               geometry=bag.geometry, publish=publish, setup=bag.setup))
-        finally:
-            close_publisher(publish, options.mcap)
+        for video in options.videos():
+            if geometry is not None and geometry.tracker is not None:
+                geometry.tracker.reset()  # each video is its own drive
+            played.append(detect_video(detect, video, options.out, model=client.model_name,
+                                       max_frames=options.max_frames, progress=_progress(video), geometry=geometry,
+                                       publish=publish))
+        for bag in opened:
+            played.append(detect_recording(detect, bag.recording, options.out, model=client.model_name,
+                                           max_frames=options.max_frames, progress=_progress(str(bag.recording.path)),
+                                           geometry=bag.geometry, publish=publish, setup=bag.setup))
     _print_results(records, played, client, options.out)
 
 

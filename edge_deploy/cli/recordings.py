@@ -2,6 +2,8 @@
 request, each recording opened with its camera, the publisher opened and reported. infer.py calls these."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,9 +88,15 @@ def open_publisher(mcap: Path | None, foxglove: str | None) -> Any:
     return publisher
 
 
-def close_publisher(publisher: Any, mcap: Path | None) -> None:
-    if publisher is None:
-        return
-    publisher.close(keep=True)
-    if mcap is not None and publisher.frames > 0:
-        typer.echo(f"{mcap}: {publisher.frames} frames as ROS 2 messages (docs/recordings.md)")
+@contextmanager
+def publishing(mcap: Path | None, foxglove: str | None) -> Iterator[Any]:
+    """The run's publisher (None without --mcap/--foxglove), finished when the run ends however it ends: an MCAP
+    file keeps the frames published, or is not left at all when there were none."""
+    publisher = open_publisher(mcap, foxglove)
+    try:
+        yield publisher
+    finally:
+        if publisher is not None:
+            publisher.close(keep=True)
+            if mcap is not None and publisher.frames > 0:
+                typer.echo(f"{mcap}: {publisher.frames} frames as ROS 2 messages (docs/recordings.md)")
