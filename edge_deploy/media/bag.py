@@ -194,11 +194,14 @@ def _image_topic(reader: Any, path: Path, topic: str | None) -> tuple[str, str, 
 
 def _rate(reader: Any, topic: str, default: float = 30.0) -> float:
     """Frames per second of `topic` from its first two log times (the annotated video's rate), else `default`."""
-    times = []
-    for _, timestamp, _ in reader.messages(connections=[c for c in reader.connections if c.topic == topic]):
-        times.append(timestamp)
-        if len(times) == 2:
-            break
+    times: list[int] = []
+    try:
+        for _, timestamp, _ in reader.messages(connections=[c for c in reader.connections if c.topic == topic]):
+            times.append(timestamp)
+            if len(times) == 2:
+                break
+    except Exception:  # noqa: BLE001 - only an estimate: reading the frames says what is damaged
+        return default
     fps = 1e9 / (times[1] - times[0]) if len(times) == 2 and times[1] > times[0] else default
     return fps if 1 <= fps <= 240 else default
 
