@@ -8,8 +8,23 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ClientError
-from .messages import Message
+from .messages import TF_STATIC, Message
 from .types import schema
+
+_INFINITE = {"sec": 2147483647, "nsec": 4294967295}  # rmw's infinite duration, as rosbag2 writes it
+
+
+def offered_qos(latched: bool) -> str:
+    """The channel's `offered_qos_profiles` (required by the MCAP ros2 profile), as rosbag2 records a publisher's:
+    reliable, volatile, history and depth left to the player (rmw enum values: the form every rosbag2 reads).
+    `latched`: transient_local, depth 1, as tf2's static broadcaster offers /tf_static, so `ros2 bag play`
+    latches it too."""
+    import yaml
+
+    profile = {"history": 1 if latched else 3, "depth": 1 if latched else 0, "reliability": 1,
+               "durability": 1 if latched else 2, "deadline": dict(_INFINITE), "lifespan": dict(_INFINITE),
+               "liveliness": 1, "liveliness_lease_duration": dict(_INFINITE), "avoid_ros_namespace_conventions": False}
+    return yaml.safe_dump([profile], sort_keys=False).strip()
 
 
 def check_output(path: Path) -> Path:
@@ -51,7 +66,8 @@ class McapRecording:
             if schema_id is None:
                 schema_id = self._writer.register_schema(message.msgtype, "ros2msg", schema(message.msgtype))
                 self._schemas[message.msgtype] = schema_id
-            channel = self._writer.register_channel(message.topic, "cdr", schema_id)
+            channel = self._writer.register_channel(
+                message.topic, "cdr", schema_id, {"offered_qos_profiles": offered_qos(message.topic == TF_STATIC)})
             self._channels[message.topic] = channel
         self._writer.add_message(channel, log_time=message.log_time_ns, data=message.data,
                                  publish_time=message.log_time_ns, sequence=self._sequence)

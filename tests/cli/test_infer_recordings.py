@@ -219,6 +219,7 @@ def test_the_mcap_reads_back_with_mcap_and_mcap_ros2(published):
         summary = reader.get_summary()
         channels = {c.topic: (summary.schemas[c.schema_id].name, summary.schemas[c.schema_id].encoding,
                               c.message_encoding) for c in summary.channels.values()}
+        assert all(c.metadata["offered_qos_profiles"] for c in summary.channels.values())  # the ros2 profile's
         messages = [(channel.topic, message.log_time, decoded)
                     for _, channel, message, decoded in reader.iter_decoded_messages(log_time_order=True)]
     _check_messages(channels, messages, published["lines"])
@@ -232,7 +233,9 @@ def test_the_mcap_reads_back_with_rosbags(published):
         channels = {c.topic: (c.msgtype, "ros2msg" if c.msgdef.format.name == "MSG" else c.msgdef.format.name,
                               c.ext.serialization_format) for c in reader.connections}
         messages = [(c.topic, t, reader.deserialize(raw, c.msgtype)) for c, t, raw in reader.messages()]
+        durability = {c.topic: [q.durability.name for q in c.ext.offered_qos_profiles] for c in reader.connections}
     _check_messages(channels, messages, published["lines"])
+    assert durability == {topic: ["TRANSIENT_LOCAL" if topic == "/tf_static" else "VOLATILE"] for topic in CHANNELS}
     image = next(msg for topic, _, msg in messages if topic == "/edge_deploy/image/compressed")
     assert image.format == "jpeg" and cv2.imdecode(image.data, cv2.IMREAD_COLOR).shape == (240, 656, 3)
 
