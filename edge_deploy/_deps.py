@@ -18,6 +18,9 @@ _HINTS = {
     "pycuda": "install it with `pip install 'edge-deploy[jetson]'` (builds against the CUDA toolkit from JetPack)",
     "matplotlib": "install it with `pip install matplotlib`",
     "cryptography": "install it with `pip install 'edge-deploy[tls]'`",
+    "rosbags": "install it with `pip install 'edge-deploy[ros]'`",
+    "mcap": "install it with `pip install 'edge-deploy[ros]'`",
+    "foxglove": "install it with `pip install 'edge-deploy[ros]'` (the foxglove-sdk package)",
 }
 
 

@@ -22,16 +22,20 @@ class Transport(str, Enum):
 _DECODE = "Decoding (default: the model config's)"
 _GEOMETRY = "Lane markers in metres"
 _LIVE = "Cameras and live sources"
+_ROS = "ROS recordings and ROS 2 output (docs/recordings.md)"
 
 
-def lane_geometry(camera: Path | None, track: bool, speed: float | None) -> Any:
-    """The LaneGeometry --camera/--track/--speed ask for (None without --camera); one-line errors."""
+def lane_geometry(camera: Path | None, track: bool, speed: float | None, recordings: bool = False) -> Any:
+    """The LaneGeometry --camera/--track/--speed ask for (None without --camera); one-line errors. With
+    `recordings`, --track/--speed may come without --camera (a recording's CameraInfo is its camera)."""
     from ..errors import CalibrationError
 
     if camera is None:
-        if track or speed is not None:
+        if (track or speed is not None) and not recordings:
             raise CalibrationError(f"{'--track' if track else '--speed'} works on lane markers, which need the "
                                    "camera: add --camera CALIB.yaml.")
+        if speed is not None and not speed >= 0:
+            raise CalibrationError(f"--speed must be 0 or more metres per second (got {speed:g}).")
         return None
     if speed is not None and not speed >= 0:
         raise CalibrationError(f"--speed must be 0 or more metres per second (got {speed:g}).")
@@ -54,8 +58,9 @@ class InferOptions:
     parameters are made from these fields); `checked()` refuses what cannot work before any file is read."""
 
     images: Annotated[Optional[list[str]], typer.Argument(
-        help="Image files (PNG/JPEG, any size) or directories of them, video files (.mp4 .avi .mkv .mov .webm), cameras (/dev/video0) or "
-             "GStreamer pipelines ending in appsink.", show_default=False)] = None
+        help="Image files (PNG/JPEG, any size) or directories of them, video files (.mp4 .avi .mkv .mov .webm), cameras (/dev/video0), "
+             "GStreamer pipelines ending in appsink, or ROS recordings (rosbag2 directories, .mcap, ROS 1 .bag).",
+        show_default=False)] = None
     url: Annotated[str, typer.Option(help="Triton gRPC address.")] = "127.0.0.1:8001"
     model: Annotated[str, typer.Option(help="Served model: the lane model NAME or NAME_pipeline.")] = "lanedet"
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for <image>.lanes.png / .lanes.json.")] = Path("lanes")
@@ -89,6 +94,14 @@ class InferOptions:
     max_age: Annotated[float, typer.Option(help="Seconds after capture that a live frame's lanes count as fresh "
                                                 "(its state in the JSON lines, and each request's deadline).",
                                            rich_help_panel=_LIVE)] = 0.1
+    topic: Annotated[Optional[str], typer.Option(help="A recording's image topic (sensor_msgs Image or "
+                                                     "CompressedImage); needed when it has several.",
+                                                 rich_help_panel=_ROS)] = None
+    mcap: Annotated[Optional[Path], typer.Option(help="Also write the frames, lanes and markers as ROS 2 messages to "
+                                                      "this MCAP file (rosbag2-compatible).", rich_help_panel=_ROS)] = None
+    foxglove: Annotated[Optional[str], typer.Option(metavar="[HOST:]PORT", help="Publish the same live over the "
+                                                    "Foxglove WebSocket protocol (host 127.0.0.1 unless given; "
+                                                    "unauthenticated).", rich_help_panel=_ROS)] = None
 
     def checked(self) -> "InferOptions":
         """These options, or a one-line ClientError (CalibrationError for --track/--speed without --camera)."""
@@ -104,6 +117,11 @@ class InferOptions:
             raise ClientError("no images given; pass image files or --synthetic N.")
         if not self.png and not self.json_out:
             raise ClientError("--no-png without --json writes nothing; add --json.")
+        from .recordings import check_ros_options
+
+        check_ros_options(topic=self.topic, mcap=self.mcap, foxglove=self.foxglove, recordings=self.recordings(),
+                          streams=len(self.videos()) + len(self.recordings()),
+                          stills=bool(self.image_paths()) or self.synthetic > 0)
         out = self.out
         blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
         if blocker is not None:
@@ -115,10 +133,15 @@ class InferOptions:
 
         return [s for s in self.images or [] if is_video_source(s)]
 
-    def image_paths(self) -> list[Path]:
-        from ..media import is_video_source
+    def recordings(self) -> list[str]:
+        from ..media import is_recording, is_video_source
 
-        return [Path(s) for s in self.images or [] if not is_video_source(s)]
+        return [s for s in self.images or [] if not is_video_source(s) and is_recording(s)]
+
+    def image_paths(self) -> list[Path]:
+        from ..media import is_recording, is_video_source
+
+        return [Path(s) for s in self.images or [] if not is_video_source(s) and not is_recording(s)]
 
     def client(self) -> Any:
         """The LaneDetClient these options ask for (not yet connected with --wait)."""
@@ -136,13 +159,16 @@ def infer(**given: Any) -> None:
     """Detect lanes with a served model: each image written with its lanes drawn (PNG) and/or as JSON; each video
     or camera as OUT/<name>.lanes.mp4 with the lanes drawn and OUT/<name>.lanes.jsonl (one JSON line per frame).
     With --camera, lane markers in the vehicle frame too (docs/geometry.md)."""
-    from ..media import detect_images, detect_video, is_live_source
+    from ..media import detect_images, detect_recording, detect_video, is_live_source
+    from .recordings import open_recordings, publishing
 
     options = InferOptions(**given).checked()
-    geometry = lane_geometry(options.camera, options.track, options.speed)
+    bags = options.recordings()
+    geometry = lane_geometry(options.camera, options.track, options.speed, recordings=bool(bags))
     frames = _frames(options.image_paths(), options.videos(), options.synthetic, options.out, geometry)
+    opened = open_recordings(bags, options.topic, geometry.camera if geometry else None, options.track, options.speed)
     client = options.client()
-    with client:
+    with client, publishing(options.mcap, options.foxglove) as publish:
         if options.wait > 0:
             client.wait_until_ready(options.wait)
 
@@ -154,17 +180,22 @@ def infer(**given: Any) -> None:
         played, streamed = [], []
         for video in options.videos():
             if options.realtime or is_live_source(video):
-                streamed.append(_detect_live(client, video, options, geometry))
+                streamed.append(_detect_live(client, video, options, geometry, publish))
                 played.append(streamed[-1].video)
                 continue
             played.append(detect_video(detect, video, options.out, model=client.model_name,
-                                       max_frames=options.max_frames, progress=_progress(video), geometry=geometry))
+                                       max_frames=options.max_frames, progress=_progress(video), geometry=geometry,
+                                       publish=publish))
+        for bag in opened:
+            played.append(detect_recording(detect, bag.recording, options.out, model=client.model_name,
+                                           max_frames=options.max_frames, progress=_progress(str(bag.recording.path)),
+                                           geometry=bag.geometry, publish=publish, setup=bag.setup))
     _print_results(records, played, client, options.out)
     for live in streamed:
         typer.echo(f"{live.video.source}: {live.stats.line()}")
 
 
-def _detect_live(client: Any, source: str, options: InferOptions, geometry: Any) -> Any:
+def _detect_live(client: Any, source: str, options: InferOptions, geometry: Any, publish: Any) -> Any:
     """A camera, a pipeline or (--realtime) a video file through a LaneStream: the newest frame only."""
     from ..media.live import detect_live
 
@@ -172,7 +203,7 @@ def _detect_live(client: Any, source: str, options: InferOptions, geometry: Any)
                        max_age=options.max_age, camera=geometry.camera if geometry is not None else None,
                        track=options.track, speed_mps=options.speed, progress=_progress(source),
                        detect_options={"conf_threshold": options.conf, "nms_threshold": options.nms,
-                                       "top_k": options.top_k})
+                                       "top_k": options.top_k}, publish=publish)
 
 
 def _frames(paths: list[Path], videos: list[str], synthetic: int, out: Path, geometry: Any) -> list[tuple[str, Any]]:

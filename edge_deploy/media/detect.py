@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import FrameError
+from .stamped import CameraSetup, FrameResult, Publish, StampedFrame
 from .video import VideoWriter, frames_of, open_video, source_fps
 
 Detect = Callable[[Any], list[Any]]  # an HxWx3 uint8 BGR frame -> its lanes (edge_deploy.lanedet.lane.Lane)
@@ -87,37 +88,71 @@ class VideoResult:
 
 def detect_video(
     detect: Detect, source: str, out: Path, *, model: str, max_frames: int = 0,
-    progress: Callable[[int, float], None] | None = None, geometry: Any = None,
+    progress: Callable[[int, float], None] | None = None, geometry: Any = None, publish: Publish | None = None,
 ) -> VideoResult:
     """Detect lanes in every frame of `source` (a video file, a camera, a GStreamer pipeline: `open_video`); write
     OUT/<stem>.lanes.mp4 and OUT/<stem>.lanes.jsonl. With `geometry` (a LaneGeometry) each line gains the markers
-    and figures and the video the bird's-eye panel. `progress(frames, seconds)` is called after each frame.
+    and figures and the video the bird's-eye panel. `progress(frames, seconds)` is called after each frame;
+    `publish(FrameResult)` too (edge_deploy.ros.Publisher: an MCAP file, a Foxglove server), each frame stamped
+    with the time it was read.
 
     Both are written under temporary names and renamed at the end, so an interrupted run
     (Ctrl-C) leaves the frames done so far under the final names and no half-named files.
     """
     capture = open_video(source)
     stem = "camera" if not Path(source).suffix or "!" in source else Path(source).stem
+    try:
+        frames = (StampedFrame.now(frame, i) for i, frame in enumerate(frames_of(capture, max_frames)))
+        return detect_stream(detect, frames, source, stem, out, model=model, fps=source_fps(capture),
+                             progress=progress, geometry=geometry, publish=publish)
+    finally:
+        capture.release()
+
+
+def detect_recording(
+    detect: Detect, recording: Any, out: Path, *, model: str, max_frames: int = 0,
+    progress: Callable[[int, float], None] | None = None, geometry: Any = None, publish: Publish | None = None,
+    setup: CameraSetup | None = None,
+) -> VideoResult:
+    """`detect_video` for a recording (a checked edge_deploy.media.bag.Recording): its frames with their header
+    stamps; each JSON line gains "stamp_ns". `setup`: its camera (media.bag_camera.recording_camera), published
+    with each frame."""
+    from .bag import read_frames
+
+    return detect_stream(detect, read_frames(recording, max_frames), str(recording.path), recording.name, out,
+                         model=model, fps=recording.fps, progress=progress, geometry=geometry, publish=publish, setup=setup,
+                         stamps=True)
+
+
+def detect_stream(
+    detect: Detect, frames: Iterable[StampedFrame], source: str, stem: str, out: Path, *, model: str, fps: float,
+    progress: Callable[[int, float], None] | None = None, geometry: Any = None, publish: Publish | None = None,
+    setup: CameraSetup | None = None, stamps: bool = False,
+) -> VideoResult:
+    """The loop of `detect_video` and `detect_recording` over any StampedFrames: OUT/<stem>.lanes.mp4 and .jsonl."""
     out.mkdir(parents=True, exist_ok=True)
-    fps_in = source_fps(capture)
     if geometry is not None:
         geometry.reset()  # each video is its own drive: no tracks, no earlier frame to judge a jump from
         if geometry.fps is None:
-            geometry.fps = fps_in
-    writer = VideoWriter(out / f"{stem}.lanes.mp4", fps_in)
+            geometry.fps = fps
+    if setup is None and geometry is not None:
+        setup = CameraSetup(geometry.camera)
+    writer = VideoWriter(out / f"{stem}.lanes.mp4", fps)
     jsonl_path = out / f"{stem}.lanes.jsonl"
     tmp_jsonl = out / f".{jsonl_path.name}.tmp"
     lanes_total, started = 0, time.monotonic()
     try:
         with open(tmp_jsonl, "w") as log:
-            for frame in frames_of(capture, max_frames):
-                lanes_total += _video_frame(detect, frame, writer, log, model, geometry)
+            for frame in frames:
+                result = _video_frame(detect, frame, writer, log, model, geometry, setup, stamps)
+                lanes_total += len(result.lanes)
+                if publish is not None:
+                    publish(result)
                 if progress is not None:
                     progress(writer.frames, time.monotonic() - started)
     except KeyboardInterrupt:
         pass  # keep what was done
     finally:
-        capture.release()
         writer.close()
     seconds = time.monotonic() - started
     if writer.frames == 0:
@@ -128,14 +163,16 @@ def detect_video(
     return VideoResult(source, writer.frames, seconds, writer.finish(), jsonl_path, lanes_total / writer.frames)
 
 
-def _video_frame(detect: Detect, frame: Any, writer: VideoWriter, log: Any, model: str, geometry: Any) -> int:
-    """One frame of `detect_video`: its lanes drawn into the video and written as a JSON line; returns how many."""
+def _video_frame(detect: Detect, stamped: StampedFrame, writer: VideoWriter, log: Any, model: str, geometry: Any,
+                 setup: CameraSetup | None, stamps: bool) -> FrameResult:
+    """One frame of `detect_stream`: its lanes drawn into the video and written as a JSON line."""
     from ..geometry.birdseye import annotated_frame
 
-    index = writer.frames
+    index, frame = writer.frames, stamped.image
     lanes = detect(frame)
     found = geometry.frame_markers(lanes, frame) if geometry is not None else None
     writer.write(annotated_frame(frame, lanes, f"{_caption(model, lanes)} (frame {index})", found))
-    line = {"frame": index, "lanes": [lane.to_dict() for lane in lanes]}
+    line: dict[str, Any] = {"frame": index, **({"stamp_ns": stamped.stamp_ns} if stamps else {}),
+                            "lanes": [lane.to_dict() for lane in lanes]}
     log.write(json.dumps({**line, **(found.to_dict() if found is not None else {})}) + "\n")
-    return len(lanes)
+    return FrameResult(stamped, lanes, found, setup)

@@ -13,7 +13,8 @@ from typing import Any
 
 from ..errors import FrameError
 from .detect import VideoResult, _caption
-from .stream import LaneStream, StreamStats
+from .stamped import CameraSetup, FrameResult, Publish, StampedFrame
+from .stream import LaneResult, LaneStream, StreamStats
 from .video import VideoWriter, frames_of, is_live_source, open_video, source_fps
 
 
@@ -42,10 +43,12 @@ def detect_live(
     client: Any, source: str, out: Path, *, model: str, max_frames: int = 0, max_age: float = 0.1,
     camera: Any = None, track: bool = False, speed_mps: float | None = None,
     detect_options: Mapping[str, Any] | None = None, progress: Callable[[int, float], None] | None = None,
+    publish: Publish | None = None,
 ) -> LiveResult:
     """Lanes of the newest frame of `source` (a camera, a pipeline, or a video file played at its frame rate), as a
     vehicle app gets them; writes OUT/<stem>.lanes.mp4 and OUT/<stem>.lanes.jsonl (under temporary names, renamed
-    at the end: Ctrl-C keeps what was written). `progress(frames detected, seconds)` after each."""
+    at the end: Ctrl-C keeps what was written). `progress(frames detected, seconds)` after each; `publish` (an MCAP
+    file, a Foxglove server: edge_deploy.ros) gets each detected frame stamped with its capture time."""
     from ..geometry.birdseye import annotated_frame
 
     capture = open_video(source)
@@ -74,6 +77,8 @@ def detect_live(
                         "lanes": [lane.to_dict() for lane in result.lanes]}
                 log.write(json.dumps({**line, **(found.to_dict() if found is not None else {})}) + "\n")
                 lanes_total += len(result.lanes)
+                if publish is not None:
+                    publish(_frame_result(result, camera))
                 if progress is not None:
                     progress(writer.frames, time.monotonic() - started)
     except KeyboardInterrupt:
@@ -90,3 +95,10 @@ def detect_live(
     tmp_jsonl.replace(jsonl_path)
     video = VideoResult(source, writer.frames, seconds, writer.finish(), jsonl_path, lanes_total / writer.frames)
     return LiveResult(video, stream.stats())
+
+
+def _frame_result(result: LaneResult, camera: Any) -> FrameResult:
+    """A stream's result as the publishers take it: the frame stamped with its capture time (wall clock, ns)."""
+    captured_ns = time.time_ns() - int((time.monotonic() - result.captured_at) * 1e9)
+    return FrameResult(StampedFrame(result.frame, captured_ns, "camera", result.seq - 1), list(result.lanes),
+                       result.markers, CameraSetup(camera) if camera is not None else None)

@@ -54,7 +54,8 @@ def test_the_wheel_built_as_documented_works_outside_the_tree(tmp_path) -> None:
                    check=True, capture_output=True, timeout=300)
     code = ("import edge_deploy, importlib.resources as r; print(edge_deploy.__file__); "
             "print(all((r.files('edge_deploy') / p).is_file() for p in ('repository/triton_models/bls_model.py', "
-            "'fleet/ansible/rollout.yml', 'py.typed')))")
+            "'fleet/ansible/rollout.yml', 'py.typed', 'ros/msg/edge_deploy_msgs/msg/LaneMarkers.msg', "
+            "'ros/msg/edge_deploy_msgs/package.xml', 'ros/msg/edge_deploy_msgs/CMakeLists.txt')))")
     away = tmp_path / "elsewhere"
     away.mkdir()
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(target), "HOME": str(away)}

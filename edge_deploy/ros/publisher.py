@@ -1,0 +1,87 @@
+"""Each frame's results to every sink asked for (an MCAP file, a Foxglove server): `Publisher` is the `publish`
+callback of the run loop (edge_deploy.media.detect).
+
+The messages are made and written on a worker thread, so the JPEG encoding and serialization overlap the next
+frame's request instead of adding to it; a short queue keeps the worker close behind (the run waits when it is
+full: no frame is dropped). `close` waits for every frame handed over, then finishes the sinks.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..media.stamped import FrameResult
+from .messages import frame_messages
+
+QUEUE_FRAMES = 4
+_STOP = object()
+
+
+class Publisher:
+    """Serializes a frame's messages once and hands them to each sink (`write(Message)`, `close(keep)`)."""
+
+    def __init__(self, sinks: list[Any]) -> None:
+        self.sinks = sinks
+        self.frames = 0
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_FRAMES)
+        self._failure: BaseException | None = None
+        self._worker = threading.Thread(target=self._work, name="edge-deploy-publish", daemon=True)
+        self._worker.start()
+
+    @classmethod
+    def open(cls, mcap: Path | None = None, foxglove: Any = None) -> "Publisher":
+        """The sinks for --mcap PATH and --foxglove ADDRESS (a ListenAddress); either may be None."""
+        sinks: list[Any] = []
+        try:
+            if mcap is not None:
+                from .mcap_file import McapRecording
+
+                sinks.append(McapRecording(mcap))
+            if foxglove is not None:
+                from .live import FoxgloveLive
+
+                sinks.append(FoxgloveLive(foxglove))
+        except BaseException:
+            for sink in sinks:
+                sink.close(keep=False)
+            raise
+        return cls(sinks)
+
+    def __call__(self, result: FrameResult) -> None:
+        self._raise_failure()
+        self._queue.put(result)
+
+    def _work(self) -> None:
+        while True:
+            result = self._queue.get()
+            if result is _STOP:
+                return
+            if self._failure is not None:
+                continue  # drain: the run is told at its next frame
+            try:
+                messages = frame_messages(result)
+                for sink in self.sinks:
+                    for message in messages:
+                        sink.write(message)
+                self.frames += 1
+            except BaseException as exc:  # noqa: BLE001 - handed to the run's thread
+                self._failure = exc
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def close(self, keep: bool = True) -> None:
+        """Publish every frame handed over, then finish every sink (an MCAP file is removed when no frame was
+        published, or keep=False)."""
+        if self._worker.is_alive():
+            self._queue.put(_STOP)
+            self._worker.join()
+        for sink in self.sinks:
+            sink.close(keep=keep and self.frames > 0)
+        self._raise_failure()
+
+    def __bool__(self) -> bool:
+        return bool(self.sinks)
