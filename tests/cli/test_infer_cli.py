@@ -199,7 +199,7 @@ def test_infer_realtime_plays_a_video_at_its_rate_through_a_lane_stream(tmp_path
     assert made.returncode == 0, made.stderr
     out = tmp_path / "out"
     result = cli("infer", str(tmp_path / "drive.mp4"), "--url", tiny_server.url, "--model", "tiny",
-                 "--out", str(out), "--realtime", "--max-age", "1.0")
+                 "--out", str(out), "--realtime", "--max-age", "1.0", "--mcap", str(tmp_path / "drive.mcap"))
     assert result.returncode == 0, result.stderr
     summary = next(line for line in result.stdout.splitlines() if "frames read" in line)
     read, processed, dropped = (int(summary.split(word)[1].split(",")[0]) for word in
@@ -211,6 +211,17 @@ def test_infer_realtime_plays_a_video_at_its_rate_through_a_lane_stream(tmp_path
     assert all(line["state"] == "ok" and line["latency_s"] > 0 for line in lines)
     assert "capture -> lanes p50" in summary
     assert len(read_video(out / "drive.lanes.mp4")) == len(lines)
+    # the detected frames are published too (issue 43's --mcap with issue 42's --realtime), stamped by capture
+    pytest.importorskip("mcap_ros2", reason="the ros extra (mcap-ros2-support) reads the MCAP back")
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    with open(tmp_path / "drive.mcap", "rb") as f:
+        published = [(c.topic, m.log_time, d) for _, c, m, d in
+                     make_reader(f, decoder_factories=[DecoderFactory()]).iter_decoded_messages(log_time_order=True)]
+    overlays = [(t, d) for topic, t, d in published if topic == "/edge_deploy/lanes"]
+    assert len(overlays) == len(lines) and [t for t, _ in overlays] == sorted(t for t, _ in overlays)
+    assert all(d.type == 2 for _, d in overlays)  # ImageMarker.LINE_LIST
 
 
 # --- lane markers (--camera) ------------------------------------------------------------------------
