@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import queue
 import signal
 import sys
 import tempfile
@@ -38,8 +37,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "support"))  # small_artifact.py: the negligible-compute lane model
+sys.path.insert(0, str(ROOT / "tests" / "support"))  # small_artifact.py (the negligible-compute model), camera_stub.py
 sys.path.insert(0, str(ROOT))
+
+from camera_stub import Camera  # noqa: E402  (tests/support: a thread pushing frames at 30/s)
 
 from edge_deploy.client.shm import leftover_regions  # noqa: E402
 from edge_deploy.client.sync_client import LaneDetClient  # noqa: E402
@@ -91,33 +92,6 @@ def sigkill(proc) -> None:
     proc.proc.wait(timeout=15)
 
 
-class Camera:
-    """A thread pushing the frames round robin at `fps` until closed; iterating yields them as they come."""
-
-    def __init__(self, frames: list[np.ndarray], fps: float = FPS) -> None:
-        self.frames, self.fps = frames, fps
-        self._queue: queue.Queue = queue.Queue()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        due, i = time.monotonic(), 0
-        while not self._stop.is_set():
-            self._queue.put(self.frames[i % len(self.frames)])
-            i += 1
-            due += 1.0 / self.fps
-            self._stop.wait(max(0.0, due - time.monotonic()))
-        self._queue.put(None)
-
-    def __iter__(self):
-        self._thread.start()
-        while (frame := self._queue.get()) is not None:
-            yield frame
-
-    def close(self) -> None:
-        self._stop.set()
-
-
 def ms(values, q: float) -> float:
     return float(np.percentile(np.asarray(values) * 1000, q))
 
@@ -137,9 +111,9 @@ def app_loop(stream: LaneStream, seconds: float, on_tick=None) -> tuple[list[flo
     return calls, timeline
 
 
-def steady(url: str, model: str, frames: list[np.ndarray], seconds: float) -> dict:
+def steady(url: str, model: str, seconds: float) -> dict:
     with LaneDetClient(url, model) as client:
-        camera = Camera(frames)
+        camera = Camera()
         results = []
         stream = LaneStream(client, camera, max_age=MAX_AGE, on_result=results.append).start()
         try:
@@ -171,7 +145,7 @@ def plain_detect(url: str, frame: np.ndarray, n: int = 300) -> float:
     return ms(times, 50)
 
 
-def outage(proc, frames: list[np.ndarray]) -> dict:
+def outage(proc) -> dict:
     import tritonclient.grpc as grpcclient
 
     ready: list[float] = []
@@ -191,7 +165,7 @@ def outage(proc, frames: list[np.ndarray]) -> dict:
             restarter.start()
 
     with LaneDetClient(proc.url, "tiny") as client:
-        camera = Camera(frames)
+        camera = Camera()
         stream = LaneStream(client, camera, max_age=MAX_AGE).start()
         time.sleep(1.0)
         started = time.monotonic()
@@ -252,19 +226,19 @@ def main() -> int:
     ap.add_argument("--outages", type=int, default=5)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    frames = [road_scene(1640, 590, seed=s)[0] for s in (1, 2, 3)]
+    frame = road_scene(1640, 590, seed=1)[0]
     report: dict = {"load_average_start": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         repo = make_repo(work)
         proc = start(repo, work, free_port())
         try:
-            report["plain_detect_p50_ms"] = plain_detect(proc.url, frames[0])
-            report["stream_tiny"] = steady(proc.url, "tiny", frames, args.seconds)
-            report["stream_slow"] = steady(proc.url, "slow", frames, args.seconds)
+            report["plain_detect_p50_ms"] = plain_detect(proc.url, frame)
+            report["stream_tiny"] = steady(proc.url, "tiny", args.seconds)
+            report["stream_slow"] = steady(proc.url, "slow", args.seconds)
             report["streams_at_once"] = streams_at_once(proc.url, args.seconds)
-            report["deadline_0.05_stopped_server"] = deadline_against_stopped(proc, frames[0])
-            report["outages"] = [outage(proc, frames) for _ in range(args.outages)]
+            report["deadline_0.05_stopped_server"] = deadline_against_stopped(proc, frame)
+            report["outages"] = [outage(proc) for _ in range(args.outages)]
         finally:
             proc.stop(timeout=15)
     report["load_average_end"] = os.getloadavg()[0]

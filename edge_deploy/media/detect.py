@@ -154,7 +154,13 @@ def detect_stream(
         pass  # keep what was done
     finally:
         writer.close()
-    seconds = time.monotonic() - started
+    return finish_video(source, writer, tmp_jsonl, jsonl_path, time.monotonic() - started, lanes_total)
+
+
+def finish_video(source: str, writer: VideoWriter, tmp_jsonl: Path, jsonl_path: Path, seconds: float,
+                 lanes_total: int) -> VideoResult:
+    """The annotated video and its JSON lines renamed to their final names (both discarded, with a one-line
+    FrameError, when no frame was written)."""
     if writer.frames == 0:
         writer.discard()
         tmp_jsonl.unlink(missing_ok=True)

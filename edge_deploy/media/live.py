@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import FrameError
-from .detect import VideoResult, _caption
+from .detect import VideoResult, _caption, finish_video
 from .stamped import CameraSetup, FrameResult, Publish, StampedFrame
 from .stream import LaneResult, LaneStream, StreamStats
 from .video import VideoWriter, frames_of, is_live_source, open_video, source_fps
@@ -87,13 +86,7 @@ def detect_live(
         stream.stop()
         capture.release()
         writer.close()
-    seconds = time.monotonic() - started
-    if writer.frames == 0:
-        writer.discard()
-        tmp_jsonl.unlink(missing_ok=True)
-        raise FrameError(f"{source} gave no frames; check that it is a video OpenCV can decode.")
-    tmp_jsonl.replace(jsonl_path)
-    video = VideoResult(source, writer.frames, seconds, writer.finish(), jsonl_path, lanes_total / writer.frames)
+    video = finish_video(source, writer, tmp_jsonl, jsonl_path, time.monotonic() - started, lanes_total)
     return LiveResult(video, stream.stats())
 
 
