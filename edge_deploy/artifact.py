@@ -45,7 +45,7 @@ import stat
 import time
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, BinaryIO, Mapping
 
 from ._version import __version__
 from .errors import ManifestError
@@ -244,9 +244,10 @@ _PLAN_TYPES = {
 # --------------------------------------------------------------------------- the manifest
 
 
-def _listed_file_sha256(path: Path) -> str:
-    """The sha256 of a file a manifest lists, opened without following a link; ManifestError unless it is a regular
-    file of the artifact."""
+def open_inside(path: Path) -> BinaryIO:
+    """A file of an artifact (or of a version directory) opened for reading without following a link; ManifestError
+    unless it is a regular file there. Every file edge-deploy reads or copies out of an artifact is opened so: a link
+    may lead out of it (the artifact directory itself may be a link: what the operator named)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
@@ -258,9 +259,17 @@ def _listed_file_sha256(path: Path) -> str:
         if exc.errno == errno.ENOENT:
             raise ManifestError(f"{path} is listed in the manifest but missing; re-run `edge-deploy convert`.") from None
         raise
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise ManifestError(f"{path} is listed in the manifest but is not a regular file; re-run `edge-deploy convert`.")
+    fh = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        fh.close()
+        raise ManifestError(f"{path} is listed in the manifest but is not a regular file; re-run `edge-deploy convert`.")
+    os.set_blocking(fd, True)
+    return fh
+
+
+def _listed_file_sha256(path: Path) -> str:
+    """The sha256 of a file a manifest lists, opened without following a link (`open_inside`)."""
+    with open_inside(path) as fh:
         return sha256_stream(fh)
 
 
@@ -302,13 +311,21 @@ class Manifest:
     def read(cls, artifact_dir: Path) -> Manifest:
         """Load DIR/manifest.json (any known format), raising a one-line ManifestError when it cannot."""
         path = Path(artifact_dir) / MANIFEST_NAME
+        if path.is_symlink():
+            raise ManifestError(
+                f"{path} is a symbolic link, but an artifact's manifest must be a regular file inside it (a link may "
+                "lead out of it); put the file itself there, or re-run `edge-deploy convert`."
+            )
         if not path.is_file():
             raise ManifestError(
                 f"{artifact_dir} has no {MANIFEST_NAME}: it is not an edge-deploy artifact; "
                 "create one with `edge-deploy convert`."
             )
         try:
-            data = json.loads(path.read_text())
+            with open_inside(path) as fh:  # not followed, should it have become a link since
+                data = json.loads(fh.read())
+        except ManifestError:
+            raise
         except (OSError, ValueError) as exc:
             raise ManifestError(f"cannot read {path}: {exc}; re-run `edge-deploy convert`.") from exc
         return cls.from_dict(data, where=str(path))
@@ -398,6 +415,16 @@ class Manifest:
                     f"{path} does not match its manifest (sha256 {actual[:12]}… != {entry.sha256[:12]}…): "
                     "the file was changed after convert; re-run `edge-deploy convert`."
                 )
+
+    def listed(self, artifact_dir: Path, name: str) -> Path:
+        """DIR/NAME for a file this manifest lists; ManifestError when it does not list it (every file a stage takes
+        out of an artifact is listed, so verify_files has checked it: an unlisted one is a damaged manifest)."""
+        if name not in self.files:
+            raise ManifestError(
+                f"{Path(artifact_dir) / MANIFEST_NAME} is damaged: it does not list {name}, which this artifact needs "
+                f"here (every file of an artifact is listed with its sha256); re-run `edge-deploy convert`."
+            )
+        return Path(artifact_dir) / name
 
     # ----------------------------------------------------------------- derived views
 

@@ -125,6 +125,9 @@ def models(
     if not console.is_terminal:
         console = Console(width=200)  # piped: do not wrap hashes and fingerprints into narrow columns
     console.print(table)
+    for info in infos:
+        if info.warning:
+            typer.echo(f"warning: {info.warning}")
     if all(i.served is None for i in infos):
         typer.echo(f"(no running edge-deploy server for {repository}: 'by config' = what a server would load)")
 

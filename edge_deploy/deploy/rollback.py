@@ -100,7 +100,8 @@ def _check_rollback(repository: Path, name: str) -> list[int]:
 
 
 def _target(repository: Path, name: str, avail: list[int], current: list[int], to: int | None) -> int:
-    """The version to roll back to: `to`, else the newest healthy one below the served one."""
+    """The version to roll back to: `to`, else the newest healthy one below the served one that a server confirmed
+    serving (else the newest healthy one: a repository without a history)."""
     if to is None:
         older = [v for v in avail if current and v < min(current)]
         if not older:
@@ -109,7 +110,10 @@ def _target(repository: Path, name: str, avail: list[int], current: list[int], t
                 f"{', '.join(map(str, avail)) or 'none'}); pass --to V."
             )
         history = read_history(repository, name)
-        to = ([v for v in older if history.healthy(v)] or older)[-1]  # skip versions that failed before
+        healthy = [v for v in older if history.healthy(v)]
+        # skip versions that failed before, and prefer one that served over one no server ever loaded (the new version
+        # of an install cut off before its load)
+        to = ([v for v in healthy if v in history.served] or healthy or older)[-1]
     if to not in avail:
         raise RepositoryError(
             f"{name} has no version {to} (versions: {', '.join(map(str, avail)) or 'none'}); pick one of them with --to."
@@ -131,13 +135,18 @@ def rollback(
     repository = Path(repository)
     avail = _check_rollback(repository, name)
     record = server_for(repository, reporter)
-    current = (admin.served_versions(record.url, name, record.client_tls()) if record else []) or policy_now(repository, name)
+    serving = admin.served_versions(record.url, name, record.client_tls()) if record else []
+    # The server, when one answers, is the witness of what serves: a config can say otherwise after an install or
+    # rollback was cut off between its config write and the load.
+    current = serving or policy_now(repository, name)
     to = _target(repository, name, avail, current, to)
     models = [name] + [name + s for s in PIPELINE_SUFFIXES if (repository / (name + s) / str(to)).is_dir()
                        and (repository / (name + s) / CONFIG).is_file()]
     result = RollbackResult(name=name, version=to, previous=current, models=models, repository=repository)
     check_writable(repository)
     with repository_lock(repository):
+        if serving:
+            record_served(repository, name, serving)
         _pin_and_load(repository, name, to, record, result, reporter)
         # What pruning must know: the versions moved away from failed; the one chosen is good again.
         for model in models:
