@@ -99,9 +99,11 @@ def _check_rollback(repository: Path, name: str) -> list[int]:
     return avail
 
 
-def _target(repository: Path, name: str, avail: list[int], current: list[int], to: int | None) -> int:
-    """The version to roll back to: `to`, else the newest healthy one below the served one that a server confirmed
-    serving (else the newest healthy one: a repository without a history)."""
+def _target(repository: Path, name: str, avail: list[int], current: list[int], to: int | None, *,
+            prefer_served: bool = False) -> int:
+    """The version to roll back to: `to`, else the newest healthy one below the served one; with a server serving
+    (`prefer_served`), the newest of those a server confirmed serving when there is one (install and rollback record
+    what the server serves before they change it), not one no server loaded (an install cut off before its load)."""
     if to is None:
         older = [v for v in avail if current and v < min(current)]
         if not older:
@@ -111,9 +113,8 @@ def _target(repository: Path, name: str, avail: list[int], current: list[int], t
             )
         history = read_history(repository, name)
         healthy = [v for v in older if history.healthy(v)]
-        # skip versions that failed before, and prefer one that served over one no server ever loaded (the new version
-        # of an install cut off before its load)
-        to = ([v for v in healthy if v in history.served] or healthy or older)[-1]
+        served = [v for v in healthy if v in history.served] if prefer_served else []
+        to = (served or healthy or older)[-1]  # skip versions that failed before
     if to not in avail:
         raise RepositoryError(
             f"{name} has no version {to} (versions: {', '.join(map(str, avail)) or 'none'}); pick one of them with --to."
@@ -139,7 +140,7 @@ def rollback(
     # The server, when one answers, is the witness of what serves: a config can say otherwise after an install or
     # rollback was cut off between its config write and the load.
     current = serving or policy_now(repository, name)
-    to = _target(repository, name, avail, current, to)
+    to = _target(repository, name, avail, current, to, prefer_served=bool(serving))
     models = [name] + [name + s for s in PIPELINE_SUFFIXES if (repository / (name + s) / str(to)).is_dir()
                        and (repository / (name + s) / CONFIG).is_file()]
     result = RollbackResult(name=name, version=to, previous=current, models=models, repository=repository)
