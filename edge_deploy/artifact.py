@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Mapping
 
 from ._version import __version__
-from .errors import ManifestError
+from .errors import EdgeDeployError, ManifestError
 from .fsutil import sha256_file, sha256_stream, write_json_atomic
 from .io_signature import BatchRange, IOSignature  # noqa: F401 - BatchRange re-exported (artifact.BatchRange)
 from .lanedet.family import (LEGACY_FAMILY, DecodeDefaults, DecodeDefaultsError, DecodeParams, TensorSpec,
@@ -345,6 +345,11 @@ class Manifest:
         data = migrate(data)
         try:
             _check_section_types(data)
+        except (KeyError, TypeError) as exc:
+            raise ManifestError(f"{where} is damaged ({type(exc).__name__}: {exc}); re-run `edge-deploy convert`.") \
+                from None
+        _check_family(data, where)
+        try:
             decode = _decode_type(data.get("family")).from_dict(data["decode"])
             preprocess = PreprocessSpec.from_dict(data["preprocess"])
             plan = PlanRecord.from_dict(data["plan"]) if data.get("plan") is not None else None
@@ -476,8 +481,25 @@ def _check_section_types(data: Mapping[str, Any]) -> None:
         value = data.get(key)
         if value is not None and not isinstance(value, kind):
             raise TypeError(f"{key} is {type(value).__name__} {value!r:.40}, not {'an object' if kind is dict else 'a string'}")
-    if data.get("family") is not None:
-        get_family(data["family"])  # KeyError naming the families there are
+
+
+def _check_family(data: Mapping[str, Any], where: str) -> None:
+    """ManifestError when the manifest's family is not one this installation has: the manifest is fine (a plug-in
+    family's package is missing here, or it was written with one), so the line says what to install."""
+    family = data.get("family")
+    if not isinstance(family, str):
+        return
+    try:
+        get_family(family)
+    except KeyError as exc:
+        source = data.get("source") if isinstance(data.get("source"), Mapping) else {}
+        package = source.get("family_package") if isinstance(source.get("family_package"), str) else None
+        if isinstance(exc, EdgeDeployError):  # its package is here but broken: that line says whose bug it is
+            raise ManifestError(f"{where} is of the lane-model family {family!r}: {exc}") from None
+        provider = f"install {package} (the package convert took it from) beside edge-deploy" if package else \
+            "install the package that provides it (the one convert had) beside edge-deploy"
+        raise ManifestError(f"{where} is of the lane-model family {family!r}, which this installation does not have "
+                            f"({exc}): {provider}, or re-run `edge-deploy convert` with a family it has.") from None
 
 
 def _decode_type(family: str | None) -> type[DecodeParams]:

@@ -91,6 +91,11 @@ class CalibrationError(GeometryError, ValueError):
     """A camera calibration file (camera_info YAML + mounting) is missing, malformed, or does not fit the frames."""
 
 
+class PluginError(EdgeDeployError):
+    """A lane-model family from another package failed (at import, its checks, or a call edge-deploy made of it):
+    that package's bug, said so in one line, never reported as edge-deploy's."""
+
+
 class BenchError(EdgeDeployError):
     """`edge-deploy bench` cannot run as asked: no lane model served, unusable frames or options, or pipelines
     of one model that do not give the same lanes."""
