@@ -37,9 +37,11 @@ class LaneGeometry:
             from ..errors import CalibrationError
 
             raise CalibrationError(f"camera must be a Camera (Camera.from_yaml(path)), not {type(camera).__name__}.")
+        from .figures import check_speed
+
         self.camera = camera
         self.tracker = MarkerTracker() if track else None
-        self.speed_mps = speed_mps
+        self.speed_mps = check_speed(speed_mps)
         self.fps = fps
 
     def frame_markers(self, lanes: Sequence[Any], frame: Any) -> FrameMarkers:
