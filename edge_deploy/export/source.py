@@ -74,6 +74,11 @@ def _load_family(spec: SourceSpec) -> LoadedModel:
     """The model a family builds; a plug-in family whose load() fails other than with a one-line error of its own, or
     returns something else than a LoadedModel, is that family's bug (BrokenFamilyError names its package)."""
     family = get_family(family_named(spec.model) or spec.model)
+    # What every family takes, checked here whatever its load() checks: --backbone, --dataset and the families' own
+    # options that it has (a family without backbones never silently takes --backbone).
+    family.backbone_from(spec)
+    family.dataset_from(spec)
+    family.options_from(spec)
     if not is_plugin(family):
         return family.load(spec)
     try:

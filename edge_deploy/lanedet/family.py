@@ -51,7 +51,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["DECODE_OPTIONS", "ENTRY_POINT_GROUP", "LEGACY_FAMILY", "BrokenFamilyError", "DatasetPreset", "DecodeDefaults",
            "DecodeDefaultsError", "DecodeParams", "FamilyOption", "LaneFamily", "LoadedModel", "SourceSpec",
-           "TensorSpec", "family_for_outputs", "family_names", "get_family", "known_families", "register_family"]
+           "TensorSpec", "family_for_outputs", "family_names", "get_family", "known_families", "register_family",
+           "unregister_family"]
 
 
 class DecodeDefaultsError(ValueError):
@@ -410,8 +411,8 @@ class LaneFamily(ABC):
         foreign = [option_flag(name) for name in given if name not in known]
         if foreign:
             takes = ", ".join(["--dataset", "--backbone", "--checkpoint", *(o.flag for o in self.options())])
-            owners = sorted({get_family(name).title for name in family_names() if name != self.name
-                             and any(option_flag(o.name) in foreign for o in get_family(name).options())})
+            owners = sorted({other.title for other in known_families() if other.name != self.name
+                             and any(option_flag(o.name) in foreign for o in other.options())})
             whose = f"only appl{'ies' if len(foreign) == 1 else 'y'} to {' and '.join(owners)}" if owners else \
                 "is not an option of any lane family"
             raise ConvertError(f"{' and '.join(foreign)} {whose}; {self.title} takes {takes}.")
@@ -566,6 +567,13 @@ def register_family(family: LaneFamily) -> LaneFamily:
     _REGISTRY[family.name] = family
     _BROKEN.pop(family.name, None)
     return family
+
+
+def unregister_family(name: str) -> None:
+    """Forget a family `register_family` made known (an application's own, or a test's); built-in and entry-point
+    families come back when next asked for."""
+    _REGISTRY.pop(name, None)
+    _BROKEN.pop(name, None)
 
 
 def _warn_once(key: str, line: str) -> None:

@@ -142,6 +142,15 @@ spec = [TensorSpec("predict_lanes", "FP32", (-1, 1000, 77))]
 found = family_for_outputs(spec, True)
 out["outputs"] = found.name if found else None
 out["named"] = [family_named("MyLane"), family_named("mylane"), classify_model("MyLane")]
+from edge_deploy.export.source import load_source
+from edge_deploy.lanedet.family import SourceSpec
+refused = []
+for given in ({"backbone": "resnet18"}, {"dataset": "culane"}, {"options": {"size": 2, "topk_anchors": 5}}):
+    try:
+        load_source(SourceSpec(model="plainopts", **given))
+    except Exception as exc:
+        refused.append(str(exc))
+out["refused_options"] = refused
 print(json.dumps(out))
 """
 
@@ -151,7 +160,13 @@ def test_another_familys_failure_never_fails_the_users_conversion(site) -> None:
     done = run(env, "-c", PROBE)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.splitlines()[-1])
+    refused = out.pop("refused_options")
     assert out == {"refused": "none", "outputs": "laneatt", "named": ["MyLane", "MyLane", "family"]}
+    # a family without backbones, data sets or LaneATT's options refuses them, before its own load() runs
+    assert refused == ["Plainopts has no --backbone resnet18; use no choice of backbone (drop --backbone).",
+                       "Plainopts has no --dataset culane preset; use none (drop --dataset).",
+                       "--topk-anchors only applies to LaneATT; Plainopts takes --dataset, --backbone, --checkpoint, "
+                       "--size, --mode."], refused
     for case, call in (("recograises", "recognizes_checkpoint()"), ("matchraises", "matches()")):
         mine = [line for line in done.stderr.splitlines() if f"edp-{case} " in line]
         assert len(mine) == 1 and f"its {call} raised" in mine[0], done.stderr
