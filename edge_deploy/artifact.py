@@ -45,10 +45,10 @@ import stat
 import time
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, BinaryIO, Mapping
 
 from ._version import __version__
-from .errors import ManifestError
+from .errors import EdgeDeployError, ManifestError
 from .fsutil import sha256_file, sha256_stream, write_json_atomic
 from .io_signature import BatchRange, IOSignature  # noqa: F401 - BatchRange re-exported (artifact.BatchRange)
 from .lanedet.family import (LEGACY_FAMILY, DecodeDefaults, DecodeDefaultsError, DecodeParams, TensorSpec,
@@ -244,9 +244,10 @@ _PLAN_TYPES = {
 # --------------------------------------------------------------------------- the manifest
 
 
-def _listed_file_sha256(path: Path) -> str:
-    """The sha256 of a file a manifest lists, opened without following a link; ManifestError unless it is a regular
-    file of the artifact."""
+def open_inside(path: Path) -> BinaryIO:
+    """A file of an artifact (or of a version directory) opened for reading without following a link; ManifestError
+    unless it is a regular file there. Every file edge-deploy reads or copies out of an artifact is opened so: a link
+    may lead out of it (the artifact directory itself may be a link: what the operator named)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
@@ -258,9 +259,17 @@ def _listed_file_sha256(path: Path) -> str:
         if exc.errno == errno.ENOENT:
             raise ManifestError(f"{path} is listed in the manifest but missing; re-run `edge-deploy convert`.") from None
         raise
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise ManifestError(f"{path} is listed in the manifest but is not a regular file; re-run `edge-deploy convert`.")
+    fh = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        fh.close()
+        raise ManifestError(f"{path} is listed in the manifest but is not a regular file; re-run `edge-deploy convert`.")
+    os.set_blocking(fd, True)
+    return fh
+
+
+def _listed_file_sha256(path: Path) -> str:
+    """The sha256 of a file a manifest lists, opened without following a link (`open_inside`)."""
+    with open_inside(path) as fh:
         return sha256_stream(fh)
 
 
@@ -302,13 +311,21 @@ class Manifest:
     def read(cls, artifact_dir: Path) -> Manifest:
         """Load DIR/manifest.json (any known format), raising a one-line ManifestError when it cannot."""
         path = Path(artifact_dir) / MANIFEST_NAME
+        if path.is_symlink():
+            raise ManifestError(
+                f"{path} is a symbolic link, but an artifact's manifest must be a regular file inside it (a link may "
+                "lead out of it); put the file itself there, or re-run `edge-deploy convert`."
+            )
         if not path.is_file():
             raise ManifestError(
                 f"{artifact_dir} has no {MANIFEST_NAME}: it is not an edge-deploy artifact; "
                 "create one with `edge-deploy convert`."
             )
         try:
-            data = json.loads(path.read_text())
+            with open_inside(path) as fh:  # not followed, should it have become a link since
+                data = json.loads(fh.read())
+        except ManifestError:
+            raise
         except (OSError, ValueError) as exc:
             raise ManifestError(f"cannot read {path}: {exc}; re-run `edge-deploy convert`.") from exc
         return cls.from_dict(data, where=str(path))
@@ -328,6 +345,11 @@ class Manifest:
         data = migrate(data)
         try:
             _check_section_types(data)
+        except (KeyError, TypeError) as exc:
+            raise ManifestError(f"{where} is damaged ({type(exc).__name__}: {exc}); re-run `edge-deploy convert`.") \
+                from None
+        _check_family(data, where)
+        try:
             decode = _decode_type(data.get("family")).from_dict(data["decode"])
             preprocess = PreprocessSpec.from_dict(data["preprocess"])
             plan = PlanRecord.from_dict(data["plan"]) if data.get("plan") is not None else None
@@ -399,6 +421,16 @@ class Manifest:
                     "the file was changed after convert; re-run `edge-deploy convert`."
                 )
 
+    def listed(self, artifact_dir: Path, name: str) -> Path:
+        """DIR/NAME for a file this manifest lists; ManifestError when it does not list it (every file a stage takes
+        out of an artifact is listed, so verify_files has checked it: an unlisted one is a damaged manifest)."""
+        if name not in self.files:
+            raise ManifestError(
+                f"{Path(artifact_dir) / MANIFEST_NAME} is damaged: it does not list {name}, which this artifact needs "
+                f"here (every file of an artifact is listed with its sha256); re-run `edge-deploy convert`."
+            )
+        return Path(artifact_dir) / name
+
     # ----------------------------------------------------------------- derived views
 
     @property
@@ -449,8 +481,25 @@ def _check_section_types(data: Mapping[str, Any]) -> None:
         value = data.get(key)
         if value is not None and not isinstance(value, kind):
             raise TypeError(f"{key} is {type(value).__name__} {value!r:.40}, not {'an object' if kind is dict else 'a string'}")
-    if data.get("family") is not None:
-        get_family(data["family"])  # KeyError naming the families there are
+
+
+def _check_family(data: Mapping[str, Any], where: str) -> None:
+    """ManifestError when the manifest's family is not one this installation has: the manifest is fine (a plug-in
+    family's package is missing here, or it was written with one), so the line says what to install."""
+    family = data.get("family")
+    if not isinstance(family, str):
+        return
+    try:
+        get_family(family)
+    except KeyError as exc:
+        source = data.get("source") if isinstance(data.get("source"), Mapping) else {}
+        package = source.get("family_package") if isinstance(source.get("family_package"), str) else None
+        if isinstance(exc, EdgeDeployError):  # its package is here but broken: that line says whose bug it is
+            raise ManifestError(f"{where} is of the lane-model family {family!r}: {exc}") from None
+        provider = f"install {package} (the package convert took it from) beside edge-deploy" if package else \
+            "install the package that provides it (the one convert had) beside edge-deploy"
+        raise ManifestError(f"{where} is of the lane-model family {family!r}, which this installation does not have "
+                            f"({exc}): {provider}, or re-run `edge-deploy convert` with a family it has.") from None
 
 
 def _decode_type(family: str | None) -> type[DecodeParams]:

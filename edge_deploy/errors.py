@@ -108,9 +108,29 @@ class CalibrationError(GeometryError, ValueError):
     """A camera calibration file (camera_info YAML + mounting) is missing, malformed, or does not fit the frames."""
 
 
+class PluginError(EdgeDeployError):
+    """A lane-model family from another package failed (at import, its checks, or a call edge-deploy made of it):
+    that package's bug, said so in one line, never reported as edge-deploy's."""
+
+
 class BenchError(EdgeDeployError):
     """`edge-deploy bench` cannot run as asked: no lane model served, unusable frames or options, or pipelines
     of one model that do not give the same lanes."""
+
+
+def brief(value: object, limit: int = 60) -> str:
+    """A bounded excerpt of a value for a message: a number or a cut string as written, a container by its type and
+    size, anything else by its type. Never the repr of the whole value: a YAML file of shared aliases (a
+    "billion laughs") is small on disk, but its repr is not."""
+    if value is None or isinstance(value, (bool, float)):
+        return repr(value)
+    if isinstance(value, int):
+        digits = int(value.bit_length() * 0.30103) + 1  # str() of a huge int is refused, and unbounded anyway
+        return repr(value) if digits <= 20 else f"an integer of about {digits} digits"
+    if isinstance(value, str):
+        return repr(value[:limit]) + ("..." if len(value) > limit else "")
+    size = len(value) if isinstance(value, (list, tuple, dict, set, frozenset)) else None
+    return f"a {type(value).__name__}" + (f" of {size} item{'s' if size != 1 else ''}" if size is not None else "")
 
 
 def one_line(exc: BaseException, limit: int = 200, *, first_line: bool = False) -> str:

@@ -79,7 +79,9 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None, *, group: 
 
 def write_json_atomic(path: Path, data: Any, mode: int | None = None, *, indent: int = 2) -> Path:
     """`write_bytes_atomic` for JSON (indented, newline-terminated)."""
-    return write_bytes_atomic(path, (json.dumps(data, indent=indent) + "\n").encode(), mode)
+    from .strict_json import dumps
+
+    return write_bytes_atomic(path, (dumps(data, indent=indent) + "\n").encode(), mode)
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:

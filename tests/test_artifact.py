@@ -65,7 +65,6 @@ def test_unknown_formats_and_damaged_manifests_are_one_line_errors(tmp_path) -> 
 
 
 @pytest.mark.parametrize("section, value, words", [
-    ("family", "yolo", "no lane-model family 'yolo' (known: laneatt, "),
     ("family", 5, "family is int 5, not a string"),
     ("files", ["model.onnx"], "files is list ['model.onnx'], not an object"),
     ("plan", "yes", "plan is str 'yes', not an object"),
@@ -78,6 +77,21 @@ def test_a_section_of_the_wrong_kind_is_a_damaged_manifest(section, value, words
         Manifest.from_dict(data)
     assert "manifest.json is damaged (" in str(info.value) and words in str(info.value), info.value
     assert str(info.value).endswith("re-run `edge-deploy convert`.") and "\n" not in str(info.value)
+
+
+def test_a_family_this_installation_lacks_names_the_package_to_install() -> None:
+    """Issue 44 item 12: the manifest is fine (was "damaged ... re-run convert"); the package is what is missing."""
+    data = {**Manifest.from_dict(_format1()).to_dict(), "family": "stripes"}
+    data["source"] = {**data["source"], "family_package": "edge-deploy-stripes"}
+    with pytest.raises(ManifestError) as info:
+        Manifest.from_dict(data, where="ART/manifest.json")
+    assert str(info.value).startswith("ART/manifest.json is of the lane-model family 'stripes', which this "
+                                      "installation does not have (no lane-model family 'stripes' (known: laneatt, ")
+    assert "install edge-deploy-stripes (the package convert took it from) beside edge-deploy" in str(info.value)
+    assert "damaged" not in str(info.value) and "\n" not in str(info.value)
+    del data["source"]["family_package"]
+    with pytest.raises(ManifestError, match="install the package that provides it"):
+        Manifest.from_dict(data)
 
 
 # The "plan" section as build_plan records it (edge_deploy.engine.plan), every key in its order.

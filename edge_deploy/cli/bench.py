@@ -1,12 +1,12 @@
 """`edge-deploy bench`: frames/s, latency and where the time goes, for every served lane model and pipeline."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from .. import strict_json
 from .app import app
 from .infer import Transport
 
@@ -98,7 +98,7 @@ def bench(
         with console.status(f"realtime streams for {config.seconds:g} s per model and camera count"):
             live = run_realtime(config, fps, counts, max_age)
         if json_out:
-            typer.echo(json.dumps(live.to_dict(), indent=1))
+            typer.echo(strict_json.dumps(live.to_dict(), indent=1))
         else:
             print_realtime(live, Console())
         return
@@ -106,7 +106,7 @@ def bench(
     if plot is not None:
         write_plot(report, plot)
     if json_out:
-        typer.echo(json.dumps(report.to_dict(), indent=1))
+        typer.echo(strict_json.dumps(report.to_dict(), indent=1))
     else:
         print_report(report, Console())
     if plot is not None:

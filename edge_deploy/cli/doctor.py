@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from .. import strict_json
 from .app import app
 
 
@@ -34,10 +35,8 @@ def doctor(
     stages = stages_for(for_)
     checks = run_checks(root=root, repository=repository)
     if as_json:
-        import json
-
         data = report(checks, stages, root)
-        typer.echo(json.dumps(data, indent=2))
+        typer.echo(strict_json.dumps(data, indent=2))
         raise typer.Exit(0 if data["ready"] else 1)
     table = Table(title="edge-deploy doctor", show_lines=False)
     table.add_column("check")

@@ -1,11 +1,11 @@
 """`edge-deploy families`: the lane-model families this installation knows (built in and from packages)."""
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
 
+from .. import strict_json
 from .app import app
 
 
@@ -20,7 +20,7 @@ def families(
 
     described = [family.describe() for family in known_families()]
     if as_json:
-        typer.echo(json.dumps(described, indent=2))
+        typer.echo(strict_json.dumps(described, indent=2))
     elif markdown:
         typer.echo(markdown_table(described), nl=False)
     else:

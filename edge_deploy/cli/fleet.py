@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..fleet.role_vars import parse_extra_vars
+from .. import strict_json
 from .app import app
 
 fleet_app = typer.Typer(help="A fleet of vehicles: status, and the commands the Ansible role runs on a vehicle.",
@@ -53,7 +54,7 @@ def rollout(
     result = do_rollout(artifact, inventory, canary=canary, batch=batch, max_fail=max_fail, limit=limit,
                         extra_vars=variables, on_batch=progress, keep=keep)  # keep: checked by rollout()
     if as_json:
-        typer.echo(json.dumps(result.to_dict(), indent=2))
+        typer.echo(strict_json.dumps(result.to_dict(), indent=2))
     else:
         done = len(result.results) - len(result.failed)
         typer.echo(f"payload {result.payload}: {done} host(s) updated, {len(result.failed)} failed, "
@@ -86,7 +87,7 @@ def status(
 
     reports = fleet_status(inventory, parse_extra_vars(extra_vars), limit)
     if as_json:
-        typer.echo(json.dumps(reports, indent=2))
+        typer.echo(strict_json.dumps(reports, indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -118,7 +119,7 @@ def report(
     """(on a vehicle, run by the role) This vehicle's state as JSON."""
     from ..fleet.device import report as device_report
 
-    typer.echo(json.dumps(device_report(repository, name, "user" if user else "system"), indent=2))
+    typer.echo(strict_json.dumps(device_report(repository, name, "user" if user else "system"), indent=2))
 
 
 @fleet_app.command("record", hidden=True)
@@ -136,7 +137,7 @@ def record(
         data = json.loads(result)
     except ValueError as exc:
         raise FleetError(f"the rollout result is not JSON ({exc}).") from exc
-    typer.echo(json.dumps(record_result("user" if user else "system", data, repository, name)))
+    typer.echo(strict_json.dumps(record_result("user" if user else "system", data, repository, name)))
 
 
 @fleet_app.command("smoke")

@@ -37,8 +37,10 @@ def lane_geometry(camera: Path | None, track: bool, speed: float | None, recordi
         if speed is not None and not speed >= 0:
             raise CalibrationError(f"--speed must be 0 or more metres per second (got {speed:g}).")
         return None
-    if speed is not None and not speed >= 0:
-        raise CalibrationError(f"--speed must be 0 or more metres per second (got {speed:g}).")
+    from ..geometry.figures import MAX_SPEED_MPS
+
+    if speed is not None and not 0 <= speed <= MAX_SPEED_MPS:
+        raise CalibrationError(f"--speed must be 0 to {MAX_SPEED_MPS:g} metres per second (got {speed:g}).")
     from ..geometry import Camera, LaneGeometry
 
     return LaneGeometry(Camera.from_yaml(camera), track=track, speed_mps=speed)

@@ -1,7 +1,6 @@
 """`edge-deploy install`, `models` and `rollback`: the Triton model repository."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,6 +9,7 @@ from typer.core import TyperCommand
 
 from ..errors import RepositoryError
 from ..repository.pipeline_kind import KINDS, PipelineKind
+from .. import strict_json
 from .app import app
 
 RepositoryOpt = Annotated[Path, typer.Option("--repository", "-r", help="Triton model repository directory.")]
@@ -96,7 +96,7 @@ def models(
         raise RepositoryError(f"model repository {repository} does not exist; pass --repository or install a model first.")
     infos = list_models(repository, name)
     if as_json:
-        typer.echo(json.dumps([i.to_dict() for i in infos], indent=2))
+        typer.echo(strict_json.dumps([i.to_dict() for i in infos], indent=2))
         return
     if not infos:
         typer.echo(f"{repository} has no models; add one with `edge-deploy install ARTIFACT`.")
@@ -125,6 +125,9 @@ def models(
     if not console.is_terminal:
         console = Console(width=200)  # piped: do not wrap hashes and fingerprints into narrow columns
     console.print(table)
+    for info in infos:
+        if info.warning:
+            typer.echo(f"warning: {info.warning}")
     if all(i.served is None for i in infos):
         typer.echo(f"(no running edge-deploy server for {repository}: 'by config' = what a server would load)")
 

@@ -25,7 +25,9 @@ class _Reporter(ConsoleReporter):
         typer.echo(message, err=True)
 
 
-def _print_models(models: list) -> None:
+def _print_models(models: list, repository: Path | None = None) -> None:
+    from ..triton_layout import config_disagreement
+
     for model in models:
         versions = ", ".join(model.versions) or "-"
         if model.ready:
@@ -33,6 +35,9 @@ def _print_models(models: list) -> None:
             typer.echo(f"  {model.name}: ready, versions served: {versions}{note}")
         else:
             typer.echo(f"  {model.name}: NOT ready{' (' + model.reason + ')' if model.reason else ''}, versions served: {versions}")
+        differs = config_disagreement(repository, model.name, model.versions) if repository is not None else None
+        if differs:
+            typer.echo(f"  warning: {differs}")
 
 
 def _print_certificate(expiry: str | None) -> None:
@@ -144,13 +149,13 @@ def status(user: UserOpt = False) -> None:
         )
         typer.echo(f"server {state.unit.url}: {state.server_state}; repository {state.unit.repository}")
         _print_certificate(state.certificate())
-        _print_models(state.health.models)
+        _print_models(state.health.models, state.unit.repository)
     for server in report.foreground:
         record = server.record
         typer.echo(f"{record.describe()}: server {record.url}: {server.server_state}; repository {record.repository}"
                    f"{'; mutual TLS' if record.tls else ''}")
         _print_certificate(server.certificate())
-        _print_models(server.health.models)
+        _print_models(server.health.models, record.repository)
     if not report.serving:
         raise typer.Exit(3)
 
@@ -193,7 +198,7 @@ def health(
                                    tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
                                    main_pid=os.environ.get("MAINPID"))  # set by systemd for ExecStartPost=
     typer.echo(f"ready: {target}")
-    _print_models(result.models)
+    _print_models(result.models, repository)
 
 
 def _cli_tls(ca, cert, key):  # noqa: ANN001, ANN202

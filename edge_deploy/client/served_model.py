@@ -18,13 +18,14 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import ClientError, ModelMismatchError
+from ..errors import ClientError, ModelMismatchError, PluginError
 from ..lanedet.contract import (
     LANES,
     NUM_LANES,
     NUM_POINTS,
     PARAM_DECODE,
     PARAM_FAMILY,
+    PARAM_FAMILY_PACKAGE,
     PARAM_FUSED,
     PARAM_PREPROCESS,
     SCORES,
@@ -99,15 +100,53 @@ def _config_json(config: Any, key: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _family(config: Any) -> LaneFamily:
+def _family(config: Any, server_decodes: bool) -> LaneFamily:
+    """The config's family. One this client does not have (a plug-in's package not installed here) is no obstacle to
+    a pipeline, whose lanes the server decodes (`ServerDecodedFamily`); for a model the client decodes, the error
+    names the package to install."""
     name = config.parameters[PARAM_FAMILY].string_value if PARAM_FAMILY in config.parameters else LEGACY_FAMILY
     try:
         return get_family(name)
     except KeyError as exc:
+        if server_decodes:
+            return ServerDecodedFamily(name, _config_json(config, PARAM_PREPROCESS), _config_json(config, PARAM_DECODE))
+        package = config.parameters[PARAM_FAMILY_PACKAGE].string_value \
+            if PARAM_FAMILY_PACKAGE in config.parameters else ""
+        provider = package or "the package that provides it (the one `edge-deploy convert` had)"
+        why = f" ({exc})" if isinstance(exc, PluginError) else ""
         raise ModelMismatchError(
-            f"model {config.name!r} is of the lane-model family {name!r}, which this client does not know "
-            f"({exc.args[0]}); register it (edge_deploy.lanedet.family.register_family) or upgrade edge-deploy."
+            f"model {config.name!r} is of the lane-model family {name!r}, which this client does not have{why}: "
+            f"install {provider} where the client runs, or ask for {config.name}_pipeline (`install --pipeline`), "
+            "whose lanes the server decodes."
         ) from None
+
+
+class ServerDecodedFamily(LaneFamily):
+    """A family this client does not have, of a pipeline: the server decodes, so the client needs only what the config
+    says (its preprocessing and decode parameters, read as they are). It decodes nothing itself."""
+
+    decoder_module = ""
+
+    def __init__(self, name: str, preprocess: dict[str, Any] | None, decode: dict[str, Any] | None) -> None:
+        from dataclasses import make_dataclass
+
+        self.name = self.title = name
+        try:
+            self.preprocess = PreprocessSpec.from_dict(preprocess or {})
+            params = dict(decode or {})
+            kind = make_dataclass(f"{name}DecodeParams", [(key, Any) for key in params if key != "top_k"] +
+                                  [("top_k", int)], bases=(DecodeParams,), frozen=True)
+            self.decode_defaults = kind(**params)
+        except (PreprocessSpecError, DecodeDefaultsError, TypeError, ValueError) as exc:
+            raise ModelMismatchError(f"the pipeline's preprocessing or decode settings are not usable: {exc}; "
+                                     "reinstall it with `edge-deploy install --pipeline`.") from None
+
+    def lane_outputs(self, outputs: Any, has_batch: bool) -> tuple[TensorSpec, ...]:
+        raise ValueError(f"is of the lane-model family {self.name!r}, which this client does not have: only its "
+                         "pipeline, whose lanes the server decodes, can be used here")
+
+    def max_points(self, lane_outputs: Any) -> int:
+        return 0
 
 
 def _settings(config: Any, family: LaneFamily) -> tuple[PreprocessSpec, DecodeParams]:
@@ -132,7 +171,9 @@ def describe_model(metadata: Any, config: Any) -> LaneModel:
     max_batch = int(cfg.max_batch_size)
     inputs = list(metadata.inputs)
     outputs = [TensorSpec(t.name, t.datatype, tuple(int(d) for d in t.shape)) for t in metadata.outputs]
-    family = _family(cfg)
+    output_names = {t.name for t in outputs}
+    server_decodes = len(inputs) == 1 and inputs[0].datatype == "UINT8" and set(PIPE_OUTPUTS) <= output_names
+    family = _family(cfg, server_decodes)
     preprocess, decode = _settings(cfg, family)
     version = metadata.versions[-1] if len(metadata.versions) else ""
     common = {"name": name, "family": family, "max_batch_size": max_batch, "preprocess": preprocess,
@@ -153,7 +194,6 @@ def describe_model(metadata: Any, config: Any) -> LaneModel:
     in_shape = shape_of(tin)
     fused = _config_json(cfg, PARAM_FUSED)
     frame_size = (int(fused["height"]), int(fused["width"])) if fused and "height" in fused else None
-    output_names = {t.name for t in outputs}
     if tin.datatype == "UINT8" and fused and not set(PIPE_OUTPUTS) <= output_names:
         frame = sample(in_shape)
         frame = frame[1:] if max_batch == 0 and len(frame) == 4 else frame

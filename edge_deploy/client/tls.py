@@ -36,6 +36,8 @@ class TLSConfig:
             if path is not None and not os.access(path, os.R_OK):
                 why = "does not exist" if not Path(path).exists() else "is not readable by this user"
                 raise ClientError(f"TLS {what} file {path} {why}; pass the files `edge-deploy certs issue` wrote.")
+            if path is not None:
+                _check_pem(what, Path(path))
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for tritonclient's InferenceServerClient (grpc and grpc.aio)."""
@@ -51,6 +53,22 @@ class TLSConfig:
         if self.server_name:
             return [*base, ("grpc.ssl_target_name_override", self.server_name)]
         return list(base)
+
+
+def _check_pem(what: str, path: Path) -> None:
+    """ClientError when a TLS file is not PEM of its kind: gRPC would only fail the handshake later, which reads as an
+    unreachable server (`bench --tls-ca notes.txt`)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 20)
+    except OSError as exc:
+        raise ClientError(f"TLS {what} file {path} cannot be read ({exc.strerror or exc}); pass the files "
+                          "`edge-deploy certs issue` wrote.") from None
+    kind, marker = ("private key", b"PRIVATE KEY-----") if what == "key" else \
+        ("certificate", b"-----BEGIN CERTIFICATE-----")
+    if marker not in head:
+        raise ClientError(f"TLS {what} file {path} is not a PEM {kind} (no {marker.decode().strip('-')} block); pass "
+                          "the files `edge-deploy certs issue` wrote (ca.pem, NAME.pem, NAME.key).")
 
 
 def client_options(tls: TLSConfig | None, base: list[tuple[str, Any]]) -> dict[str, Any]:

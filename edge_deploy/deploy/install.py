@@ -11,7 +11,7 @@ from ..precision import Precision
 from ..progress import Reporter
 from ..repository import model_config as mc
 from ..repository.files import NewVersion, check_writable, clean_leftovers, publish, repository_error, repository_lock
-from ..repository.history import check_state, record_failed, record_served
+from ..repository.history import check_state, read_history, record_failed, record_served
 from ..repository.new_version import DEFAULT_NAME, check_new_models, next_version, plan_versions
 from ..repository.pinning import pin_previous
 from ..repository.pipeline_kind import PipelineKind
@@ -115,15 +115,43 @@ def install_with(options: InstallOptions, reporter: Reporter | None = None) -> I
                            models=[i.model for i in plan.items],
                            evaluation=evaluation_summary(plan.manifest.evaluation))
     with repository_lock(repository):
-        previous, keep_serving = _write(options, plan, result, reporter)
+        before = _before(repository, record, [i.model for i in plan.items])
+        keep_serving = _write(options, plan, result, before, reporter)
         if record is not None:
-            _load(record, repository, result, previous, keep_serving, reporter)
+            _load(record, repository, result, before.previous, keep_serving, reporter)
         if options.keep is not None:
             # Only now: the new version is complete on disk and, with a server, confirmed served.
             # A failed load above has raised, so the versions that still serve are never pruned; nor is
-            # the version this install replaced (what a failed rollout rolls back to): prune_versions.
-            _prune(repository, options.keep, plan.items, result, previous)
+            # what served when this install started, nor what the config selected then: prune_versions.
+            _prune(repository, options.keep, plan.items, result, before.spared)
     return result
+
+
+@dataclass(frozen=True)
+class _Before:
+    """What each model served when the install started (the lock held), before anything is written.
+
+    previous: what a refused load pins back to: what the server serves, else (no server) what the config selects.
+    spared: every version --keep must leave: those two, and the newest version a server confirmed serving. A config
+    and a server can disagree after an install or rollback was cut off between its config write and the load
+    (docs/failures.md, "what is kept for rollback"): the config is then no witness of what serves.
+    """
+
+    previous: dict[str, list[int]]
+    spared: dict[str, list[int]]
+
+
+def _before(repository: Path, record: ServerRecord | None, models: list[str]) -> _Before:
+    previous, spared = {}, {}
+    for model in models:
+        selected = policy_now(repository, model)
+        serving = admin.served_versions(record.url, model, record.client_tls()) if record is not None else []
+        if serving:
+            record_served(repository, model, serving)  # remembered: a rollback returns to a version that served
+        good = read_history(repository, model).last_good(versions(repository, model))
+        previous[model] = serving or selected
+        spared[model] = sorted(set(selected) | set(serving) | ({good} if good is not None else set()))
+    return _Before(previous, spared)
 
 
 def _plan(options: InstallOptions, reporter: Reporter) -> _Plan:
@@ -153,15 +181,14 @@ def _plan(options: InstallOptions, reporter: Reporter) -> _Plan:
     return _Plan(manifest, kind, choice, items)
 
 
-def _write(options: InstallOptions, plan: _Plan, result: InstallResult,
-           reporter: Reporter) -> tuple[dict[str, list[int]], list[str]]:
-    """Publish the new versions (the lock held); the versions each model's config selected before, and the models
-    the server need not load."""
+def _write(options: InstallOptions, plan: _Plan, result: InstallResult, before: _Before,
+           reporter: Reporter) -> list[str]:
+    """Publish the new versions (the lock held); the models the server need not load."""
     repository = options.repository
+    previous = before.previous
     try:
         clean_leftovers(repository)
         version = next_version(repository, options.name, plan.items)
-        previous = {i.model: policy_now(repository, i.model) for i in plan.items}
         # A BLS pipeline that would do what the served one does keeps serving: it calls the new NAME itself.
         keep_serving = [i.model for i in plan.items
                         if plan.kind is PipelineKind.BLS and bls_unchanged(repository, i, previous[i.model])]
@@ -171,7 +198,7 @@ def _write(options: InstallOptions, plan: _Plan, result: InstallResult,
                 publish(repository, version, item)
     except OSError as exc:
         raise repository_error(f"install into {repository}", exc) from exc
-    return previous, keep_serving
+    return keep_serving
 
 
 def _load(record: ServerRecord, repository: Path, result: InstallResult, previous: dict[str, list[int]],
@@ -193,14 +220,14 @@ def _load(record: ServerRecord, repository: Path, result: InstallResult, previou
 
 
 def _prune(repository: Path, keep: int, items: list[NewVersion], result: InstallResult,
-           previous: dict[str, list[int]]) -> None:
+           spared: dict[str, list[int]]) -> None:
     try:
         for item in items:
             model = item.model
             now = (result.served or {}).get(model, [])
             # The config is the one just written (a refused load has raised): what it selects needs no reading.
             selected = policy_versions(item.config, versions(repository, model))
-            pruned = prune_versions(repository, model, keep, now, replaced=previous[model], selected=selected)
+            pruned = prune_versions(repository, model, keep, now, replaced=spared[model], selected=selected)
             if pruned:
                 result.pruned[model] = pruned
                 result.kept[model] = versions(repository, model)

@@ -13,7 +13,7 @@ from ..repository.versions import (
     version_info,
 )
 from ..serve import admin
-from ..triton_layout import policy_versions, read_config, repository_models, versions
+from ..triton_layout import config_disagreement, policy_versions, read_config, repository_models, versions
 
 
 def list_models(repository: Path = DEFAULT_REPOSITORY, name: str | None = None) -> list[ModelInfo]:
@@ -37,11 +37,13 @@ def list_models(repository: Path = DEFAULT_REPOSITORY, name: str | None = None) 
         else:
             role = config_role(config)
             policy = policy_versions(config, avail)
+        served = admin.served_versions(record.url, model, record.client_tls()) if record else None
         infos.append(ModelInfo(
             name=model,
             role=role,
             versions=[version_info(repository, model, v) for v in avail],
             policy=policy,
-            served=admin.served_versions(record.url, model, record.client_tls()) if record else None,
+            served=served,
+            warning=config_disagreement(repository, model, served) if served else None,
         ))
     return infos

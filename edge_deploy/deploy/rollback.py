@@ -99,8 +99,11 @@ def _check_rollback(repository: Path, name: str) -> list[int]:
     return avail
 
 
-def _target(repository: Path, name: str, avail: list[int], current: list[int], to: int | None) -> int:
-    """The version to roll back to: `to`, else the newest healthy one below the served one."""
+def _target(repository: Path, name: str, avail: list[int], current: list[int], to: int | None, *,
+            prefer_served: bool = False) -> int:
+    """The version to roll back to: `to`, else the newest healthy one below the served one; with a server serving
+    (`prefer_served`), the newest of those a server confirmed serving when there is one (install and rollback record
+    what the server serves before they change it), not one no server loaded (an install cut off before its load)."""
     if to is None:
         older = [v for v in avail if current and v < min(current)]
         if not older:
@@ -109,7 +112,9 @@ def _target(repository: Path, name: str, avail: list[int], current: list[int], t
                 f"{', '.join(map(str, avail)) or 'none'}); pass --to V."
             )
         history = read_history(repository, name)
-        to = ([v for v in older if history.healthy(v)] or older)[-1]  # skip versions that failed before
+        healthy = [v for v in older if history.healthy(v)]
+        served = [v for v in healthy if v in history.served] if prefer_served else []
+        to = (served or healthy or older)[-1]  # skip versions that failed before
     if to not in avail:
         raise RepositoryError(
             f"{name} has no version {to} (versions: {', '.join(map(str, avail)) or 'none'}); pick one of them with --to."
@@ -131,13 +136,18 @@ def rollback(
     repository = Path(repository)
     avail = _check_rollback(repository, name)
     record = server_for(repository, reporter)
-    current = (admin.served_versions(record.url, name, record.client_tls()) if record else []) or policy_now(repository, name)
-    to = _target(repository, name, avail, current, to)
+    serving = admin.served_versions(record.url, name, record.client_tls()) if record else []
+    # The server, when one answers, is the witness of what serves: a config can say otherwise after an install or
+    # rollback was cut off between its config write and the load.
+    current = serving or policy_now(repository, name)
+    to = _target(repository, name, avail, current, to, prefer_served=bool(serving))
     models = [name] + [name + s for s in PIPELINE_SUFFIXES if (repository / (name + s) / str(to)).is_dir()
                        and (repository / (name + s) / CONFIG).is_file()]
     result = RollbackResult(name=name, version=to, previous=current, models=models, repository=repository)
     check_writable(repository)
     with repository_lock(repository):
+        if serving:
+            record_served(repository, name, serving)
         _pin_and_load(repository, name, to, record, result, reporter)
         # What pruning must know: the versions moved away from failed; the one chosen is good again.
         for model in models:

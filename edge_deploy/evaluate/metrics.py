@@ -30,7 +30,6 @@ such rows of the data set.
 """
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -39,6 +38,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from .. import strict_json
 from ..errors import EvaluationError
 
 __all__ = [
@@ -403,7 +403,7 @@ class CULaneResult:
         return out
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict())
+        return strict_json.dumps(self.to_dict())
 
 
 class CULaneEvaluator:
@@ -496,7 +496,7 @@ class RetentionResult:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict())
+        return strict_json.dumps(self.to_dict())
 
 
 class RetentionComparison:
@@ -659,7 +659,7 @@ class TuSimpleResult:
         return asdict(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict())
+        return strict_json.dumps(self.to_dict())
 
 
 class TuSimpleEvaluator:

@@ -14,7 +14,7 @@ from .._deps import require
 from ..artifact import ONNX_NAME, IOSignature, Manifest, file_entry
 from ..errors import ConvertError, one_line
 from ..lanedet.family import (LEGACY_FAMILY, DecodeDefaultsError, DecodeParams, LaneFamily, LoadedModel,
-                              family_for_outputs, get_family)
+                              family_for_outputs, family_names, family_package, get_family)
 from ..lanedet.preprocess import PreprocessSpec
 from ..parity import ort_session, parity_inputs, run_ort, tolerance_report
 from ..progress import Reporter
@@ -117,13 +117,22 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
 
     io = io_signature(final_model, settings.batch)
     family, preprocess, decode = _family_settings(loaded, io, settings)
+    source = dict(loaded.source)
+    package = family_package(family.name) if family is not None else None
+    if package:
+        source["family_package"] = package  # where the family is missing, the package to install is named
+    if family is None:
+        reporter.warn(f"the model's outputs ({', '.join(f'{t.name} {list(t.shape)}' for t in io.outputs)}) are no "
+                      f"known lane-model family's ({', '.join(family_names())}): the artifact records family null, "
+                      "so `infer`, `evaluate`, the lane checks and `install --pipeline` cannot decode its lanes; "
+                      "install the package of its family and convert again, or convert that family by name.")
     manifest = Manifest(
         io=io,
         preprocess=preprocess,
         decode=decode,
         precision=settings.precision,
         family=family.name if family else None,
-        source=loaded.source,
+        source=source,
         files={ONNX_NAME: file_entry(onnx_path)},
         export=ExportReport(exporter=f"torch {torch.__version__} (TorchScript-based torch.onnx.export)",
                             onnx=onnx.__version__, opset=settings.opset, ir_version=int(final_model.ir_version),

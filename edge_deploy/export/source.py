@@ -17,7 +17,7 @@ from typing import Any
 from .._deps import require
 from ..artifact import MANIFEST_NAME, ONNX_NAME, sha256_file
 from ..errors import ConvertError, EdgeDeployError, one_line
-from ..lanedet.family import LoadedModel, SourceSpec, family_names, get_family
+from ..lanedet.family import LoadedModel, SourceSpec, family_fault, family_names, get_family, is_plugin
 
 
 def parse_input_shape(text: str) -> tuple[int, ...]:
@@ -39,7 +39,7 @@ def parse_input_shape(text: str) -> tuple[int, ...]:
 def classify_model(model: str) -> str:
     """'family' (a lane-model family's name), 'artifact' (an existing convert output), 'torchscript' (a file)
     or 'factory'."""
-    if model.lower() in family_names():
+    if family_named(model) is not None:
         return "family"
     path = Path(model)
     if path.is_dir():
@@ -60,11 +60,43 @@ def classify_model(model: str) -> str:
     )
 
 
+def family_named(model: str) -> str | None:
+    """The family MODEL names: its name as given, else the one name equal to it but for case (`convert LaneATT`,
+    and a family registered as `MyLane`); None when none is."""
+    names = family_names()
+    if model in names:
+        return model
+    same = [name for name in names if name.lower() == model.lower()]
+    return same[0] if len(same) == 1 else None
+
+
+def _load_family(spec: SourceSpec) -> LoadedModel:
+    """The model a family builds; a plug-in family whose load() fails other than with a one-line error of its own, or
+    returns something else than a LoadedModel, is that family's bug (BrokenFamilyError names its package)."""
+    family = get_family(family_named(spec.model) or spec.model)
+    # What every family takes, checked here whatever its load() checks: --backbone, --dataset and the families' own
+    # options that it has (a family without backbones never silently takes --backbone).
+    family.backbone_from(spec)
+    family.dataset_from(spec)
+    family.options_from(spec)
+    if not is_plugin(family):
+        return family.load(spec)
+    try:
+        loaded = family.load(spec)
+    except (EdgeDeployError, KeyboardInterrupt, MemoryError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a third-party family can fail in any way
+        raise family_fault(family, f"its load() raised {type(exc).__name__}: {one_line(exc, 160)}") from None
+    if not isinstance(loaded, LoadedModel):
+        raise family_fault(family, f"its load() returned {type(loaded).__name__}, not a LoadedModel")
+    return loaded
+
+
 def load_source(spec: SourceSpec) -> LoadedModel:
     """Build or load the torch module MODEL names, in eval mode."""
     kind = classify_model(spec.model)
     if kind == "family":
-        return get_family(spec.model.lower()).load(spec)
+        return _load_family(spec)
     if kind == "artifact":
         raise ConvertError(f"{spec.model} is already converted (an artifact directory), not a torch model.")
     family_only = spec.family_options_given

@@ -11,7 +11,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from ..artifact import MANIFEST_NAME, PLAN_NAME, Manifest, sha256_file
+from ..artifact import MANIFEST_NAME, PLAN_NAME, Manifest, open_inside, sha256_file
 from .smoke import REFERENCE_NAME, SMOKE_DIR, record_reference
 
 
@@ -25,7 +25,8 @@ def make_payload(artifact_dir: Path, out_dir: Path) -> tuple[Path, bool]:
     out_dir.mkdir(parents=True)
     files = {name: entry for name, entry in manifest.files.items() if name != PLAN_NAME}
     for name in files:
-        shutil.copy2(artifact_dir / name, out_dir / name)
+        with open_inside(artifact_dir / name) as src, open(out_dir / name, "wb") as out:  # no link followed out
+            shutil.copyfileobj(src, out, 1 << 20)
     replace(manifest, files=files, plan=None).write(out_dir)
     recorded = artifact_dir / SMOKE_DIR / REFERENCE_NAME
     if recorded.is_file():

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CalibrationError
+from ..errors import CalibrationError, brief
 
 __all__ = ["CameraArguments", "camera_arguments", "read_calibration", "write_calibration"]
 
@@ -29,7 +29,12 @@ def read_calibration(path: str | os.PathLike[str]) -> tuple[Any, str]:
 
     path = Path(path)
     try:
-        text = path.read_text()
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise CalibrationError(f"calibration file {path} is over {MAX_FILE_BYTES >> 10} KiB; a camera_info YAML is "
+                                   "a few hundred bytes: pass the camera's calibration file.")
+        text = raw.decode()
     except FileNotFoundError:
         raise CalibrationError(f"calibration file {path} does not exist; pass a camera_info YAML file "
                                "(edge-deploy sample writes one beside each frame).") from None
@@ -71,24 +76,35 @@ def camera_arguments(data: Any, where: str = "calibration") -> CameraArguments:
     matrix = _matrix(data, "camera_matrix", where, shapes=((3, 3),))
     model = data["distortion_model"]
     if not isinstance(model, str):
-        raise CalibrationError(f"{where}: distortion_model must be a name such as plumb_bob (got {model!r}).")
+        raise CalibrationError(f"{where}: distortion_model must be a name such as plumb_bob (got {brief(model)}).")
     coefficients = _matrix(data, "distortion_coefficients", where, shapes=None)
     mounting = data["mounting"]
     if not isinstance(mounting, dict) or "height_m" not in mounting:
         raise CalibrationError(f"{where}: mounting must be a mapping with height_m (and pitch_deg, roll_deg, "
                                "yaw_deg, degrees, 0 when left out).")
-    unknown = sorted(set(mounting) - {"height_m", "pitch_deg", "roll_deg", "yaw_deg"})
+    unknown = sorted(set(mounting) - {"height_m", "pitch_deg", "roll_deg", "yaw_deg"}, key=brief)
     if unknown:
-        raise CalibrationError(f"{where}: mounting has unknown keys {', '.join(map(str, unknown))}; use height_m, "
+        raise CalibrationError(f"{where}: mounting has unknown keys {', '.join(brief(k, 30) for k in unknown[:5])}; use height_m, "
                                "pitch_deg, roll_deg, yaw_deg.")
     values = {key: _number(mounting[key], f"mounting.{key}", where) for key in mounting}
     return {"width": width, "height": height, "camera_matrix": np.reshape(matrix, (3, 3)),
             "distortion": np.asarray(coefficients), "mounting": values, "distortion_model": model}
 
 
+# No calibration figure comes near these: focal lengths and centres are pixels, a mounting is metres and degrees, and a
+# frame is at most this wide or high. Beyond them a number is a typo (or a hostile file), and arithmetic overflows.
+MAX_MAGNITUDE = 1e9
+MAX_PIXELS = 100_000
+MAX_FILE_BYTES = 1 << 20  # a camera_info YAML is a few hundred bytes
+
+
 def _number(value: Any, key: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise CalibrationError(f"{where}: {key} must be a number (got {value!r}).")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            (isinstance(value, float) and not math.isfinite(value)):
+        raise CalibrationError(f"{where}: {key} must be a number (got {brief(value)}).")
+    if not abs(value) <= MAX_MAGNITUDE:
+        raise CalibrationError(f"{where}: {key} is {brief(value)}, beyond any calibration's (at most {MAX_MAGNITUDE:g} "
+                               "in size); fix the file.")
     return float(value)
 
 
@@ -96,7 +112,10 @@ def _integer(data: dict[str, Any], key: str, where: str) -> int:
     """A positive integer of the camera_info YAML mapping `data`."""
     value = data[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CalibrationError(f"{where}: {key} must be a positive whole number of pixels (got {value!r}).")
+        raise CalibrationError(f"{where}: {key} must be a positive whole number of pixels (got {brief(value)}).")
+    if value > MAX_PIXELS:
+        raise CalibrationError(f"{where}: {key} is {brief(value)} pixels; a camera frame is at most {MAX_PIXELS} "
+                               "pixels across: fix the file.")
     return value
 
 
@@ -107,14 +126,14 @@ def _matrix(data: dict[str, Any], key: str, where: str, shapes: tuple[tuple[int,
     if not isinstance(block, dict) or not {"rows", "cols", "data"} <= set(block):
         raise CalibrationError(f"{where}: {key} must be a mapping with rows, cols and data.")
     rows, cols, values = block["rows"], block["cols"], block["data"]
-    if not isinstance(values, list):
-        raise CalibrationError(f"{where}: {key}.data must be a list of numbers.")
+    if not isinstance(values, list) or len(values) > 64:  # 3x3 and the distortion coefficients: 14 at most
+        raise CalibrationError(f"{where}: {key}.data must be a list of numbers (got {brief(values)}).")
     numbers = [_number(v, f"{key}.data", where) for v in values]
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (rows, cols)) \
             or rows * cols != len(numbers):
-        raise CalibrationError(f"{where}: {key} says {rows}x{cols} but its data holds {len(numbers)} numbers; "
+        raise CalibrationError(f"{where}: {key} says {brief(rows)}x{brief(cols)} but its data holds {len(numbers)} numbers; "
                                "make them agree.")
     if shapes is not None and (rows, cols) not in shapes:
         want = " or ".join(f"{r}x{c}" for r, c in shapes)
-        raise CalibrationError(f"{where}: {key} must be {want} (got {rows}x{cols}).")
+        raise CalibrationError(f"{where}: {key} must be {want} (got {brief(rows)}x{brief(cols)}).")
     return numbers

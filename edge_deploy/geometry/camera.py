@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CalibrationError, GeometryError
+from ..errors import CalibrationError, GeometryError, brief, one_line
 
 __all__ = ["DISTORTION_MODELS", "Camera", "Mounting", "pitch_from_vanishing_point"]
 
@@ -20,6 +20,21 @@ __all__ = ["DISTORTION_MODELS", "Camera", "Mounting", "pitch_from_vanishing_poin
 DISTORTION_MODELS = {"plumb_bob": (4, 5), "rational_polynomial": (8, 8), "equidistant": (4, 4), "none": (0, 0)}
 _UNDISTORT_UNTIL = (3, 50, 1e-12)  # cv2 TermCriteria: COUNT | EPS, 50 steps, 1e-12
 _MIN_RAY_DOWN = 1e-6  # a ray must point down at least this much (its z per unit length) to meet the road
+
+
+MAX_HEIGHT_M = 100.0  # a camera on a vehicle (a truck's cab is 4 m); beyond it a height is a typo
+MAX_PIXELS = 100_000  # a frame is at most this wide or high
+
+
+def _real(value: Any) -> float | None:
+    """`value` as a finite float, or None (not a number, NaN, inf, or an integer too big for a float)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 @dataclass(frozen=True)
@@ -32,14 +47,15 @@ class Mounting:
     yaw_deg: float = 0.0
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.height_m) and self.height_m > 0):
-            raise CalibrationError(f"mounting height_m must be a positive number of metres (got {self.height_m!r}); "
-                                   "measure the camera's height above the road.")
+        height = _real(self.height_m)
+        if height is None or not 0 < height <= MAX_HEIGHT_M:
+            raise CalibrationError(f"mounting height_m must be a positive number of metres, at most {MAX_HEIGHT_M:g} "
+                                   f"(got {brief(self.height_m)}); measure the camera's height above the road.")
         for name in ("pitch_deg", "roll_deg", "yaw_deg"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and -60.0 <= value <= 60.0):
-                raise CalibrationError(f"mounting {name} must be between -60 and 60 degrees (got {value!r}); "
-                                       "give the angle in degrees.")
+            value = _real(getattr(self, name))
+            if value is None or not -60.0 <= value <= 60.0:
+                raise CalibrationError(f"mounting {name} must be between -60 and 60 degrees (got "
+                                       f"{brief(getattr(self, name))}); give the angle in degrees.")
 
     def rotation(self) -> np.ndarray:
         """3x3 rotation taking vehicle-frame vectors to OpenCV camera coordinates (x right, y down, z forward)."""
@@ -72,11 +88,16 @@ class Camera:
     _pixel_to_ray: np.ndarray | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        k = np.asarray(self.camera_matrix, dtype=np.float64)
+        try:
+            k = np.asarray(self.camera_matrix, dtype=np.float64)
+            dist = np.asarray(self.distortion, dtype=np.float64).ravel()
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise CalibrationError(f"camera_matrix and distortion must hold numbers ({type(exc).__name__}: "
+                                   f"{one_line(exc, 80)}); copy them from the camera's calibration.") from None
         if k.shape != (3, 3) or not np.isfinite(k).all() or k[0, 0] <= 0 or k[1, 1] <= 0:
-            raise CalibrationError(f"camera_matrix must be 3x3 with positive focal lengths (got {k.tolist()}); "
+            got = k.tolist() if k.shape == (3, 3) else f"shape {list(k.shape)}"
+            raise CalibrationError(f"camera_matrix must be 3x3 with positive focal lengths (got {got}); "
                                    "copy it from the camera's calibration.")
-        dist = np.asarray(self.distortion, dtype=np.float64).ravel()
         if self.distortion_model not in DISTORTION_MODELS:
             raise CalibrationError(f"distortion_model {self.distortion_model!r} is not supported; use one of "
                                    f"{', '.join(DISTORTION_MODELS)}.")
@@ -84,8 +105,10 @@ class Camera:
         if not (low <= dist.size <= high) or not np.isfinite(dist).all():
             raise CalibrationError(f"distortion_model {self.distortion_model} takes {low}-{high} finite coefficients, "
                                    f"got {dist.size}; check distortion_coefficients.")
-        if min(self.width, self.height) < 1:
-            raise CalibrationError(f"image_width and image_height must be positive (got {self.width}x{self.height}).")
+        if not all((real := _real(v)) is not None and real.is_integer() and 1 <= real <= MAX_PIXELS
+                   for v in (self.width, self.height)):
+            raise CalibrationError(f"image_width and image_height must be whole numbers of pixels from 1 to "
+                                   f"{MAX_PIXELS} (got {brief(self.width)}x{brief(self.height)}).")
         object.__setattr__(self, "camera_matrix", k)
         object.__setattr__(self, "distortion", dist)
         object.__setattr__(self, "_rotation", self.mounting.rotation())

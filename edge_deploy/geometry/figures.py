@@ -35,6 +35,25 @@ class LaneFigures:
         return asdict(self)
 
 
+MAX_SPEED_MPS = 100.0  # 360 km/h: beyond it a speed is a typo (or inf), and the horizon a car sees is meaningless
+
+
+def check_speed(speed_mps: Any, name: str = "speed_mps") -> float | None:
+    """`speed_mps` as a float (None stays None), or GeometryError: a speed is 0 or more metres per second, finite, at
+    most MAX_SPEED_MPS (NaN, inf and 1e308 are refused, here and by `infer --speed`)."""
+    from ..errors import GeometryError, brief
+
+    if speed_mps is None:
+        return None
+    try:
+        speed = float(speed_mps) if not isinstance(speed_mps, bool) else math.nan
+    except (TypeError, ValueError, OverflowError):
+        speed = math.nan
+    if not 0.0 <= speed <= MAX_SPEED_MPS:
+        raise GeometryError(f"{name} must be 0 to {MAX_SPEED_MPS:g} metres per second (got {brief(speed_mps)}).")
+    return speed
+
+
 def time_to_crossing(marker: Any, side_m: float, speed_mps: float) -> float | None:
     """Seconds until a point at lateral offset `side_m`, going straight ahead at `speed_mps`, meets the curve of
     `marker` (a LaneMarker); None when it does not within HORIZON_S (or the speed is not positive)."""
@@ -53,6 +72,12 @@ def time_to_crossing(marker: Any, side_m: float, speed_mps: float) -> float | No
 
 
 def lane_figures(markers: Any, speed_mps: float | None = None, vehicle_width_m: float = 1.8) -> LaneFigures:
+    """The figures of a LaneMarkers' ego lane (speed_mps: `check_speed`)."""
+    speed_mps = check_speed(speed_mps)
+    return _lane_figures(markers, speed_mps, vehicle_width_m)
+
+
+def _lane_figures(markers: Any, speed_mps: float | None, vehicle_width_m: float) -> LaneFigures:
     """The figures of a LaneMarkers' ego lane."""
     left, right = markers.ego_left, markers.ego_right
     if left is None or right is None:

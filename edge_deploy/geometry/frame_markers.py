@@ -42,9 +42,11 @@ class LaneGeometry:
             from ..errors import CalibrationError
 
             raise CalibrationError(f"camera must be a Camera (Camera.from_yaml(path)), not {type(camera).__name__}.")
+        from .figures import check_speed
+
         self.camera = camera
         self.tracker = MarkerTracker() if track else None
-        self.speed_mps = speed_mps
+        self.speed_mps = check_speed(speed_mps)
         self.fps = fps
         self.plausibility = StreamPlausibility(limits)
         self._unseen_s = 0.0  # time of the frames skipped or missed since the last frame_markers

@@ -200,7 +200,8 @@ def _fit_concatenated(x: np.ndarray, y: np.ndarray, counts: Sequence[int],
     coef = np.einsum("lij,lj->li", inverse, np.where(used, sums[:, 7:11], 0.0))
     residual = y - np.einsum("im,mi->m", powers[:4], np.repeat(coef, [counts[i] for i in kept], axis=0))
     weighted_square = np.add.reduceat(weight * residual * residual, starts).tolist()
-    scores = [float(scores[i]) for i in kept]
+    # a score that is not a number (a model's NaN) counts as no confidence: quality 0, never NaN
+    scores = [s if math.isfinite(s := float(scores[i])) else 0.0 for i in kept]
     rms, sigma2, quality = [], [], []  # per set, in Python floats: a handful of numbers, cheaper than array calls
     for r2, sum_w, count, end, score in zip(weighted_square, sums[:, 0].tolist(), n.tolist(), far.tolist(), scores):
         rms.append(math.sqrt(r2 / max(sum_w, 1e-12)))

@@ -55,13 +55,14 @@ def checkpoint_path(path: Path | str, family_title: str) -> Path:
 def refuse_other_family(path: Path, state: Mapping[str, Tensor], family_name: str) -> None:
     """A CheckpointError naming the family a checkpoint belongs to when another family recognises its keys
     (`LaneFamily.recognizes_checkpoint`); nothing when none does."""
-    from .family import get_family, known_families
+    from .family import asking_families, get_family
 
-    keys = [key.removeprefix("module.") for key in state]
-    for family in known_families():
-        if family.name != family_name and family.recognizes_checkpoint(keys):
-            raise CheckpointError(f"checkpoint {path} is not a {get_family(family_name).title} checkpoint: this is a "
-                                  f"{family.title} checkpoint: edge-deploy convert {family.name} --checkpoint {path}")
+    keys = [key.removeprefix("module.") if isinstance(key, str) else key for key in state]
+    others = asking_families("recognizes_checkpoint()", lambda f: f.recognizes_checkpoint(keys), skip=family_name)
+    if others:
+        family = others[0]
+        raise CheckpointError(f"checkpoint {path} is not a {get_family(family_name).title} checkpoint: this is a "
+                              f"{family.title} checkpoint: edge-deploy convert {family.name} --checkpoint {path}")
 
 
 def fit_problems(expected: Mapping[str, Tensor], state: Mapping[str, Tensor]) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 # config.pbtxt `parameters` (JSON strings) that LaneDetClient configures itself from.
 PARAM_FAMILY = "edge_deploy.family"  # the lane-model family (absent in configs written before families: laneatt)
+# The distribution providing a plug-in family (the manifest's source.family_package): what a client without it installs.
+PARAM_FAMILY_PACKAGE = "edge_deploy.family_package"
 PARAM_PREPROCESS = "edge_deploy.preprocess"
 PARAM_DECODE = "edge_deploy.decode"
 PARAM_ROLE = "edge_deploy.role"

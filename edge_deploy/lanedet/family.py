@@ -24,9 +24,14 @@ Light on purpose (numpy and the standard library): the client imports it.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
+import importlib.util
+import logging
 import math
+import sys
+import typing
 from abc import ABC, abstractmethod
 from dataclasses import MISSING, dataclass, field, fields, replace
 from importlib import resources
@@ -36,6 +41,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence, TypeVar
 
 import numpy as np
 
+from ..errors import EdgeDeployError, PluginError, one_line
 from .lane import Lane
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,9 +49,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .preprocess import PreprocessSpec
 
-__all__ = ["DECODE_OPTIONS", "ENTRY_POINT_GROUP", "LEGACY_FAMILY", "DatasetPreset", "DecodeDefaults",
+__all__ = ["DECODE_OPTIONS", "ENTRY_POINT_GROUP", "LEGACY_FAMILY", "BrokenFamilyError", "DatasetPreset", "DecodeDefaults",
            "DecodeDefaultsError", "DecodeParams", "FamilyOption", "LaneFamily", "LoadedModel", "SourceSpec",
-           "TensorSpec", "family_for_outputs", "family_names", "get_family", "known_families", "register_family"]
+           "TensorSpec", "family_for_outputs", "family_names", "get_family", "known_families", "register_family",
+           "unregister_family"]
 
 
 class DecodeDefaultsError(ValueError):
@@ -295,6 +302,25 @@ class FamilyOption:
 _OPTION_TYPES = {"int": int, "float": float, "str": str, "Path": Path}
 
 
+def _option_type(annotation: Any) -> type | None:
+    """int, float, str or Path from a field's annotation, `| None` / Optional[...] allowed; a string (a module with
+    `from __future__ import annotations`) or the type itself (a module without it); None for anything else."""
+    if isinstance(annotation, str):
+        name = annotation.strip()
+        for wrapper in ("Optional[", "typing.Optional["):
+            if name.startswith(wrapper) and name.endswith("]"):
+                name = name[len(wrapper):-1]
+        parts = [part.strip() for part in name.split("|") if part.strip() != "None"]
+        name = parts[0] if len(parts) == 1 else ""
+        return _OPTION_TYPES.get(name.rpartition(".")[2] if name.startswith(("pathlib.", "builtins.")) else name)
+    if annotation in _OPTION_TYPES.values():
+        return annotation
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if len(args) == 1 and len(typing.get_args(annotation)) == 2:  # X | None, Optional[X]
+        return _option_type(args[0])
+    return None
+
+
 def family_options(options_type: type | None) -> tuple[FamilyOption, ...]:
     """The options an options dataclass declares, in field order. Every field needs a default (an option not given
     takes it) and a type of int, float, str or Path (optionally `| None`)."""
@@ -302,14 +328,29 @@ def family_options(options_type: type | None) -> tuple[FamilyOption, ...]:
         return ()
     found = []
     for f in fields(options_type):
-        type_name = str(f.type).replace("Optional[", "").replace("]", "").replace(" | None", "").strip()
-        if type_name not in _OPTION_TYPES or (f.default is MISSING and f.default_factory is MISSING):
+        kind = _option_type(f.type)
+        if kind is None or (f.default is MISSING and f.default_factory is MISSING):
             raise TypeError(f"family option {options_type.__name__}.{f.name}: give it a default and a type of "
-                            f"{', '.join(_OPTION_TYPES)} (got {f.type!r})")
+                            f"{', '.join(_OPTION_TYPES)} (got {getattr(f.type, '__name__', f.type)!r})")
+        if f.name in CONVERT_OPTION_NAMES:
+            raise TypeError(f"family option {options_type.__name__}.{f.name} is named like convert's own "
+                            f"{option_flag(f.name)}; rename it")
         choices = f.metadata.get("choices")
-        found.append(FamilyOption(f.name, _OPTION_TYPES[type_name], str(f.metadata.get("help", "")),
+        found.append(FamilyOption(f.name, kind, str(f.metadata.get("help", "")),
                                   tuple(choices) if choices else None))
     return tuple(found)
+
+
+# convert's own options (edge_deploy.cli.convert.ConvertOptions' fields, --no-* of its switches, --help): a family's
+# option may not take one of these names (tests/cli/test_convert_options.py keeps the list whole).
+CONVERT_OPTION_NAMES = frozenset({
+    "model", "output", "o", "backbone", "checkpoint", "dataset", "input_shape", "opset", "batch", "min_batch",
+    "opt_batch", "max_batch", "input_name", "output_name", "target", "force", "seed", "atol", "rtol", "simplify",
+    "no_simplify", "builder", "precision", "workspace", "dla_core", "timing_cache", "calibration_images",
+    "builder_optimization_level", "verify", "no_verify", "fp16_io", "no_fp16_io", "weak_typing", "no_weak_typing",
+    "eval_data", "fuse_preprocess", "no_fuse_preprocess", "frame_size", "conf", "nms", "top_k", "install",
+    "repository", "name", "family_options", "help", "version",
+})
 
 
 @dataclass
@@ -370,8 +411,8 @@ class LaneFamily(ABC):
         foreign = [option_flag(name) for name in given if name not in known]
         if foreign:
             takes = ", ".join(["--dataset", "--backbone", "--checkpoint", *(o.flag for o in self.options())])
-            owners = sorted({get_family(name).title for name in family_names() if name != self.name
-                             and any(option_flag(o.name) in foreign for o in get_family(name).options())})
+            owners = sorted({other.title for other in known_families() if other.name != self.name
+                             and any(option_flag(o.name) in foreign for o in other.options())})
             whose = f"only appl{'ies' if len(foreign) == 1 else 'y'} to {' and '.join(owners)}" if owners else \
                 "is not an option of any lane family"
             raise ConvertError(f"{' and '.join(foreign)} {whose}; {self.title} takes {takes}.")
@@ -498,49 +539,196 @@ LEGACY_FAMILY = "laneatt"
 # a LaneFamily instance (or class) whose name is NAME. Loaded on first use, like the built-in ones.
 ENTRY_POINT_GROUP = "edge_deploy.families"
 _REGISTRY: dict[str, LaneFamily] = {}
+_log = logging.getLogger("edge_deploy.families")
+
+
+class FamilyError(KeyError):
+    """No lane-model family of that name (a KeyError, as it always was); str() is the message, not its repr."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class BrokenFamilyError(PluginError, FamilyError):
+    """A family from another package (or registered by other code) that failed: at import, its checks, or a call
+    edge-deploy made of it. Its package's bug, said in one line (exit 2), never edge-deploy's; `package` names it."""
+
+    def __init__(self, message: str, *, family: str, package: str) -> None:
+        super().__init__(message)
+        self.family, self.package = family, package
+
+
+# Plug-ins that failed (name -> why), left out of every list; asked for by name, the error says why again.
+_BROKEN: dict[str, BrokenFamilyError] = {}
 
 
 def register_family(family: LaneFamily) -> LaneFamily:
     """Make `family` known by its name (a family of your own; the built-in ones register themselves)."""
     _REGISTRY[family.name] = family
+    _BROKEN.pop(family.name, None)
     return family
+
+
+def unregister_family(name: str) -> None:
+    """Forget a family `register_family` made known (an application's own, or a test's); built-in and entry-point
+    families come back when next asked for."""
+    _REGISTRY.pop(name, None)
+    _BROKEN.pop(name, None)
+
+
+def _warn_once(key: str, line: str) -> None:
+    """One warning line per process (stderr through `logging`: an application's own logging config applies)."""
+    if key not in _warned:
+        _warned.add(key)
+        _log.warning("warning: %s", line)
+
+
+_warned: set[str] = set()
 
 
 @functools.lru_cache(maxsize=1)
 def _entry_points() -> dict[str, EntryPoint]:
     """The group's entry points by name, read once per process (reading every distribution's metadata costs
-    milliseconds, and the registry is asked on every convert, install and client start)."""
-    from importlib.metadata import entry_points
+    milliseconds, and the registry is asked on every convert, install and client start). A distribution whose
+    entry_points.txt cannot be read is left out with a warning naming it; the others still count."""
+    from importlib.metadata import distributions
 
     found: dict[str, EntryPoint] = {}
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        found.setdefault(point.name, point)  # the first distribution on the path wins, as for imports
+    seen: set[str] = set()
+    for dist in distributions():
+        try:
+            dist_name = str(dist.metadata["Name"] or "")
+        except Exception:  # noqa: BLE001 - unreadable METADATA: not ours to judge, and not a family
+            continue
+        if dist_name in seen:
+            continue  # the first distribution on the path wins, as for imports
+        seen.add(dist_name)
+        try:
+            points = list(dist.entry_points.select(group=ENTRY_POINT_GROUP))
+        except Exception as exc:  # noqa: BLE001 - a malformed entry_points.txt (a line without '=')
+            _warn_once(f"dist:{dist_name}", f"package {dist_name} is left out: its entry_points.txt cannot be read "
+                       f"({type(exc).__name__}: {one_line(exc, 120)}); this is a bug of {dist_name}, not of "
+                       f"edge-deploy: reinstall or fix {dist_name}, or uninstall it.")
+            continue
+        for point in points:
+            found.setdefault(point.name, point)
     return found
 
 
-def _load_entry_point(name: str, point: Any) -> LaneFamily:
-    where = f"lane-model family {name!r} from {point.value}"
+def _package(name: str) -> str:
+    """Who provides a family, for messages: its distribution, its entry point, or the code that registered it."""
+    point = _entry_points().get(name)
+    if point is None:
+        return f"the code that registered family {name!r}"
+    dist = getattr(point, "dist", None)
+    return dist.name if dist is not None else f"the package of entry point {point.value}"
+
+
+def family_package(name: str) -> str | None:
+    """The distribution that provides family NAME through its entry point (recorded by convert, so that where the
+    family is missing the package to install can be named); None for a built-in or registered family."""
+    point = _entry_points().get(name) if name not in _BUILTIN else None
+    dist = getattr(point, "dist", None)
+    return dist.name if dist is not None else None
+
+
+def is_plugin(family: LaneFamily | str) -> bool:
+    """Whether a family is not one of edge-deploy's own (its failures are its package's, not edge-deploy's)."""
+    return (family if isinstance(family, str) else family.name) not in _BUILTIN
+
+
+def family_fault(family: LaneFamily | str, what: str) -> BrokenFamilyError:
+    """The error for a plug-in family that failed (`what`: "its load() raised ValueError: ..."): one line saying whose
+    bug it is. The family is left out of this process's lists from now on, with one warning line."""
+    name = family if isinstance(family, str) else family.name
+    package = _package(name)
+    if package.startswith("the code"):
+        fix = "fix that code"
+    else:
+        fix = f"update or reinstall {package}, or uninstall it"
+    error = BrokenFamilyError(f"lane-model family {name!r} of {package} is broken: {what}; this is a bug of "
+                              f"{package}, not of edge-deploy or of your input: {fix}.", family=name, package=package)
+    _BROKEN.setdefault(name, error)
+    _REGISTRY.pop(name, None)
+    _warn_once(name, f"lane-model family {name!r} of {package} is left out: {what}.")
+    return error
+
+
+def family_problem(family: Any, name: str) -> str | None:
+    """Why `family` cannot serve as the family NAME (one phrase), or None: checked once, when a plug-in is loaded, so
+    that nothing edge-deploy asks of it later fails on a wrong type."""
+    from .preprocess import PreprocessSpec
+
+    if not isinstance(family, LaneFamily):
+        return f"it is {type(family).__name__}, not a LaneFamily"
+    checks: list[tuple[bool, str]] = [
+        (isinstance(family.name, str) and family.name == name, f"its name is {family.name!r}, not the entry point's "
+                                                               f"{name!r}"),
+        (isinstance(getattr(family, "title", None), str) and bool(family.title), "its title is not a non-empty string"),
+        (isinstance(getattr(family, "preprocess", None), PreprocessSpec), "its preprocess is not a PreprocessSpec"),
+        (isinstance(getattr(family, "decode_defaults", None), DecodeParams),
+         "its decode_defaults is not a DecodeParams"),
+        (isinstance(family.datasets, Mapping) and all(isinstance(k, str) and isinstance(v, DatasetPreset)
+                                                      for k, v in family.datasets.items()),
+         "its datasets is not a mapping of names to DatasetPreset"),
+        (isinstance(family.backbones, (tuple, list)) and all(isinstance(b, str) for b in family.backbones),
+         f"its backbones are not names ({family.backbones!r:.60})"),
+        (family.default_backbone is None or family.default_backbone in family.backbones,
+         f"its default_backbone {family.default_backbone!r:.40} is not one of its backbones"),
+        (isinstance(getattr(family, "decoder_module", None), str), "its decoder_module is not a module name"),
+    ]
+    for ok, problem in checks:
+        if not ok:
+            return problem
     try:
-        loaded = point.load()
-    except Exception as exc:  # noqa: BLE001 - a third-party package can fail in any way on import
-        raise KeyError(f"{where} cannot be imported ({type(exc).__name__}: {exc}); reinstall that package") from exc
-    family = loaded() if isinstance(loaded, type) and issubclass(loaded, LaneFamily) else loaded
-    if not isinstance(family, LaneFamily) or family.name != name:
-        raise KeyError(f"{where} is not a LaneFamily named {name!r}; fix the entry point in that package")
+        found = importlib.util.find_spec(family.decoder_module) is not None
+    except Exception:  # noqa: BLE001 - its parent package fails to import, or the name is malformed
+        found = False
+    if not found:
+        return f"its decoder_module {family.decoder_module!r} cannot be found (install copies it beside the server's " \
+               "pipeline models)"
+    try:
+        family.options()
+    except Exception as exc:  # noqa: BLE001 - a wrong option type, a name convert has
+        return f"{type(exc).__name__}: {one_line(exc, 200)}"
+    return None
+
+
+def _load_entry_point(name: str, point: Any) -> LaneFamily:
+    """The plug-in family NAME, imported and checked; BrokenFamilyError (whose bug, in one line) when it fails in any
+    way. What it prints on import goes to stderr (never into a command's output), and a sys.exit() there is its
+    failure, not the command's exit."""
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            loaded = point.load()
+            family = loaded() if isinstance(loaded, type) and issubclass(loaded, LaneFamily) else loaded
+    except KeyboardInterrupt:
+        raise
+    except SystemExit as exc:
+        raise family_fault(name, f"importing {point.value} called sys.exit({exc.code!r})") from None
+    except BaseException as exc:  # noqa: BLE001 - a third-party package can fail in any way on import
+        raise family_fault(name, f"importing {point.value} failed ({type(exc).__name__}: {one_line(exc, 160)})") \
+            from None
+    problem = family_problem(family, name)
+    if problem:
+        raise family_fault(name, f"{point.value}: {problem}")
     return family
 
 
 def get_family(name: str) -> LaneFamily:
     """The family called `name`: registered, built in, or from an installed package's entry point; KeyError (with
-    the known names) when there is none."""
+    the known names) when there is none, BrokenFamilyError (a KeyError and an EdgeDeployError, naming the package and
+    why) when its package is broken."""
+    if name in _BROKEN:
+        raise _BROKEN[name]
     if name not in _REGISTRY:
         if name in _BUILTIN:
             register_family(importlib.import_module(_BUILTIN[name]).FAMILY)
         elif name in (points := _entry_points()):
             register_family(_load_entry_point(name, points[name]))
     if name not in _REGISTRY:
-        raise KeyError(f"no lane-model family {name!r} (known: {', '.join(family_names())}; a family of another "
-                       "package needs that package installed)")
+        raise FamilyError(f"no lane-model family {name!r} (known: {', '.join(family_names())}; a family of another "
+                          "package needs that package installed)")
     return _REGISTRY[name]
 
 
@@ -557,25 +745,46 @@ def family_origin(name: str) -> str:
 
 
 def family_names() -> list[str]:
-    """Every family's name: the built-in ones first, in their order, then the others sorted."""
-    return [*_BUILTIN, *sorted({*_REGISTRY, *_entry_points()} - set(_BUILTIN))]
+    """Every family's name: the built-in ones first, in their order, then the others sorted (broken ones too: asked
+    for by name, they say why they are left out)."""
+    return [*_BUILTIN, *sorted({*_REGISTRY, *_entry_points(), *_BROKEN} - set(_BUILTIN))]
 
 
 def known_families() -> list[LaneFamily]:
-    """Every family that loads (`family_names` order); one whose package is broken is left out here and named by the
-    error when it is asked for by name."""
+    """Every family that loads (`family_names` order); one whose package is broken is left out here, with one warning
+    line naming the package and why, and named by the error when it is asked for by name."""
     found = []
     for name in family_names():
         try:
             found.append(get_family(name))
-        except KeyError:
+        except BrokenFamilyError:
             continue
     return found
 
 
+def asking_families(question: str, ask: Any, *, skip: str | None = None) -> list[LaneFamily]:
+    """The families (`known_families` order, but `skip`) for which `ask(family)` is true. A plug-in whose answer raises
+    is that plug-in's failure: it is left out (one warning line), never the caller's (a user's conversion of another
+    family). `question` names the call for the warning ("recognizes_checkpoint()")."""
+    out = []
+    for family in known_families():
+        if family.name == skip:
+            continue
+        try:
+            answer = ask(family)
+        except EdgeDeployError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a plug-in can fail in any way
+            if not is_plugin(family):
+                raise
+            family_fault(family, f"its {question} raised {type(exc).__name__}: {one_line(exc, 120)}")
+            continue
+        if answer:
+            out.append(family)
+    return out
+
+
 def family_for_outputs(outputs: Sequence[TensorSpec], has_batch: bool) -> LaneFamily | None:
     """The first family (built-in ones first) whose outputs these are, or None."""
-    for family in known_families():
-        if family.matches(outputs, has_batch):
-            return family
-    return None
+    found = asking_families("matches()", lambda family: family.matches(outputs, has_batch))
+    return found[0] if found else None

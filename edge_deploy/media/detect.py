@@ -3,7 +3,6 @@ lanes for each image written as a picture with the lanes drawn and/or JSON; lane
 written as an annotated video and one JSON line per frame."""
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FrameError
+from ..strict_json import dumps
 from .stamped import CameraSetup, FrameResult, Publish, StampedFrame
 from .video import VideoWriter, frames_of, open_video, source_fps
 
@@ -180,5 +180,5 @@ def _video_frame(detect: Detect, stamped: StampedFrame, writer: VideoWriter, log
     writer.write(annotated_frame(frame, lanes, f"{_caption(model, lanes)} (frame {index})", found))
     line: dict[str, Any] = {"frame": index, **({"stamp_ns": stamped.stamp_ns} if stamps else {}),
                             "lanes": [lane.to_dict() for lane in lanes]}
-    log.write(json.dumps({**line, **(found.to_dict() if found is not None else {})}) + "\n")
+    log.write(dumps({**line, **(found.to_dict() if found is not None else {})}) + "\n")
     return FrameResult(stamped, lanes, found, setup)

@@ -4,13 +4,13 @@ Writes the frames that were detected as an annotated video and one JSON line eac
 state, capture -> lanes latency and the frames dropped before it)."""
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..strict_json import dumps
 from .detect import VideoResult, _caption, finish_video
 from .stamped import CameraSetup, FrameResult, Publish, StampedFrame
 from .stream import LaneResult, LaneStream, StreamStats
@@ -74,7 +74,7 @@ def detect_live(
                 line = {"frame": result.seq, "state": result.state, "latency_s": result.latency_s,
                         "dropped": result.dropped, "error": result.error,
                         "lanes": [lane.to_dict() for lane in result.lanes]}
-                log.write(json.dumps({**line, **(found.to_dict() if found is not None else {})}) + "\n")
+                log.write(dumps({**line, **(found.to_dict() if found is not None else {})}) + "\n")
                 lanes_total += len(result.lanes)
                 if publish is not None:
                     publish(_frame_result(result, camera))

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..artifact import open_inside
 from ..errors import RepositoryError, os_error_message
 from ..fsutil import fsync_dir, write_bytes_atomic
 from ..triton_layout import CONFIG, parse_config, policy_versions
@@ -137,7 +138,7 @@ def _write_synced(path: Path, content: Path | bytes) -> None:
         if isinstance(content, bytes):
             out.write(content)
         else:
-            with open(content, "rb") as src:
+            with open_inside(content) as src:  # never a link followed out of the artifact
                 shutil.copyfileobj(src, out, 1 << 20)
         out.flush()
         os.fsync(out.fileno())

@@ -47,6 +47,7 @@ from ..lanedet.contract import (
     ORIGINAL_SIZE,
     PARAM_DECODE,
     PARAM_FAMILY,
+    PARAM_FAMILY_PACKAGE,
     PARAM_FUSED,
     PARAM_MANIFEST_SHA256,
     PARAM_PIPELINE,
@@ -236,6 +237,9 @@ def model_config(
 def _set_family(config: Any, manifest: Manifest) -> None:
     if manifest.family is not None:
         _set_params(config, {PARAM_FAMILY: manifest.family})
+        package = manifest.source.get("family_package")
+        if isinstance(package, str) and package:
+            _set_params(config, {PARAM_FAMILY_PACKAGE: package})
 
 
 def _model_io(manifest: Manifest) -> tuple[TensorSpec, tuple[TensorSpec, ...]]:

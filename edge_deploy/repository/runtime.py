@@ -113,10 +113,9 @@ def check_model_signature(artifact: Path, manifest: Manifest, runtime: str, opti
     for onnx_name in (ONNX_NAME, FP16_ONNX_NAME):
         if onnx_name in manifest.files:
             check_onnx_signature(artifact / onnx_name, manifest.io_of(onnx_name))
+    # The file install copies must be listed (so verify_files checked it: a regular file of the artifact).
+    manifest.listed(artifact, PLAN_NAME if runtime == "tensorrt" else options.onnx_file)
     if runtime != "tensorrt":
-        served = options.onnx_file
-        if served not in manifest.files:
-            check_onnx_signature(artifact / served, io)
         return
     check_plan_fingerprint(manifest, force, reporter)
     if force:

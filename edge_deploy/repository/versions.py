@@ -54,6 +54,7 @@ class ModelInfo:
     versions: list[VersionInfo]
     policy: list[int]  # versions the config's version_policy selects
     served: list[int] | None  # from the running server; None without one
+    warning: str | None = None  # the config selects other versions than the server serves (triton_layout)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (`repository list --json`)."""

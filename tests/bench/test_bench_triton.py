@@ -60,8 +60,9 @@ def test_short_run_over_two_pipelines_json_and_plot(server, tmp_path) -> None:
     assert set(raw["server"]) == {"lane"} and raw["server"]["lane"]["requests"] == raw["frames"]
     assert {"lane", "lane_pipeline"} <= set(bls["server"])
     assert bls["server"]["lane_pipeline"]["compute_ms"] > bls["server"]["lane"]["compute_ms"]
-    # The client's preprocessing is the raw model's; a pipeline only copies the frame.
-    assert raw["client_split"]["preprocess_ms"] > cells["lane_pipeline", 1]["client_split"]["preprocess_ms"]
+    # Which side preprocesses is the cell's `pipeline` ("client-side" for the raw model) asserted above; the two
+    # preprocessing times are not compared: on this small model they are within 1 % of each other, and under load
+    # either may be the larger (issue 44: no test depends on timing).
     assert "neither tegrastats nor jtop" in report["jetson"]
     assert report["server_cpu"].startswith("tritonserver PID")
     assert set(report["machine"]) >= {"cpus", "load_average_start", "load_average_end"}

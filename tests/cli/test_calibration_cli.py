@@ -47,7 +47,23 @@ CASES = {
     "no height": (broken(mounting={"pitch_deg": 1.0}), "mounting must be a mapping with height_m"),
     "text for a number": (broken(image_width="wide"), "image_width must be a positive whole number"),
     "not a mapping": ([1, 2, 3], "does not hold a mapping"),
+    # issue 44 item 9: absurd and 401-digit numbers (were exit 70, OverflowError, or "looks at the sky")
+    "401-digit width": (broken(image_width=10 ** 400), "image_width is an integer of about 401 digits pixels; a camera "
+                                                       "frame is at most 100000 pixels across"),
+    "absurd width": (broken(image_width=100000000000), "image_width is 100000000000 pixels; a camera frame is at most"),
+    "401-digit matrix entry": (broken(camera_matrix={"rows": 3, "cols": 3, "data": [10 ** 400] + [1.0] * 8}),
+                               "camera_matrix.data is an integer of about 401 digits, beyond any calibration's"),
+    "401-digit height": (broken(mounting={"height_m": 10 ** 400}), "mounting.height_m is an integer of about 401 "
+                                                                   "digits, beyond any calibration's"),
+    "a height of 1e6 m": (broken(mounting={"height_m": 1e6}), "height_m must be a positive number of metres, at most "
+                                                              "100"),
 }
+
+# issue 44 item 8: 816 bytes whose aliases stay shared when loaded, but whose repr is 34.6 MB
+BILLION_LAUGHS = "a: &a ['lol','lol','lol','lol','lol','lol','lol','lol','lol']\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)) + \
+    "image_width: *i\nimage_height: *i\ncamera_matrix: *i\ndistortion_model: *i\ndistortion_coefficients: *i\n" \
+    "mounting: *i\n"
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +115,26 @@ def test_bad_calibrations_through_the_cli(tmp_path, frame_file):
     one_line(infer_with(tmp_path / "other.yaml", frame_file, tmp_path), "frame is 640x360 but the camera was "
                                                                         "calibrated at 1640x590")
     one_line(cli("infer", str(frame_file), "--track", "--out", str(tmp_path / "out")), "add --camera")
+    # a billion laughs: one short line at once (was a 34.6 MB "line", or out of memory); a speed of inf is refused as
+    # NaN is (it wrote Infinity into --json)
+    (tmp_path / "laughs.yaml").write_text(BILLION_LAUGHS)
+    line = one_line(infer_with(tmp_path / "laughs.yaml", frame_file, tmp_path), "image_width must be a positive whole "
+                                                                                 "number of pixels (got a list of 9 items)")
+    assert len(line) < 300, len(line)
+    (tmp_path / "good.yaml").write_text(yaml.safe_dump(good()))
+    for speed in ("inf", "1e308"):
+        one_line(cli("infer", str(frame_file), "--camera", str(tmp_path / "good.yaml"), "--speed", speed, "--out",
+                     str(tmp_path / "out")), "--speed must be 0 to 100 metres per second")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_calibration_file_of_more_than_a_mebibyte_is_refused_unparsed(tmp_path):
+    from edge_deploy.errors import CalibrationError
+
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump(good()) + "#" * (1 << 20) + "\n")
+    with pytest.raises(CalibrationError, match="is over 1024 KiB; a camera_info YAML is a few hundred bytes"):
+        Camera.from_yaml(path)
 
 
 def test_sample_writes_calibrations_that_read_back(tmp_path):

@@ -50,3 +50,14 @@ def test_defaults_and_given_values_reach_the_library_settings() -> None:
 def test_what_does_not_fit_is_refused_when_the_settings_are_made(given, words) -> None:
     with pytest.raises(ConvertError, match=words):
         _options(**given).export_settings()
+
+
+def test_a_family_option_may_not_take_a_name_of_converts_own() -> None:
+    # issue 44 item 4: the registry refuses a plug-in option named like one of convert's (`output`) from this list;
+    # it must name every option convert has, or such a plug-in breaks convert's flags again
+    from dataclasses import fields
+
+    from edge_deploy.cli.convert import ConvertOptions
+    from edge_deploy.lanedet.family import CONVERT_OPTION_NAMES
+
+    assert {f.name for f in fields(ConvertOptions)} <= CONVERT_OPTION_NAMES

@@ -109,3 +109,20 @@ def test_json_contract():
         assert m["id"] is None and 0 < m["quality"] <= 1
     assert data["ego_left"]["c0"] == pytest.approx(1.8, abs=1e-4) and data["next_right"] == []
     assert to_markers(lanes[:1], camera).to_dict()["ego_right"] is None
+
+
+def test_view_range_is_how_far_ahead_the_marker_is_seen():
+    # issue 44, "tests that notice": its value, not only that it is there
+    assert marker((1.8, 0.0, 0.0, 0.0), start=5.0, end=42.0).view_range == pytest.approx(42.0, abs=1e-6)
+    assert marker((1.8, 0.0, 0.0, 0.0), start=12.0, end=60.0).view_range == pytest.approx(60.0, abs=1e-6)
+
+
+def test_time_to_line_crossing_at_the_end_of_its_horizon():
+    # issue 44, "tests that notice": a crossing in the horizon's last step (an off-by-one raised IndexError there)
+    from edge_deploy.geometry.figures import HORIZON_S, time_to_crossing
+
+    speed, side = 10.0, 0.9
+    for at, expected in ((speed * HORIZON_S - 0.1, HORIZON_S - 0.01), (0.5, 0.05), (speed * HORIZON_S + 0.1, None)):
+        line = marker((side + 0.01 * at, -0.01, 0.0, 0.0))  # y = side where x = at
+        found = time_to_crossing(line, side, speed)
+        assert (found is None) if expected is None else found == pytest.approx(expected, abs=1e-3), (at, found)

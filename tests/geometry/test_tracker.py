@@ -67,3 +67,16 @@ def test_moving_forward_shifts_the_curves():
     moved = tracker.update(LaneMarkers(None, None), speed_mps=20.0, dt_s=0.5)
     assert moved.ego_left.c0 == pytest.approx(1.8 + 0.2 + 0.1, abs=1e-6)
     assert moved.ego_left.c1 == pytest.approx(0.02 + 0.02, abs=1e-6)
+
+
+def test_the_filter_follows_a_real_change_of_a_lane():
+    # issue 44, "tests that notice": a lane that really moves (the vehicle drifts 30 cm) is followed within frames; a
+    # filter whose predict step adds no process noise grows so sure of the old place that it barely moves (1.86-1.89
+    # here, for seeds 0-3, where this filter gives 2.08-2.15)
+    rng = np.random.default_rng(1)
+    tracker = MarkerTracker()
+    for _ in range(60):
+        first = tracker.update(frame([1.8, -1.7], rng, noise=0.05)).ego_left.id
+    after = [tracker.update(frame([2.1, -1.4], rng, noise=0.05)).ego_left for _ in range(20)]
+    assert {m.id for m in after} == {first}  # the same track, moved
+    assert np.mean([m.c0 for m in after[-5:]]) == pytest.approx(2.1, abs=0.07), [m.c0 for m in after]

@@ -57,6 +57,18 @@ def test_zero_lanes_against_zero_lanes_is_reported_as_not_verified() -> None:
     assert report["lanes"]["verified"] is True and report["lanes"]["lanes_plan"] == 1 and "note" not in report["lanes"]
 
 
+def test_lanes_the_reference_does_not_find_fail_the_check_as_verified() -> None:
+    # issue 44, "tests that notice": the reference finds none, the candidate finds one: a verified failure, never
+    # "not verified" (which a caller takes as nothing to hold against the candidate)
+    none = [{"predict_lanes": _laneatt_rows([0.1, 0.2])}]
+    some = [{"predict_lanes": _laneatt_rows([0.9, 0.2])}]
+    report = compare_to_reference(none, some, _laneatt_check(), max_dx_px=1.0)
+    assert report["lanes"]["verified"] is True and report["passed"] is False, report
+    assert (report["lanes"]["lanes_onnxruntime"], report["lanes"]["lanes_plan"]) == (0, 1)
+    assert report["problems"] == ["image 0: 1 lane(s) from the plan, 0 from the reference"]
+    assert "note" not in report["lanes"]
+
+
 def _failed_verdict(max_rel: float) -> Comparison:
     lanes = {"images": 4, "lanes_fp32": 8, "lanes_fp16": 8, "mean_dx_px": 1.8, "max_mean_dx_px": 1.0,
              "dx_width_px": 1640.0, "verified": True}

@@ -12,7 +12,7 @@ from needs import torch_or_skip
 
 torch_or_skip()  # the toy family is a torch model (tests/support/toy_family.py)
 from triton_helpers import serving
-from toy_family import register  # noqa: E402
+from toy_family import register, unregister  # noqa: E402
 
 from edge_deploy.artifact import Manifest
 from edge_deploy.lanedet.contract import PARAM_FAMILY
@@ -30,12 +30,19 @@ def _frames() -> list[np.ndarray]:
 
 @pytest.fixture(scope="module")
 def toy_served(tmp_path_factory):
+    register()
+    try:
+        yield from _served(tmp_path_factory)
+    finally:
+        unregister()  # the toy family must not outlive this module (tests/cli/test_cli_reference.py lists families)
+
+
+def _served(tmp_path_factory):
     from edge_deploy.convert import convert
     from edge_deploy.export.settings import ExportSettings
     from edge_deploy.export.source import SourceSpec
     from edge_deploy.deploy.install import install
 
-    register()
     work = tmp_path_factory.mktemp("toy")
     result = convert(SourceSpec(model="toy"), work / "art", ExportSettings(output_names=("toy_lanes",)),
                      target="onnx")

@@ -18,6 +18,7 @@ from edge_deploy.lanedet.family import (
     TensorSpec,
     get_family,
     register_family,
+    unregister_family,
 )
 from edge_deploy.lanedet.preprocess import PreprocessSpec
 
@@ -77,8 +78,14 @@ def ToyModel() -> Any:  # noqa: N802 - built lazily so that importing this modul
 
 
 def register() -> LaneFamily:
-    """The toy family, registered once per process."""
+    """The toy family, registered once per process (`unregister` takes it out again)."""
     try:
         return get_family("toy")
     except KeyError:
         return register_family(ToyFamily())
+
+
+def unregister() -> None:
+    """Take the toy family out of this process's registry: no test after one that used it may see it (the CLI's
+    flags and reference, `families`, the lists of known families)."""
+    unregister_family("toy")

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...errors import CheckpointError
-from ..checkpoint import checkpoint_path, fit_problems, refuse_other_family, torch_load
+from ..checkpoint import checkpoint_path, fit_problems, refuse_other_family, state_dict_from, torch_load
 from ..resnet import resnet_features, stage_channels
 from .dla import CHANNELS as DLA_CHANNELS
 from .dla import DLA34
@@ -271,9 +271,10 @@ def load_checkpoint(model: CLRNet, path: Path | str) -> CLRNet:
     loaded = torch_load(path, "checkpoint",
                         "torch.save({'net': torch.load(path, weights_only=False)['net']}, 'weights.pth')")
     state = loaded.get("net", loaded.get("model", loaded)) if isinstance(loaded, dict) else None
-    if not (isinstance(state, dict) and state and all(isinstance(v, Tensor) for v in state.values())):
-        raise CheckpointError(f"checkpoint {path} holds no state_dict (expected {{'net': state_dict, ...}}, as the "
-                              "official CLRNet save_model writes)")
+    # keys checked before `module.` is stripped from them (state_dict_from: names to tensors, as the other families)
+    if state_dict_from(state) is None:
+        raise CheckpointError(f"checkpoint {path} holds no state_dict of parameter names to tensors (expected "
+                              "{'net': state_dict, ...}, as the official CLRNet save_model writes)")
     state = {k[len(DDP_PREFIX):] if k.startswith(DDP_PREFIX) else k: v for k, v in state.items()}
     where = f"checkpoint {path} does not fit CLRNet-{model.backbone_name} for {model.preset.name}"
     refuse_other_family(path, state, "clrnet")

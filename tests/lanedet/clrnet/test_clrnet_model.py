@@ -112,6 +112,10 @@ def test_a_checkpoint_of_another_backbone_data_set_or_family_is_refused_naming_w
     torch.save({"model": laneatt}, tmp_path / "laneatt.pt")
     with pytest.raises(CheckpointError, match=r"this is a LaneATT checkpoint: edge-deploy convert laneatt --checkpoint"):
         build_clrnet("culane", "resnet18", tmp_path / "laneatt.pt")
+    # issue 44 item 10: a key that is not a name (was exit 70: 'int' object has no attribute 'startswith')
+    torch.save({"net": {"module.backbone.model.conv1.weight": torch.zeros(1), 7: torch.zeros(1)}}, tmp_path / "int.pth")
+    with pytest.raises(CheckpointError, match=r"holds no state_dict of parameter names to tensors"):
+        build_clrnet("culane", "resnet18", tmp_path / "int.pth")
 
 
 @pytest.mark.parametrize("backbone", ["resnet101", "dla34"])
