@@ -265,10 +265,10 @@ def release_slots(slots: list[Slot], registered: set[str], *, every_name: bool =
     to have, or with `every_name` all of them (after a failed call the client cannot know which a server kept)."""
     for slot in slots:
         slot.drop_views()
-    regions = [r for slot in slots for r in slot.regions if not r.closed]
+    regions = [r for slot in slots for r in slot.regions]  # closed ones too: unlinked here (at exit) is not unregistered
     slots.clear()
     known = forget_regions(regions, registered)
-    return [r.name for r in regions] if every_name else known
+    return list(dict.fromkeys(r.name for r in regions)) if every_name else known
 
 
 # --- the client state ----------------------------------------------------------------------
