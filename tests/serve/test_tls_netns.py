@@ -292,9 +292,18 @@ def test_bench_finds_the_tls_server_by_its_repository_and_by_url(served, link, p
         (cell,) = report["cells"]
         assert (cell["model"], cell["pipeline"], cell["concurrency"]) == ("tiny", "client-side", 1), how
         assert cell["frames"] > 0 and cell["server"]["tiny"]["requests"] == cell["frames"], (how, cell)
-    plain = subprocess.run(link.exec_argv(link.client_ns, [
+    # Without --tls-*: on the server's own machine bench finds the server's record by its URL and takes its TLS
+    # identity from it (issue 45 #1, as `status` does); where no record is (another machine: an empty state
+    # directory), a plaintext bench against the mutual-TLS server is one line naming TLS.
+    found = subprocess.run(link.exec_argv(link.client_ns, [
         sys.executable, "-m", "edge_deploy", "bench", "--url", URL, *short]), capture_output=True, text=True, env=env,
         timeout=120)
+    assert found.returncode == 0 and json.loads(found.stdout)["url"] == URL, found.stderr
+    elsewhere = work / "another-machine-state"
+    elsewhere.mkdir(exist_ok=True)
+    plain = subprocess.run(link.exec_argv(link.client_ns, [
+        sys.executable, "-m", "edge_deploy", "bench", "--url", URL, *short]), capture_output=True, text=True,
+        env={**env, "EDGE_DEPLOY_STATE_DIR": str(elsewhere)}, timeout=120)
     assert plain.returncode != 0 and "Traceback" not in plain.stderr, plain.stderr
     assert len(plain.stderr.strip().splitlines()) == 1 and "TLS" in plain.stderr, plain.stderr
 
