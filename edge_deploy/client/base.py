@@ -165,7 +165,9 @@ def lanes_unavailable(reason: str, deadline: float, url: str, model: str) -> Lan
                             "carries on (reconnecting if needed).", reason)
 
 
-_TIMED_OUT = ("timed out", "timeout", "deadline exceeded")
+# Not plain "timeout": gRPC 1.67 reports a connect attempt to a refused port cut short by the call's deadline as
+# "Timeout occurred: FD Shutdown", which is a server that is not there, not a busy one.
+_TIMED_OUT = ("timed out", "deadline exceeded")
 
 
 def timed_out(msg: str) -> bool:
