@@ -156,6 +156,7 @@ print(json.dumps(out))
 
 
 def test_another_familys_failure_never_fails_the_users_conversion(site) -> None:
+    pytest.importorskip("torch", reason="lanedet/checkpoint.py reads torch checkpoints: the Python 3.10 run has no torch")
     _, env = site
     done = run(env, "-c", PROBE)
     assert done.returncode == 0, done.stderr
