@@ -201,8 +201,7 @@ class LaneStream:
         self._cond = threading.Condition()
         self._newest: tuple[int, float, Any] | None = None  # (seq, captured_at, frame) not yet taken by the worker
         self._source_done = False
-        self._started_at = time.monotonic()
-        self._result = LaneResult(seq=0, captured_at=self._started_at, error="no frame detected yet")
+        self._result = LaneResult(seq=0, captured_at=time.monotonic(), error="no frame detected yet")
         self._unread: collections.deque[LaneResult] = collections.deque(maxlen=UNREAD_KEPT)  # for iteration
         self._call_started: float | None = None  # monotonic start of the call in flight, None when idle
         self._last_seq = 0
@@ -216,7 +215,6 @@ class LaneStream:
     def start(self) -> "LaneStream":
         if self._threads:
             raise ClientError("this LaneStream was started already; make a new one to start again.")
-        self._started_at = time.monotonic()
         self._threads = [threading.Thread(target=self._read_frames, name="lanestream-reader", daemon=True),
                          threading.Thread(target=self._detect_frames, name="lanestream-worker", daemon=True)]
         for thread in self._threads:
