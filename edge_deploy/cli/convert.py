@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..precision import Precision
+from . import option_groups as groups
 from .app import app
 from .options import takes_options
 
@@ -31,6 +32,7 @@ _FAMILY = "Lane-model families"
 _BATCH = "Batch"
 _FUSED = "Fused preprocessing"
 _DECODE = "Decode defaults (recorded for clients)"
+_FAMILY_DEFAULT = "the family's for the data set"
 
 
 def _families() -> list[Any]:
@@ -158,14 +160,9 @@ class ConvertOptions:
     frame_size: Annotated[Optional[str], typer.Option(
         help="Camera frame size WIDTHxHEIGHT for --fuse-preprocess (default 1640x590).", rich_help_panel=_FUSED,
         show_default=False)] = None
-    conf: Annotated[Optional[float], typer.Option(
-        help="Score threshold (default: the family's for the data set).", rich_help_panel=_DECODE, show_default=False)] = None
-    nms: Annotated[Optional[float], typer.Option(
-        help="NMS threshold, pixels at the model's input width (default: the family's for the data set).", rich_help_panel=_DECODE,
-        show_default=False)] = None
-    top_k: Annotated[Optional[int], typer.Option(
-        help="At most this many lanes (default: the family's for the data set): as many as your roads have.",
-        rich_help_panel=_DECODE, show_default=False)] = None
+    conf: Annotated[Optional[float], groups.conf(_DECODE, _FAMILY_DEFAULT)] = None
+    nms: Annotated[Optional[float], groups.nms(_DECODE, _FAMILY_DEFAULT, unit="pixels at the model's input width")] = None
+    top_k: Annotated[Optional[int], groups.top_k(_DECODE, _FAMILY_DEFAULT, note=": as many as your roads have")] = None
     install: Annotated[bool, typer.Option("--install", help="Install the result into the model repository.")] = False
     repository: Annotated[Path, typer.Option(help="Triton model repository for --install.")] = Path("model_repository")
     name: Annotated[str, typer.Option(help="Model name in the repository for --install.")] = "lanedet"

@@ -1,95 +1,124 @@
 """`edge-deploy evaluate`: lane quality (CULane F1, TuSimple accuracy) and speed of a model on labelled frames."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
+from ..client.tls import TLSConfig
+from ..errors import EvaluationError
+from . import option_groups as groups
 from .app import app
+from .options import takes_options
 
 _MODEL_HELP = ("An artifact directory (its model.onnx; DIR:fp16 for model_fp16.onnx), or grpc://HOST:PORT/MODEL "
                "for a served model (or give --url and --model instead).")
 
 
-@app.command()
-def evaluate(
-    model: Annotated[Optional[str], typer.Argument(help=_MODEL_HELP, show_default=False)] = None,
-    url: Annotated[Optional[str], typer.Option(
-        help="A served model's Triton gRPC address (HOST:PORT), instead of MODEL; same as grpc://URL/NAME.")] = None,
+@dataclass(frozen=True)
+class EvaluateOptions:
+    """What `edge-deploy evaluate` is asked: one typed field per option, in the order of --help (the command's
+    parameters are made from these fields); `model_ref()` and `frames()` refuse what cannot work, in one line."""
+
+    model: Annotated[Optional[str], typer.Argument(help=_MODEL_HELP, show_default=False)] = None
+    url: Annotated[Optional[str], groups.url(
+        "A served model's Triton gRPC address (HOST:PORT), instead of MODEL; same as grpc://URL/NAME.")] = None
     served_model: Annotated[Optional[str], typer.Option(
-        "--model", help="With --url: the served model's name (default lanedet).", show_default=False)] = None,
+        "--model", help="With --url: the served model's name (default lanedet).", show_default=False)] = None
     data: Annotated[Optional[Path], typer.Option(
-        help="CULane layout: the list file (image paths relative to --root; .lines.txt beside each image).")] = None,
+        help="CULane layout: the list file (image paths relative to --root; .lines.txt beside each image).")] = None
     tusimple: Annotated[Optional[list[Path]], typer.Option(
-        help="TuSimple label_data_*.json file(s) (images relative to --root); repeat for several.")] = None,
-    root: Annotated[Optional[Path], typer.Option(help="Data set root for --data / --tusimple (default: the list file's folder).")] = None,
+        help="TuSimple label_data_*.json file(s) (images relative to --root); repeat for several.")] = None
+    root: Annotated[Optional[Path], typer.Option(
+        help="Data set root for --data / --tusimple (default: the list file's folder).")] = None
     synthetic: Annotated[Optional[int], typer.Option(
-        help="Evaluate on N synthetic road frames (seeds reserved for evaluation, never used in training).")] = None,
-    seed: Annotated[int, typer.Option(help="First synthetic evaluation seed (offset into the evaluation range).")] = 0,
-    limit: Annotated[Optional[int], typer.Option(help="Evaluate at most this many frames of --data / --tusimple.")] = None,
+        help="Evaluate on N synthetic road frames (seeds reserved for evaluation, never used in training).")] = None
+    seed: Annotated[int, typer.Option(help="First synthetic evaluation seed (offset into the evaluation range).")] = 0
+    limit: Annotated[Optional[int], typer.Option(help="Evaluate at most this many frames of --data / --tusimple.")] = None
     against: Annotated[Optional[str], typer.Option(
         help="The reference model (same forms as MODEL) run on the same frames: prints the retention table, how much "
-             "of its quality MODEL keeps.")] = None,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the full report as JSON here.")] = None,
-    show: Annotated[int, typer.Option(help="Write a PNG grid of the K worst frames (truth green, lanes red).")] = 0,
-    out: Annotated[Path, typer.Option(help="Folder for --show pictures.")] = Path("out/evaluate"),
-    tls_ca: Annotated[Optional[Path], typer.Option(help="grpc:// models over TLS: the CA that signed the server's certificate.")] = None,
-    tls_cert: Annotated[Optional[Path], typer.Option(help="grpc:// models: this client's certificate (mutual TLS).")] = None,
-    tls_key: Annotated[Optional[Path], typer.Option(help="grpc:// models: its private key.")] = None,
+             "of its quality MODEL keeps.")] = None
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the full report as JSON here.")] = None
+    show: Annotated[int, typer.Option(help="Write a PNG grid of the K worst frames (truth green, lanes red).")] = 0
+    out: Annotated[Path, typer.Option(help="Folder for --show pictures.")] = Path("out/evaluate")
+    tls_ca: Annotated[Optional[Path], groups.tls_ca()] = None
+    tls_cert: Annotated[Optional[Path], groups.tls_cert()] = None
+    tls_key: Annotated[Optional[Path], groups.tls_key()] = None
     camera: Annotated[Optional[str], typer.Option(
         help="Also score lane markers (ego lane found, c0 and heading errors) against the synthetic roads' truth: "
-             "'scene' (each frame's own camera) or a calibration file for all frames. With --synthetic N.")] = None,
-) -> None:
+             "'scene' (each frame's own camera) or a calibration file for all frames. With --synthetic N.")] = None
+
+    def model_ref(self) -> str:
+        """MODEL, or grpc://URL/NAME from --url and --model; EvaluationError when neither or both are given."""
+        if (self.model is None) == (self.url is None):
+            raise EvaluationError("give the model to evaluate: an artifact directory or grpc://HOST:PORT/MODEL, "
+                                  "or --url HOST:PORT [--model NAME] for a served model (not both).")
+        if self.served_model is not None and self.url is None:
+            raise EvaluationError("--model names a served model: give its server with --url HOST:PORT too.")
+        return self.model or f"grpc://{self.url}/{self.served_model or 'lanedet'}"
+
+    def frames(self) -> Any:
+        """The labelled frames (evaluate.datasets); the library checks the sources (exactly one; --synthetic N >= 1,
+        --seed >= 0), naming these options."""
+        from ..evaluate import datasets
+
+        return datasets.evaluation_frames(data=self.data, tusimple=self.tusimple, synthetic=self.synthetic,
+                                          seed=self.seed, root=self.root, limit=self.limit,
+                                          marker_truth=self.camera is not None)
+
+    def marker_camera(self) -> Any:
+        """--camera: None, "scene", or the calibration file's Camera."""
+        if self.camera is None or self.camera == "scene":
+            return self.camera
+        from ..geometry import Camera
+
+        return Camera.from_yaml(self.camera)
+
+    def tls(self) -> TLSConfig | None:
+        return groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key)
+
+
+@app.command()
+@takes_options(EvaluateOptions)
+def evaluate(**given: Any) -> None:
     """Score a model's lanes on labelled frames: CULane F1/precision/recall at IoU 0.5 and 0.7, mean |dx| of
     matched lanes, TuSimple accuracy/FP/FN on TuSimple labels, latency per frame; with --against REFERENCE, how much
     of the reference's quality the model keeps."""
     from rich.console import Console
 
-    from ..errors import EvaluationError
-    from ..evaluate import datasets
     from ..evaluate.run import evaluate as run_evaluate
     from ..evaluate.run import worst_frames_grid
     from ..evaluate.runners import open_runner
     from ..progress import ConsoleReporter
 
-    if (model is None) == (url is None):
-        raise EvaluationError("give the model to evaluate: an artifact directory or grpc://HOST:PORT/MODEL, "
-                              "or --url HOST:PORT [--model NAME] for a served model (not both).")
-    if served_model is not None and url is None:
-        raise EvaluationError("--model names a served model: give its server with --url HOST:PORT too.")
-    model = model or f"grpc://{url}/{served_model or 'lanedet'}"
-    # the library checks the sources (exactly one; --synthetic N >= 1, --seed >= 0), naming these options
-    frames = datasets.evaluation_frames(data=data, tusimple=tusimple, synthetic=synthetic, seed=seed, root=root,
-                                        limit=limit, marker_truth=camera is not None)
-    if camera is not None and camera != "scene":
-        from ..geometry import Camera
-
-        camera = Camera.from_yaml(camera)
+    options = EvaluateOptions(**given)
+    model = options.model_ref()
+    frames = options.frames()
+    camera = options.marker_camera()
     console = Console(stderr=True, soft_wrap=True)
-    from .serve import _cli_tls
-
-    tls = _cli_tls(tls_ca, tls_cert, tls_key) if tls_ca or tls_cert or tls_key else None
+    tls = options.tls()
     runner = open_runner(model, tls)
-    other = open_runner(against, tls) if against else None
+    other = open_runner(options.against, tls) if options.against else None
     try:
         report, worst = run_evaluate(runner, frames, against=other, reporter=ConsoleReporter(console),
-                                     keep_frames=max(0, show), camera=camera, total=synthetic or limit)
+                                     keep_frames=max(0, options.show), camera=camera,
+                                     total=options.synthetic or options.limit)
     finally:
         runner.close()
         if other is not None:
             other.close()
     _print(report)
-    if json_out is not None:
+    if options.json_out is not None:
         from ..fsutil import write_json_atomic
 
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(json_out, report.to_dict())
-        typer.echo(f"report: {json_out}")
-    if show > 0:
-        out.mkdir(parents=True, exist_ok=True)
-        typer.echo(f"worst frames: {worst_frames_grid(worst, out / 'worst_frames.png', model=report.model)}")
-
+        options.json_out.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(options.json_out, report.to_dict())
+        typer.echo(f"report: {options.json_out}")
+    if options.show > 0:
+        options.out.mkdir(parents=True, exist_ok=True)
+        typer.echo(f"worst frames: {worst_frames_grid(worst, options.out / 'worst_frames.png', model=report.model)}")
 
 def _print(report) -> None:  # noqa: ANN001
     from rich.console import Console

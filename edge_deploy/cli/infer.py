@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from . import option_groups as groups
 from .app import app
 from .options import takes_options
 
@@ -63,23 +64,23 @@ class InferOptions:
         help="Image files (PNG/JPEG, any size) or directories of them, video files (.mp4 .avi .mkv .mov .webm), cameras (/dev/video0), "
              "GStreamer pipelines ending in appsink, or ROS recordings (rosbag2 directories, .mcap, ROS 1 .bag).",
         show_default=False)] = None
-    url: Annotated[str, typer.Option(help="Triton gRPC address.")] = "127.0.0.1:8001"
+    url: Annotated[str, groups.url("Triton gRPC address.")] = groups.DEFAULT_URL
     model: Annotated[str, typer.Option(help="Served model: the lane model NAME or NAME_pipeline.")] = "lanedet"
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for <image>.lanes.png / .lanes.json.")] = Path("lanes")
     json_out: Annotated[bool, typer.Option("--json", help="Also write <image>.lanes.json (points in image pixels).")] = False
     png: Annotated[bool, typer.Option("--png/--no-png", help="Write <image>.lanes.png with the lanes drawn.")] = True
     synthetic: Annotated[int, typer.Option(help="Also run on N synthetic 1640x590 road frames (written to OUT too).")] = 0
-    conf: Annotated[Optional[float], typer.Option(help="Score threshold.", rich_help_panel=_DECODE)] = None
-    nms: Annotated[Optional[float], typer.Option(help="NMS threshold (pixels at 640 wide).", rich_help_panel=_DECODE)] = None
-    top_k: Annotated[Optional[int], typer.Option(help="At most this many lanes.", rich_help_panel=_DECODE)] = None
+    conf: Annotated[Optional[float], groups.conf(_DECODE)] = None
+    nms: Annotated[Optional[float], groups.nms(_DECODE)] = None
+    top_k: Annotated[Optional[int], groups.top_k(_DECODE)] = None
     transport: Annotated[Transport, typer.Option(help="auto: shared memory when the server is on this host.")] = Transport.auto
     timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 30.0
     wait: Annotated[float, typer.Option(help="Wait up to this many seconds for the server and model to be ready.")] = 0.0
     max_frames: Annotated[int, typer.Option(help="Stop a video or camera after this many frames (0: until it ends; "
                                                  "Ctrl-C stops a camera and keeps what was written).")] = 0
-    tls_ca: Annotated[Optional[Path], typer.Option(help="Connect over TLS: the CA that signed the server's certificate.")] = None
-    tls_cert: Annotated[Optional[Path], typer.Option(help="This client's certificate (for a mutual-TLS server).")] = None
-    tls_key: Annotated[Optional[Path], typer.Option(help="Its private key.")] = None
+    tls_ca: Annotated[Optional[Path], groups.tls_ca()] = None
+    tls_cert: Annotated[Optional[Path], groups.tls_cert()] = None
+    tls_key: Annotated[Optional[Path], groups.tls_key()] = None
     camera: Annotated[Optional[Path], typer.Option(
         help="Camera calibration (ROS camera_info YAML + mounting): add lane markers (cubics in metres, ego "
              "left/right) and the ego lane's figures to the JSON, and a bird's-eye panel to the pictures.",
@@ -148,11 +149,9 @@ class InferOptions:
     def client(self) -> Any:
         """The LaneDetClient these options ask for (not yet connected with --wait)."""
         from ..client.sync_client import LaneDetClient
-        from .serve import _cli_tls
 
-        tls = _cli_tls(self.tls_ca, self.tls_cert, self.tls_key) if self.tls_ca or self.tls_cert or self.tls_key else None
         return LaneDetClient(self.url, self.model, transport=self.transport.value, client_timeout=self.timeout,
-                             connect=self.wait <= 0, tls=tls)
+                             connect=self.wait <= 0, tls=groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key))
 
 
 @app.command()

@@ -8,14 +8,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from ..progress import ConsoleReporter
+from ..serve.service import ServeOptions
+from . import option_groups as groups
 from .app import app
+from .options import Only, takes_fields
 
-UserOpt = Annotated[bool, typer.Option("--user", help="The user-manager unit (~/.config/systemd/user) instead of the system one.")]
 
 
 class _Reporter(ConsoleReporter):
@@ -45,34 +47,53 @@ def _print_certificate(expiry: str | None) -> None:
         typer.echo(f"TLS: {expiry}")
 
 
+_USER = typer.Option("--user", help="The user-manager unit (~/.config/systemd/user) instead of the system one.")
+UserOpt = Annotated[bool, _USER]
+
+# `serve`'s parameters: the fields of ServeOptions (their types and defaults), each with its option here, in the order
+# of --help; --uninstall is the command line's own.
+SERVE_PARAMETERS = {
+    "repository": typer.Option(help="The Triton model repository to serve."),
+    "user": _USER,
+    "foreground": typer.Option(help="Run tritonserver here, without systemd; Ctrl-C / SIGTERM stop it."),
+    "print_unit": typer.Option("--print-unit", help="Print the unit `serve` would install, and exit."),
+    "uninstall": Only(Annotated[bool, typer.Option(
+        help="Stop, disable and remove the unit, its key and server record.")], False),
+    "tritonserver": typer.Option(
+        help="The tritonserver binary (default: $TRITONSERVER, /opt/tritonserver, PATH, nvidia-pytriton)."),
+    "grpc_address": typer.Option(help="Address the gRPC endpoint listens on."),
+    "grpc_port": typer.Option(help="gRPC port."),
+    "http": typer.Option(help="Also serve HTTP (on 127.0.0.1:--http-port)."),
+    "http_port": typer.Option(help="HTTP port (with --http)."),
+    "metrics": typer.Option(help="Serve Prometheus metrics (on 127.0.0.1:--metrics-port)."),
+    "metrics_port": typer.Option(help="Metrics port (with --metrics)."),
+    "wait": typer.Option("--wait", help="Seconds to wait for the server and every model to be ready (TensorRT plans "
+                                        "can take minutes)."),
+    "exit_timeout": typer.Option(help="Seconds tritonserver waits for in-flight requests when stopping."),
+    "log_verbose": typer.Option(help="tritonserver verbose log level (0 = off)."),
+    "log_file": typer.Option(help="Keep the server's output in this file (size-capped) instead of the journal."),
+    "log_max_size": typer.Option(help="Cap on --log-file and its one rotated predecessor together, e.g. 50M."),
+    "tls_cert": typer.Option(help="Server certificate (PEM) for gRPC over TLS (default beyond loopback: "
+                                  "`edge-deploy certs`' server.pem)."),
+    "tls_key": typer.Option(help="The server certificate's private key (PEM)."),
+    "tls_ca": typer.Option(help="CA whose client certificates are admitted (mutual TLS: clients without one are "
+                                "refused)."),
+    "tls_client_cert": typer.Option(help="Client certificate edge-deploy's own health checks and model loads present "
+                                         "(default: the CA's `edge-deploy` certificate)."),
+    "tls_client_key": typer.Option(help="Its private key."),
+    "allow_from": Only(Annotated[Optional[list[str]], typer.Option(
+        "--allow-from", help="Network (CIDR) allowed to connect beyond loopback (repeatable; default: the "
+                             "--grpc-address's own subnet).")], None),
+    "insecure": typer.Option(help="Serve plaintext gRPC beyond loopback: anyone on the network can run inference, "
+                                  "read results and the model-repository key."),
+    "verbose": typer.Option("--verbose", help="With --foreground: also print tritonserver's log here (it always goes "
+                                              "to its file: the server's own in the state directory, or --log-file)."),
+}
+
+
 @app.command()
-def serve(
-    repository: Annotated[Path, typer.Option(help="The Triton model repository to serve.")] = Path("model_repository"),
-    user: UserOpt = False,
-    foreground: Annotated[bool, typer.Option(help="Run tritonserver here, without systemd; Ctrl-C / SIGTERM stop it.")] = False,
-    print_unit: Annotated[bool, typer.Option("--print-unit", help="Print the unit `serve` would install, and exit.")] = False,
-    uninstall: Annotated[bool, typer.Option(help="Stop, disable and remove the unit, its key and server record.")] = False,
-    tritonserver: Annotated[Optional[Path], typer.Option(help="The tritonserver binary (default: $TRITONSERVER, /opt/tritonserver, PATH, nvidia-pytriton).")] = None,
-    grpc_address: Annotated[str, typer.Option(help="Address the gRPC endpoint listens on.")] = "127.0.0.1",
-    grpc_port: Annotated[int, typer.Option(help="gRPC port.")] = 8001,
-    http: Annotated[bool, typer.Option(help="Also serve HTTP (on 127.0.0.1:--http-port).")] = False,
-    http_port: Annotated[int, typer.Option(help="HTTP port (with --http).")] = 8000,
-    metrics: Annotated[bool, typer.Option(help="Serve Prometheus metrics (on 127.0.0.1:--metrics-port).")] = False,
-    metrics_port: Annotated[int, typer.Option(help="Metrics port (with --metrics).")] = 8002,
-    wait: Annotated[int, typer.Option("--wait", help="Seconds to wait for the server and every model to be ready (TensorRT plans can take minutes).")] = 300,
-    exit_timeout: Annotated[int, typer.Option(help="Seconds tritonserver waits for in-flight requests when stopping.")] = 30,
-    log_verbose: Annotated[int, typer.Option(help="tritonserver verbose log level (0 = off).")] = 0,
-    log_file: Annotated[Optional[Path], typer.Option(help="Keep the server's output in this file (size-capped) instead of the journal.")] = None,
-    log_max_size: Annotated[str, typer.Option(help="Cap on --log-file and its one rotated predecessor together, e.g. 50M.")] = "50M",
-    tls_cert: Annotated[Optional[Path], typer.Option(help="Server certificate (PEM) for gRPC over TLS (default beyond loopback: `edge-deploy certs`' server.pem).")] = None,
-    tls_key: Annotated[Optional[Path], typer.Option(help="The server certificate's private key (PEM).")] = None,
-    tls_ca: Annotated[Optional[Path], typer.Option(help="CA whose client certificates are admitted (mutual TLS: clients without one are refused).")] = None,
-    tls_client_cert: Annotated[Optional[Path], typer.Option(help="Client certificate edge-deploy's own health checks and model loads present (default: the CA's `edge-deploy` certificate).")] = None,
-    tls_client_key: Annotated[Optional[Path], typer.Option(help="Its private key.")] = None,
-    allow_from: Annotated[Optional[list[str]], typer.Option("--allow-from", help="Network (CIDR) allowed to connect beyond loopback (repeatable; default: the --grpc-address's own subnet).")] = None,
-    insecure: Annotated[bool, typer.Option(help="Serve plaintext gRPC beyond loopback: anyone on the network can run inference, read results and the model-repository key.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", help="With --foreground: also print tritonserver's log here (it always goes to its file: the server's own in the state directory, or --log-file).")] = False,
-) -> None:
+@takes_fields(ServeOptions, SERVE_PARAMETERS)
+def serve(*, uninstall: bool = False, **given: Any) -> None:
     """Serve the model repository with tritonserver under systemd; returns when every model is ready.
 
     Beyond loopback (--grpc-address other than 127.0.0.1), gRPC is served only with mutual TLS
@@ -82,16 +103,10 @@ def serve(
     from ..serve.systemd import UNIT_NAME
 
     if uninstall:
-        removed = service.uninstall(user)
+        removed = service.uninstall(given["user"])
         typer.echo(f"removed {UNIT_NAME} ({', '.join(map(str, removed))})" if removed else f"{UNIT_NAME} is not installed; nothing to remove")
         return
-    options = service.ServeOptions(
-        repository=repository, user=user, foreground=foreground, print_unit=print_unit, tritonserver=tritonserver,
-        grpc_address=grpc_address, grpc_port=grpc_port, http=http, http_port=http_port, metrics=metrics,
-        metrics_port=metrics_port, wait=wait, exit_timeout=exit_timeout, log_verbose=log_verbose, log_file=log_file,
-        log_max_size=log_max_size, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca, tls_client_cert=tls_client_cert,
-        tls_client_key=tls_client_key, allow_from=tuple(allow_from or ()), insecure=insecure, verbose=verbose,
-    )
+    options = ServeOptions(**given)
 
     def ready(health) -> None:  # noqa: ANN001 - edge_deploy.serve.admin.Health
         typer.echo(f"tritonserver serving {options.model_repository} at {options.url} (Ctrl-C to stop)")
@@ -185,11 +200,12 @@ def health(
     user: UserOpt = False,
     wait: Annotated[float, typer.Option("--wait", help="Wait up to this many seconds for readiness (0: ask once).")] = 0.0,
     model: Annotated[Optional[list[str]], typer.Option("--model", help="Model that must be ready (repeatable; default: every model of the repository).")] = None,
-    url: Annotated[Optional[str], typer.Option(help="Server gRPC address (default: from the installed unit, else 127.0.0.1:8001).")] = None,
+    url: Annotated[Optional[str], groups.url(
+        f"Server gRPC address (default: from the installed unit, else {groups.DEFAULT_URL}).")] = None,
     repository: Annotated[Optional[Path], typer.Option(help="Repository whose models must be ready (default: the unit's).")] = None,
-    tls_ca: Annotated[Optional[Path], typer.Option(help="Dial over TLS trusting this CA (default: as the server record says).")] = None,
-    tls_cert: Annotated[Optional[Path], typer.Option(help="Client certificate for a mutual-TLS server.")] = None,
-    tls_key: Annotated[Optional[Path], typer.Option(help="Its private key.")] = None,
+    tls_ca: Annotated[Optional[Path], groups.tls_ca(default="as the server record says")] = None,
+    tls_cert: Annotated[Optional[Path], groups.tls_cert()] = None,
+    tls_key: Annotated[Optional[Path], groups.tls_key()] = None,
 ) -> None:
     """Exit 0 when the server (and every model) is ready; otherwise say what is not."""
     from ..serve.status import server_health
@@ -200,9 +216,3 @@ def health(
     typer.echo(f"ready: {target}")
     _print_models(result.models, repository)
 
-
-def _cli_tls(ca, cert, key):  # noqa: ANN001, ANN202
-    """A TLSConfig from --tls-ca/--tls-cert/--tls-key (`infer` and `evaluate` use it too)."""
-    from ..client.tls import TLSConfig
-
-    return TLSConfig(ca=ca, cert=cert, key=key)

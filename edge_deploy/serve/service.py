@@ -107,7 +107,7 @@ class ServeOptions:
         object.__setattr__(self, "model_repository", self.repository.expanduser().resolve())
         if self.log_file is not None:
             object.__setattr__(self, "log_file", Path(self.log_file).expanduser().absolute())
-        object.__setattr__(self, "allow_from", tuple(self.allow_from))
+        object.__setattr__(self, "allow_from", tuple(self.allow_from or ()))  # the command line gives None for none
 
     @property
     def scope(self) -> str:
