@@ -53,13 +53,14 @@ def start_server(work: Path, family: str = "laneatt"):
     from small_artifact import make_artifact, make_ufldv2_artifact
 
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
     from edge_deploy.serve.argv import ServerOptions
     from edge_deploy.serve.discovery import find_tritonserver
     from edge_deploy.serve.process import TritonProcess
 
     artifact = (make_ufldv2_artifact(work / "artifact") if family == "ufldv2" else
                 make_artifact(work / "artifact", ANCHORS))
-    install(artifact, work / "repo", "lanedet", runtime="python", pipeline=True)
+    install(InstallOptions(artifact, work / "repo", "lanedet", runtime="python", pipeline=True))
     options = ServerOptions(model_repository=work / "repo", grpc_port=free_port())
     proc = TritonProcess(find_tritonserver(cache_dir=work / "cache"), options, work / "triton.log")
     proc.start()

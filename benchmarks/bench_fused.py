@@ -54,15 +54,16 @@ def start_server(work: Path):
     from small_artifact import make_artifact, make_fused_artifact
 
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
     from edge_deploy.serve.argv import ServerOptions
     from edge_deploy.serve.discovery import find_tritonserver
     from edge_deploy.serve.process import TritonProcess
 
     plain = make_artifact(work / "plain", ANCHORS)
     fused = make_fused_artifact(work / "fused", ANCHORS)
-    install(plain, work / "repo", "lanedet", runtime="python", pipeline=True)
-    install(fused, work / "repo", "fused", runtime="python", pipeline=True)
-    install(linear_stand_in(fused, work / "fusedlin"), work / "repo", "fusedlin", runtime="python", pipeline=True)
+    install(InstallOptions(plain, work / "repo", "lanedet", runtime="python", pipeline=True))
+    install(InstallOptions(fused, work / "repo", "fused", runtime="python", pipeline=True))
+    install(InstallOptions(linear_stand_in(fused, work / "fusedlin"), work / "repo", "fusedlin", runtime="python", pipeline=True))
     options = ServerOptions(model_repository=work / "repo", grpc_port=free_port())
     proc = TritonProcess(find_tritonserver(cache_dir=work / "cache"), options, work / "triton.log")
     proc.start()

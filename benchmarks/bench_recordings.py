@@ -39,8 +39,9 @@ def stand_in(work: Path) -> Iterator[tuple[str, str]]:
     from triton_helpers import serving
 
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
 
-    install(make_artifact(work / "artifact", ANCHORS), work / "repo", "standin", runtime="python")
+    install(InstallOptions(make_artifact(work / "artifact", ANCHORS), work / "repo", "standin", runtime="python"))
     with serving(work / "repo", work) as proc:
         yield proc.url, "standin"
 

@@ -38,6 +38,7 @@ def stand_in_server(work: Path, family: str) -> Iterator[str]:
 
     from edge_deploy.repository import model_config as mc
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
     from edge_deploy.repository.versions import read_config
     from edge_deploy.serve.argv import ServerOptions
     from edge_deploy.serve.discovery import find_tritonserver
@@ -46,9 +47,9 @@ def stand_in_server(work: Path, family: str) -> Iterator[str]:
     artifact = (make_ufldv2_artifact(work / "artifact") if family == "ufldv2" else
                 make_artifact(work / "artifact", ANCHORS))
     repo = work / "repo"
-    install(artifact, repo, "ens", runtime="python", pipeline="ensemble")
-    install(artifact, repo, "bls", runtime="python", pipeline="bls")
-    install(artifact, repo, "bl1", runtime="python", pipeline="bls")
+    install(InstallOptions(artifact, repo, "ens", runtime="python", pipeline="ensemble"))
+    install(InstallOptions(artifact, repo, "bls", runtime="python", pipeline="bls"))
+    install(InstallOptions(artifact, repo, "bl1", runtime="python", pipeline="bls"))
     config = read_config(repo, "bl1_pipeline")  # what install writes, with one instance instead
     config.instance_group[0].count = 1
     (repo / "bl1_pipeline" / "config.pbtxt").write_text(mc.config_text(config))

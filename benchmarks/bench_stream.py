@@ -65,11 +65,12 @@ def make_repo(work: Path) -> Path:
     from small_artifact import make_artifact
 
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
 
     artifact = make_artifact(work / "artifact", ANCHORS)
     repo = work / "repo"
-    install(artifact, repo, "tiny", runtime="python")
-    install(artifact, repo, "slow", runtime="python")
+    install(InstallOptions(artifact, repo, "tiny", runtime="python"))
+    install(InstallOptions(artifact, repo, "slow", runtime="python"))
     (model_py,) = (repo / "slow").glob("*/model.py")
     model_py.write_text(model_py.read_text().replace(
         "    def execute(self, requests):\n", "    def execute(self, requests):\n        import time; time.sleep(0.05)\n"))

@@ -28,6 +28,7 @@ from netns import SERVER_IP, NetnsTriton, netns_unavailable, probe, veth_link  #
 
 from edge_deploy.certs import CertificateAuthority  # noqa: E402
 from edge_deploy.deploy.install import install  # noqa: E402
+from edge_deploy.deploy.options import InstallOptions
 from edge_deploy.serve.argv import ServerOptions, ServerTLS  # noqa: E402
 from edge_deploy.serve.discovery import find_tritonserver  # noqa: E402
 
@@ -46,7 +47,7 @@ def main() -> None:
         work = Path(tmp)
         artifact = make_artifact(work / "artifact", ROOT / "tests" / "data" / "laneatt" / "anchors_2784x77.npy")
         repo = work / "repo"
-        install(artifact, repo, "tiny", runtime="python")
+        install(InstallOptions(artifact, repo, "tiny", runtime="python"))
         ca = CertificateAuthority(work / "tls")
         ca.init(dns=["orin"], ips=[SERVER_IP])
         ca.issue("bench")

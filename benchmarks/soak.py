@@ -308,6 +308,7 @@ def main() -> int:
     from small_artifact import make_artifact
 
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
 
     work = Path(tempfile.mkdtemp(prefix="edge-deploy-soak-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("EDGE_DEPLOY_")}
@@ -315,7 +316,7 @@ def main() -> int:
     os.environ["EDGE_DEPLOY_STATE_DIR"] = str(work / "state")
     artifacts = [make_artifact(work / f"artifact{i}", ANCHORS, n=1000, seed=i) for i in range(2)]
     repo = work / "repo"
-    install(artifacts[0], repo, "lanedet", runtime="python")
+    install(InstallOptions(artifacts[0], repo, "lanedet", runtime="python"))
     server = Server(repo, _free_port(), env, work / "serve.log")
     run = Run()
     ctx = mp.get_context("spawn")

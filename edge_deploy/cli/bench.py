@@ -1,14 +1,18 @@
 """`edge-deploy bench`: frames/s, latency and where the time goes, for every served lane model and pipeline."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from .. import strict_json
+from ..errors import BenchError
+from . import option_groups as groups
 from .app import app
 from .infer import Transport
+from .options import takes_options
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -16,102 +20,115 @@ if TYPE_CHECKING:
     from ..bench.config import BenchConfig
     from ..bench.results import BenchReport
 
+_REALTIME = "Realtime"
 
-@app.command()
-def bench(
-    url: Annotated[Optional[str], typer.Option(
-        help="Triton gRPC address (default: the server of --repository, else 127.0.0.1:8001); a server `edge-deploy "
-             "serve` started on this machine is found there, with its key and TLS identity.",
-        show_default=False)] = None,
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """What `edge-deploy bench` is asked: one typed field per option, in the order of --help (the command's
+    parameters are made from these fields); `config()` makes the library's BenchConfig once, finding the server."""
+
+    url: Annotated[Optional[str], groups.url(
+        f"Triton gRPC address (default: the server of --repository, else {groups.DEFAULT_URL}); a server `edge-deploy "
+        "serve` started on this machine is found there, with its key and TLS identity.")] = None
     repository: Annotated[Optional[Path], typer.Option(
         "--repository", "-r", help="Model repository: its models, and its running `edge-deploy serve` server.",
-        show_default=False)] = None,
+        show_default=False)] = None
     model: Annotated[Optional[list[str]], typer.Option(
         "--model", help="Only this served model (a lane model or NAME_pipeline); repeat for several (default: every "
-                        "lane model and its pipeline).", show_default=False)] = None,
+                        "lane model and its pipeline).", show_default=False)] = None
     frames: Annotated[Optional[Path], typer.Option(
         help="A directory of images, a video file, a camera (/dev/video0) or a GStreamer pipeline ending in appsink "
-             "(its first --max-frames frames; default: the synthetic sample set).", show_default=False)] = None,
-    max_frames: Annotated[int, typer.Option(help="Use at most this many frames of --frames (sent round robin).")] = 32,
+             "(its first --max-frames frames; default: the synthetic sample set).", show_default=False)] = None
+    max_frames: Annotated[int, typer.Option(help="Use at most this many frames of --frames (sent round robin).")] = 32
     concurrency: Annotated[str, typer.Option(
-        help="Frames in flight, comma-separated: 1 uses LaneDetClient, more AsyncLaneDetClient.")] = "1,2,4",
-    seconds: Annotated[float, typer.Option(help="Seconds timed per model and concurrency.")] = 10.0,
-    warmup: Annotated[float, typer.Option(help="Seconds of untimed frames before each.")] = 1.0,
+        help="Frames in flight, comma-separated: 1 uses LaneDetClient, more AsyncLaneDetClient.")] = "1,2,4"
+    seconds: Annotated[float, typer.Option(help="Seconds timed per model and concurrency.")] = 10.0
+    warmup: Annotated[float, typer.Option(help="Seconds of untimed frames before each.")] = 1.0
     check: Annotated[bool, typer.Option(
-        "--check/--no-check", help="First check that every pipeline of a model gives the same lanes.")] = True,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON instead of a table.")] = False,
-    plot: Annotated[Optional[Path], typer.Option(help="Also draw the results into this PNG.", show_default=False)] = None,
-    transport: Annotated[Transport, typer.Option(help="auto: shared memory when the server is on this host.")] = Transport.auto,
-    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 30.0,
-    tls_ca: Annotated[Optional[Path], typer.Option(help="Connect over TLS: the CA that signed the server's certificate.")] = None,
-    tls_cert: Annotated[Optional[Path], typer.Option(help="This client's certificate (for a mutual-TLS server).")] = None,
-    tls_key: Annotated[Optional[Path], typer.Option(help="Its private key.")] = None,
+        "--check/--no-check", help="First check that every pipeline of a model gives the same lanes.")] = True
+    json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON instead of a table.")] = False
+    plot: Annotated[Optional[Path], typer.Option(help="Also draw the results into this PNG.", show_default=False)] = None
+    transport: Annotated[Transport, typer.Option(help="auto: shared memory when the server is on this host.")] = Transport.auto
+    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 30.0
+    tls_ca: Annotated[Optional[Path], groups.tls_ca()] = None
+    tls_cert: Annotated[Optional[Path], groups.tls_cert()] = None
+    tls_key: Annotated[Optional[Path], groups.tls_key()] = None
     realtime: Annotated[bool, typer.Option(
         "--realtime", help="Measure lanes as a control loop gets them: LaneStream on frames arriving at --fps "
                            "(newest frame only): capture -> lanes latency, frames dropped, states; instead of "
-                           "--concurrency.", rich_help_panel="Realtime")] = False,
+                           "--concurrency.", rich_help_panel=_REALTIME)] = False
     fps: Annotated[float, typer.Option(help="Frames per second each camera delivers (--realtime).",
-                                       rich_help_panel="Realtime")] = 30.0,
+                                       rich_help_panel=_REALTIME)] = 30.0
     cameras: Annotated[str, typer.Option(help="Streams at once in this process, comma-separated (--realtime): "
                                               "each row a stream, with the process CPU per frame.",
-                                         rich_help_panel="Realtime")] = "1",
+                                         rich_help_panel=_REALTIME)] = "1"
     max_age: Annotated[float, typer.Option(help="Seconds after capture that lanes count as fresh (--realtime): "
-                                                "the streams' state and deadline.", rich_help_panel="Realtime")] = 0.1,
-) -> None:
+                                                "the streams' state and deadline.", rich_help_panel=_REALTIME)] = 0.1
+
+    def config(self) -> "BenchConfig":
+        """The BenchConfig: the server is --url, else the one `edge-deploy serve` runs for --repository (its TLS
+        identity too), else 127.0.0.1:8001; BenchError for what cannot work, before any request."""
+        from ..bench.config import BenchConfig, parse_concurrency
+        from ..serve.record import find_record, record_at
+
+        url, repository = self.url, self.repository
+        tls = groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key)
+        if repository is not None and not repository.is_dir():
+            raise BenchError(f"--repository {repository} is not a directory; pass the model repository the server "
+                             "serves.")
+        if repository is not None and url is None:
+            record = find_record(repository)
+            if record is None:
+                raise BenchError(f"no running `edge-deploy serve` server for {repository}; start one, or pass --url.")
+            url, tls = record.url, tls or record.client_tls()
+        if repository is None:  # a server `edge-deploy serve` started here: its key lists the models, as `status` does
+            record = record_at(url or groups.DEFAULT_URL)
+            if record is not None:
+                repository, tls = record.repository, tls or record.client_tls()
+        if self.plot is not None and self.plot.suffix.lower() != ".png":
+            raise BenchError(f"--plot {self.plot} must name a .png file.")
+        return BenchConfig(url=url or groups.DEFAULT_URL, tls=tls, repository=repository, models=tuple(self.model or ()),
+                           frames=self.frames, max_frames=self.max_frames,
+                           concurrency=parse_concurrency(self.concurrency), seconds=self.seconds,
+                           warmup_seconds=self.warmup, transport=self.transport.value, timeout=self.timeout,
+                           check_lanes=self.check)
+
+
+@app.command()
+@takes_options(BenchOptions)
+def bench(**given: Any) -> None:
     """Measure served lane models as a vehicle app sees them: frames in, lanes out, at each concurrency; the client's
     preprocess/request/decode split, the server's queue and compute times, CPU of client and server (GPU load and
     power on a Jetson)."""
     from rich.console import Console
 
-    from ..bench.config import BenchConfig, parse_concurrency
+    from ..bench.config import parse_concurrency
     from ..bench.report import print_report, write_plot
-    from ..errors import BenchError
-    from .serve import _cli_tls
 
-    tls = _cli_tls(tls_ca, tls_cert, tls_key) if tls_ca or tls_cert or tls_key else None
-    if repository is not None and not repository.is_dir():
-        raise BenchError(f"--repository {repository} is not a directory; pass the model repository the server serves.")
-    if repository is not None and url is None:
-        from ..serve.record import find_record
-
-        record = find_record(repository)
-        if record is None:
-            raise BenchError(f"no running `edge-deploy serve` server for {repository}; start one, or pass --url.")
-        url, tls = record.url, tls or record.client_tls()
-    if repository is None:  # a server `edge-deploy serve` started here: its key lists the models, as `status` does
-        from ..serve.record import record_at
-
-        record = record_at(url or "127.0.0.1:8001")
-        if record is not None:
-            repository, tls = record.repository, tls or record.client_tls()
-    if plot is not None and plot.suffix.lower() != ".png":
-        raise BenchError(f"--plot {plot} must name a .png file.")
-    config = BenchConfig(url=url or "127.0.0.1:8001", tls=tls, repository=repository, models=tuple(model or ()),
-                         frames=frames, max_frames=max_frames, concurrency=parse_concurrency(concurrency),
-                         seconds=seconds, warmup_seconds=warmup, transport=transport.value, timeout=timeout,
-                         check_lanes=check)
+    options = BenchOptions(**given)
+    config = options.config()
     console = Console(stderr=True)
-    if realtime:
+    if options.realtime:
         from ..bench.realtime import print_realtime, run_realtime
 
-        counts = parse_concurrency(cameras, "--cameras")
+        counts = parse_concurrency(options.cameras, "--cameras")
         with console.status(f"realtime streams for {config.seconds:g} s per model and camera count"):
-            live = run_realtime(config, fps, counts, max_age)
-        if json_out:
+            live = run_realtime(config, options.fps, counts, options.max_age)
+        if options.json_out:
             typer.echo(strict_json.dumps(live.to_dict(), indent=1))
         else:
             print_realtime(live, Console())
         return
     report = _run_with_progress(config, console)
-    if plot is not None:
-        write_plot(report, plot)
-    if json_out:
+    if options.plot is not None:
+        write_plot(report, options.plot)
+    if options.json_out:
         typer.echo(strict_json.dumps(report.to_dict(), indent=1))
     else:
         print_report(report, Console())
-    if plot is not None:
-        console.print(f"plot: {plot}", highlight=False)
-
+    if options.plot is not None:
+        console.print(f"plot: {options.plot}", highlight=False)
 
 def _run_with_progress(config: "BenchConfig", console: "Console") -> "BenchReport":
     """run_bench with a progress bar on a terminal (none in a log or a pipe)."""

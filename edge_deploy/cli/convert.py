@@ -240,8 +240,9 @@ def convert(**given: Any) -> None:
     _print_summary(console, result)
     if options.install:
         from ..deploy.install import install as install_artifact
+        from ..deploy.options import InstallOptions
 
-        console.print(install_artifact(result.artifact_dir, options.repository, options.name, reporter=reporter))
+        console.print(install_artifact(InstallOptions(result.artifact_dir, options.repository, options.name), reporter))
 
 
 def _print_summary(console: Any, result: Any) -> None:

@@ -2,17 +2,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from typer.core import TyperCommand
 
+from ..deploy.options import InstallOptions
 from ..errors import RepositoryError
+from ..repository.model_config import SERVED_ONNX
 from ..repository.pipeline_kind import KINDS, PipelineKind
 from .. import strict_json
+from . import option_groups as groups
 from .app import app
+from .options import Only, options_of, takes_fields
 
-RepositoryOpt = Annotated[Path, typer.Option("--repository", "-r", help="Triton model repository directory.")]
 
 
 def bare_pipeline(args: list[str]) -> list[str]:
@@ -29,57 +32,57 @@ def bare_pipeline(args: list[str]) -> list[str]:
 
 class _InstallCommand(TyperCommand):
     def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
-        return super().parse_args(ctx, bare_pipeline(args))
+        return super().parse_args(ctx, groups.precision_aliases(bare_pipeline(args)))
+
+
+_REPOSITORY = typer.Option("--repository", "-r", help="Triton model repository directory.")
+RepositoryOpt = Annotated[Path, _REPOSITORY]
+ServedPrecision = groups.precision_choice(SERVED_ONNX)  # install serves an ONNX file of these
+
+# `install`'s parameters: the fields of InstallOptions (their types and defaults), each with its option here, in the
+# order of --help; where the command line spells a field its own way, an Only with its type and default.
+INSTALL_PARAMETERS = {
+    "artifact": typer.Argument(help="Artifact directory written by `edge-deploy convert`."),
+    "repository": _REPOSITORY,
+    "name": typer.Option(help="Model name in the repository (letters, digits, _ and -)."),
+    "runtime": typer.Option(help="tensorrt | onnxruntime | python (default: follows the artifact and the server)."),
+    "pipeline": Only(Annotated[Optional[PipelineKind], typer.Option(
+        "--pipeline", case_sensitive=False, show_default=False,
+        help="Also install the server-side pipeline NAME_pipeline (frames in, lanes out): `--pipeline` or "
+        "`--pipeline ensemble` (NAME_preprocess -> NAME -> NAME_postprocess), `--pipeline bls` (one Python model "
+        "calling NAME itself). Default: the pipeline NAME already has, if any.")], None),
+    "no_pipeline": Only(Annotated[bool, typer.Option("--no-pipeline", help="Install NAME without a pipeline.")], False),
+    "max_queue_delay_us": typer.Option(help="Dynamic batching: longest wait (microseconds) to form a batch."),
+    "instances": typer.Option(help="Model instances (instance_group count)."),
+    "warmup": typer.Option(help="Warm the model up with a zero input when it loads."),
+    "keep": typer.Option(help="Keep only the newest K versions (removes older ones)."),
+    "force": typer.Option(help="Install a plan built for another device / TensorRT."),
+    "tritonserver": Only(Annotated[Optional[Path], typer.Option(
+        help="tritonserver binary whose backends decide the runtime.")], None),
+    "precision": Only(Annotated[Optional[ServedPrecision], typer.Option(  # type: ignore[valid-type]
+        help="fp16: serve model_fp16.onnx (ONNX Runtime); fp32: model.onnx or the plan (default: as converted: an FP16 "
+             "artifact serves model_fp16.onnx where no plan is served). --fp16 and --no-fp16 still mean fp16 and "
+             "fp32.", show_default=False)], None),
+}
+
+
+def install_options(given: dict[str, Any]) -> InstallOptions:
+    """The InstallOptions the command's keyword arguments ask for (--no-pipeline is pipeline=False)."""
+    pipeline, no_pipeline = given["pipeline"], given["no_pipeline"]
+    if no_pipeline and pipeline is not None:
+        raise RepositoryError(f"--pipeline {pipeline.value} and --no-pipeline contradict each other; pass one of them.")
+    return InstallOptions(**{**options_of(InstallOptions, given), "pipeline": False if no_pipeline else pipeline,
+                             "precision": groups.precision_of(given["precision"])})
 
 
 @app.command(cls=_InstallCommand)
-def install(
-    artifact: Annotated[Path, typer.Argument(help="Artifact directory written by `edge-deploy convert`.")],
-    repository: RepositoryOpt = Path("model_repository"),
-    name: Annotated[str, typer.Option(help="Model name in the repository (letters, digits, _ and -).")] = "lanedet",
-    runtime: Annotated[
-        Optional[str], typer.Option(help="tensorrt | onnxruntime | python (default: follows the artifact and the server).")
-    ] = None,
-    pipeline: Annotated[
-        Optional[PipelineKind],
-        typer.Option(
-            "--pipeline", case_sensitive=False, show_default=False,
-            help="Also install the server-side pipeline NAME_pipeline (frames in, lanes out): `--pipeline` or "
-            "`--pipeline ensemble` (NAME_preprocess -> NAME -> NAME_postprocess), `--pipeline bls` (one Python model "
-            "calling NAME itself). Default: the pipeline NAME already has, if any.",
-        ),
-    ] = None,
-    no_pipeline: Annotated[bool, typer.Option("--no-pipeline", help="Install NAME without a pipeline.")] = False,
-    max_queue_delay_us: Annotated[
-        Optional[int], typer.Option(help="Dynamic batching: longest wait (microseconds) to form a batch.")
-    ] = None,
-    instances: Annotated[int, typer.Option(help="Model instances (instance_group count).")] = 1,
-    warmup: Annotated[bool, typer.Option(help="Warm the model up with a zero input when it loads.")] = False,
-    keep: Annotated[Optional[int], typer.Option(help="Keep only the newest K versions (removes older ones).")] = None,
-    force: Annotated[bool, typer.Option(help="Install a plan built for another device / TensorRT.")] = False,
-    tritonserver: Annotated[
-        Optional[Path], typer.Option(help="tritonserver binary whose backends decide the runtime.")
-    ] = None,
-    fp16: Annotated[Optional[bool], typer.Option(
-        "--fp16/--no-fp16", help="Serve model_fp16.onnx (ONNX Runtime) instead of model.onnx or the plan, or not "
-                                 "(default: as converted: an FP16 artifact serves model_fp16.onnx where no plan is "
-                                 "served).", show_default=False)] = None,
-) -> None:
+@takes_fields(InstallOptions, INSTALL_PARAMETERS)
+def install(**given: Any) -> None:
     """Install an artifact as the next version of a model; a running server loads it."""
-    from ..deploy.install import install_with
-    from ..deploy.options import InstallOptions
-    from ..precision import Precision
+    from ..deploy.install import install as install_artifact
     from ..progress import ConsoleReporter
 
-    if no_pipeline and pipeline is not None:
-        raise RepositoryError(f"--pipeline {pipeline.value} and --no-pipeline contradict each other; pass one of them.")
-    options = InstallOptions(
-        artifact, repository, name, runtime=runtime, pipeline=False if no_pipeline else pipeline,
-        max_queue_delay_us=max_queue_delay_us, instances=instances, warmup=warmup, keep=keep, force=force,
-        tritonserver=tritonserver, precision=None if fp16 is None else Precision.FP16 if fp16 else Precision.FP32,
-    )
-    result = install_with(options, ConsoleReporter())
-    typer.echo(result.summary())
+    typer.echo(install_artifact(install_options(given), ConsoleReporter()).summary())
 
 
 @app.command()

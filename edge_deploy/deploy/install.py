@@ -7,18 +7,16 @@ from pathlib import Path
 
 from ..artifact import Manifest
 from ..errors import EdgeDeployError, RepositoryError
-from ..precision import Precision
 from ..progress import Reporter
 from ..repository import model_config as mc
 from ..repository.files import NewVersion, check_writable, clean_leftovers, publish, repository_error, repository_lock
 from ..repository.history import check_state, read_history, record_failed, record_served
-from ..repository.new_version import DEFAULT_NAME, check_new_models, next_version, plan_versions
+from ..repository.new_version import check_new_models, next_version, plan_versions
 from ..repository.pinning import pin_previous
 from ..repository.pipeline_kind import PipelineKind
 from ..repository.pipelines import bls_unchanged, installed_kind
 from ..repository.prune import prune_versions
 from ..repository.runtime import RuntimeChoice, check_model_signature, choose_runtime
-from ..repository.versions import DEFAULT_REPOSITORY
 from ..serve import admin
 from ..serve.record import ServerRecord
 from ..triton_layout import policy_now, policy_versions, versions
@@ -65,44 +63,11 @@ class _Plan:
     items: list[NewVersion]
 
 
-def install(
-    artifact_dir: Path,
-    repository: Path = DEFAULT_REPOSITORY,
-    name: str = DEFAULT_NAME,
-    *,
-    runtime: str | None = None,
-    pipeline: bool | str | PipelineKind | None = None,
-    max_queue_delay_us: int | None = None,
-    instances: int = 1,
-    warmup: bool = False,
-    keep: int | None = None,
-    force: bool = False,
-    tritonserver: Path | str | None = None,
-    reporter: Reporter | None = None,
-    fp16: bool | None = None,
-) -> InstallResult:
-    """Install an artifact as the next version of NAME (and its pipeline with `pipeline`).
-
-    pipeline=None installs the pipeline models when NAME already has them, of the kind it has (so a
-    pipeline never pairs a new model with a stale pre/postprocess); True (the ensemble, as before kinds),
-    "ensemble", "bls" (one Python model calling NAME through BLS: pipeline_kind.py) or False force it.
-    Everything is checked before the repository is touched. When a server launched
-    by `edge-deploy serve` serves the repository, it is asked to load the new version;
-    a refused load fails the command (the server keeps serving the old version, and the
-    config is pinned back to it). fp16: None serves what convert recorded (model_fp16.onnx for an FP16
-    artifact where no plan is served); True/False override (`--fp16/--no-fp16`). The same as
-    `install_with(InstallOptions(...))`.
-    """
-    options = InstallOptions(
-        artifact_dir, repository, name, runtime=runtime, pipeline=pipeline, max_queue_delay_us=max_queue_delay_us,
-        instances=instances, warmup=warmup, keep=keep, force=force, tritonserver=tritonserver,
-        precision=None if fp16 is None else Precision.FP16 if fp16 else Precision.FP32,
-    )
-    return install_with(options, reporter)
-
-
-def install_with(options: InstallOptions, reporter: Reporter | None = None) -> InstallResult:
-    """Install as `options` say (see `install`)."""
+def install(options: InstallOptions, reporter: Reporter | None = None) -> InstallResult:
+    """Install `options.artifact` as the next version of `options.name` (and its pipeline, as `options.pipeline`
+    says: InstallOptions). Everything is checked before the repository is touched. When a server launched by
+    `edge-deploy serve` serves the repository, it is asked to load the new version; a refused load fails the
+    install (the server keeps serving the old version, and the config is pinned back to it)."""
     from ..evaluate.record import evaluation_summary
 
     reporter = reporter or Reporter()

@@ -1,4 +1,4 @@
-"""`InstallOptions`: what `edge-deploy install` is asked, checked once."""
+"""`InstallOptions`: what `edge-deploy install` (and `deploy.install.install`) is asked, checked once."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -19,8 +19,8 @@ class InstallOptions:
     pipeline: None installs the pipeline models NAME already has, of the kind it has (so a pipeline never pairs a
     new model with a stale pre/postprocess); True (the ensemble), "ensemble", "bls" or a PipelineKind install that
     pipeline; False none. precision: the ONNX file an ONNX runtime serves: None as converted (model_fp16.onnx for
-    an FP16 artifact where no plan is served), FP16 model_fp16.onnx (`--fp16`), FP32 model.onnx or the plan
-    (`--no-fp16`). tritonserver: the binary whose backends and TensorRT decide the runtime and check a plan.
+    an FP16 artifact where no plan is served), FP16 model_fp16.onnx (`--precision fp16`), FP32 model.onnx or the
+    plan (`--precision fp32`). tritonserver: the binary whose backends and TensorRT decide the runtime and check a plan.
     """
 
     artifact: Path
@@ -67,5 +67,5 @@ def _precision(value: Precision | str) -> Precision:
         precision = None
     if precision not in SERVED_ONNX:
         raise RepositoryError(f"install serves an ONNX file of precision {' or '.join(map(str, SERVED_ONNX))} "
-                              f"(--fp16/--no-fp16), not {str(value)!r}.")
+                              f"(--precision {'|'.join(map(str, SERVED_ONNX))}), not {str(value)!r}.")
     return precision

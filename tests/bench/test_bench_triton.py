@@ -11,6 +11,7 @@ from small_artifact import make_artifact
 from triton_helpers import run_cli, serving
 
 from edge_deploy.deploy.install import install
+from edge_deploy.deploy.options import InstallOptions
 
 pytestmark = pytest.mark.triton
 
@@ -22,8 +23,8 @@ def server(tmp_path_factory, laneatt_data):
     work = tmp_path_factory.mktemp("bench")
     artifact = make_artifact(work / "artifact", laneatt_data / "anchors_2784x77.npy", n=300)
     repo = work / "repo"
-    install(artifact, repo, "lane", runtime="python", pipeline="bls")
-    install(artifact, repo, "bad", runtime="python", pipeline="bls")
+    install(InstallOptions(artifact, repo, "lane", runtime="python", pipeline="bls"))
+    install(InstallOptions(artifact, repo, "bad", runtime="python", pipeline="bls"))
     spec_path = repo / "bad_pipeline" / "1" / "pipeline.json"
     spec = json.loads(spec_path.read_text())
     spec["decode"]["top_k"] = 1  # the plant: this pipeline keeps one lane where `bad` keeps up to four

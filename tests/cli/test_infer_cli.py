@@ -64,13 +64,14 @@ def tiny_server(tmp_path_factory, laneatt_data):
     from small_artifact import make_artifact
 
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
     from edge_deploy.serve.argv import ServerOptions
     from edge_deploy.serve.discovery import find_tritonserver
     from edge_deploy.serve.process import TritonProcess
 
     work = tmp_path_factory.mktemp("infer_cli")
     artifact = make_artifact(work / "artifact", laneatt_data / "anchors_2784x77.npy")
-    install(artifact, work / "repo", "tiny", runtime="python", pipeline=True)
+    install(InstallOptions(artifact, work / "repo", "tiny", runtime="python", pipeline=True))
     proc = TritonProcess(find_tritonserver(cache_dir=work / "cache"),
                          ServerOptions(model_repository=work / "repo", grpc_port=free_port()), work / "triton.log")
     proc.start()

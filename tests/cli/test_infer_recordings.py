@@ -51,10 +51,10 @@ def tiny_server(tmp_path_factory, laneatt_data):
     from triton_helpers import serving
 
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
 
     work = tmp_path_factory.mktemp("infer_recordings")
-    install(make_artifact(work / "artifact", laneatt_data / "anchors_2784x77.npy"), work / "repo", "tiny",
-            runtime="python", pipeline=True)
+    install(InstallOptions(make_artifact(work / "artifact", laneatt_data / "anchors_2784x77.npy"), work / "repo", "tiny", runtime="python", pipeline=True))
     with serving(work / "repo", work) as proc:
         yield proc
 

@@ -157,16 +157,18 @@ def server(tmp_path_factory, laneatt, laneatt16io, tiny_artifact, tiny16_artifac
     """One tritonserver for the module: lanedet(+_pipeline), its model_fp16.onnx with FP32 I/O (lanedet16)
     and with FP16 I/O (lanedet16io), tiny(+_pipeline), tiny16 and tiny_fixed3."""
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
+    from edge_deploy.precision import Precision
 
     work = tmp_path_factory.mktemp("served")
     repo = work / "repo"
     # --no-fp16: these tests compare with the FP32 torch model (the FP16 model is lanedet16).
-    install(laneatt[0], repo, "lanedet", runtime="python", pipeline=True, fp16=False)
-    install(laneatt[0], repo, "lanedet16", runtime="python", fp16=True)
-    install(laneatt16io, repo, "lanedet16io", runtime="python", fp16=True)
-    install(tiny_artifact, repo, "tiny", runtime="python", pipeline=True)
-    install(tiny16_artifact, repo, "tiny16", runtime="python")
-    install(tiny_fixed3_artifact, repo, "tiny_fixed3", runtime="python")
+    install(InstallOptions(laneatt[0], repo, "lanedet", runtime="python", pipeline=True, precision=Precision.FP32))
+    install(InstallOptions(laneatt[0], repo, "lanedet16", runtime="python", precision=Precision.FP16))
+    install(InstallOptions(laneatt16io, repo, "lanedet16io", runtime="python", precision=Precision.FP16))
+    install(InstallOptions(tiny_artifact, repo, "tiny", runtime="python", pipeline=True))
+    install(InstallOptions(tiny16_artifact, repo, "tiny16", runtime="python"))
+    install(InstallOptions(tiny_fixed3_artifact, repo, "tiny_fixed3", runtime="python"))
     proc = _serve(repo, work / "triton.log")
     yield proc
     proc.stop(timeout=15)
@@ -477,9 +479,11 @@ def test_a_pipeline_restarted_mid_stream_recovers_for_either_kind(tmp_path, tiny
     """Issue 24: the BLS pipeline (one Python model calling tiny) recovers from a server restart as the ensemble
     does: the client re-registers its regions and gets the same lanes, nothing leaked."""
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
+    from edge_deploy.precision import Precision
 
     repo = tmp_path / "repo"
-    install(tiny_artifact, repo, "tiny", runtime="python", pipeline=kind)
+    install(InstallOptions(tiny_artifact, repo, "tiny", runtime="python", pipeline=kind))
     proc = _serve(repo, tmp_path / "triton.log")
     try:
         stream = frames(43, 44)
@@ -510,9 +514,11 @@ def test_server_restarted_mid_stream_the_clients_recover(tmp_path, tiny_artifact
     import tritonclient.grpc as grpcclient
 
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
+    from edge_deploy.precision import Precision
 
     repo = tmp_path / "repo"
-    install(tiny_artifact, repo, "tiny", runtime="python", pipeline=True)
+    install(InstallOptions(tiny_artifact, repo, "tiny", runtime="python", pipeline=True))
     proc = _serve(repo, tmp_path / "triton.log")
     try:
         stream = frames(40, 41, 42)
@@ -573,9 +579,11 @@ def test_a_new_version_with_other_dims_loaded_while_clients_are_connected(tmp_pa
     from small_artifact import make_artifact
 
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
+    from edge_deploy.precision import Precision
 
     repo = tmp_path / "repo"
-    install(tiny_artifact, repo, "tiny", runtime="python")  # 1000 rows
+    install(InstallOptions(tiny_artifact, repo, "tiny", runtime="python"))  # 1000 rows
     proc = _serve(repo, tmp_path / "triton.log")
     anchors = laneatt_data / "anchors_2784x77.npy"
     admin = grpcclient.InferenceServerClient(proc.url)
@@ -595,7 +603,7 @@ def test_a_new_version_with_other_dims_loaded_while_clients_are_connected(tmp_pa
             art = make_artifact(tmp_path / f"art{seed}", anchors, n=n, seed=seed, hw=hw)
             if dtype == "FP16":
                 art = with_fp16_input(art, tmp_path / f"art16-{seed}", output=out_dtype == "FP16")
-            install(art, repo, "tiny", runtime="python")
+            install(InstallOptions(art, repo, "tiny", runtime="python"))
             admin.load_model("tiny")
             with LaneDetClient(proc.url, "tiny", transport="grpc") as fresh:
                 want = [fresh.detect(f) for f in stream]

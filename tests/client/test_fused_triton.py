@@ -58,6 +58,8 @@ def server(tmp_path_factory, laneatt_data, laneatt_artifact, laneatt_fused_artif
     from small_artifact import make_artifact, make_fused_artifact
 
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
+    from edge_deploy.precision import Precision
     from edge_deploy.serve.argv import ServerOptions
     from edge_deploy.serve.discovery import find_tritonserver
     from edge_deploy.serve.process import TritonProcess
@@ -65,9 +67,9 @@ def server(tmp_path_factory, laneatt_data, laneatt_artifact, laneatt_fused_artif
     work = tmp_path_factory.mktemp("fused_served")
     anchors = laneatt_data / "anchors_2784x77.npy"
     repo = work / "repo"
-    install(make_artifact(work / "tiny", anchors), repo, "tiny", runtime="python", pipeline=True)
-    install(make_fused_artifact(work / "tinyf", anchors), repo, "tinyf", runtime="python", pipeline=True)
-    install(with_crop(make_artifact(work / "tinyc", anchors), CROP), repo, "tinyc", runtime="python")
+    install(InstallOptions(make_artifact(work / "tiny", anchors), repo, "tiny", runtime="python", pipeline=True))
+    install(InstallOptions(make_fused_artifact(work / "tinyf", anchors), repo, "tinyf", runtime="python", pipeline=True))
+    install(InstallOptions(with_crop(make_artifact(work / "tinyc", anchors), CROP), repo, "tinyc", runtime="python"))
     cropped = with_crop(make_artifact(work / "tinycf", anchors), CROP)
 
     from edge_deploy.export.fused_preprocess import fuse_artifact
@@ -75,10 +77,10 @@ def server(tmp_path_factory, laneatt_data, laneatt_artifact, laneatt_fused_artif
     manifest = Manifest.read(cropped)
     fuse_artifact(cropped, manifest, SIZE)
     manifest.write(cropped)
-    install(cropped, repo, "tinycf", runtime="python")
+    install(InstallOptions(cropped, repo, "tinycf", runtime="python"))
     # --no-fp16: the FP32 models, as the fused-vs-client comparison was measured
-    install(laneatt_artifact, repo, "lanedet", runtime="python", fp16=False)
-    install(laneatt_fused_artifact, repo, "lanedetf", runtime="python", pipeline=True, fp16=False)
+    install(InstallOptions(laneatt_artifact, repo, "lanedet", runtime="python", precision=Precision.FP32))
+    install(InstallOptions(laneatt_fused_artifact, repo, "lanedetf", runtime="python", pipeline=True, precision=Precision.FP32))
     options = ServerOptions(model_repository=repo, grpc_port=free_port())
     proc = TritonProcess(find_tritonserver(cache_dir=work / "cache"), options, work / "triton.log")
     proc.start()

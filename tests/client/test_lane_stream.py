@@ -42,9 +42,10 @@ def our_shm() -> list[str]:
 
 def install_models(repo: Path, tiny_artifact: Path) -> None:
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
 
-    install(tiny_artifact, repo, "tiny", runtime="python")
-    install(tiny_artifact, repo, "slow", runtime="python")
+    install(InstallOptions(tiny_artifact, repo, "tiny", runtime="python"))
+    install(InstallOptions(tiny_artifact, repo, "slow", runtime="python"))
     (model_py,) = (repo / "slow").glob("*/model.py")
     code = model_py.read_text()
     assert "    def execute(self, requests):\n" in code

@@ -17,6 +17,7 @@ import pytest
 from small_artifact import make_artifact
 
 from edge_deploy.deploy.install import install
+from edge_deploy.deploy.options import InstallOptions
 from edge_deploy.deploy.rollback import rollback
 from edge_deploy.serve import admin
 from edge_deploy.serve import record as control
@@ -43,9 +44,9 @@ def test_after_rollback_to_without_a_server_install_keep_spares_the_pinned_versi
     monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "state"))
     repo = tmp_path / "repo"
     for _ in range(3):
-        install(artifact, repo, "lane", runtime="python")
+        install(InstallOptions(artifact, repo, "lane", runtime="python"))
     rollback(repo, "lane", to=1)
-    result = install(artifact, repo, "lane", runtime="python", keep=1)
+    result = install(InstallOptions(artifact, repo, "lane", runtime="python", keep=1))
     assert versions(repo, "lane") == [1, 4] and result.pruned == {"lane": [2, 3]}
 
 
@@ -54,19 +55,19 @@ def test_a_cut_off_install_or_rollback_never_prunes_what_serves(tmp_path, artifa
     state, elsewhere = tmp_path / "state", tmp_path / "no-server-here"
     monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(state))
     repo = tmp_path / "repo"
-    install(artifact, repo, "lane", runtime="python")
+    install(InstallOptions(artifact, repo, "lane", runtime="python"))
     key_file = tmp_path / "key"
     key_file.write_text("k" * 32 + "\n")
     server = start_triton(repo, model_control="explicit", restricted_key=(KEY_NAME, "k" * 32))
     # the record a `serve --foreground` writes (this test process stands for that one, so `status` lists it)
     control.save_record(control.ServerRecord(url=server.url, repository=repo, key_header=KEY_NAME, key_file=key_file,
                                              scope="user", pid=os.getpid(), pid_start=process_start(os.getpid())))
-    install(artifact, repo, "lane", runtime="python")
+    install(InstallOptions(artifact, repo, "lane", runtime="python"))
     assert admin.served_versions(server.url, "lane") == [2]
 
     # an install cut off after its config write: version 3 selected, never loaded; 2 still serves
     monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(elsewhere))
-    install(artifact, repo, "lane", runtime="python")
+    install(InstallOptions(artifact, repo, "lane", runtime="python"))
     monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(state))
     assert policy_now(repo, "lane") == [3] and admin.served_versions(server.url, "lane") == [2]
     listed = _cli("models", "--repository", str(repo))
@@ -77,18 +78,18 @@ def test_a_cut_off_install_or_rollback_never_prunes_what_serves(tmp_path, artifa
     status = _cli("status")
     assert "lane: config.pbtxt selects version 3 but the server serves 2" in status.stdout, status
 
-    result = install(artifact, repo, "lane", runtime="python", keep=1)
+    result = install(InstallOptions(artifact, repo, "lane", runtime="python", keep=1))
     assert result.served == {"lane": [4]} and 2 in versions(repo, "lane"), (result.pruned, versions(repo, "lane"))
     assert rollback(repo, "lane").version == 2  # the version that served, not 3 that no server loaded
     assert admin.served_versions(server.url, "lane") == [2]
 
     # a rollback cut off at its config write: pinned to 3 while 5 serves
-    install(artifact, repo, "lane", runtime="python")
+    install(InstallOptions(artifact, repo, "lane", runtime="python"))
     assert admin.served_versions(server.url, "lane") == [5]
     monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(elsewhere))
     rollback(repo, "lane", to=3)
     monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(state))
     assert policy_now(repo, "lane") == [3] and admin.served_versions(server.url, "lane") == [5]
-    result = install(artifact, repo, "lane", runtime="python", keep=1)
+    result = install(InstallOptions(artifact, repo, "lane", runtime="python", keep=1))
     assert result.served == {"lane": [6]} and 5 in versions(repo, "lane"), (result.pruned, versions(repo, "lane"))
     assert "selects version" not in _cli("models", "--repository", str(repo)).stdout  # settled: they agree again

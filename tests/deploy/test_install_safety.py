@@ -13,6 +13,8 @@ from small_artifact import make_artifact, make_unloadable
 
 from edge_deploy.errors import RepositoryError
 from edge_deploy.deploy.install import install
+from edge_deploy.deploy.options import InstallOptions
+from edge_deploy.precision import Precision
 from edge_deploy.deploy.rollback import rollback
 from edge_deploy.triton_layout import read_config, versions
 from edge_deploy.serve import admin
@@ -59,11 +61,11 @@ def test_keep_1_with_a_version_that_fails_to_load_keeps_the_served_version(tmp_p
     good = make_artifact(tmp_path / "good", anchors, n=100, seed=1)
     broken = make_unloadable(tmp_path / "broken", anchors, n=100)
     repo = tmp_path / "repo"
-    install(good, repo, "lane", runtime="python")
+    install(InstallOptions(good, repo, "lane", runtime="python"))
     server = _serve_with_key(tmp_path, repo, start_triton)
 
     with pytest.raises(RepositoryError, match="did not load lane"):
-        install(broken, repo, "lane", runtime="python", keep=1)
+        install(InstallOptions(broken, repo, "lane", runtime="python", keep=1))
     # The served version is still on disk, the config points at it, and it still answers.
     assert 1 in versions(repo, "lane")
     assert list(read_config(repo, "lane").version_policy.specific.versions) == [1]
@@ -76,7 +78,7 @@ def test_keep_1_with_a_version_that_fails_to_load_keeps_the_served_version(tmp_p
 
     # A version that loads is served first, then the others are pruned: the refused one, never the one
     # this install replaced (1, what a rollback returns to), even with --keep 1.
-    result = install(make_artifact(tmp_path / "next", anchors, n=200, seed=2), repo, "lane", runtime="python", keep=1)
+    result = install(InstallOptions(make_artifact(tmp_path / "next", anchors, n=200, seed=2), repo, "lane", runtime="python", keep=1))
     assert result.served == {"lane": [3]} and result.pruned == {"lane": [2]}
     assert versions(repo, "lane") == [1, 3] and _rows(again.url) == 200
 
@@ -90,7 +92,7 @@ def test_a_failed_install_retried_can_still_roll_back(tmp_path, anchors, start_t
     bad = make_artifact(tmp_path / "bad", anchors, n=200, seed=2)  # loads; 200 rows stand for "wrong lanes"
     unloadable = make_unloadable(tmp_path / "unloadable", anchors, n=100)
     repo = tmp_path / "repo"
-    install(good, repo, "lane", runtime="python")
+    install(InstallOptions(good, repo, "lane", runtime="python"))
     server = _serve_with_key(tmp_path, repo, start_triton)
     assert _cli("install", str(good), "--repository", str(repo), "--name", "lane", "--runtime", "python").returncode == 0
     assert admin.served_versions(server.url, "lane") == [2]
@@ -107,9 +109,9 @@ def test_a_failed_install_retried_can_still_roll_back(tmp_path, anchors, start_t
 
     # a load the server refuses counts for nothing either: the next install prunes it, never 2
     with pytest.raises(RepositoryError, match="did not load lane"):
-        install(unloadable, repo, "lane", runtime="python", keep=2)
+        install(InstallOptions(unloadable, repo, "lane", runtime="python", keep=2))
     assert admin.served_versions(server.url, "lane") == [2] and versions(repo, "lane") == [2, 4, 5]
-    result = install(bad, repo, "lane", runtime="python", keep=2)
+    result = install(InstallOptions(bad, repo, "lane", runtime="python", keep=2))
     assert result.pruned == {"lane": [4, 5]} and versions(repo, "lane") == [2, 6]
     assert rollback(repo, "lane").version == 2  # the default skips versions that failed
     assert admin.served_versions(server.url, "lane") == [2] and _rows(server.url) == 100
@@ -118,7 +120,7 @@ def test_a_failed_install_retried_can_still_roll_back(tmp_path, anchors, start_t
     server.stop(timeout=15)
     again = _serve_with_key(tmp_path, repo, start_triton)
     assert admin.served_versions(again.url, "lane") == [2]
-    result = install(good, repo, "lane", runtime="python", keep=2)
+    result = install(InstallOptions(good, repo, "lane", runtime="python", keep=2))
     assert result.served == {"lane": [7]} and result.pruned == {"lane": [6]} and versions(repo, "lane") == [2, 7]
 
 
@@ -146,7 +148,7 @@ def test_a_manifest_that_does_not_describe_model_onnx_is_refused(tmp_path, ancho
     _edit_manifest(art, edit)
     repo = tmp_path / "repo"
     with pytest.raises(RepositoryError) as info:
-        install(art, repo, "lane", runtime="python")
+        install(InstallOptions(art, repo, "lane", runtime="python"))
     assert needle in str(info.value) and "convert the model again" in str(info.value)
     assert not repo.exists()
     proc = _cli("install", str(art), "--repository", str(repo), "--name", "lane", "--runtime", "onnxruntime")
@@ -163,7 +165,7 @@ def test_a_model_onnx_that_is_not_onnx_is_refused(tmp_path, anchors) -> None:
     manifest["files"]["model.onnx"] = file_entry(art / "model.onnx").to_dict()
     (art / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(RepositoryError, match="is not a readable ONNX model"):
-        install(art, tmp_path / "repo", "lane", runtime="python")
+        install(InstallOptions(art, tmp_path / "repo", "lane", runtime="python"))
     assert not (tmp_path / "repo").exists()
 
 
@@ -206,7 +208,7 @@ def test_the_manifest_is_checked_against_model_onnx_when_model_fp16_onnx_serves(
     art = _with_fp16(make_artifact(tmp_path / "art", anchors, n=80))
     _edit_manifest(art, lambda io: io["outputs"][0].update(shape=[-1, 1000, 77]))
     with pytest.raises(RepositoryError, match="does not describe model.onnx: output 'predict_lanes' has shape"):
-        install(art, tmp_path / "repo", "lane", runtime="python", fp16=True)
+        install(InstallOptions(art, tmp_path / "repo", "lane", runtime="python", precision=Precision.FP16))
     assert not (tmp_path / "repo").exists()
 
     art = _with_fp16(make_artifact(tmp_path / "art2", anchors, n=80))
@@ -215,5 +217,5 @@ def test_the_manifest_is_checked_against_model_onnx_when_model_fp16_onnx_serves(
     manifest["files"]["model.onnx"] = file_entry(art / "model.onnx").to_dict()
     (art / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(RepositoryError, match="model.onnx is not a readable ONNX model"):
-        install(art, tmp_path / "repo", "lane", runtime="python", fp16=True)
+        install(InstallOptions(art, tmp_path / "repo", "lane", runtime="python", precision=Precision.FP16))
     assert not (tmp_path / "repo").exists()

@@ -16,6 +16,7 @@ from small_artifact import make_artifact
 
 from edge_deploy.errors import EdgeDeployError
 from edge_deploy.deploy.install import install
+from edge_deploy.deploy.options import InstallOptions
 
 
 @pytest.fixture(autouse=True)
@@ -91,6 +92,6 @@ def test_a_manifest_that_is_a_link_is_refused_unread(tmp_path, art, pristine, ou
 def test_an_artifact_directory_that_is_a_link_installs(tmp_path, art) -> None:
     current = tmp_path / "current"
     current.symlink_to(art, target_is_directory=True)
-    result = install(current, tmp_path / "repo", "lane", runtime="onnxruntime")
+    result = install(InstallOptions(current, tmp_path / "repo", "lane", runtime="onnxruntime"))
     assert result.version == 1
     assert (tmp_path / "repo" / "lane" / "1" / "model.onnx").read_bytes() == (art / "model.onnx").read_bytes()

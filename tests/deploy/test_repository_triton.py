@@ -14,6 +14,7 @@ from triton_helpers import failed_loads
 from edge_deploy.repository import model_config as mc
 from edge_deploy.triton_layout import parse_config, policy_versions
 from edge_deploy.deploy.install import install
+from edge_deploy.deploy.options import InstallOptions
 
 pytestmark = pytest.mark.triton
 
@@ -36,9 +37,9 @@ def two_installed(tmp_path_factory, artifact, laneatt_data):
 
     work = tmp_path_factory.mktemp("two_installed")
     repo = work / "repo"
-    result = install(artifact, repo, "lane", runtime="python", max_queue_delay_us=500, instances=1)
+    result = install(InstallOptions(artifact, repo, "lane", runtime="python", max_queue_delay_us=500, instances=1))
     fixed = make_artifact(work / "fixed", laneatt_data / "anchors_2784x77.npy", n=50, dynamic=False)
-    install(fixed, repo, "fixed", runtime="python", warmup=True)
+    install(InstallOptions(fixed, repo, "fixed", runtime="python", warmup=True))
     options = ServerOptions(model_repository=repo, grpc_port=free_port())
     server = TritonProcess(find_tritonserver(cache_dir=work / "cache"), options, work / "triton.log").start()
     try:
@@ -122,7 +123,7 @@ def test_explicit_mode_with_key_install_rollback_and_refused_load(tmp_path, lane
     anchors = laneatt_data / "anchors_2784x77.npy"
     arts = {n: make_artifact(tmp_path / f"art{n}", anchors, n=n, seed=n) for n in (100, 200)}
     repo = tmp_path / "repo"
-    install(arts[100], repo, "lane", runtime="python")
+    install(InstallOptions(arts[100], repo, "lane", runtime="python"))
     key = "k-" + "7" * 30
     key_file = tmp_path / "key"
     key_file.write_text(key + "\n")
@@ -132,7 +133,7 @@ def test_explicit_mode_with_key_install_rollback_and_refused_load(tmp_path, lane
     assert _served_output_rows(server.url) == 100
 
     # install asks the server (with the key) to load the new version, and says what it serves
-    result = install(arts[200], repo, "lane", runtime="python")
+    result = install(InstallOptions(arts[200], repo, "lane", runtime="python"))
     assert result.version == 2 and result.served == {"lane": [2]} and result.server_url == server.url
     assert _served_output_rows(server.url) == 200
 
@@ -154,7 +155,7 @@ def test_explicit_mode_with_key_install_rollback_and_refused_load(tmp_path, lane
     # and the config stays pinned to the version that is served
     broken = make_unloadable(tmp_path / "broken", anchors, n=100)
     with pytest.raises(RepositoryError, match="did not load lane") as info:
-        install(broken, repo, "lane", runtime="python")
+        install(InstallOptions(broken, repo, "lane", runtime="python"))
     assert "\n" not in str(info.value)
     assert client.is_model_ready("lane", "1") and not client.is_model_ready("lane", "3")
     assert admin.served_versions(server.url, "lane") == [1]
@@ -172,7 +173,7 @@ def test_explicit_mode_with_key_install_rollback_and_refused_load(tmp_path, lane
                                              key_file=tmp_path / "unreadable.key", scope="user"))
     before = sorted(str(p) for p in repo.rglob("*"))
     with pytest.raises(RepositoryError, match="run as root or a member of group edge-deploy"):
-        install(arts[200], repo, "lane", runtime="python")
+        install(InstallOptions(arts[200], repo, "lane", runtime="python"))
     assert sorted(str(p) for p in repo.rglob("*")) == before
     control.save_record(control.ServerRecord(url=server.url, repository=repo, key_header=KEY_HEADER,
                                              key_file=key_file, scope="user"))
@@ -243,13 +244,13 @@ def test_poll_mode_twenty_installs_while_a_client_infers(tmp_path, laneatt_data,
     anchors = laneatt_data / "anchors_2784x77.npy"
     arts = [make_artifact(tmp_path / f"art{seed}", anchors, n=100, seed=seed) for seed in (1, 2)]
     repo = tmp_path / "repo"
-    install(arts[0], repo, "lane", runtime="python")
+    install(InstallOptions(arts[0], repo, "lane", runtime="python"))
     server = start_triton(repo, model_control="poll", repository_poll_secs=1)
     rng = np.random.default_rng(20)
     with Inferrer(server.url, {100}) as client:
         for i in range(20):
             # one of them brings three new models (the pipeline): new model directories appear atomically too
-            install(arts[(i + 1) % 2], repo, "lane", runtime="python", pipeline=(i == 9))
+            install(InstallOptions(arts[(i + 1) % 2], repo, "lane", runtime="python", pipeline=i == 9))
             time.sleep(float(rng.uniform(0.0, 0.8)))  # let polls land before, during and after writes
         wait_served(server.url, "lane", 21)
         wait_served(server.url, "lane_pipeline", 11)
@@ -353,7 +354,7 @@ def test_sigkill_of_install_at_random_points(tmp_path, laneatt_data, keyed_serve
     anchors = laneatt_data / "anchors_2784x77.npy"
     arts = [make_artifact(tmp_path / f"art{n}", anchors, n=n, seed=n) for n in (2784, 1500)]
     repo = tmp_path / "repo"
-    install(arts[0], repo, "lane", runtime="python")
+    install(InstallOptions(arts[0], repo, "lane", runtime="python"))
     server, record = keyed_server(repo)
     start = time.monotonic()
     subprocess.run([sys.executable, "-m", "edge_deploy", *install_argv(arts[1], repo)], check=True, capture_output=True)
@@ -370,7 +371,7 @@ def test_sigkill_of_install_at_random_points(tmp_path, laneatt_data, keyed_serve
         outcomes.append(proc.wait())
         assert_loads_what_the_config_says(repo, server, record)
     assert -9 in outcomes  # at least some runs really were killed mid-way
-    final = install(arts[0], repo, "lane", runtime="python")
+    final = install(InstallOptions(arts[0], repo, "lane", runtime="python"))
     assert not list(tmp_path.glob(".repo.edge-deploy-staging*"))
     assert not [p for p in (repo / "lane").iterdir() if p.name.startswith(".")]
     assert final.served == {"lane": [final.version]}
@@ -401,7 +402,7 @@ def test_sigkill_of_install_at_every_rename(tmp_path, laneatt_data, keyed_server
     anchors = laneatt_data / "anchors_2784x77.npy"
     arts = [make_artifact(tmp_path / f"art{n}", anchors, n=n, seed=n) for n in (300, 200)]
     repo = tmp_path / "repo"
-    install(arts[0], repo, "lane", runtime="python")
+    install(InstallOptions(arts[0], repo, "lane", runtime="python"))
     server, record = keyed_server(repo)
     for point in range(1, 20):
         # every killed install starts from a finished one (config `latest`) and changes the dims
@@ -412,7 +413,7 @@ def test_sigkill_of_install_at_every_rename(tmp_path, laneatt_data, keyed_server
             break  # fewer renames than `point`: the install ran to its end (and loaded its version)
         assert proc.returncode == -9, proc.stderr
         assert_loads_what_the_config_says(repo, server, record)
-        assert install(art, repo, "lane", runtime="python").served == {"lane": [max(versions_of(repo))]}
+        assert install(InstallOptions(art, repo, "lane", runtime="python")).served == {"lane": [max(versions_of(repo))]}
     assert proc.returncode == 0 and point >= 3, point  # killed at two renames at least: version, config
     assert admin_served(server.url) == [config_version(repo)] == [max(versions_of(repo))]
     assert not [p.name for p in (repo / "lane").iterdir() if p.name.startswith(".")]  # leftovers cleaned

@@ -17,6 +17,7 @@ from small_artifact import make_artifact
 
 from edge_deploy.errors import RepositoryError
 from edge_deploy.deploy.install import install
+from edge_deploy.deploy.options import InstallOptions
 
 
 ANCHORS = "anchors_2784x77.npy"  # in laneatt_data: LaneATT's anchor table (small_artifact's rows)
@@ -66,10 +67,10 @@ def one_line_refusal(proc: subprocess.CompletedProcess[str], needle: str) -> Non
 def test_a_pipeline_name_is_refused_to_a_lane_model(tmp_path, artifacts, kind, taken, role) -> None:
     first, other = artifacts
     repo = tmp_path / "repo"
-    install(first, repo, "lane", runtime="python", pipeline=kind)
+    install(InstallOptions(first, repo, "lane", runtime="python", pipeline=kind))
     before = snapshot(repo)
     with pytest.raises(RepositoryError, match=f"{taken} is lane's {role} in"):
-        install(other, repo, taken, runtime="python", pipeline=False)
+        install(InstallOptions(other, repo, taken, runtime="python", pipeline=False))
     for pipeline in ("--no-pipeline", "--pipeline=bls"):
         proc = cli("install", str(other), "--repository", str(repo), "--name", taken, "--runtime", "python", pipeline)
         one_line_refusal(proc, f"{taken} is lane's {role} in")
@@ -79,10 +80,10 @@ def test_a_pipeline_name_is_refused_to_a_lane_model(tmp_path, artifacts, kind, t
 def test_a_lane_model_name_is_refused_to_a_pipeline(tmp_path, artifacts) -> None:
     first, other = artifacts
     repo = tmp_path / "repo"
-    install(first, repo, "lane_pipeline", runtime="python", pipeline=False)
+    install(InstallOptions(first, repo, "lane_pipeline", runtime="python", pipeline=False))
     before = snapshot(repo)
     with pytest.raises(RepositoryError, match="lane_pipeline is a model of its own in"):
-        install(other, repo, "lane", runtime="python", pipeline="bls")
+        install(InstallOptions(other, repo, "lane", runtime="python", pipeline="bls"))
     assert snapshot(repo) == before
 
 
@@ -154,7 +155,7 @@ def test_a_rollback_that_cannot_finish_leaves_what_served(served, two_kinds, dam
     proc, repo = served
     model = f"roll_{len(list(repo.iterdir()))}"
     for artifact in two_kinds:
-        install(artifact, repo, model, runtime="python", pipeline="bls")
+        install(InstallOptions(artifact, repo, model, runtime="python", pipeline="bls"))
     models = (model, f"{model}_pipeline")
     assert served_now(proc.url, *models) == {model: [2], f"{model}_pipeline": [2]}
     damage(repo / f"{model}_pipeline" / "1" / "pipeline.json")
@@ -194,13 +195,13 @@ def test_a_state_file_of_a_newer_format_is_never_rewritten(tmp_path, artifacts) 
     from edge_deploy.repository.history import STATE_NAME
 
     repo = tmp_path / "repo"
-    install(artifacts[0], repo, "lane", runtime="python")
+    install(InstallOptions(artifacts[0], repo, "lane", runtime="python"))
     newer = json.dumps({"format": 99, "tool": {"name": "edge-deploy", "version": "9.1"}, "models": {"x": "y"}})
     (repo / STATE_NAME).write_text(newer)
     before = snapshot(repo)
     needle = "is format 99, written by edge-deploy 9.1; this edge-deploy"
     with pytest.raises(RepositoryError, match=needle):
-        install(artifacts[1], repo, "lane", runtime="python", keep=1)
+        install(InstallOptions(artifacts[1], repo, "lane", runtime="python", keep=1))
     one_line_refusal(cli("rollback", "lane", "--repository", str(repo), "--to", "1"), needle)
     assert snapshot(repo) == before
 
@@ -211,7 +212,7 @@ def test_a_state_file_with_wrong_types_reads_as_damaged(tmp_path, artifacts, ent
 
     repo = tmp_path / "repo"
     for artifact in artifacts:
-        install(artifact, repo, "lane", runtime="python")
+        install(InstallOptions(artifact, repo, "lane", runtime="python"))
     (repo / STATE_NAME).write_text(json.dumps({"format": 1, "models": {"lane": entry}}))
     rolled = cli("rollback", "lane", "--repository", str(repo))
     assert rolled.returncode == 0 and "pinned to version 1" in rolled.stdout, rolled.stderr
@@ -225,7 +226,7 @@ def test_a_state_file_with_wrong_types_reads_as_damaged(tmp_path, artifacts, ent
 
 def test_a_state_directory_that_is_a_file_is_refused_first(tmp_path, artifacts) -> None:
     repo = tmp_path / "repo"
-    install(artifacts[0], repo, "lane", runtime="python")
+    install(InstallOptions(artifacts[0], repo, "lane", runtime="python"))
     before = snapshot(repo)
     (tmp_path / "state-file").write_text("not a directory\n")
     env = {**os.environ, "EDGE_DEPLOY_STATE_DIR": str(tmp_path / "state-file")}
@@ -249,7 +250,7 @@ def test_serve_serves_the_models_that_load_and_names_the_damaged_pipeline(tmp_pa
     from edge_deploy.serve import admin
 
     repo = tmp_path / "repo"
-    install(artifacts[0], repo, "lane", runtime="python", pipeline="bls")
+    install(InstallOptions(artifacts[0], repo, "lane", runtime="python", pipeline="bls"))
     (repo / "lane_pipeline" / "1" / "pipeline.json").write_text("{ damaged")
     port = free_port()
     env = {**os.environ, "EDGE_DEPLOY_STATE_DIR": str(tmp_path / "state"), "HOME": str(tmp_path)}
@@ -293,9 +294,9 @@ def test_health_after_a_failed_load_and_for_names_it_does_not_know(served, tmp_p
     proc, repo = served
     anchors = laneatt_data / ANCHORS
     good = make_artifact(tmp_path / "good", anchors, n=100, seed=3)
-    install(good, repo, "healthy", runtime="python")
+    install(InstallOptions(good, repo, "healthy", runtime="python"))
     with pytest.raises(RepositoryError):
-        install(make_unloadable(tmp_path / "broken", anchors), repo, "never_loads", runtime="python")
+        install(InstallOptions(make_unloadable(tmp_path / "broken", anchors), repo, "never_loads", runtime="python"))
     assert admin.served_versions(proc.url, "healthy") == [1]
     refused(cli("health", "--url", proc.url), 3, f"the server at {proc.url} answers but is not ready: a model is "
             "still loading or failed to load; pass --repository DIR or --model M to see which.")

@@ -42,12 +42,13 @@ def _served(tmp_path_factory):
     from edge_deploy.export.settings import ExportSettings
     from edge_deploy.export.source import SourceSpec
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
 
     work = tmp_path_factory.mktemp("toy")
     result = convert(SourceSpec(model="toy"), work / "art", ExportSettings(output_names=("toy_lanes",)),
                      target="onnx")
     repo = work / "repo"
-    install(result.artifact_dir, repo, "toy", runtime="python", pipeline=True)
+    install(InstallOptions(result.artifact_dir, repo, "toy", runtime="python", pipeline=True))
     with serving(repo, work) as proc:
         yield result.artifact_dir, repo, proc
 

@@ -24,6 +24,8 @@ from triton_helpers import failed_loads, run_cli
 from edge_deploy.client.sync_client import LaneDetClient
 from edge_deploy.errors import ClientError, ModelNotReadyError, RepositoryError
 from edge_deploy.deploy.install import install
+from edge_deploy.deploy.options import InstallOptions
+from edge_deploy.precision import Precision
 from edge_deploy.repository.model_config import BLS_INSTANCES
 from edge_deploy.deploy.rollback import rollback
 from edge_deploy.training.synthetic import road_scene
@@ -71,8 +73,8 @@ def test_pipeline_kind_option_records_and_copies(tmp_path, anchors) -> None:
     art = make_artifact(tmp_path / "a", anchors, n=100)
     repo = tmp_path / "repo"
     with pytest.raises(RepositoryError, match="unknown pipeline 'blss'"):
-        install(art, repo, "lane", runtime="python", pipeline="blss")
-    assert install(art, repo, "lane", runtime="python", pipeline="bls").models == ["lane", "lane_pipeline"]
+        install(InstallOptions(art, repo, "lane", runtime="python", pipeline="blss"))
+    assert install(InstallOptions(art, repo, "lane", runtime="python", pipeline="bls")).models == ["lane", "lane_pipeline"]
     v1 = repo / "lane_pipeline" / "1"
     # The copies beside model.py are the package's own files (one place, triton_models.model_files, makes them).
     assert (v1 / "model.py").read_bytes() == source("bls_model.py")
@@ -84,8 +86,8 @@ def test_pipeline_kind_option_records_and_copies(tmp_path, anchors) -> None:
     assert bls_config.backend == "python" and bls_config.parameters["edge_deploy.pipeline"].string_value == "bls"
 
     # Without --pipeline the kind NAME has is kept; True is the ensemble, as before kinds.
-    assert install(art, repo, "lane", runtime="python").models == ["lane", "lane_pipeline"]
-    assert install(art, repo, "lane", runtime="python", pipeline=True).models == [
+    assert install(InstallOptions(art, repo, "lane", runtime="python")).models == ["lane", "lane_pipeline"]
+    assert install(InstallOptions(art, repo, "lane", runtime="python", pipeline=True)).models == [
         "lane", "lane_preprocess", "lane_postprocess", "lane_pipeline"]
     assert read_config(repo, "lane_pipeline").platform == "ensemble"
     # Rollback rebuilds each version's own kind from its install record.
@@ -138,10 +140,10 @@ def test_bls_lanes_equal_client_side_and_the_ensemble(tmp_path, anchors, start_t
 
     repo = tmp_path / "repo"
     art = make_artifact(tmp_path / "lat", anchors, n=1000, seed=3)
-    install(art, repo, "lat", runtime="python", pipeline="bls")
-    install(art, repo, "ens", runtime="python", pipeline="ensemble")
-    install(make_ufldv2_artifact(tmp_path / "ufl", "tusimple"), repo, "ufl", runtime="python", pipeline="bls")
-    install(make_fused_artifact(tmp_path / "fus", anchors, seed=3), repo, "fus", runtime="python", pipeline="bls")
+    install(InstallOptions(art, repo, "lat", runtime="python", pipeline="bls"))
+    install(InstallOptions(art, repo, "ens", runtime="python", pipeline="ensemble"))
+    install(InstallOptions(make_ufldv2_artifact(tmp_path / "ufl", "tusimple"), repo, "ufl", runtime="python", pipeline="bls"))
+    install(InstallOptions(make_fused_artifact(tmp_path / "fus", anchors, seed=3), repo, "fus", runtime="python", pipeline="bls"))
 
     def half(art: Path) -> Path:
         manifest = Manifest.read(art)
@@ -151,7 +153,7 @@ def test_bls_lanes_equal_client_side_and_the_ensemble(tmp_path, anchors, start_t
 
     for name, art in (("f16", half(make_artifact(tmp_path / "f16", anchors, n=1000, seed=5))),
                       ("u16", half(make_ufldv2_artifact(tmp_path / "u16", "tusimple")))):
-        install(art, repo, name, runtime="python", pipeline="bls", fp16=True)
+        install(InstallOptions(art, repo, name, runtime="python", pipeline="bls", precision=Precision.FP16))
         assert (repo / name / "1" / "model.onnx").read_bytes() == (art / "model_fp16.onnx").read_bytes()
     server = start_triton(repo)
 
@@ -227,7 +229,7 @@ def test_bls_follows_the_served_version_while_a_client_streams(tmp_path, anchors
 
     repo = tmp_path / "repo"
     first, second = (make_artifact(tmp_path / f"v{s}", anchors, n=1000, seed=s) for s in (3, 4))
-    install(first, repo, "lane", runtime="python", pipeline="bls")
+    install(InstallOptions(first, repo, "lane", runtime="python", pipeline="bls"))
     server, _ = explicit_server(tmp_path, repo, start_triton, monkeypatch)
     frame = frames(2)[0]
     with LaneDetClient(server.url, "lane") as raw:
@@ -235,7 +237,7 @@ def test_bls_follows_the_served_version_while_a_client_streams(tmp_path, anchors
         stream = Stream(server.url, "lane_pipeline", frame)
         stream.start()
         try:
-            result = install(second, repo, "lane", runtime="python")  # the kind installed: bls
+            result = install(InstallOptions(second, repo, "lane", runtime="python"))  # the kind installed: bls
             assert result.served == {"lane": [2], "lane_pipeline": [1]}, "the unchanged pipeline was reloaded"
             new = lanes_of(raw, frame)
             assert new != old, "the two versions give the same lanes: the test could not see the change"
@@ -296,7 +298,7 @@ def test_bls_errors_name_the_pipeline_and_model_in_one_line(tmp_path, anchors, s
     import tritonclient.grpc as grpcclient
 
     repo = tmp_path / "repo"
-    install(make_artifact(tmp_path / "v1", anchors, n=1000, seed=3), repo, "lane", runtime="python", pipeline="bls")
+    install(InstallOptions(make_artifact(tmp_path / "v1", anchors, n=1000, seed=3), repo, "lane", runtime="python", pipeline="bls"))
     server, headers = explicit_server(tmp_path, repo, start_triton, monkeypatch)
     frame = frames(2)[0]
     client = LaneDetClient(server.url, "lane_pipeline")
@@ -313,12 +315,11 @@ def test_bls_errors_name_the_pipeline_and_model_in_one_line(tmp_path, anchors, s
         good = client.detect(frame)
         assert good, "no lanes: the comparisons below would be vacuous"
         # A version with other output dims (the pipeline is not reinstalled with it: --no-pipeline).
-        install(make_artifact(tmp_path / "v2", anchors, n=500, seed=3), repo, "lane", runtime="python", pipeline=False)
+        install(InstallOptions(make_artifact(tmp_path / "v2", anchors, n=500, seed=3), repo, "lane", runtime="python", pipeline=False))
         message = refused()
         assert "lane returns predict_lanes [500, 77] per frame, not the [1000, 77]" in message
         # A version with other input dims.
-        install(make_artifact(tmp_path / "v3", anchors, n=1000, seed=3, hw=(320, 640)), repo, "lane",
-                runtime="python", pipeline=False)
+        install(InstallOptions(make_artifact(tmp_path / "v3", anchors, n=1000, seed=3, hw=(320, 640)), repo, "lane", runtime="python", pipeline=False))
         message = refused()
         assert "sends input [-1, 3, 360, 640], which the version of lane served now does not take" in message
         # Rolled back: the pipeline serves again.
@@ -385,7 +386,7 @@ def test_bls_call_that_stalls_or_fails_answers_in_one_line(tmp_path, anchors, st
     from edge_deploy.repository.model_config import BLS_CALL_THREADS, BLS_CALL_TIMEOUT_S
 
     repo = tmp_path / "repo"
-    install(make_artifact(tmp_path / "v1", anchors, n=1000, seed=3), repo, "lane", runtime="python", pipeline="bls")
+    install(InstallOptions(make_artifact(tmp_path / "v1", anchors, n=1000, seed=3), repo, "lane", runtime="python", pipeline="bls"))
     spec_path = repo / "lane_pipeline" / "1" / "pipeline.json"
     spec = json.loads(spec_path.read_text())
     assert spec["call_timeout_s"] == BLS_CALL_TIMEOUT_S == 5.0  # the default docs/pipelines.md states

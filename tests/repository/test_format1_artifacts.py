@@ -20,12 +20,13 @@ FORMAT1 = Path(__file__).resolve().parents[1] / "data" / "format1"
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
 
     work = tmp_path_factory.mktemp("format1")
     arts = {name: Path(shutil.copytree(FORMAT1 / name, work / name)) for name in ("tiny_fp16", "tiny_fused")}
     repo = work / "repo"
-    install(arts["tiny_fp16"], repo, "tiny", runtime="python", pipeline=True)
-    install(arts["tiny_fused"], repo, "tinyf", runtime="python")
+    install(InstallOptions(arts["tiny_fp16"], repo, "tiny", runtime="python", pipeline=True))
+    install(InstallOptions(arts["tiny_fused"], repo, "tinyf", runtime="python"))
     with serving(repo, work) as proc:
         yield arts, repo, proc
 
@@ -73,12 +74,13 @@ def test_format1_artifacts_serve_the_lanes_of_their_own_onnx(served) -> None:
 def test_a_version_installed_by_the_released_code_rolls_back(served) -> None:
     """The released code copied the format-1 manifest into the version directory verbatim."""
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
     from edge_deploy.deploy.rollback import rollback
     from edge_deploy.repository.versions import read_config
 
     arts, repo, _ = served
     shutil.copy(arts["tiny_fp16"] / "manifest.json", repo / "tiny" / "1" / "manifest.json")
-    install(arts["tiny_fp16"], repo, "tiny", runtime="python")  # version 2
+    install(InstallOptions(arts["tiny_fp16"], repo, "tiny", runtime="python"))  # version 2
     result = rollback(repo, "tiny", to=1)
     assert result.version == 1
     config = read_config(repo, "tiny")

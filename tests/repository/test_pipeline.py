@@ -10,6 +10,7 @@ from small_artifact import make_artifact
 from triton_helpers import failed_loads
 
 from edge_deploy.deploy.install import install
+from edge_deploy.deploy.options import InstallOptions
 from edge_deploy.serve import record as control
 
 pytestmark = pytest.mark.triton
@@ -70,7 +71,7 @@ def test_pipeline_lanes_equal_client_side_decoding(tmp_path, laneatt_data, start
     anchors = laneatt_data / "anchors_2784x77.npy"
     first = make_artifact(tmp_path / "first", anchors, n=1000, seed=3)
     repo = tmp_path / "repo"
-    result = install(first, repo, "lane", runtime="python", pipeline=True)
+    result = install(InstallOptions(first, repo, "lane", runtime="python", pipeline=True))
     assert result.models == ["lane", "lane_preprocess", "lane_postprocess", "lane_pipeline"]
     key = "pipeline-key-0123456789"
     (tmp_path / "key").write_text(key)
@@ -82,7 +83,7 @@ def test_pipeline_lanes_equal_client_side_decoding(tmp_path, laneatt_data, start
     control.save_record(control.ServerRecord(url=server.url, repository=repo, key_header=KEY_NAME,
                                              key_file=tmp_path / "key", scope="user"))
     second = make_artifact(tmp_path / "second", anchors, n=500, seed=4)
-    result = install(second, repo, "lane", runtime="python", pipeline=True)
+    result = install(InstallOptions(second, repo, "lane", runtime="python", pipeline=True))
     assert result.served == {m: [2] for m in result.models}
     seen = compare_pipeline_with_client_decoding(server.url, json.loads((second / "manifest.json").read_text()))
     assert seen > 0
@@ -93,7 +94,7 @@ def test_pipeline_lanes_equal_client_side_decoding(tmp_path, laneatt_data, start
 def test_pipeline_with_converted_laneatt(tmp_path, laneatt_artifact, start_triton) -> None:
     artifact: Path = laneatt_artifact
     repo = tmp_path / "repo"
-    install(artifact, repo, "laneatt", runtime="python", pipeline=True)
+    install(InstallOptions(artifact, repo, "laneatt", runtime="python", pipeline=True))
     server = start_triton(repo)
     seen = compare_pipeline_with_client_decoding(server.url, json.loads((artifact / "manifest.json").read_text()),
                                                  "laneatt")

@@ -18,6 +18,7 @@ from edge_deploy.errors import RepositoryError
 from edge_deploy.lanedet import contract
 from edge_deploy.repository.files import TMP_PREFIX, clean_leftovers
 from edge_deploy.deploy.install import install
+from edge_deploy.deploy.options import InstallOptions
 from edge_deploy.deploy.rollback import prune, rollback
 from edge_deploy.deploy.models import list_models
 from edge_deploy.triton_layout import read_config, versions
@@ -72,7 +73,7 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> N
 
 def test_install_writes_a_complete_version_and_config(tmp_path, artifacts) -> None:
     repo = tmp_path / "repo"
-    result = install(artifacts["a"], repo, "lane", runtime="python", instances=2)
+    result = install(InstallOptions(artifacts["a"], repo, "lane", runtime="python", instances=2))
     assert result.version == 1 and result.runtime == "python" and result.served is None
     vdir = repo / "lane" / "1"
     assert sorted(p.name for p in vdir.iterdir()) == ["install.json", "manifest.json", "model.onnx", "model.py"]
@@ -93,7 +94,7 @@ def test_install_writes_a_complete_version_and_config(tmp_path, artifacts) -> No
 def test_versions_keep_and_rollback(tmp_path, artifacts) -> None:
     repo = tmp_path / "repo"
     for art in ("a", "a", "b"):
-        install(artifacts[art], repo, "lane", runtime="python")
+        install(InstallOptions(artifacts[art], repo, "lane", runtime="python"))
     assert versions(repo, "lane") == [1, 2, 3]
     assert list(read_config(repo, "lane").output[0].dims) == [200, 77]
 
@@ -111,13 +112,13 @@ def test_versions_keep_and_rollback(tmp_path, artifacts) -> None:
     assert [(i.name, [v.version for v in i.versions], i.policy, i.served) for i in infos] == [("lane", [2, 3], [2], None)]
 
     # 3 was rolled back from: it does not count towards K and goes first
-    result = install(artifacts["a"], repo, "lane", runtime="python", keep=2)
+    result = install(InstallOptions(artifacts["a"], repo, "lane", runtime="python", keep=2))
     assert result.version == 4 and result.pruned == {"lane": [3]} and result.kept == {"lane": [2, 4]}
     assert "pruned lane versions 3 (kept 2, 4)" in result.summary()
     assert versions(repo, "lane") == [2, 4]
     assert read_config(repo, "lane").version_policy.latest.num_versions == 1
     # the version an install replaced (4, what a rollback returns to) stays whatever K
-    result = install(artifacts["a"], repo, "lane", runtime="python", keep=1)
+    result = install(InstallOptions(artifacts["a"], repo, "lane", runtime="python", keep=1))
     assert result.pruned == {"lane": [2]} and versions(repo, "lane") == [4, 5]
 
 
@@ -131,7 +132,7 @@ def test_of_two_healthy_versions_that_served_the_newer_is_kept(tmp_path, artifac
     assert VersionHistory(served=[2, 4], failed={4: "rolled back to version 2"}).last_good([1, 2, 3, 4]) == 2
     repo = tmp_path / "repo"
     for _ in range(6):
-        install(artifacts["a"], repo, "lane", runtime="python")
+        install(InstallOptions(artifacts["a"], repo, "lane", runtime="python"))
     record_served(repo, "lane", [2, 4])
     assert prune_versions(repo, "lane", 1) == [1, 2, 3, 5]
     assert versions(repo, "lane") == [4, 6]
@@ -145,18 +146,18 @@ def test_the_newest_version_that_served_is_kept_and_rollback_skips_failed_versio
 
     repo = tmp_path / "repo"
     for _ in range(2):
-        install(artifacts["a"], repo, "lane", runtime="python")
+        install(InstallOptions(artifacts["a"], repo, "lane", runtime="python"))
     record_served(repo, "lane", [2])
-    assert install(artifacts["b"], repo, "lane", runtime="python", keep=2).pruned == {"lane": [1]}
-    assert install(artifacts["b"], repo, "lane", runtime="python", keep=2).pruned == {}
+    assert install(InstallOptions(artifacts["b"], repo, "lane", runtime="python", keep=2)).pruned == {"lane": [1]}
+    assert install(InstallOptions(artifacts["b"], repo, "lane", runtime="python", keep=2)).pruned == {}
     assert versions(repo, "lane") == [2, 3, 4]  # 2 served last; 3 is what the install replaced; 4 is new
-    assert install(artifacts["b"], repo, "lane", runtime="python", keep=2).pruned == {"lane": [3]}
+    assert install(InstallOptions(artifacts["b"], repo, "lane", runtime="python", keep=2)).pruned == {"lane": [3]}
     assert versions(repo, "lane") == [2, 4, 5]
 
     # rollback's default skips versions that failed before: 5 is rolled back from, so from 6 it goes to 4
     assert rollback(repo, "lane").version == 4
     assert read_history(repo, "lane").failed == {5: "rolled back to version 4"}
-    install(artifacts["a"], repo, "lane", runtime="python")
+    install(InstallOptions(artifacts["a"], repo, "lane", runtime="python"))
     assert rollback(repo, "lane").version == 4
     assert sorted(read_history(repo, "lane").failed) == [5, 6]
     # the record sits where Triton looks for model directories only, and forgets pruned versions
@@ -171,11 +172,11 @@ def test_only_version_directories_are_versions(tmp_path, artifacts) -> None:
     # tarball, an editor's save) or a zero-padded directory must not move install's next version or
     # become a rollback target.
     repo = tmp_path / "repo"
-    install(artifacts["a"], repo, "lane", runtime="python")
+    install(InstallOptions(artifacts["a"], repo, "lane", runtime="python"))
     (repo / "lane" / "5").write_text("not a version\n")
     (repo / "lane" / "07").mkdir()
     assert versions(repo, "lane") == [1]
-    assert install(artifacts["b"], repo, "lane", runtime="python").version == 2
+    assert install(InstallOptions(artifacts["b"], repo, "lane", runtime="python")).version == 2
     assert rollback(repo, "lane").version == 1
 
 
@@ -187,7 +188,7 @@ def test_a_refused_load_pins_the_newest_version_served_before(tmp_path, artifact
 
     repo = tmp_path / "repo"
     for art in ("b", "a", "b"):
-        install(artifacts[art], repo, "lane", runtime="python")
+        install(InstallOptions(artifacts[art], repo, "lane", runtime="python"))
     pin_previous(repo, {"lane": [1, 2]})
     config = read_config(repo, "lane")
     assert list(config.version_policy.specific.versions) == [2]
@@ -198,8 +199,8 @@ def test_rollback_rebuilds_the_config_from_that_versions_manifest_and_install_op
     from edge_deploy.repository import model_config as mc
 
     repo = tmp_path / "repo"
-    install(artifacts["a"], repo, "lane", runtime="onnxruntime", instances=2, max_queue_delay_us=100, warmup=True)
-    install(artifacts["b"], repo, "lane", runtime="python")
+    install(InstallOptions(artifacts["a"], repo, "lane", runtime="onnxruntime", instances=2, max_queue_delay_us=100, warmup=True))
+    install(InstallOptions(artifacts["b"], repo, "lane", runtime="python"))
 
     def expected(art: str, version: int, **kw):
         vdir = repo / "lane" / str(version)
@@ -216,9 +217,9 @@ def test_rollback_rebuilds_the_config_from_that_versions_manifest_and_install_op
 
 def test_pipeline_models_share_the_version_and_follow_rollback(tmp_path, artifacts) -> None:
     repo = tmp_path / "repo"
-    install(artifacts["a"], repo, "lane", runtime="python", pipeline=True)
-    install(artifacts["b"], repo, "lane", runtime="python", pipeline=False)
-    result = install(artifacts["b"], repo, "lane", runtime="python")  # default: the pipeline follows
+    install(InstallOptions(artifacts["a"], repo, "lane", runtime="python", pipeline=True))
+    install(InstallOptions(artifacts["b"], repo, "lane", runtime="python", pipeline=False))
+    result = install(InstallOptions(artifacts["b"], repo, "lane", runtime="python"))  # default: the pipeline follows
     assert result.models == ["lane", "lane_preprocess", "lane_postprocess", "lane_pipeline"]
     assert versions(repo, "lane") == [1, 2, 3]
     for suffix in ("_preprocess", "_postprocess", "_pipeline"):
@@ -242,7 +243,7 @@ def test_pipeline_models_share_the_version_and_follow_rollback(tmp_path, artifac
 
 def test_leftovers_of_a_killed_install_are_ignored_and_cleaned(tmp_path, artifacts) -> None:
     repo = tmp_path / "repo"
-    install(artifacts["a"], repo, "lane", runtime="python")
+    install(InstallOptions(artifacts["a"], repo, "lane", runtime="python"))
     stale = repo / "lane" / f"{TMP_PREFIX}dead"
     (stale / "v").mkdir(parents=True)
     (stale / "v" / "model.onnx").write_bytes(b"half")
@@ -251,7 +252,7 @@ def test_leftovers_of_a_killed_install_are_ignored_and_cleaned(tmp_path, artifac
     half_config = repo / "lane" / ".config.pbtxt.x1y2z3.tmp"  # write_bytes_atomic's, killed before its rename
     half_config.write_text("name: ")
     assert versions(repo, "lane") == [1]
-    result = install(artifacts["a"], repo, "lane", runtime="python")
+    result = install(InstallOptions(artifacts["a"], repo, "lane", runtime="python"))
     assert result.version == 2
     assert not stale.exists() and not outside.exists() and not half_config.exists()
     assert clean_leftovers(repo) == []
@@ -260,13 +261,13 @@ def test_leftovers_of_a_killed_install_are_ignored_and_cleaned(tmp_path, artifac
 def test_runtime_follows_artifact_and_server(tmp_path, artifacts) -> None:
     repo = tmp_path / "repo"
     # The bundled server has no onnxruntime backend: model.onnx becomes a Python-backend ORT model.
-    assert install(artifacts["a"], repo, "auto").runtime == "python"
-    result = install(artifacts["a"], repo, "ort", runtime="onnxruntime")
+    assert install(InstallOptions(artifacts["a"], repo, "auto")).runtime == "python"
+    result = install(InstallOptions(artifacts["a"], repo, "ort", runtime="onnxruntime"))
     assert read_config(repo, "ort").platform == "onnxruntime_onnx"
     assert sorted(p.name for p in (repo / "ort" / "1").iterdir()) == ["install.json", "manifest.json", "model.onnx"]
     assert result.runtime == "onnxruntime"
     with pytest.raises(RepositoryError, match="needs model.plan"):
-        install(artifacts["a"], repo, "trt", runtime="tensorrt")
+        install(InstallOptions(artifacts["a"], repo, "trt", runtime="tensorrt"))
 
 
 def test_fp16_installs_model_fp16_with_onnx_runtime(tmp_path, artifacts) -> None:
@@ -275,12 +276,12 @@ def test_fp16_installs_model_fp16_with_onnx_runtime(tmp_path, artifacts) -> None
     art = tmp_path / "art"
     shutil.copytree(artifacts["a"], art)
     with pytest.raises(RepositoryError, match="--fp16 needs model_fp16.onnx"):
-        install(art, tmp_path / "repo", "lane", fp16=True)
+        install(InstallOptions(art, tmp_path / "repo", "lane", precision=Precision.FP16))
     manifest = Manifest.read(art)
     make_fp16_onnx(art, manifest, fp16_io=True)
     manifest.write(art)
     repo = tmp_path / "repo"
-    result = install(art, repo, "lane", fp16=True)
+    result = install(InstallOptions(art, repo, "lane", precision=Precision.FP16))
     assert result.runtime == "python"
     assert (repo / "lane" / "1" / "model.onnx").read_bytes() == (art / "model_fp16.onnx").read_bytes()
     config = read_config(repo, "lane")
@@ -288,10 +289,10 @@ def test_fp16_installs_model_fp16_with_onnx_runtime(tmp_path, artifacts) -> None
     record = json.loads((repo / "lane" / "1" / "install.json").read_text())
     assert record["options"]["fp16"] is True
     with pytest.raises(RepositoryError, match="--pipeline needs"):
-        install(art, repo, "piped", fp16=True, pipeline=True)
+        install(InstallOptions(art, repo, "piped", precision=Precision.FP16, pipeline=True))
     with pytest.raises(RepositoryError, match="--fp16 serves model_fp16.onnx"):
-        install(art, repo, "lane", fp16=True, runtime="tensorrt")
-    install(art, repo, "lane")  # version 2: model.onnx again
+        install(InstallOptions(art, repo, "lane", precision=Precision.FP16, runtime="tensorrt"))
+    install(InstallOptions(art, repo, "lane"))  # version 2: model.onnx again
     rollback(repo, "lane", to=1)  # the config is rebuilt from version 1's record: FP16 again
     assert [t.data_type for t in read_config(repo, "lane").input] == [mc_data_type("FP16")]
 
@@ -312,13 +313,13 @@ def test_install_follows_the_precision_convert_recorded(tmp_path, artifacts, fp1
     manifest.write(art)
     repo = tmp_path / "repo"
     reporter = Recording()
-    install(art, repo, "lane", reporter=reporter)
+    install(InstallOptions(art, repo, "lane"), reporter)
     assert (repo / "lane" / "1" / "model.onnx").read_bytes() == (art / "model_fp16.onnx").read_bytes()
     assert any("model_fp16.onnx: the artifact was converted for fp16" in line for line in reporter.infos)
-    install(art, repo, "lane", fp16=False)
+    install(InstallOptions(art, repo, "lane", precision=Precision.FP32))
     assert (repo / "lane" / "2" / "model.onnx").read_bytes() == (art / "model.onnx").read_bytes()
     reporter = Recording()
-    install(art, repo, "piped", pipeline=True, reporter=reporter)
+    install(InstallOptions(art, repo, "piped", pipeline=True), reporter)
     served = (repo / "piped" / "1" / "model.onnx").read_bytes()
     if fp16_io:
         assert served == (art / "model.onnx").read_bytes()
@@ -327,7 +328,7 @@ def test_install_follows_the_precision_convert_recorded(tmp_path, artifacts, fp1
         assert served == (art / "model_fp16.onnx").read_bytes()
     (art / "model_fp16.onnx").unlink()
     with pytest.raises(RepositoryError, match="is listed in the manifest but missing"):
-        install(art, repo, "lane")
+        install(InstallOptions(art, repo, "lane"))
 
 
 def mc_data_type(name: str) -> int:
@@ -352,12 +353,12 @@ def plan_artifact(root: Path, source: Path, *, gpu: str) -> Path:
 def test_plan_with_foreign_fingerprint_needs_force(tmp_path, artifacts) -> None:
     art = plan_artifact(tmp_path, artifacts["a"], gpu="Orin")
     repo = tmp_path / "repo"
-    install(artifacts["a"], repo, "lane", runtime="python")
+    install(InstallOptions(artifacts["a"], repo, "lane", runtime="python"))
     before = tree_hash(repo)
     proc = run_cli("install", str(art), "--repository", str(repo), "--name", "lane")
     assert_one_line_error(proc, "does not fit this machine", "GPU", "--force")
     assert tree_hash(repo) == before
-    result = install(art, repo, "lane", force=True)
+    result = install(InstallOptions(art, repo, "lane", force=True))
     assert result.runtime == "tensorrt" and result.version == 2
     assert read_config(repo, "lane").platform == "tensorrt_plan"
     assert (repo / "lane" / "2" / "model.plan").read_bytes() == (art / "model.plan").read_bytes()
@@ -391,7 +392,7 @@ def _broken_copy(src: Path, dst: Path, how: str) -> Path:
 )
 def test_bad_input_is_one_line_and_leaves_the_repository_untouched(tmp_path, artifacts, case, needles) -> None:
     repo = tmp_path / "repo"
-    install(artifacts["a"], repo, "lane", runtime="python")
+    install(InstallOptions(artifacts["a"], repo, "lane", runtime="python"))
     art = artifacts["a"]
     args = ["install", str(art), "--repository", str(repo), "--name", "lane"]
     target = repo
@@ -415,7 +416,7 @@ def test_bad_input_is_one_line_and_leaves_the_repository_untouched(tmp_path, art
 def test_read_only_repository_is_refused_untouched(tmp_path, artifacts) -> None:
     # Tests run as root, which ignores permission bits: a read-only bind mount really refuses writes.
     repo = tmp_path / "repo"
-    install(artifacts["a"], repo, "lane", runtime="python")
+    install(InstallOptions(artifacts["a"], repo, "lane", runtime="python"))
     before = tree_hash(repo)
     mounted = subprocess.run(["mount", "--bind", str(repo), str(repo)], capture_output=True)
     if mounted.returncode != 0:
@@ -438,12 +439,12 @@ def test_read_only_repository_is_refused_untouched(tmp_path, artifacts) -> None:
 def test_new_model_in_a_mounted_repository_is_staged_inside_it(tmp_path, artifacts) -> None:
     # A repository that is its own mount (a volume, an SD card): renames from beside it fail with EXDEV.
     repo = tmp_path / "repo"
-    install(artifacts["a"], repo, "lane", runtime="python")
+    install(InstallOptions(artifacts["a"], repo, "lane", runtime="python"))
     mounted = subprocess.run(["mount", "--bind", str(repo), str(repo)], capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot bind-mount here: {mounted.stderr.decode().strip()}")
     try:
-        result = install(artifacts["b"], repo, "other", runtime="python", pipeline=True)
+        result = install(InstallOptions(artifacts["b"], repo, "other", runtime="python", pipeline=True))
         assert result.version == 1
         for model in result.models:
             assert versions(repo, model) == [1] and (repo / model / "config.pbtxt").is_file()
@@ -454,8 +455,8 @@ def test_new_model_in_a_mounted_repository_is_staged_inside_it(tmp_path, artifac
 
 def test_models_command_lists_versions_and_fingerprints(tmp_path, artifacts) -> None:
     repo = tmp_path / "repo"
-    install(artifacts["a"], repo, "lane", runtime="python")
-    install(artifacts["b"], repo, "lane", runtime="python")
+    install(InstallOptions(artifacts["a"], repo, "lane", runtime="python"))
+    install(InstallOptions(artifacts["b"], repo, "lane", runtime="python"))
     proc = run_cli("models", "--repository", str(repo), "--json")
     assert proc.returncode == 0, proc.stderr
     (info,) = json.loads(proc.stdout)
@@ -505,10 +506,10 @@ def test_foreign_model_directory_is_not_overwritten(tmp_path, artifacts) -> None
 
 def test_recorded_server_that_does_not_answer_means_files_only(tmp_path, artifacts) -> None:
     repo = tmp_path / "repo"
-    install(artifacts["a"], repo, "lane", runtime="python")
+    install(InstallOptions(artifacts["a"], repo, "lane", runtime="python"))
     control.save_record(control.ServerRecord(url="127.0.0.1:1", repository=repo, key_header="edge-deploy-key",
                                              key_file=tmp_path / "missing.key", scope="user"))
-    result = install(artifacts["a"], repo, "lane", runtime="python")
+    result = install(InstallOptions(artifacts["a"], repo, "lane", runtime="python"))
     assert result.served is None and result.version == 2
     assert "no running edge-deploy server" in result.summary()
 
@@ -517,7 +518,7 @@ def test_versions_past_9_are_ordered_as_numbers(tmp_path, artifacts) -> None:
     # Version 10 is newer than 9: as strings it would sort between 1 and 2, and --keep would remove it.
     repo = tmp_path / "repo"
     for _ in range(11):
-        install(artifacts["a"], repo, "lane", runtime="python")
+        install(InstallOptions(artifacts["a"], repo, "lane", runtime="python"))
     assert versions(repo, "lane") == list(range(1, 12))
     assert [v.version for v in list_models(repo, "lane")[0].versions] == list(range(1, 12))
     assert prune(repo, "lane", 2) == {"lane": list(range(1, 10))}
@@ -529,9 +530,9 @@ def test_a_new_version_is_above_every_pipeline_companion_left_on_disk(tmp_path, 
     # never a number one of them already has.
     repo = tmp_path / "repo"
     for _ in range(2):
-        install(artifacts["a"], repo, "lane", runtime="python", pipeline=True)
+        install(InstallOptions(artifacts["a"], repo, "lane", runtime="python", pipeline=True))
     shutil.rmtree(repo / "lane")
-    result = install(artifacts["b"], repo, "lane", runtime="python", pipeline=True)
+    result = install(InstallOptions(artifacts["b"], repo, "lane", runtime="python", pipeline=True))
     assert result.version == 3
     assert versions(repo, "lane") == [3]
     for suffix in ("_preprocess", "_postprocess", "_pipeline"):
@@ -543,7 +544,7 @@ def test_prune_spares_the_version_the_server_still_serves(tmp_path, artifacts, m
     # A polling server that has not picked up version 3 yet still serves 2: --keep 1 must leave 2 on disk.
     repo = tmp_path / "repo"
     for art in ("a", "a", "b"):
-        install(artifacts[art], repo, "lane", runtime="python")
+        install(InstallOptions(artifacts[art], repo, "lane", runtime="python"))
 
     class Record:
         url = "127.0.0.1:1"
@@ -564,10 +565,10 @@ def test_writers_of_one_repository_wait_for_each_other(tmp_path, artifacts) -> N
     from edge_deploy.repository.files import repository_lock
 
     repo = tmp_path / "repo"
-    install(artifacts["a"], repo, "lane", runtime="python")
+    install(InstallOptions(artifacts["a"], repo, "lane", runtime="python"))
     done: list[int] = []
     with repository_lock(repo):
-        writer = threading.Thread(target=lambda: done.append(install(artifacts["b"], repo, "lane", runtime="python").version))
+        writer = threading.Thread(target=lambda: done.append(install(InstallOptions(artifacts["b"], repo, "lane", runtime="python")).version))
         writer.start()
         writer.join(1.5)
         assert writer.is_alive() and done == [] and versions(repo, "lane") == [1]

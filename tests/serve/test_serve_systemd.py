@@ -313,10 +313,11 @@ def test_a_lane_stream_rides_through_a_crash_of_the_systemd_unit(user_manager, t
     from edge_deploy.client.shm import leftover_regions
     from edge_deploy.client.sync_client import LaneDetClient
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
     from edge_deploy.media.stream import LaneStream
 
     m, repo, port = user_manager, tmp_path / "repo", free_port()
-    install(make_artifact(tmp_path / "artifact", laneatt_data / "anchors_2784x77.npy"), repo, "tiny", runtime="python")
+    install(InstallOptions(make_artifact(tmp_path / "artifact", laneatt_data / "anchors_2784x77.npy"), repo, "tiny", runtime="python"))
     result = m.cli("serve", "--user", "--repository", str(repo), "--grpc-port", str(port), "--wait", "90",
                    "--log-file", str(tmp_path / "triton.log"))
     assert result.returncode == 0, result.stderr

@@ -83,11 +83,12 @@ def tls_of(authority, name: str, **extra) -> dict:  # noqa: ANN001
 def served(link, pki, tmp_path_factory, tiny_artifact):
     """`edge-deploy serve --foreground` on 10.77.0.1 in the server namespace (TLS from the state dir)."""
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
 
     state, ca, _ = pki
     work = tmp_path_factory.mktemp("tls-served")
     repo = work / "repo"
-    install(tiny_artifact, repo, "tiny", runtime="python")
+    install(InstallOptions(tiny_artifact, repo, "tiny", runtime="python"))
     log = work / "serve.out"
     argv = link.exec_argv(link.server_ns, [
         sys.executable, "-m", "edge_deploy", "serve", "--foreground", "--repository", str(repo),
@@ -314,11 +315,12 @@ def test_health_finds_a_starting_foreground_tls_server_and_its_address(link, pki
     `health --repository R` without --url dialed 127.0.0.1:8001 instead of the address in the record; and the
     foreground server claimed IPAddressAllow= that only the unit enforces."""
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
 
     state, _, _ = pki
     env = _env(state)
     repo = tmp_path / "repo"
-    install(tiny_artifact, repo, "tiny", runtime="python")
+    install(InstallOptions(tiny_artifact, repo, "tiny", runtime="python"))
     url = f"{SERVER_IP}:{PORT + 10}"
     log = tmp_path / "serve.out"
     serve = link.exec_argv(link.server_ns, [

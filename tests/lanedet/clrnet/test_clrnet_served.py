@@ -29,12 +29,13 @@ def _same_lanes(got, want) -> None:
 @pytest.fixture(scope="module")
 def served(clrnet_artifact, tmp_path_factory):
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
 
     _, artifact = clrnet_artifact
     work = tmp_path_factory.mktemp("clrnet_served")
     repo = work / "repo"
-    install(artifact, repo, "clr", runtime="python", pipeline=True)
-    install(artifact, repo, "clrb", runtime="python", pipeline="bls")
+    install(InstallOptions(artifact, repo, "clr", runtime="python", pipeline=True))
+    install(InstallOptions(artifact, repo, "clrb", runtime="python", pipeline="bls"))
     with serving(repo, work, timeout=180) as proc:
         yield artifact, repo, proc
 

@@ -219,11 +219,12 @@ def test_fuse_preprocess_is_a_bilinear_crop_and_resize_with_its_difference_recor
 @pytest.fixture(scope="module")
 def served(tusimple):
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
 
     work, _, artifact = tusimple
     repo = work / "repo"
-    install(artifact, repo, "ufld", runtime="python", pipeline=True)
-    install(artifact, repo, "ufldb", runtime="python", pipeline="bls")
+    install(InstallOptions(artifact, repo, "ufld", runtime="python", pipeline=True))
+    install(InstallOptions(artifact, repo, "ufldb", runtime="python", pipeline="bls"))
     with serving(repo, work, timeout=180) as proc:
         yield artifact, repo, proc
 
@@ -324,10 +325,11 @@ def served_small(tmp_path_factory):
     from small_artifact import make_ufldv2_artifact
 
     from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
 
     work = tmp_path_factory.mktemp("ufldv2_small")
     artifact = make_ufldv2_artifact(work / "art", "culane")
-    install(artifact, work / "repo", "ufl", runtime="python")
+    install(InstallOptions(artifact, work / "repo", "ufl", runtime="python"))
     with serving(work / "repo", work, timeout=120) as proc:
         yield artifact, proc
 
