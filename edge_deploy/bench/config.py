@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..client.base import DEFAULT_URL
 from ..errors import BenchError
 
 DEFAULT_CONCURRENCY = (1, 2, 4)
@@ -30,7 +31,7 @@ class BenchConfig:
     set). seconds: timed per cell (model x concurrency), after warmup_seconds.
     """
 
-    url: str = "127.0.0.1:8001"
+    url: str = DEFAULT_URL
     tls: Any = None  # edge_deploy.client.tls.TLSConfig | None
     repository: Path | None = None  # lists the models (and finds the server) when given
     models: tuple[str, ...] = ()
@@ -55,3 +56,24 @@ class BenchConfig:
             raise BenchError(f"--concurrency must name whole numbers >= 1 (got {self.concurrency}).")
         if self.timeout <= 0:
             raise BenchError(f"--timeout must be more than 0 seconds (got {self.timeout}).")
+
+
+def find_server(url: str | None, repository: Path | None, tls: Any = None) -> tuple[str, Path | None, Any]:
+    """(url, repository, tls) of the server to bench: `url`, else the server `edge-deploy serve` runs for
+    `repository`, else 127.0.0.1:8001; a server `edge-deploy serve` started here gives the repository (its key lists
+    the models, as `status` does) and its client TLS identity where `tls` is None. BenchError when `repository` is not
+    a directory or, without `url`, has no running server."""
+    from ..serve.record import find_record, record_at
+
+    if repository is not None and not repository.is_dir():
+        raise BenchError(f"--repository {repository} is not a directory; pass the model repository the server serves.")
+    if repository is not None and url is None:
+        record = find_record(repository)
+        if record is None:
+            raise BenchError(f"no running `edge-deploy serve` server for {repository}; start one, or pass --url.")
+        return record.url, repository, tls or record.client_tls()
+    if repository is None:
+        record = record_at(url or DEFAULT_URL)
+        if record is not None:
+            return url or DEFAULT_URL, record.repository, tls or record.client_tls()
+    return url or DEFAULT_URL, repository, tls

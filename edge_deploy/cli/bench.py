@@ -67,28 +67,15 @@ class BenchOptions:
                                                 "the streams' state and deadline.", rich_help_panel=_REALTIME)] = 0.1
 
     def config(self) -> "BenchConfig":
-        """The BenchConfig: the server is --url, else the one `edge-deploy serve` runs for --repository (its TLS
-        identity too), else 127.0.0.1:8001; BenchError for what cannot work, before any request."""
-        from ..bench.config import BenchConfig, parse_concurrency
-        from ..serve.record import find_record, record_at
+        """The BenchConfig, with the server bench.config.find_server finds; BenchError for what cannot work, before
+        any request."""
+        from ..bench.config import BenchConfig, find_server, parse_concurrency
 
-        url, repository = self.url, self.repository
-        tls = groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key)
-        if repository is not None and not repository.is_dir():
-            raise BenchError(f"--repository {repository} is not a directory; pass the model repository the server "
-                             "serves.")
-        if repository is not None and url is None:
-            record = find_record(repository)
-            if record is None:
-                raise BenchError(f"no running `edge-deploy serve` server for {repository}; start one, or pass --url.")
-            url, tls = record.url, tls or record.client_tls()
-        if repository is None:  # a server `edge-deploy serve` started here: its key lists the models, as `status` does
-            record = record_at(url or groups.DEFAULT_URL)
-            if record is not None:
-                repository, tls = record.repository, tls or record.client_tls()
+        url, repository, tls = find_server(self.url, self.repository,
+                                           groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key))
         if self.plot is not None and self.plot.suffix.lower() != ".png":
             raise BenchError(f"--plot {self.plot} must name a .png file.")
-        return BenchConfig(url=url or groups.DEFAULT_URL, tls=tls, repository=repository, models=tuple(self.model or ()),
+        return BenchConfig(url=url, tls=tls, repository=repository, models=tuple(self.model or ()),
                            frames=self.frames, max_frames=self.max_frames,
                            concurrency=parse_concurrency(self.concurrency), seconds=self.seconds,
                            warmup_seconds=self.warmup, transport=self.transport.value, timeout=self.timeout,

@@ -88,27 +88,15 @@ def evaluate(**given: Any) -> None:
     of the reference's quality the model keeps."""
     from rich.console import Console
 
-    from ..evaluate.run import evaluate as run_evaluate
-    from ..evaluate.run import worst_frames_grid
-    from ..evaluate.runners import open_runner
+    from ..evaluate.run import evaluate_models, worst_frames_grid
     from ..progress import ConsoleReporter
 
     options = EvaluateOptions(**given)
-    model = options.model_ref()
-    frames = options.frames()
-    camera = options.marker_camera()
-    console = Console(stderr=True, soft_wrap=True)
-    tls = options.tls()
-    runner = open_runner(model, tls)
-    other = open_runner(options.against, tls) if options.against else None
-    try:
-        report, worst = run_evaluate(runner, frames, against=other, reporter=ConsoleReporter(console),
-                                     keep_frames=max(0, options.show), camera=camera,
-                                     total=options.synthetic or options.limit)
-    finally:
-        runner.close()
-        if other is not None:
-            other.close()
+    model, frames, camera = options.model_ref(), options.frames(), options.marker_camera()
+    report, worst = evaluate_models(model, frames, against=options.against, tls=options.tls(),
+                                    reporter=ConsoleReporter(Console(stderr=True, soft_wrap=True)),
+                                    keep_frames=max(0, options.show), camera=camera,
+                                    total=options.synthetic or options.limit)
     _print(report)
     if options.json_out is not None:
         from ..fsutil import write_json_atomic

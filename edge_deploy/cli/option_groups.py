@@ -13,10 +13,10 @@ from typing import Any, Iterable
 
 import typer
 
+from ..client.base import DEFAULT_URL
 from ..client.tls import TLSConfig
 from ..precision import Precision
 
-DEFAULT_URL = "127.0.0.1:8001"
 TLS_CA_HELP = "Connect over TLS: the CA that signed the server's certificate."
 TLS_CERT_HELP = "This client's certificate (for a mutual-TLS server)."
 TLS_KEY_HELP = "Its private key."

@@ -20,6 +20,7 @@ from .metrics import (
     TuSimpleResult,
     lanes_to_tusimple,
 )
+from .runners import open_runner
 
 TRUTH_COLOR = (80, 220, 80)  # BGR green
 PRED_COLOR = (60, 60, 255)  # BGR red
@@ -190,6 +191,23 @@ class _Scores:
             tusimple=self.tusimple.result() if self.tusimple is not None else None,
             markers=self.markers.result() if self.markers is not None else None,
         )
+
+
+def evaluate_models(model: str, frames: Iterable[Any], *, against: str | None = None, tls: Any = None,
+                    **options: Any) -> tuple[EvaluationReport, list[tuple[FrameRecord, np.ndarray, list[Any], Sequence[Any]]]]:
+    """`evaluate` for models named as `edge-deploy evaluate` names them (an artifact directory, DIR:fp16 or
+    grpc://HOST:PORT/MODEL: runners.open_runner, over TLS with `tls`), opened here and closed after; `options` are
+    `evaluate`'s keyword arguments."""
+    runner = open_runner(model, tls)
+    try:
+        other = open_runner(against, tls) if against else None
+        try:
+            return evaluate(runner, frames, against=other, **options)
+        finally:
+            if other is not None:
+                other.close()
+    finally:
+        runner.close()
 
 
 def _score_markers(markers: MarkerEvaluator, camera: Any, lanes: list[Any], item: Sequence[Any],
