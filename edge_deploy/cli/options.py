@@ -79,5 +79,5 @@ def _optional(hint: Any) -> Any:
     args = get_args(hint)
     if get_origin(hint) in (Union, UnionType) and type(None) in args:
         rest = tuple(a for a in args if a is not type(None))
-        return Optional[rest[0]] if len(rest) == 1 else Optional[Union[rest]]  # type: ignore[valid-type]
+        return Optional[rest[0]] if len(rest) == 1 else Optional[Union[rest]]
     return hint

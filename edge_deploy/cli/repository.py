@@ -59,7 +59,7 @@ INSTALL_PARAMETERS = {
     "force": typer.Option(help="Install a plan built for another device / TensorRT."),
     "tritonserver": Only(Annotated[Optional[Path], typer.Option(
         help="tritonserver binary whose backends decide the runtime.")], None),
-    "precision": Only(Annotated[Optional[ServedPrecision], typer.Option(  # type: ignore[valid-type]
+    "precision": Only(Annotated[Optional[ServedPrecision], typer.Option(
         help="fp16: serve model_fp16.onnx (ONNX Runtime); fp32: model.onnx or the plan (default: as converted: an FP16 "
              "artifact serves model_fp16.onnx where no plan is served). --fp16 and --no-fp16 still mean fp16 and "
              "fp32.", show_default=False)], None),
