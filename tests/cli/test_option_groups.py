@@ -158,3 +158,17 @@ def test_a_library_field_without_its_option_is_refused_at_import() -> None:
     with pytest.raises(TypeError, match="has no field extra"):
         takes_fields(Asked, {"port": typer.Option(), "host": typer.Option(), "extra": typer.Option()})
     takes_fields(Asked, {"port": typer.Option(), "host": typer.Option(), "extra": Only(bool, False)})
+
+
+def test_the_old_spelling_installs_what_it_did(tmp_path) -> None:
+    """`install ART --no-fp16`, as the fleet role's edge_deploy_install_args may still say: the FP32 file serves."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "edge_deploy", "install", str(TINY), "-r", str(tmp_path / "repo"),
+                           "--name", "lane", "--runtime", "python", "--no-fp16"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    options = json.loads((tmp_path / "repo" / "lane" / "1" / "install.json").read_text())["options"]
+    assert options["precision"] == "fp32" and options["fp16"] is False
