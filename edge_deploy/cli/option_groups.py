@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 import typer
 
-from ..client.base import DEFAULT_URL
+from ..client.base import DEFAULT_URL  # noqa: F401 - the commands' default --url (groups.DEFAULT_URL)
 from ..client.tls import TLSConfig
 from ..precision import Precision
 

@@ -480,7 +480,6 @@ def test_a_pipeline_restarted_mid_stream_recovers_for_either_kind(tmp_path, tiny
     does: the client re-registers its regions and gets the same lanes, nothing leaked."""
     from edge_deploy.deploy.install import install
     from edge_deploy.deploy.options import InstallOptions
-    from edge_deploy.precision import Precision
 
     repo = tmp_path / "repo"
     install(InstallOptions(tiny_artifact, repo, "tiny", runtime="python", pipeline=kind))
@@ -515,7 +514,6 @@ def test_server_restarted_mid_stream_the_clients_recover(tmp_path, tiny_artifact
 
     from edge_deploy.deploy.install import install
     from edge_deploy.deploy.options import InstallOptions
-    from edge_deploy.precision import Precision
 
     repo = tmp_path / "repo"
     install(InstallOptions(tiny_artifact, repo, "tiny", runtime="python", pipeline=True))
@@ -580,7 +578,6 @@ def test_a_new_version_with_other_dims_loaded_while_clients_are_connected(tmp_pa
 
     from edge_deploy.deploy.install import install
     from edge_deploy.deploy.options import InstallOptions
-    from edge_deploy.precision import Precision
 
     repo = tmp_path / "repo"
     install(InstallOptions(tiny_artifact, repo, "tiny", runtime="python"))  # 1000 rows

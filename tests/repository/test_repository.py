@@ -19,6 +19,7 @@ from edge_deploy.lanedet import contract
 from edge_deploy.repository.files import TMP_PREFIX, clean_leftovers
 from edge_deploy.deploy.install import install
 from edge_deploy.deploy.options import InstallOptions
+from edge_deploy.precision import Precision
 from edge_deploy.deploy.rollback import prune, rollback
 from edge_deploy.deploy.models import list_models
 from edge_deploy.triton_layout import read_config, versions
