@@ -177,7 +177,7 @@ def _rasterise(pts: np.ndarray, size: tuple[int, int], lane_width: int) -> _Mask
         return _Mask(0, 0, np.zeros((0, 0), dtype=np.uint8), 0)
     crop = np.zeros((y1 - y0, x1 - x0), dtype=np.uint8)
     shifted = (ipts - np.array([x0, y0], dtype=np.int32)).reshape(-1, 1, 2)
-    cv2.polylines(crop, [shifted], False, 1, thickness=lane_width)
+    cv2.polylines(crop, [shifted], False, 1, thickness=lane_width)  # type: ignore[call-overload]  # cv2 stubs: no scalar color
     return _Mask(x0, y0, crop, int(np.count_nonzero(crop)))
 
 
