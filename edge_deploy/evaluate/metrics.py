@@ -509,7 +509,7 @@ class RetentionComparison:
         image_size: Sequence[int] = CULANE_IMAGE_SIZE,
         lane_width: int = CULANE_LANE_WIDTH,
     ) -> None:
-        opts = {"thresholds": thresholds, "image_size": image_size, "lane_width": lane_width}
+        opts: dict[str, Any] = {"thresholds": thresholds, "image_size": image_size, "lane_width": lane_width}
         self.reference = CULaneEvaluator(**opts)
         self.candidate = CULaneEvaluator(**opts)
         self.agreement = CULaneEvaluator(**opts)
@@ -576,7 +576,7 @@ def lanes_to_tusimple(lanes: Sequence[Any], h_samples: Sequence[float]) -> list[
     return out
 
 
-def tusimple_threshold(truth_xs: Sequence[float], h_samples: Sequence[float]) -> float:
+def tusimple_threshold(truth_xs: Sequence[float] | np.ndarray, h_samples: Sequence[float]) -> float:
     """20 px scaled by 1 / cos(angle of the truth lane), the angle of its least-squares x(y) line."""
     xs, ys = np.asarray(truth_xs, dtype=np.float64), np.asarray(h_samples, dtype=np.float64)
     valid = xs >= 0
@@ -589,7 +589,7 @@ def tusimple_threshold(truth_xs: Sequence[float], h_samples: Sequence[float]) ->
     return TUSIMPLE_PIXEL_THRESHOLD / math.cos(math.atan(slope))
 
 
-def tusimple_line_accuracy(pred_xs: Sequence[float], truth_xs: Sequence[float], threshold: float) -> float:
+def tusimple_line_accuracy(pred_xs: Sequence[float] | np.ndarray, truth_xs: Sequence[float] | np.ndarray, threshold: float) -> float:
     """Share of h_samples where the prediction is within `threshold` px of the truth (missing = -100)."""
     p = np.asarray(pred_xs, dtype=np.float64)
     g = np.asarray(truth_xs, dtype=np.float64)
@@ -611,7 +611,8 @@ class TuSimpleFrame:
 
 
 def tusimple_frame(
-    predictions: Sequence[Sequence[float]], truth: Sequence[Sequence[float]], h_samples: Sequence[float]
+    predictions: Sequence[Sequence[float] | np.ndarray], truth: Sequence[Sequence[float] | np.ndarray],
+    h_samples: Sequence[float],
 ) -> TuSimpleFrame:
     """Score one frame as the official LaneEval.bench does (lanes as x per h_sample, negative = none)."""
     n = len(h_samples)
@@ -669,7 +670,8 @@ class TuSimpleEvaluator:
         self.frames: list[TuSimpleFrame] = []
 
     def add(
-        self, predictions: Sequence[Sequence[float]], truth: Sequence[Sequence[float]], h_samples: Sequence[float]
+        self, predictions: Sequence[Sequence[float] | np.ndarray], truth: Sequence[Sequence[float] | np.ndarray],
+        h_samples: Sequence[float],
     ) -> TuSimpleFrame:
         frame = tusimple_frame(predictions, truth, h_samples)
         self.frames.append(frame)

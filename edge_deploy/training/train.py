@@ -25,7 +25,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Generator, Iterator, Sequence
+from typing import Any, Callable, Generator, Sequence
 
 import numpy as np
 
