@@ -177,7 +177,8 @@ def _rasterise(pts: np.ndarray, size: tuple[int, int], lane_width: int) -> _Mask
         return _Mask(0, 0, np.zeros((0, 0), dtype=np.uint8), 0)
     crop = np.zeros((y1 - y0, x1 - x0), dtype=np.uint8)
     shifted = (ipts - np.array([x0, y0], dtype=np.int32)).reshape(-1, 1, 2)
-    cv2.polylines(crop, [shifted], False, 1, thickness=lane_width)  # type: ignore[call-overload]  # cv2 stubs: no scalar color
+    # cv2's stubs take a color only as a sequence, cv2 a scalar too (the ignore below)
+    cv2.polylines(crop, [shifted], False, 1, thickness=lane_width)  # type: ignore[call-overload]
     return _Mask(x0, y0, crop, int(np.count_nonzero(crop)))
 
 
@@ -589,7 +590,8 @@ def tusimple_threshold(truth_xs: Sequence[float] | np.ndarray, h_samples: Sequen
     return TUSIMPLE_PIXEL_THRESHOLD / math.cos(math.atan(slope))
 
 
-def tusimple_line_accuracy(pred_xs: Sequence[float] | np.ndarray, truth_xs: Sequence[float] | np.ndarray, threshold: float) -> float:
+def tusimple_line_accuracy(pred_xs: Sequence[float] | np.ndarray, truth_xs: Sequence[float] | np.ndarray,
+                           threshold: float) -> float:
     """Share of h_samples where the prediction is within `threshold` px of the truth (missing = -100)."""
     p = np.asarray(pred_xs, dtype=np.float64)
     g = np.asarray(truth_xs, dtype=np.float64)

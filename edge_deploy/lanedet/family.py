@@ -501,7 +501,9 @@ class LaneFamily(ABC):
 
     def decode_preset(self, dataset: str | None) -> DecodeParams:
         """The decode defaults of `dataset` (the family's own without one)."""
-        return self.datasets[dataset].decode if dataset is not None and dataset in self.datasets else self.decode_defaults
+        if dataset is not None and dataset in self.datasets:
+            return self.datasets[dataset].decode
+        return self.decode_defaults
 
     def decoder(self) -> ModuleType:
         return importlib.import_module(self.decoder_module)

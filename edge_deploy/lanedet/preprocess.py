@@ -442,7 +442,8 @@ class Preprocessor:
             frame = frame[top : top + h, left : left + w]
         height = self.spec.resized_height or self.spec.height
         if self._interp is None:
-            resample = antialiased_bilinear((frame.shape[0], frame.shape[1]), (height, self.spec.width), self.spec.height)
+            source = (frame.shape[0], frame.shape[1])
+            resample = antialiased_bilinear(source, (height, self.spec.width), self.spec.height)
             resized = resample(frame, self._resized[: self.spec.height])
         else:
             resized = self._resize(frame, height, self._interp)

@@ -330,7 +330,8 @@ def _draw_road(p: _Params, v: _View, canvas: np.ndarray, ground_t: np.ndarray,
     ru, _ = _project(p, p.xs[-1] + p.shoulder, z)
     road_mask = np.zeros((height, width), dtype=np.uint8)
     poly = _poly(np.concatenate([lu, ru[::-1]]), np.concatenate([lv, lv[::-1]]), v.sx, v.sy)
-    cv2.fillPoly(road_mask, [poly], 255, cv2.LINE_AA, _SUBPIXEL)  # type: ignore[call-overload]  # cv2 stubs: no scalar color
+    # cv2's stubs take a color only as a sequence, cv2 a scalar too (the ignores here and below)
+    cv2.fillPoly(road_mask, [poly], 255, cv2.LINE_AA, _SUBPIXEL)  # type: ignore[call-overload]
     road_a = road_mask.astype(np.float32) / 255.0
     shade = 0.75 + 0.35 * ground_t  # far asphalt looks lighter (haze)
     road_rgb = _ROAD * np.asarray(p.road_tint, dtype=np.float32) * (1.25 - 0.35 * shade)
@@ -375,7 +376,7 @@ def _draw_paint(p: _Params, v: _View, canvas: np.ndarray, rng: np.random.Generat
         polys = _marking_polys(p, v, i, zf, v_c)
         if polys:
             value = int(round(255 * p.paint[i]))
-            cv2.fillPoly(masks[p.yellow[i]], polys, value, cv2.LINE_AA, _SUBPIXEL)  # type: ignore[call-overload]  # cv2 stubs: no scalar color
+            cv2.fillPoly(masks[p.yellow[i]], polys, value, cv2.LINE_AA, _SUBPIXEL)  # type: ignore[call-overload]
     wear_map = None
     if p.wear:
         tags.add("worn")
@@ -404,7 +405,7 @@ def _draw_shadows(p: _Params, v: _View, canvas: np.ndarray, tags: set[str]) -> n
         u1, v1 = _project(p, x + hw, np.array([zc + hd]))
         ucen, vcen = (u0[0] + u1[0]) / 2 * sx, (v0[0] + v1[0]) / 2 * sy
         axes = (max(int(abs(u1[0] - u0[0]) / 2 * sx), 1), max(int(abs(v0[0] - v1[0]) / 2 * sy), 1))
-        cv2.ellipse(shadow, (int(ucen), int(vcen)), axes, 0, 0, 360, 255, -1, cv2.LINE_AA)  # type: ignore[call-overload]  # cv2 stubs: no scalar color
+        cv2.ellipse(shadow, (int(ucen), int(vcen)), axes, 0, 0, 360, 255, -1, cv2.LINE_AA)  # type: ignore[call-overload]
     soft = cv2.GaussianBlur(shadow, (0, 0), max(2.0, 6 * sx)).astype(np.float32) / 255.0
     strength = 0.35 if len(p.shadows) < 3 else 0.55
     canvas = _scale(canvas, 1.0 - strength * soft)
