@@ -58,10 +58,10 @@ def network_policy(
         raise ServerError("--insecure serves plaintext; it cannot go with --tls-cert/--tls-key/--tls-ca (drop one).")
     tls = None
     if given:
-        if len(given) != 3:
+        if cert is None or key is None or ca is None:  # not all three
             raise ServerError("TLS needs all three of --tls-cert, --tls-key and --tls-ca (`edge-deploy certs init` "
                               "writes them: issued/server.pem, issued/server.key, ca.pem).")
-        tls = server_tls(Path(cert), Path(key), Path(ca), client_cert, client_key)  # type: ignore[arg-type]
+        tls = server_tls(Path(cert), Path(key), Path(ca), client_cert, client_key)
     elif not loopback and not insecure:
         from ..certs import SERVER, CertificateAuthority
         from ..state import state_dir
