@@ -62,10 +62,11 @@ def evaluate(
     # the library checks the sources (exactly one; --synthetic N >= 1, --seed >= 0), naming these options
     frames = datasets.evaluation_frames(data=data, tusimple=tusimple, synthetic=synthetic, seed=seed, root=root,
                                         limit=limit, marker_truth=camera is not None)
+    seen_by: object = camera  # None, "scene" or the calibration file's Camera
     if camera is not None and camera != "scene":
         from ..geometry import Camera
 
-        camera = Camera.from_yaml(camera)
+        seen_by = Camera.from_yaml(camera)
     console = Console(stderr=True, soft_wrap=True)
     from .serve import _cli_tls
 
@@ -74,7 +75,7 @@ def evaluate(
     other = open_runner(against, tls) if against else None
     try:
         report, worst = run_evaluate(runner, frames, against=other, reporter=ConsoleReporter(console),
-                                     keep_frames=max(0, show), camera=camera, total=synthetic or limit)
+                                     keep_frames=max(0, show), camera=seen_by, total=synthetic or limit)
     finally:
         runner.close()
         if other is not None:

@@ -28,7 +28,7 @@ def bare_pipeline(args: list[str]) -> list[str]:
 
 
 class _InstallCommand(TyperCommand):
-    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+    def parse_args(self, ctx, args):  # noqa: ANN001, ANN201 - click's signature
         return super().parse_args(ctx, bare_pipeline(args))
 
 
