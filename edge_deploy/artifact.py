@@ -45,7 +45,7 @@ import stat
 import time
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, BinaryIO, Mapping
+from typing import Any, BinaryIO, Callable, Mapping
 
 from ._version import __version__
 from .errors import EdgeDeployError, ManifestError
@@ -358,7 +358,7 @@ class Manifest:
             precision = Precision(data["precision"])
             io = IOSignature.from_dict(data["io"])
             files = {name: FileEntry(str(e["sha256"]), int(e["bytes"])) for name, e in (data.get("files") or {}).items()}
-            records = {key: kind.from_dict(data[key], key) if isinstance(data.get(key), dict) else None
+            records: dict[str, Any] = {key: kind.from_dict(data[key], key) if isinstance(data.get(key), dict) else None
                        for key, kind in _RECORDS.items()}
         except RecordError as exc:
             raise ManifestError(f"{where} is damaged: {exc}; re-run `edge-deploy convert`.") from None
@@ -492,7 +492,7 @@ def _check_family(data: Mapping[str, Any], where: str) -> None:
     try:
         get_family(family)
     except KeyError as exc:
-        source = data.get("source") if isinstance(data.get("source"), Mapping) else {}
+        source = data["source"] if isinstance(data.get("source"), Mapping) else {}
         package = source.get("family_package") if isinstance(source.get("family_package"), str) else None
         if isinstance(exc, EdgeDeployError):  # its package is here but broken: that line says whose bug it is
             raise ManifestError(f"{where} is of the lane-model family {family!r}: {exc}") from None
@@ -535,8 +535,8 @@ def _migrate_1(data: dict[str, Any]) -> dict[str, Any]:
     dynamic = bool(((data.get("io") or {}).get("batch") or {}).get("dynamic", True))
     family = get_family(LEGACY_FAMILY) if source.get("kind") == LEGACY_FAMILY else family_for_outputs(outputs, dynamic)
     out["family"] = family.name if family else None
-    fp16 = data.get("fp16") if isinstance(data.get("fp16"), dict) else {}
-    plan = data.get("plan") if isinstance(data.get("plan"), dict) else {}
+    fp16 = data["fp16"] if isinstance(data.get("fp16"), dict) else {}
+    plan = data["plan"] if isinstance(data.get("plan"), dict) else {}
     if isinstance(fp16.get("onnx"), dict):
         out["precision"] = "fp16"
     else:
@@ -550,7 +550,7 @@ def _migrate_1(data: dict[str, Any]) -> dict[str, Any]:
 
 
 # format N -> the function that turns it into format N + 1
-MIGRATIONS = {1: _migrate_1, 2: None}
+MIGRATIONS: dict[object, Callable[[dict[str, Any]], dict[str, Any]] | None] = {1: _migrate_1, 2: None}
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ import os
 import re
 import socket
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,7 +143,7 @@ def cert_not_after(path: Path) -> dt.datetime:
 
 
 def _sign(subject_cn: str, key, issuer_cert, issuer_key, *, days: int, kind: str,  # noqa: ANN001
-          dns: list[str] = (), ips: list[str] = (), not_before: dt.datetime | None = None):
+          dns: Sequence[str] = (), ips: Sequence[str] = (), not_before: dt.datetime | None = None):
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -277,7 +278,7 @@ class CertificateAuthority:
         self.issue(ADMIN_CLIENT, kind="client", days=leaf_days)
         return self.issued()
 
-    def issue(self, name: str, *, kind: str = "client", dns: list[str] = (), ips: list[str] = (),
+    def issue(self, name: str, *, kind: str = "client", dns: Sequence[str] = (), ips: Sequence[str] = (),
               days: int = LEAF_DAYS, key=None, not_before: dt.datetime | None = None) -> Issued:  # noqa: ANN001
         """Issue (or re-issue) certificate `name`; a fresh key unless `key` is given."""
         check_name(name)

@@ -245,7 +245,7 @@ def _plan_stage(artifact_dir: Path, manifest: Manifest, target: str, engine_opti
     builder = None
     if engine is not None:
         builder = engine.available_builder(engine_options.builder)
-    if builder is None:
+    if builder is None or engine is None:  # (no engine: no builder)
         if target == "tensorrt":
             raise EngineError(_missing_tensorrt(engine))
         reporter.info("no TensorRT here: stopped after ONNX; the plan is built on the device "

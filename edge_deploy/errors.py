@@ -133,8 +133,9 @@ def brief(value: object, limit: int = 60) -> str:
     return f"a {type(value).__name__}" + (f" of {size} item{'s' if size != 1 else ''}" if size is not None else "")
 
 
-def one_line(exc: BaseException, limit: int = 200, *, first_line: bool = False) -> str:
-    """An exception's message on one line (whitespace collapsed, cut to `limit`); its type name when empty.
+def one_line(exc: BaseException | str, limit: int = 200, *, first_line: bool = False) -> str:
+    """An exception's message (or a message: a str) on one line (whitespace collapsed, cut to `limit`); its type
+    name when empty.
 
     tritonclient's exceptions keep their text in `message()`. `first_line` keeps
     only the first line, for libraries that append pages of C++ context.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any, Protocol, TypeGuard
 
 from ..errors import EdgeDeployError, one_line, os_error_message
 
@@ -45,7 +46,15 @@ def main() -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-def _is_usage_error(exc: BaseException) -> bool:
+class _UsageError(Protocol):
+    ctx: Any
+    exit_code: int
+
+    def format_message(self) -> str: ...
+    def show(self) -> None: ...
+
+
+def _is_usage_error(exc: BaseException) -> TypeGuard[_UsageError]:
     # click's UsageError (vendored by typer >= 0.22 as typer._click): told by its interface, not its module.
     return all(hasattr(exc, attr) for attr in ("format_message", "show", "ctx", "exit_code"))
 

@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from ..fleet.role_vars import parse_extra_vars
 from .. import strict_json
 from .app import app
+
+if TYPE_CHECKING:
+    from ..fleet.rollout import HostResult
 
 fleet_app = typer.Typer(help="A fleet of vehicles: status, and the commands the Ansible role runs on a vehicle.",
                         no_args_is_help=True)
@@ -44,7 +47,7 @@ def rollout(
     if name is not None:
         variables["edge_deploy_model_name"] = name
 
-    def progress(index: int, group: list[str], results: dict[str, dict[str, Any]]) -> None:
+    def progress(index: int, group: list[str], results: dict[str, HostResult]) -> None:
         if as_json:
             return
         label = "canary" if index == 0 and canary > 0 else f"batch {index + 1}"
@@ -66,7 +69,7 @@ def rollout(
                          "each rolled back to the version it served before.")
 
 
-def _result_line(host: str, r: dict[str, Any]) -> str:
+def _result_line(host: str, r: HostResult) -> str:
     if r.get("status") == "ok":
         plan = r.get("plan") or {}
         how = " (plan reused)" if plan.get("reused") else " (plan built)" if plan.get("built") else ""

@@ -31,7 +31,7 @@ def bare_pipeline(args: list[str]) -> list[str]:
 
 
 class _InstallCommand(TyperCommand):
-    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+    def parse_args(self, ctx, args):  # noqa: ANN001, ANN201 - click's signature
         return super().parse_args(ctx, groups.precision_aliases(bare_pipeline(args)))
 
 

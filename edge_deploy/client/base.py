@@ -442,8 +442,9 @@ class ClientBase:
     def _params(self, call: tuple[float | None, float | None, int | None]) -> DecodeParams:
         """The decode settings of a call: its own values over this client's over the model config's."""
         assert self.model is not None
-        mine = [own if own is not None else default for own, default in zip(call, self._overrides)]
-        return decode_params(self.model, *mine, self.model.decode)
+        (conf, nms, top_k), (my_conf, my_nms, my_top_k) = call, self._overrides
+        return decode_params(self.model, my_conf if conf is None else conf, my_nms if nms is None else nms,
+                             my_top_k if top_k is None else top_k, self.model.decode)
 
     def _call_backoff(self, deadline: float | None) -> Backoff:
         """The retries of one call: until `retry_deadline`, or until the call's own `deadline` (seconds)."""

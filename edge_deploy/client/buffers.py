@@ -1,7 +1,7 @@
 """The buffers of one request in flight (`Slot`), in POSIX shared memory regions or in process memory."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -44,7 +44,7 @@ class Slot:
         cap = model.batch_capacity
         fused = model.kind == "fused"  # uint8 frames in: no preprocessing buffers at all
         dtype = np.dtype(np.uint8 if fused else NUMPY_DTYPES[model.input_datatype])
-        in_shape = (cap, *model.frame_size, 3) if fused else (cap, 3, *model.input_size)
+        in_shape = (cap, *cast("tuple[int, int]", model.frame_size), 3) if fused else (cap, 3, *model.input_size)
         out_specs = [(np.dtype(NUMPY_DTYPES[t.datatype]), (cap, *frame_shape(model, t))) for t in model.outputs]
         if use_shm:
             self.regions = [ShmRegion(int(np.prod(in_shape)) * dtype.itemsize, "in")]

@@ -62,4 +62,4 @@ def fit_frame(frame: np.ndarray, size: tuple[int, int], interpolation: str, stri
         )
     from ..lanedet.preprocess import INTERPOLATIONS, resize
 
-    return resize(frame, tuple(size), interpolation if interpolation in INTERPOLATIONS else "bicubic")
+    return resize(frame, (size[0], size[1]), interpolation if interpolation in INTERPOLATIONS else "bicubic")

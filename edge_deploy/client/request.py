@@ -65,7 +65,7 @@ def build_request(slot: Slot, frames: Sequence[np.ndarray], color: str, *,
         else:
             inp.set_data_from_numpy(np.ascontiguousarray(frame).reshape(shape))
         outputs = [grpcclient.InferRequestedOutput(name) for name in PIPE_OUTPUTS]
-        return Request([inp], outputs, [(0, 0, *frame.shape[:2])], scales, resized), old
+        return Request([inp], outputs, [(0, 0, frame.shape[0], frame.shape[1])], scales, resized), old
 
     from ..lanedet.preprocess import InvalidFrameError
 
@@ -140,7 +140,7 @@ def read_lanes(slot: Slot, request: Request, result: Any, params: DecodeParams) 
         except ValueError as exc:  # the family decoder's DecodeError
             raise ClientError(f"cannot decode the output of {model.name}: {exc}") from None
         if top or left:
-            lanes = [Lane(lane.points + np.float32([left, top]), lane.score) for lane in lanes]
+            lanes = [Lane(lane.points + np.array([left, top], dtype=np.float32), lane.score) for lane in lanes]
         out.append(_scaled(lanes, request.scales[i]) if request.scales else lanes)
     return out
 
@@ -149,7 +149,7 @@ def _scaled(lanes: list[Lane], scale: tuple[float, float]) -> list[Lane]:
     """Lanes in the frame sent, mapped to the caller's frame (resized here when its size differed)."""
     if scale == (1.0, 1.0):
         return lanes
-    return [Lane(lane.points * np.float32(scale), lane.score) for lane in lanes]
+    return [Lane(lane.points * np.array(scale, dtype=np.float32), lane.score) for lane in lanes]
 
 
 def _check_outputs(model: LaneModel, result: Any) -> None:

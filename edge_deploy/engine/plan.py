@@ -371,7 +371,7 @@ def build_plan(
     plan_path = artifact_dir / PLAN_NAME
 
     current, changes = plan_is_current(plan_path, manifest, build.fingerprint)
-    if current and not options.force:
+    if current and not options.force and manifest.plan is not None:  # current: a plan is recorded
         reporter.info(
             f"{PLAN_NAME} is up to date (same TensorRT {build.tensorrt_version}, device, ONNX model and options): "
             "skipped the build; --force rebuilds it"

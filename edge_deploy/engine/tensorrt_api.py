@@ -278,12 +278,12 @@ class TensorRT:
 
     # -- logging ------------------------------------------------------------
     def _make_logger(self) -> Any:
-        trt = self.trt
+        trt: Any = self.trt
         sink = self.messages
         severity = trt.ILogger.Severity
         errors = {severity.ERROR, severity.INTERNAL_ERROR}
 
-        class _Collecting(trt.ILogger):  # type: ignore[name-defined, misc]
+        class _Collecting(trt.ILogger):
             def __init__(self) -> None:
                 trt.ILogger.__init__(self)
 
@@ -391,7 +391,8 @@ class TensorRT:
         if not strong and settings.precision == Precision.INT8:
             config.set_flag(trt.BuilderFlag.INT8)
 
-        pinned, unmatched = [], []
+        pinned: list[str] = []
+        unmatched: list[str] = []
         if settings.fp32_pins and not strong:
             pinned, unmatched = self._pin_fp32(network, settings.fp32_pins)
             if pinned:
@@ -492,9 +493,10 @@ class TensorRT:
         for name in self._tensor_names(engine):
             is_input = self._is_input(engine, name)
             shape = [int(d) for d in engine.get_tensor_shape(name)]
-            profile = None
+            profile: tuple[list[int], list[int], list[int]] | None = None
             if is_input and -1 in shape:
-                profile = tuple([int(d) for d in dims] for dims in engine.get_tensor_profile_shape(name, 0))
+                low, opt, high = ([int(d) for d in dims] for dims in engine.get_tensor_profile_shape(name, 0))
+                profile = (low, opt, high)
             dtype = self._dtype_name(engine.get_tensor_dtype(name))
             infos.append(TensorInfo(name, is_input, dtype, shape, profile))
         return infos
@@ -565,12 +567,12 @@ def make_calibrator(trt: Any, calibration: Calibration) -> Any:
 
     from .._deps import require
 
-    class _EntropyCalibrator(trt.IInt8EntropyCalibrator2):  # type: ignore[misc]
+    class _EntropyCalibrator(trt.IInt8EntropyCalibrator2):
         def __init__(self) -> None:
             trt.IInt8EntropyCalibrator2.__init__(self)
             self._batches = calibration.batches()
-            self._device = None
-            self._context = None
+            self._device: Any = None  # pycuda's DeviceAllocation and Context, made on the first batch
+            self._context: Any = None
             self.count = 0
 
         def get_batch_size(self) -> int:

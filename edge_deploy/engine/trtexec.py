@@ -227,7 +227,7 @@ def build_with_trtexec(
                         float_nodes=float_nodes, tensorrt_version=tensorrt_version)
     try:
         done = _run(argv, log_path)
-        if done.returncode != 0 and cache_copy is not None and timing_cache.exists():
+        if done.returncode != 0 and cache_copy is not None and timing_cache is not None and timing_cache.exists():
             # The cache may be corrupt or from another TensorRT: it must never fail the build.
             first = trtexec_error_line(done.stdout, done.stderr, done.returncode)
             cache_copy.unlink(missing_ok=True)
@@ -240,7 +240,7 @@ def build_with_trtexec(
             if done.returncode == 0:
                 line = f"it exited 0 but wrote no engine ({line})"
             raise EngineError(f"trtexec could not build the plan: {line} (full log: {log_path}).")
-        if cache_copy is not None and cache_copy.is_file() and cache_copy.stat().st_size:
+        if cache_copy is not None and timing_cache is not None and cache_copy.is_file() and cache_copy.stat().st_size:
             os.replace(cache_copy, timing_cache)
         if nodes:
             reporter.info(f"kept {len(nodes)} node(s) in FP32 (--layerPrecisions): {', '.join(nodes[:8])}")

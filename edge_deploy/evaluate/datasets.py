@@ -126,6 +126,7 @@ def evaluation_frames(
         return culane_frames(root or Path(data).parent, data, limit=limit)
     if tusimple:
         return tusimple_frames(root or Path(tusimple[0]).parent, tusimple, limit=limit)
+    assert synthetic is not None  # exactly one source (above)
     return synthetic_frames(int(synthetic), int(seed), marker_truth=marker_truth)
 
 

@@ -177,7 +177,8 @@ def _rasterise(pts: np.ndarray, size: tuple[int, int], lane_width: int) -> _Mask
         return _Mask(0, 0, np.zeros((0, 0), dtype=np.uint8), 0)
     crop = np.zeros((y1 - y0, x1 - x0), dtype=np.uint8)
     shifted = (ipts - np.array([x0, y0], dtype=np.int32)).reshape(-1, 1, 2)
-    cv2.polylines(crop, [shifted], False, 1, thickness=lane_width)
+    # cv2's stubs take a color only as a sequence, cv2 a scalar too (the ignore below)
+    cv2.polylines(crop, [shifted], False, 1, thickness=lane_width)  # type: ignore[call-overload]
     return _Mask(x0, y0, crop, int(np.count_nonzero(crop)))
 
 
@@ -509,7 +510,7 @@ class RetentionComparison:
         image_size: Sequence[int] = CULANE_IMAGE_SIZE,
         lane_width: int = CULANE_LANE_WIDTH,
     ) -> None:
-        opts = {"thresholds": thresholds, "image_size": image_size, "lane_width": lane_width}
+        opts: dict[str, Any] = {"thresholds": thresholds, "image_size": image_size, "lane_width": lane_width}
         self.reference = CULaneEvaluator(**opts)
         self.candidate = CULaneEvaluator(**opts)
         self.agreement = CULaneEvaluator(**opts)
@@ -576,7 +577,7 @@ def lanes_to_tusimple(lanes: Sequence[Any], h_samples: Sequence[float]) -> list[
     return out
 
 
-def tusimple_threshold(truth_xs: Sequence[float], h_samples: Sequence[float]) -> float:
+def tusimple_threshold(truth_xs: Sequence[float] | np.ndarray, h_samples: Sequence[float]) -> float:
     """20 px scaled by 1 / cos(angle of the truth lane), the angle of its least-squares x(y) line."""
     xs, ys = np.asarray(truth_xs, dtype=np.float64), np.asarray(h_samples, dtype=np.float64)
     valid = xs >= 0
@@ -589,7 +590,8 @@ def tusimple_threshold(truth_xs: Sequence[float], h_samples: Sequence[float]) ->
     return TUSIMPLE_PIXEL_THRESHOLD / math.cos(math.atan(slope))
 
 
-def tusimple_line_accuracy(pred_xs: Sequence[float], truth_xs: Sequence[float], threshold: float) -> float:
+def tusimple_line_accuracy(pred_xs: Sequence[float] | np.ndarray, truth_xs: Sequence[float] | np.ndarray,
+                           threshold: float) -> float:
     """Share of h_samples where the prediction is within `threshold` px of the truth (missing = -100)."""
     p = np.asarray(pred_xs, dtype=np.float64)
     g = np.asarray(truth_xs, dtype=np.float64)
@@ -611,7 +613,8 @@ class TuSimpleFrame:
 
 
 def tusimple_frame(
-    predictions: Sequence[Sequence[float]], truth: Sequence[Sequence[float]], h_samples: Sequence[float]
+    predictions: Sequence[Sequence[float] | np.ndarray], truth: Sequence[Sequence[float] | np.ndarray],
+    h_samples: Sequence[float],
 ) -> TuSimpleFrame:
     """Score one frame as the official LaneEval.bench does (lanes as x per h_sample, negative = none)."""
     n = len(h_samples)
@@ -669,7 +672,8 @@ class TuSimpleEvaluator:
         self.frames: list[TuSimpleFrame] = []
 
     def add(
-        self, predictions: Sequence[Sequence[float]], truth: Sequence[Sequence[float]], h_samples: Sequence[float]
+        self, predictions: Sequence[Sequence[float] | np.ndarray], truth: Sequence[Sequence[float] | np.ndarray],
+        h_samples: Sequence[float],
     ) -> TuSimpleFrame:
         frame = tusimple_frame(predictions, truth, h_samples)
         self.frames.append(frame)

@@ -155,6 +155,7 @@ class _Scores:
             self.tusimple.add(lanes_to_tusimple(lanes, label.h_samples), label.lanes, label.h_samples)
         match = self.evaluators["all"].add(lanes, truth)
         counts = match.counts(self.thresholds[0])
+        assert self.size is not None  # the first frame's (check_size)
         for tag in tags:  # the same lanes, truth and size: the frame's matching, not drawn and matched again
             self.evaluators.setdefault(tag, CULaneEvaluator(thresholds=self.thresholds, image_size=self.size)
                                        ).add_match(match)

@@ -70,13 +70,13 @@ class OnnxRunner:
         lanes = self.family.decode([np.asarray(o[0], dtype=np.float32) for o in outputs], self.decode,
                                    (height, width), self.pre.spec.width)
         if top or left:
-            lanes = [Lane(lane.points + np.float32([left, top]), lane.score) for lane in lanes]
+            lanes = [Lane(lane.points + np.array([left, top], dtype=np.float32), lane.score) for lane in lanes]
         return lanes
 
     def detect(self, frame: np.ndarray) -> list[Lane]:
         if self.frame_size is not None:
             return self._detect_fused(frame)
-        return self._lanes(self.pre(frame), frame.shape[:2])
+        return self._lanes(self.pre(frame), (frame.shape[0], frame.shape[1]))
 
     def _detect_fused(self, frame: np.ndarray) -> list[Lane]:
         """A fused model: the frame (resized to the model's frame size if needed, as the client does) in, lanes
@@ -87,7 +87,7 @@ class OnnxRunner:
         assert size is not None
         fitted = frame if frame.shape[:2] == size else resize(frame, size, self.pre.spec.interpolation)
         lanes = self._lanes(np.ascontiguousarray(fitted)[None], size)
-        scale = np.float32([frame.shape[1] / size[1], frame.shape[0] / size[0]])
+        scale = np.array([frame.shape[1] / size[1], frame.shape[0] / size[0]], dtype=np.float32)
         return [Lane(lane.points * scale, lane.score) for lane in lanes]
 
     def close(self) -> None:

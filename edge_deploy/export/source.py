@@ -113,8 +113,8 @@ def load_source(spec: SourceSpec) -> LoadedModel:
         )
     if kind == "torchscript":
         module = _load_torchscript(torch, Path(spec.model))
-        source = {"kind": "torchscript", "spec": spec.model, "file": {"path": str(Path(spec.model).resolve()),
-                                                                        "sha256": sha256_file(Path(spec.model))}}
+        source: dict[str, Any] = {"kind": "torchscript", "spec": spec.model, "file": {
+            "path": str(Path(spec.model).resolve()), "sha256": sha256_file(Path(spec.model))}}
     else:
         module = _load_factory(torch, spec.model)
         source = {"kind": "factory", "spec": spec.model}
@@ -154,7 +154,7 @@ def _load_factory(torch: Any, spec: str) -> Any:
     finally:
         if added:
             sys.path.remove(os.getcwd())
-    factory = module
+    factory: Any = module
     for part in attr.split("."):
         factory = getattr(factory, part, None)
         if factory is None:

@@ -46,8 +46,8 @@ def draw_birdseye(markers: LaneMarkers, height: int, figures: Any = None, plausi
     left, right = markers.ego_left, markers.ego_right
     if left is not None and right is not None:
         xs = np.linspace(0.0, min(left.view_range, right.view_range, _AHEAD_M[1]), 40)
-        polygon = np.concatenate([_to_pixels(xs, left.y_at(xs), width, height),
-                                  _to_pixels(xs[::-1], right.y_at(xs[::-1]), width, height)])
+        polygon = np.concatenate([_to_pixels(xs, np.asarray(left.y_at(xs)), width, height),
+                                  _to_pixels(xs[::-1], np.asarray(right.y_at(xs[::-1])), width, height)])
         cv2.fillPoly(panel, [np.round(polygon).astype(np.int32)], _EGO_FILL, cv2.LINE_AA)
     for marker in markers:
         xs = np.linspace(max(marker.longitude_start, _AHEAD_M[0]), min(marker.longitude_end, _AHEAD_M[1]), 60)

@@ -194,7 +194,9 @@ class Camera:
         if self.distortion_model == "equidistant":
             normal = cv2.fisheye.undistortPoints(pts, self.camera_matrix, self.distortion)
         else:  # iterated to convergence: cv2.undistortPoints stops after 5 steps
-            normal = cv2.undistortPointsIter(pts, self.camera_matrix, self.distortion, None, None, _UNDISTORT_UNTIL)
+            # cv2's stubs take no None for R and P, cv2 does (normalized points, unrotated): the ignore below
+            normal = cv2.undistortPointsIter(  # type: ignore[call-overload]
+                pts, self.camera_matrix, self.distortion, None, None, _UNDISTORT_UNTIL)
         return normal.reshape(-1, 2) @ self._rotation[:2] + self._rotation[2]  # [n, 1] R^T, row by row
 
     def image_to_ground(self, pixels: np.ndarray, *, strict: bool = True) -> np.ndarray:

@@ -212,7 +212,7 @@ def _fit_concatenated(x: np.ndarray, y: np.ndarray, counts: Sequence[int],
     for j, (i, k, c, start, end, q, r, sc, d) in enumerate(zip(
             kept, key, (coef * _UNSCALE).tolist(), near.tolist(), far.tolist(), quality, rms, scores, degree)):
         if k != 4:
-            out[i] = LaneMarker(*c, start, end, q, r, sc, d, cov[j])
+            out[i] = LaneMarker(c[0], c[1], c[2], c[3], start, end, q, r, sc, d, cov[j])
     return out
 
 

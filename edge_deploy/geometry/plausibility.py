@@ -201,6 +201,7 @@ def _least_gap(d0: float, d1: float, d2: float, d3: float, low: float, high: flo
     if value < best:
         best_x, best = high, value
     a, b = 3.0 * d3, 2.0 * d2  # d'(x) = a x^2 + b x + d1
+    roots: tuple[float, ...]
     if a != 0.0:
         disc = b * b - 4.0 * a * d1
         roots = () if disc < 0.0 else ((-b - math.sqrt(disc)) / (2.0 * a), (-b + math.sqrt(disc)) / (2.0 * a))

@@ -53,7 +53,7 @@ def draw_lanes(
     out = frame.copy()
     scale = max(out.shape[:2]) / 1000.0
     font_scale = max(0.4, 0.6 * scale)
-    scored: list[tuple[np.ndarray, str, tuple[int, int, int]]] = []
+    scored: list[tuple[np.ndarray, str, tuple[int, ...]]] = []
     for i, lane in enumerate(lanes):
         pts, score = _points_and_score(lane)
         pts = pts[np.isfinite(pts).all(axis=1)]
@@ -64,7 +64,7 @@ def draw_lanes(
         cv2.polylines(out, [fixed], False, bgr, int(thickness), cv2.LINE_AA, _SHIFT)
         if labels and score is not None:
             scored.append((pts, f"{score:.2f}", bgr))
-    boxes = label_boxes([(pts, text) for pts, text, _ in scored], out.shape[:2], font_scale)
+    boxes = label_boxes([(pts, text) for pts, text, _ in scored], (out.shape[0], out.shape[1]), font_scale)
     for (_, text, bgr), (x0, _y0, _x1, y1) in zip(scored, boxes):  # after every line: no lane crosses a label
         cv2.putText(out, text, (x0, y1), cv2.FONT_HERSHEY_SIMPLEX, font_scale, (0, 0, 0), 3, cv2.LINE_AA)
         cv2.putText(out, text, (x0, y1), cv2.FONT_HERSHEY_SIMPLEX, font_scale, bgr, 1, cv2.LINE_AA)

@@ -132,6 +132,9 @@ class DecodeParams:
     """
 
     title: ClassVar[str] = "this family's"  # for messages: "UFLDv2 decoding has no ..."
+    if TYPE_CHECKING:  # every subclass's own field (a field here would come first in their constructors)
+        @property
+        def top_k(self) -> int: ...
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "top_k", check_top_k(self.top_k))
@@ -463,7 +466,7 @@ class LaneFamily(ABC):
         from ..fsutil import sha256_file
 
         trained = spec.checkpoint is not None
-        checkpoint = None if not trained else {
+        checkpoint = None if spec.checkpoint is None else {
             "path": str(Path(spec.checkpoint).resolve()), "sha256": sha256_file(Path(spec.checkpoint)),
             **({"dropped": dropped} if dropped else {})}
         return {"kind": self.name, "spec": self.name, "backbone": backbone, "dataset": dataset, "checkpoint": checkpoint,
@@ -498,7 +501,9 @@ class LaneFamily(ABC):
 
     def decode_preset(self, dataset: str | None) -> DecodeParams:
         """The decode defaults of `dataset` (the family's own without one)."""
-        return self.datasets[dataset].decode if dataset in self.datasets else self.decode_defaults
+        if dataset is not None and dataset in self.datasets:
+            return self.datasets[dataset].decode
+        return self.decode_defaults
 
     def decoder(self) -> ModuleType:
         return importlib.import_module(self.decoder_module)

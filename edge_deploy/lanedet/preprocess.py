@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 import cv2
 import numpy as np
@@ -67,7 +67,7 @@ def _triple(name: str, value: Any) -> tuple[float, float, float]:
         raise PreprocessSpecError(f"preprocess {name} must be 3 numbers, got {value!r}") from None
     if len(vals) != 3 or not all(math.isfinite(v) for v in vals):
         raise PreprocessSpecError(f"preprocess {name} must be 3 finite numbers, got {value!r}")
-    return vals  # type: ignore[return-value]
+    return vals
 
 
 @dataclass(frozen=True)
@@ -366,8 +366,8 @@ def antialiased_bilinear(source: tuple[int, int], size: tuple[int, int], keep: i
 def resize(frame: np.ndarray, size: tuple[int, int], interpolation: str) -> np.ndarray:
     """`frame` (HxWx3 uint8) resized to `size` (height, width) as a spec's `interpolation` resizes."""
     if interpolation == ANTIALIASED_BILINEAR:
-        return antialiased_bilinear(frame.shape[:2], size)(frame)
-    return cv2.resize(frame, (size[1], size[0]), interpolation=INTERPOLATIONS[interpolation])
+        return antialiased_bilinear((frame.shape[0], frame.shape[1]), size)(frame)
+    return cv2.resize(frame, (size[1], size[0]), interpolation=cast(int, INTERPOLATIONS[interpolation]))  # None: above
 
 
 class Preprocessor:
@@ -442,10 +442,11 @@ class Preprocessor:
             frame = frame[top : top + h, left : left + w]
         height = self.spec.resized_height or self.spec.height
         if self._interp is None:
-            resample = antialiased_bilinear(frame.shape[:2], (height, self.spec.width), self.spec.height)
+            source = (frame.shape[0], frame.shape[1])
+            resample = antialiased_bilinear(source, (height, self.spec.width), self.spec.height)
             resized = resample(frame, self._resized[: self.spec.height])
         else:
-            resized = self._resize(frame, height)
+            resized = self._resize(frame, height, self._interp)
         cv2.split(resized, self._planes)
         swap = color != self.spec.color
         for c in range(3):
@@ -453,7 +454,7 @@ class Preprocessor:
             cv2.LUT(src, self._luts[c], dst=self._target[index, c])
         return self.output[index : index + 1]
 
-    def _resize(self, frame: np.ndarray, height: int) -> np.ndarray:
+    def _resize(self, frame: np.ndarray, height: int, interpolation: int) -> np.ndarray:
         """cv2.resize to (height, width), only the source rows that reach the kept rows; the kept rows."""
         if height != self.spec.height:
             source_rows, height = kept_rows(frame.shape[0], height, self.spec.height)
@@ -462,7 +463,7 @@ class Preprocessor:
             resized = frame  # a resize to the same size is a copy
         else:
             buffer = self._resized[:height] if height <= len(self._resized) else None
-            resized = cv2.resize(frame, (self.spec.width, height), dst=buffer, interpolation=self._interp)
+            resized = cv2.resize(frame, (self.spec.width, height), dst=buffer, interpolation=interpolation)
         if height != self.spec.height:
             resized = resized[height - self.spec.height:]  # the bottom rows: still C-contiguous
         return resized

@@ -101,7 +101,7 @@ class VideoWriter:
         if self._writer is None:
             h, w = frame.shape[0] // 2 * 2, frame.shape[1] // 2 * 2
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._writer = cv2.VideoWriter(str(self.tmp), cv2.VideoWriter_fourcc(*FOURCC), self.fps, (w, h))
+            self._writer = cv2.VideoWriter(str(self.tmp), cv2.VideoWriter.fourcc(*FOURCC), self.fps, (w, h))
             if not self._writer.isOpened():
                 raise FrameError(f"cannot write {self.path}: OpenCV has no {FOURCC} encoder here.")
             self._size = (w, h)

@@ -79,7 +79,7 @@ def _check_format(repository: Path, data: dict[str, Any]) -> None:
     """RepositoryError for a state file a newer edge-deploy wrote: reading it as empty would rewrite it, losing it."""
     found = data.get("format")
     if isinstance(found, int) and not isinstance(found, bool) and found > FORMAT:
-        tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
+        tool = data["tool"] if isinstance(data.get("tool"), dict) else {}
         writer = f"edge-deploy {tool['version']}" if isinstance(tool.get("version"), str) else "a newer edge-deploy"
         raise RepositoryError(
             f"{state_path(repository)} is format {found}, written by {writer}; this edge-deploy "

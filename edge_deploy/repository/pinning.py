@@ -49,6 +49,8 @@ def version_config(repository: Path, model: str, version: int) -> Any:
         base = model[: -len("_pipeline")]
         config = mc.pipeline_config(manifest, name=model, model=base, preprocess=base + "_preprocess",
                                     postprocess=base + "_postprocess", version_policy=version)
+    elif record.runtime is None:  # install always writes it: a damaged record
+        raise RepositoryError(f"{vdir / INSTALL_RECORD} names no runtime; it was not installed by edge-deploy.")
     else:
         config = mc.model_config(manifest, name=model, runtime=record.runtime, options=record.options,
                                  version_policy=version, manifest_sha256=sha256_file(vdir / MANIFEST_NAME))

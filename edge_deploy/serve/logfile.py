@@ -96,11 +96,12 @@ def run(argv: list[str], log_file: Path, max_bytes: int) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
     assert proc.stdout is not None
+    stdout = proc.stdout
     lock = threading.Lock()
     log = CappedLog(log_file, max_bytes)
 
     def pump() -> None:
-        for line in proc.stdout:
+        for line in stdout:
             with lock:
                 if log.closed:
                     return

@@ -58,11 +58,11 @@ def foreground_source(user: bool, lines: int) -> LogSource | None:
         path = foreground_log(scope, record.repository)
         return LogSource(user, lines, path, f"no {su.UNIT_NAME} is installed; showing the log of "
                                             f"{record.describe()} serving {record.repository}: {path}")
-    path = latest_foreground_log(scope)
-    if path is None:
+    latest = latest_foreground_log(scope)
+    if latest is None:
         return None
-    return LogSource(user, lines, path, f"no {su.UNIT_NAME} is installed; showing the last `serve --foreground` "
-                                        f"log {path}")
+    return LogSource(user, lines, latest, f"no {su.UNIT_NAME} is installed; showing the last `serve --foreground` "
+                                          f"log {latest}")
 
 
 def log_source(user: bool = False, lines: int = 200) -> LogSource:

@@ -58,10 +58,10 @@ def network_policy(
         raise ServerError("--insecure serves plaintext; it cannot go with --tls-cert/--tls-key/--tls-ca (drop one).")
     tls = None
     if given:
-        if len(given) != 3:
+        if cert is None or key is None or ca is None:  # not all three
             raise ServerError("TLS needs all three of --tls-cert, --tls-key and --tls-ca (`edge-deploy certs init` "
                               "writes them: issued/server.pem, issued/server.key, ca.pem).")
-        tls = server_tls(Path(cert), Path(key), Path(ca), client_cert, client_key)  # type: ignore[arg-type]
+        tls = server_tls(Path(cert), Path(key), Path(ca), client_cert, client_key)
     elif not loopback and not insecure:
         from ..certs import SERVER, CertificateAuthority
         from ..state import state_dir
@@ -106,7 +106,7 @@ def server_tls(cert: Path, key: Path, ca: Path, client_cert: Path | None = None,
     cert, key, ca = cert.expanduser().absolute(), key.expanduser().absolute(), ca.expanduser().absolute()
     if (client_cert is None) != (client_key is None):
         raise ServerError("--tls-client-cert and --tls-client-key go together.")
-    if client_cert is None:
+    if client_cert is None or client_key is None:  # both or neither (above); `or` lets mypy see both
         guess = cert.parent / f"{ADMIN_CLIENT}.pem"
         if not guess.is_file():
             raise ServerError(
@@ -116,11 +116,11 @@ def server_tls(cert: Path, key: Path, ca: Path, client_cert: Path | None = None,
         client_cert, client_key = guess, guess.with_suffix(".key")
     for what, path in (("--tls-cert", cert), ("--tls-key", key), ("--tls-ca", ca),
                        ("--tls-client-cert", client_cert), ("--tls-client-key", client_key)):
-        if not Path(path).is_file():  # type: ignore[arg-type]
+        if not Path(path).is_file():
             raise ServerError(f"{what} {path} does not exist; `edge-deploy certs init` writes the TLS files.")
     expires = cert_not_after(cert)
     if expires < dt.datetime.now(dt.timezone.utc):
         raise ServerError(f"the server certificate {cert} expired on {expires:%Y-%m-%d}; issue a new one "
                           "(`edge-deploy certs init --force` or `certs issue server --server`).")
-    return ServerTLS(cert=cert, key=key, ca=ca, client_cert=Path(client_cert).expanduser().absolute(),  # type: ignore[arg-type]
-                     client_key=Path(client_key).expanduser().absolute())  # type: ignore[arg-type]
+    return ServerTLS(cert=cert, key=key, ca=ca, client_cert=Path(client_cert).expanduser().absolute(),
+                     client_key=Path(client_key).expanduser().absolute())

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO, cast
 
 from ..errors import ServerError
 from .addresses import dial_url
@@ -14,6 +15,9 @@ from .admin import GRPC_PROTOCOL_PREFIX, Health, wait_healthy
 from .argv import ServerOptions, tritonserver_argv
 from .discovery import INSTALL_HINT, TritonInstall
 from .log_reason import last_error_line
+
+if TYPE_CHECKING:
+    from .logfile import CappedLog
 
 
 class TritonProcess:
@@ -56,6 +60,7 @@ class TritonProcess:
         """Launch tritonserver in its own session, output appended to the log; returns self."""
         env = {**os.environ, **self.install.env}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log: CappedLog | BinaryIO
         if self._pumped and self.log_max_bytes is not None:
             from .logfile import CappedLog
 
@@ -67,7 +72,7 @@ class TritonProcess:
         try:
             self.proc = subprocess.Popen(
                 self.argv,
-                stdout=subprocess.PIPE if self._pumped else log,
+                stdout=subprocess.PIPE if self._pumped else cast(BinaryIO, log),  # not pumped: the file
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,

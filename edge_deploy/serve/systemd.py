@@ -65,7 +65,7 @@ GPU_DEVICE_GLOBS = (
 
 def template_text() -> str:
     """The unit template shipped with the package (identical to systemd/edge-deploy-triton.service)."""
-    return resources.files("edge_deploy.serve").joinpath("templates", UNIT_NAME).read_text()
+    return (resources.files("edge_deploy.serve") / "templates" / UNIT_NAME).read_text()
 
 
 def unit_dir(scope: str) -> Path:

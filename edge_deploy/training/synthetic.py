@@ -15,7 +15,7 @@ Seeds >= EVAL_SEED_BASE are reserved for evaluation; training code must refuse t
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterator
+from typing import Iterator, cast
 
 import cv2
 import numpy as np
@@ -146,7 +146,8 @@ def _sample(rng: np.random.Generator, lanes: int | None, hard: bool) -> _Params:
         mark_w=float(u(0.12, 0.2)),
         dash=(float(u(2.5, 4.5)), float(u(9, 14)), float(u(0, 20))),
         shoulder=float(u(0.3, 2.5)),
-        road_tint=tuple(float(t) for t in u(0.75, 1.25, size=3) * u(0.7, 1.3)) if hard else (1.0, 1.0, 1.0),
+        road_tint=cast("tuple[float, float, float]", tuple(float(t) for t in u(0.75, 1.25, size=3) * u(0.7, 1.3)))
+        if hard else (1.0, 1.0, 1.0),
         cars=tuple(cars),
         shadows=tuple(shadows),
         light=light,
@@ -214,7 +215,7 @@ def _camera_matrix(p: _Params, width: int, height: int) -> np.ndarray:
     """Affine map from scene pixels to frame pixels (roll about the centre, zoom, shift).
 
     Built in the reference frame and scaled, so every output size sees the same camera."""
-    m = cv2.getRotationMatrix2D((_REF_W / 2.0, _REF_H / 2.0), p.roll, p.zoom)
+    m: np.ndarray = cv2.getRotationMatrix2D((_REF_W / 2.0, _REF_H / 2.0), p.roll, p.zoom)
     m[:, 2] += p.shift
     scale = np.array([width / _REF_W, height / _REF_H])
     m[:, :2] = m[:, :2] * scale[:, None] / scale[None, :]
@@ -329,7 +330,8 @@ def _draw_road(p: _Params, v: _View, canvas: np.ndarray, ground_t: np.ndarray,
     ru, _ = _project(p, p.xs[-1] + p.shoulder, z)
     road_mask = np.zeros((height, width), dtype=np.uint8)
     poly = _poly(np.concatenate([lu, ru[::-1]]), np.concatenate([lv, lv[::-1]]), v.sx, v.sy)
-    cv2.fillPoly(road_mask, [poly], 255, cv2.LINE_AA, _SUBPIXEL)
+    # cv2's stubs take a color only as a sequence, cv2 a scalar too (the ignores here and below)
+    cv2.fillPoly(road_mask, [poly], 255, cv2.LINE_AA, _SUBPIXEL)  # type: ignore[call-overload]
     road_a = road_mask.astype(np.float32) / 255.0
     shade = 0.75 + 0.35 * ground_t  # far asphalt looks lighter (haze)
     road_rgb = _ROAD * np.asarray(p.road_tint, dtype=np.float32) * (1.25 - 0.35 * shade)
@@ -373,7 +375,8 @@ def _draw_paint(p: _Params, v: _View, canvas: np.ndarray, rng: np.random.Generat
         truth_ref.append((u_c, v_c))
         polys = _marking_polys(p, v, i, zf, v_c)
         if polys:
-            cv2.fillPoly(masks[p.yellow[i]], polys, int(round(255 * p.paint[i])), cv2.LINE_AA, _SUBPIXEL)
+            value = int(round(255 * p.paint[i]))
+            cv2.fillPoly(masks[p.yellow[i]], polys, value, cv2.LINE_AA, _SUBPIXEL)  # type: ignore[call-overload]
     wear_map = None
     if p.wear:
         tags.add("worn")
@@ -402,7 +405,7 @@ def _draw_shadows(p: _Params, v: _View, canvas: np.ndarray, tags: set[str]) -> n
         u1, v1 = _project(p, x + hw, np.array([zc + hd]))
         ucen, vcen = (u0[0] + u1[0]) / 2 * sx, (v0[0] + v1[0]) / 2 * sy
         axes = (max(int(abs(u1[0] - u0[0]) / 2 * sx), 1), max(int(abs(v0[0] - v1[0]) / 2 * sy), 1))
-        cv2.ellipse(shadow, (int(ucen), int(vcen)), axes, 0, 0, 360, 255, -1, cv2.LINE_AA)
+        cv2.ellipse(shadow, (int(ucen), int(vcen)), axes, 0, 0, 360, 255, -1, cv2.LINE_AA)  # type: ignore[call-overload]
     soft = cv2.GaussianBlur(shadow, (0, 0), max(2.0, 6 * sx)).astype(np.float32) / 255.0
     strength = 0.35 if len(p.shadows) < 3 else 0.55
     canvas = _scale(canvas, 1.0 - strength * soft)
@@ -465,7 +468,7 @@ def _light(p: _Params, v: _View, canvas: np.ndarray, masks: dict[bool, np.ndarra
             cv2.circle(canvas, (int(uc * sx), int((vc - p.f * ch * 0.45 / zc) * sy)), max(2, int(8 * sx)), (60, 60, 255), -1)
     elif p.light == "dusk":
         tags.add("dusk")
-        canvas = cv2.multiply(canvas, (0.45, 0.5, 0.7, 0.0))
+        canvas = cv2.multiply(canvas, (0.45, 0.5, 0.7, 0.0))  # type: ignore[call-overload]  # cv2 stubs: no Scalar
     elif p.light == "glare":
         tags.add("glare")
         yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
@@ -502,7 +505,7 @@ def _camera_effects(p: _Params, v: _View, canvas: np.ndarray, tags: set[str]) ->
     if p.blur:
         tags.add("blur")
         k = max(3, int(p.blur * v.sx) | 1)
-        kernel = np.zeros((k, k), np.float32)
+        kernel: np.ndarray = np.zeros((k, k), np.float32)
         kernel[k // 2] = 1.0
         rot = cv2.getRotationMatrix2D((k / 2 - 0.5, k / 2 - 0.5), p.blur_angle, 1.0)
         kernel = cv2.warpAffine(kernel, rot, (k, k))

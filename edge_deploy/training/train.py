@@ -25,7 +25,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Generator, Sequence
 
 import numpy as np
 
@@ -289,7 +289,7 @@ def _quiet_worker() -> None:
 
 def batches(
     run_seed: int, first: int, size: int, *, flip: bool = True, workers: int = 0, favour: tuple[str, ...] = ()
-) -> Iterator[tuple[np.ndarray, list[np.ndarray], list[int]]]:
+) -> Generator[tuple[np.ndarray, list[np.ndarray], list[int]], None, None]:
     """`make_batch` for first, first + size, ... without end; with `workers`, frames are drawn ahead in
     that many processes (the same frames, in the same order: each is a function of its seed)."""
     if workers <= 0:
@@ -361,7 +361,7 @@ def build_model(backbone: str, anchor_indices: Sequence[int], seed: int) -> Any:
 
     torch.manual_seed(seed)
     model = LaneATT(backbone, np.asarray(anchor_indices, dtype=np.int64))
-    return model.to(memory_format=torch.channels_last).train()
+    return model.to(memory_format=torch.channels_last).train()  # type: ignore[call-overload]  # torch stubs lack it
 
 
 def _save(path: Path, obj: dict[str, Any]) -> None:

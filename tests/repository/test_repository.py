@@ -216,6 +216,18 @@ def test_rollback_rebuilds_the_config_from_that_versions_manifest_and_install_op
     assert read_config(repo, "lane") == expected("b", 2, runtime="python", version_policy=2)
 
 
+def test_rollback_to_a_version_whose_install_record_lost_its_runtime_names_the_record(tmp_path, artifacts) -> None:
+    repo = tmp_path / "repo"
+    install(artifacts["a"], repo, "lane", runtime="python")
+    install(artifacts["b"], repo, "lane", runtime="python")
+    record = repo / "lane" / "1" / "install.json"
+    record.write_text(json.dumps({k: v for k, v in json.loads(record.read_text()).items() if k != "runtime"}))
+    before = tree_hash(repo)
+    with pytest.raises(RepositoryError, match=r"lane/1/install\.json names no runtime"):
+        rollback(repo, "lane", 1)
+    assert tree_hash(repo) == before  # refused before anything is written
+
+
 def test_pipeline_models_share_the_version_and_follow_rollback(tmp_path, artifacts) -> None:
     repo = tmp_path / "repo"
     install(InstallOptions(artifacts["a"], repo, "lane", runtime="python", pipeline=True))

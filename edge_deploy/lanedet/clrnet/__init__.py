@@ -103,6 +103,7 @@ class CLRNetFamily(LaneFamily):
 
         self.options_from(spec)  # CLRNet has no options of its own: refuses other families'
         dataset, backbone = self.dataset_from(spec, DEFAULT_DATASET), self.backbone_from(spec)
+        assert dataset is not None and backbone is not None  # both have defaults
         preset = PRESETS[dataset]
         shape = (3, preset.input_height, preset.input_width)
         self.check_input_shape(spec, shape)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -45,7 +46,7 @@ class ResNetBackbone(nn.Module):
         self.model = resnet_features(name, named=True)
 
     def forward(self, x: Tensor) -> list[Tensor]:
-        m = self.model
+        m: Any = self.model  # a Sequential of named children
         x = m.layer1(m.maxpool(m.relu(m.bn1(m.conv1(x)))))
         features = []
         for layer in (m.layer2, m.layer3, m.layer4):
@@ -64,7 +65,7 @@ class DLABackbone(nn.Module):
 
 
 def neck_in_channels(backbone: str) -> tuple[int, int, int]:
-    return tuple(DLA_CHANNELS[3:]) if backbone == "dla34" else stage_channels(backbone)[1:]  # type: ignore
+    return DLA_CHANNELS[3:] if backbone == "dla34" else stage_channels(backbone)[1:]
 
 
 class ConvUnit(nn.Module):
@@ -90,6 +91,7 @@ class FPN(nn.Module):
         for module in self.modules():  # mmcv's Xavier (uniform) init of the FPN convs
             if isinstance(module, nn.Conv2d):
                 nn.init.xavier_uniform_(module.weight)
+                assert module.bias is not None  # bias=True (ConvUnit without norm)
                 nn.init.zeros_(module.bias)
 
     def forward(self, features: list[Tensor]) -> list[Tensor]:
@@ -111,6 +113,7 @@ class ROIGather(nn.Module):
         self.f_value = nn.Conv2d(c, c, 1)
         self.W = nn.Conv1d(n, n, 1, groups=n)
         nn.init.zeros_(self.W.weight)
+        assert self.W.bias is not None
         nn.init.zeros_(self.W.bias)
         self.convs = nn.ModuleList(ConvUnit(c, ROI_MID_CHANNELS, (9, 1), (4, 0), norm=True)
                                    for _ in range(REFINE_LAYERS))
@@ -137,6 +140,12 @@ def linear_relu_pairs() -> list[nn.Module]:
 
 
 class CLRHead(nn.Module):
+    sample_x_indexs: Tensor  # buffers (register_buffer), declared for the type checker
+    prior_feat_ys: Tensor
+    prior_ys: Tensor
+    priors: Tensor
+    priors_on_featmap: Tensor
+
     def __init__(self, input_height: int, input_width: int, seg_classes: int) -> None:
         super().__init__()
         self.input_height, self.input_width = input_height, input_width
@@ -272,7 +281,7 @@ def load_checkpoint(model: CLRNet, path: Path | str) -> CLRNet:
                         "torch.save({'net': torch.load(path, weights_only=False)['net']}, 'weights.pth')")
     state = loaded.get("net", loaded.get("model", loaded)) if isinstance(loaded, dict) else None
     # keys checked before `module.` is stripped from them (state_dict_from: names to tensors, as the other families)
-    if state_dict_from(state) is None:
+    if state is None or state_dict_from(state) is None:
         raise CheckpointError(f"checkpoint {path} holds no state_dict of parameter names to tensors (expected "
                               "{'net': state_dict, ...}, as the official CLRNet save_model writes)")
     state = {k[len(DDP_PREFIX):] if k.startswith(DDP_PREFIX) else k: v for k, v in state.items()}

@@ -85,6 +85,7 @@ class LaneATTFamily(LaneFamily):
 
         self.check_input_shape(spec, INPUT_SHAPE)
         backbone, dataset, options = self.backbone_from(spec), self.dataset_from(spec), self.options_from(spec)
+        assert backbone is not None  # LaneATT has a default backbone
         anchor_order = options.anchor_order
         module = build_laneatt(backbone, checkpoint=spec.checkpoint, anchors_freq=options.anchors_freq,
                                dataset=dataset, topk_anchors=options.topk_anchors, anchor_order=anchor_order,

@@ -36,6 +36,10 @@ class LaneATT(nn.Module):
     rows of the 2784-anchor table, e.g. `anchor_order.topk_anchor_indices(freq, 1000)`.
     """
 
+    anchors: Tensor  # buffers (register_buffer), declared for the type checker
+    pool_index: Tensor
+    pool_mask: Tensor
+
     def __init__(self, backbone: str = "resnet34", anchor_indices: np.ndarray | None = None) -> None:
         super().__init__()
         if backbone not in BACKBONES:
@@ -227,7 +231,9 @@ def build_laneatt(
                 f"checkpoint {checkpoint} was trained with the top {trained} anchors: pass --dataset "
                 f"culane|tusimple|llamas for an official checkpoint, or --anchors-freq FILE --topk-anchors {trained}"
             )
-    indices = None if frequency is None else topk_anchor_indices(frequency, topk_anchors, anchor_order)
+    # frequencies come with topk_anchors (above)
+    indices = None if frequency is None or topk_anchors is None else topk_anchor_indices(frequency, topk_anchors,
+                                                                                         anchor_order)
     with torch.random.fork_rng(devices=[]):  # seeded weights without touching the caller's RNG
         torch.manual_seed(seed)
         model = LaneATT(backbone, indices)

@@ -76,8 +76,8 @@ class UFLDv2Family(LaneFamily):
     def lane_outputs(self, outputs: Sequence[TensorSpec], has_batch: bool) -> tuple[TensorSpec, ...]:
         by_name = {t.name: t for t in outputs}
         if not all(name in by_name for name in OUTPUT_NAMES):
-            shapes = ", ".join(f"{t.name} {list(t.shape)}" for t in outputs)
-            raise ValueError(f"returns {shapes}; a UFLDv2 model returns {', '.join(OUTPUT_NAMES)} (the official "
+            returned = ", ".join(f"{t.name} {list(t.shape)}" for t in outputs)
+            raise ValueError(f"returns {returned}; a UFLDv2 model returns {', '.join(OUTPUT_NAMES)} (the official "
                              "output names): check --model.")
         chosen = tuple(by_name[name] for name in OUTPUT_NAMES)
         shapes = [t.shape[1:] if has_batch else t.shape for t in chosen]
@@ -101,6 +101,7 @@ class UFLDv2Family(LaneFamily):
 
         self.options_from(spec)  # UFLDv2 has no options of its own: refuses other families'
         dataset, backbone = self.dataset_from(spec, DEFAULT_DATASET), self.backbone_from(spec)
+        assert dataset is not None and backbone is not None  # both have defaults
         preset = PRESETS[dataset]
         shape = (3, preset.input_height, preset.input_width)
         self.check_input_shape(spec, shape, dataset)

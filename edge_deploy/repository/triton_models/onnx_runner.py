@@ -57,7 +57,8 @@ class TritonPythonModel:
 
     def execute(self, requests):
         responses = [None] * len(requests)
-        pending, rows = [], 0
+        pending: list[tuple[int, list]] = []
+        rows = 0
         batches = []
         for index, request in enumerate(requests):
             try:
