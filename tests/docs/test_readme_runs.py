@@ -50,7 +50,7 @@ def bash(command: str, cwd: Path, env: dict[str, str], timeout: float = 300) -> 
 
 @pytest.mark.slow
 @pytest.mark.triton
-def test_the_readme_sequences_run_as_written(tmp_path, laneatt_data) -> None:
+def test_the_readme_sequences_run_as_written(tmp_path, laneatt_data, default_port_alone) -> None:
     from small_artifact import make_artifact
     from triton_helpers import stop_process_group
 
