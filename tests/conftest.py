@@ -11,6 +11,31 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO_ROOT / "tests" / "data"
 
 
+# The longest test files, longest first (docs/testing.md has their times). Under pytest-xdist (scripts/test.sh:
+# `-n 2 --dist loadfile`) they start first, so the two workers finish together rather than one running a long
+# file alone at the end. Only the order of files changes; a file's tests keep theirs. Missing one costs time only.
+LONGEST_FIRST = (
+    "tests/fleet/test_rollout.py",
+    "tests/client/test_client_triton.py",
+    "tests/export/test_onnx_target.py",
+    "tests/docs/test_readme_runs.py",
+    "tests/deploy/test_repository_triton.py",
+    "tests/client/test_fused_triton.py",
+    "tests/serve/test_serve_systemd.py",
+    "tests/export/test_convert.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist >= 3.7 would order files by their test count
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest as collected
+
+
 @pytest.fixture(scope="session")
 def laneatt_data() -> Path:
     """The LaneATT reference data copied into tests/data/laneatt (origins in tests/data/README.md)."""
