@@ -5,9 +5,35 @@ from pathlib import Path
 
 import pytest
 from needs import torch_or_skip
+from xdist_shared import exclusive, made_once
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO_ROOT / "tests" / "data"
+
+
+# The longest test files, longest first (docs/testing.md has their times). Under pytest-xdist (scripts/test.sh:
+# `-n 2 --dist loadfile`) they start first, so the two workers finish together rather than one running a long
+# file alone at the end. Only the order of files changes; a file's tests keep theirs. Missing one costs time only.
+LONGEST_FIRST = (
+    "tests/fleet/test_rollout.py",
+    "tests/client/test_client_triton.py",
+    "tests/export/test_onnx_target.py",
+    "tests/docs/test_readme_runs.py",
+    "tests/deploy/test_repository_triton.py",
+    "tests/client/test_fused_triton.py",
+    "tests/serve/test_serve_systemd.py",
+    "tests/export/test_convert.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist >= 3.7 would order files by their test count
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest as collected
 
 
 @pytest.fixture(scope="session")
@@ -51,6 +77,14 @@ def start_triton(tmp_path):
         proc.stop(timeout=15)
 
 
+@pytest.fixture
+def default_port_alone(tmp_path_factory):
+    """For a test that serves on 127.0.0.1:8001 (the default port) or needs nothing there: under pytest-xdist
+    no other such test runs meanwhile (tests/support/xdist_shared.py)."""
+    with exclusive(tmp_path_factory, "default-port"):
+        yield
+
+
 @pytest.fixture(scope="session")
 def laneatt_checkpoint(tmp_path_factory, laneatt_data) -> Path:
     """A LaneATT-R18 checkpoint (CULane top-1000 anchors) whose lanes are real lanes.
@@ -60,13 +94,16 @@ def laneatt_checkpoint(tmp_path_factory, laneatt_data) -> Path:
     classifier sharpened: frames then give lanes and comparisons of lanes are not vacuous.
     """
     torch = torch_or_skip()
-    from edge_deploy.lanedet.laneatt.model import build_laneatt, give_untrained_lanes
 
-    state = give_untrained_lanes(build_laneatt("resnet18", anchors_freq=laneatt_data / "culane_anchors_freq.pt",
-                                               topk_anchors=1000, seed=0)).state_dict()
-    path = tmp_path_factory.mktemp("checkpoint") / "laneatt_r18_culane.pt"
-    torch.save({"model": state}, path)
-    return path
+    def make(work: Path) -> Path:
+        from edge_deploy.lanedet.laneatt.model import build_laneatt, give_untrained_lanes
+
+        state = give_untrained_lanes(build_laneatt("resnet18", anchors_freq=laneatt_data / "culane_anchors_freq.pt",
+                                                   topk_anchors=1000, seed=0)).state_dict()
+        torch.save({"model": state}, work / "laneatt_r18_culane.pt")
+        return work / "laneatt_r18_culane.pt"
+
+    return made_once(tmp_path_factory, "checkpoint", make)
 
 
 @pytest.fixture(scope="session")
@@ -75,19 +112,21 @@ def laneatt_artifact(tmp_path_factory, laneatt_data, laneatt_checkpoint) -> Path
     import subprocess
     import sys
 
-    out = tmp_path_factory.mktemp("artifact") / "lanedet"
-    cmd = [
-        sys.executable, "-m", "edge_deploy", "convert", "laneatt",
-        "--backbone", "resnet18",
-        "--checkpoint", str(laneatt_checkpoint),
-        "--dataset", "culane",
-        "--min-batch", "1", "--opt-batch", "1", "--max-batch", "4",
-        "--target", "onnx",
-        "--output", str(out),
-    ]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, f"convert failed: {result.stderr[-2000:]}"
-    return out
+    def make(work: Path) -> Path:
+        cmd = [
+            sys.executable, "-m", "edge_deploy", "convert", "laneatt",
+            "--backbone", "resnet18",
+            "--checkpoint", str(laneatt_checkpoint),
+            "--dataset", "culane",
+            "--min-batch", "1", "--opt-batch", "1", "--max-batch", "4",
+            "--target", "onnx",
+            "--output", str(work / "lanedet"),
+        ]
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, f"convert failed: {result.stderr[-2000:]}"
+        return work / "lanedet"
+
+    return made_once(tmp_path_factory, "artifact", make)
 
 
 @pytest.fixture(scope="session")
@@ -96,15 +135,17 @@ def laneatt_fused_artifact(tmp_path_factory, laneatt_checkpoint) -> Path:
     import subprocess
     import sys
 
-    out = tmp_path_factory.mktemp("fused_artifact") / "lanedet"
-    cmd = [
-        sys.executable, "-m", "edge_deploy", "convert", "laneatt",
-        "--backbone", "resnet18", "--checkpoint", str(laneatt_checkpoint), "--dataset", "culane",
-        "--fuse-preprocess", "--frame-size", "1640x590", "--target", "onnx", "--output", str(out),
-    ]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, f"convert failed: {result.stderr[-2000:]}"
-    return out
+    def make(work: Path) -> Path:
+        cmd = [
+            sys.executable, "-m", "edge_deploy", "convert", "laneatt",
+            "--backbone", "resnet18", "--checkpoint", str(laneatt_checkpoint), "--dataset", "culane",
+            "--fuse-preprocess", "--frame-size", "1640x590", "--target", "onnx", "--output", str(work / "lanedet"),
+        ]
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        assert result.returncode == 0, f"convert failed: {result.stderr[-2000:]}"
+        return work / "lanedet"
+
+    return made_once(tmp_path_factory, "fused_artifact", make)
 
 
 @pytest.fixture(scope="session")
@@ -118,11 +159,13 @@ def ufldv2_artifact(tmp_path_factory) -> tuple[Path, Path]:
     from edge_deploy.convert import convert
     from edge_deploy.export.source import SourceSpec
 
-    work = tmp_path_factory.mktemp("ufldv2")
-    checkpoint = write_official_checkpoint(work / "tusimple_res18.pth", "tusimple")
-    result = convert(SourceSpec(model="ufldv2", dataset="tusimple", checkpoint=checkpoint), work / "art",
-                     target="onnx")
-    return checkpoint, result.artifact_dir
+    def make(work: Path) -> tuple[Path, Path]:
+        checkpoint = write_official_checkpoint(work / "tusimple_res18.pth", "tusimple")
+        result = convert(SourceSpec(model="ufldv2", dataset="tusimple", checkpoint=checkpoint), work / "art",
+                         target="onnx")
+        return checkpoint, result.artifact_dir
+
+    return made_once(tmp_path_factory, "ufldv2", make)
 
 
 @pytest.fixture(scope="session")
@@ -136,8 +179,10 @@ def clrnet_artifact(tmp_path_factory) -> tuple[Path, Path]:
     from edge_deploy.convert import convert
     from edge_deploy.export.source import SourceSpec
 
-    work = tmp_path_factory.mktemp("clrnet")
-    checkpoint = write_official_checkpoint(work / "culane_r18.pth", "culane")
-    result = convert(SourceSpec(model="clrnet", dataset="culane", backbone="resnet18", checkpoint=checkpoint),
-                     work / "art", target="onnx")
-    return checkpoint, result.artifact_dir
+    def make(work: Path) -> tuple[Path, Path]:
+        checkpoint = write_official_checkpoint(work / "culane_r18.pth", "culane")
+        result = convert(SourceSpec(model="clrnet", dataset="culane", backbone="resnet18", checkpoint=checkpoint),
+                         work / "art", target="onnx")
+        return checkpoint, result.artifact_dir
+
+    return made_once(tmp_path_factory, "clrnet", make)

@@ -405,7 +405,8 @@ def test_two_clients_in_parallel_do_not_interfere(server):
 def test_nothing_left_in_dev_shm_or_on_the_server_after_close(server):
     import tritonclient.grpc as grpcclient
 
-    before = sorted(n for n in os.listdir("/dev/shm") if n.startswith(NAME_PREFIX))
+    ours = f"{NAME_PREFIX}{os.getpid()}_"  # this process's regions: other test processes may run meanwhile (xdist)
+    before = sorted(n for n in os.listdir("/dev/shm") if n.startswith(ours))
     frame = frames(30)[0]
     names = []
     for model in ("tiny", "tiny_pipeline", "lanedet"):
@@ -417,7 +418,7 @@ def test_nothing_left_in_dev_shm_or_on_the_server_after_close(server):
         assert all(os.stat(f"/dev/shm/{n}").st_mode & 0o777 == 0o660 for n in client.shm_regions)
         client.close()
     assert len(names) == 2 + 1 + 2
-    after = sorted(n for n in os.listdir("/dev/shm") if n.startswith(NAME_PREFIX))
+    after = sorted(n for n in os.listdir("/dev/shm") if n.startswith(ours))
     assert after == before and not set(names) & set(after)
     status = grpcclient.InferenceServerClient(server.url).get_system_shared_memory_status(as_json=True)
     assert not set(names) & set(status.get("regions", {}))

@@ -309,7 +309,7 @@ def test_health_after_a_failed_load_and_for_names_it_does_not_know(served, tmp_p
             f"model repository {tmp_path / 'missing'} does not exist; pass the --repository the server serves.")
 
 
-def test_status_and_health_exit_3_when_nothing_serves_as_the_docs_say(tmp_path) -> None:
+def test_status_and_health_exit_3_when_nothing_serves_as_the_docs_say(tmp_path, default_port_alone) -> None:
     """README.md, docs/serving.md, docs/failures.md: "`status` and `health` exit 3 when not serving"."""
     from edge_deploy.serve.checks import port_in_use
 

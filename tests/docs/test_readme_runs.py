@@ -4,9 +4,9 @@ and docs/ run as written"), so they cannot drift from the product again.
 One test walks the README: install (twice, the second with `--pipeline bls`) -> `serve --foreground` -> stop (refused,
 naming the foreground server) -> status, health -> sample -> infer (frames and the video) -> evaluate -> docs/bench.md's
 and docs/geometry.md's command blocks -> rollback -> status, each command taken verbatim from the
-README (optional `[...]` parts left out, comments dropped) and run by bash in a fresh directory with `edge-deploy`
-on PATH, the real bundled tritonserver serving. While it serves, the Python snippets of README.md and
-docs/client.md run through Sybil's Markdown parser and evaluator, with `frame` a sample frame.
+README (optional `[...]` parts left out, comments dropped; fewer frames and shorter bench cells) and run by bash in a
+fresh directory with `edge-deploy` on PATH, the real bundled tritonserver serving. While it serves, the Python snippets
+of README.md and docs/client.md run through Sybil's Markdown parser and evaluator, with `frame` a sample frame.
 
 The artifact `artifacts/lanedet` is made by tests/support/small_artifact.py, not by `convert` (minutes of export
 that tests/export covers); docs/tls.md's snippet dials a vehicle's address and is marked `skip` there.
@@ -50,7 +50,7 @@ def bash(command: str, cwd: Path, env: dict[str, str], timeout: float = 300) -> 
 
 @pytest.mark.slow
 @pytest.mark.triton
-def test_the_readme_sequences_run_as_written(tmp_path, laneatt_data) -> None:
+def test_the_readme_sequences_run_as_written(tmp_path, laneatt_data, default_port_alone) -> None:
     from small_artifact import make_artifact
     from triton_helpers import stop_process_group
 
@@ -92,9 +92,13 @@ def test_the_readme_sequences_run_as_written(tmp_path, laneatt_data) -> None:
         assert "serve --foreground" in status.stdout and "lanedet: ready" in status.stdout, status.stdout
         bash(readme_command("edge-deploy sample -o samples && edge-deploy infer samples/*.png"), work, env)
         assert list((work / "lanes").glob("*.png"))
-        bash(readme_command("edge-deploy sample -o samples --video"), work, env)
+        video = readme_command("edge-deploy sample -o samples --video")
+        assert " -n 60 " in video, video  # as written, with 6 frames instead of 60 (the bench page reads 4 of them)
+        bash(video.replace(" -n 60 ", " -n 6 "), work, env)
         assert (work / "lanes" / "drive.lanes.mp4").is_file() and (work / "lanes" / "drive.lanes.jsonl").is_file()
-        bash(readme_command("edge-deploy evaluate --url 127.0.0.1:8001"), work, env)
+        scored = readme_command("edge-deploy evaluate --url 127.0.0.1:8001")
+        assert "--synthetic 200" in scored, scored  # as written, scoring 8 synthetic frames instead of 200
+        bash(scored.replace("--synthetic 200", "--synthetic 8"), work, env)
         assert (work / "report.json").is_file()
         run_python_snippets(work)
         run_bench_page(work, env)
@@ -132,7 +136,9 @@ def run_bench_page(work: Path, env: dict[str, str]) -> None:
     assert "--seconds 10" in by_url
     table = bash(by_url.replace("--seconds 10", FAST), work, {**env, "COLUMNS": "200"}).stdout
     assert table.count("│ lanedet_pipeline │ bls ") == 3 and "…" not in table, table  # concurrency 1, 2 and 4
-    bash(frames.replace("edge-deploy bench", f"edge-deploy bench {FAST} --concurrency 1 --max-frames 4"), work, env)
+    assert " -n 60 " in frames, frames  # a 6-frame video instead of 60 (bench reads 4 of them)
+    bash(frames.replace(" -n 60 ", " -n 6 ").replace("edge-deploy bench", f"edge-deploy bench {FAST} --concurrency 1 "
+                                                     "--max-frames 4"), work, env)
     report = json.loads((work / "bench.json").read_text())
     assert report["frames"].startswith("samples/drive.mp4") and {c["model"] for c in report["cells"]} == {
         "lanedet", "lanedet_pipeline"}, report["frames"]

@@ -262,7 +262,7 @@ def test_bls_follows_the_served_version_while_a_client_streams(tmp_path, anchors
     assert failed_loads(server.log_path) == []
 
 
-def stubs_of(model: str, server: int | None = None) -> dict[int, list[bytes]]:
+def stubs_of(model: str, server: int) -> dict[int, list[bytes]]:
     """The Python-backend stubs that run `model` (of the tritonserver with pid `server`): pid -> argv."""
     stubs = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -272,7 +272,7 @@ def stubs_of(model: str, server: int | None = None) -> dict[int, list[bytes]]:
         except (OSError, IndexError, ValueError):
             continue
         if (len(argv) > 2 and argv[0].endswith(b"triton_python_backend_stub") and f"/{model}/".encode() in argv[1]
-                and server in (None, parent)):
+                and parent == server):  # not another test's server (pytest-xdist runs two at a time)
             stubs[int(pid)] = argv
     return stubs
 
@@ -281,10 +281,11 @@ def stub_pids(model: str, server: int) -> set[int]:
     return set(stubs_of(model, server))
 
 
-def stub_shm_sizes(model: str) -> list[int]:
-    """Sizes of the shared memory regions of the Python-backend stubs that run `model`."""
+def stub_shm_sizes(model: str, server: int) -> list[int]:
+    """Sizes of the shared memory regions of the Python-backend stubs that run `model` (of the server with pid
+    `server`)."""
     sizes = []
-    for argv in stubs_of(model).values():
+    for argv in stubs_of(model, server).values():
         try:
             sizes.append(os.stat(f"/dev/shm/{argv[2].decode()}").st_size)
         except FileNotFoundError:  # a stub on its way out
@@ -327,12 +328,12 @@ def test_bls_errors_name_the_pipeline_and_model_in_one_line(tmp_path, anchors, s
         assert [lane.points.tolist() for lane in client.detect(frame)] == [lane.points.tolist() for lane in good]
         for _ in range(20):  # the stub's shared memory grows to what a frame needs, once
             client.detect(frame)
-        shm = stub_shm_sizes("lane_pipeline")
+        shm = stub_shm_sizes("lane_pipeline", server.proc.pid)
         for _ in range(50):  # the stubs the pinned config replaced may still be exiting
             if len(shm) == BLS_INSTANCES:
                 break
             time.sleep(0.1)
-            shm = stub_shm_sizes("lane_pipeline")
+            shm = stub_shm_sizes("lane_pipeline", server.proc.pid)
         assert len(shm) == BLS_INSTANCES
         # The model it calls is not loaded at all.
         admin = grpcclient.InferenceServerClient(server.url)
@@ -346,7 +347,7 @@ def test_bls_errors_name_the_pipeline_and_model_in_one_line(tmp_path, anchors, s
             admin.close()
         for _ in range(200):
             assert len(client.detect(frame)) == len(good)
-        after = stub_shm_sizes("lane_pipeline")
+        after = stub_shm_sizes("lane_pipeline", server.proc.pid)
         # A stub's pool may grow once more by about a request's size (fragmentation); a response kept per request
         # (1000 x 77 floats: 0.3 MB) would add 60 MB over these 200 answers.
         request_bytes = frame.nbytes + 3 * 360 * 640 * 4

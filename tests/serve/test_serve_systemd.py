@@ -18,11 +18,13 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pytest
 from conftest import free_port
-from triton_helpers import ADD_TWO, BROKEN, write_model
+from triton_helpers import ADD_TWO, BROKEN, remove_orphaned_python_backend_regions, write_model
+from xdist_shared import exclusive
 
 from edge_deploy.serve.checks import port_in_use
 
@@ -84,6 +86,13 @@ def user_manager(tmp_path_factory):
         pytest.skip("systemd is not installed")
     if not RUN_DIR.is_dir() and os.geteuid() != 0:
         pytest.skip("creating /run/systemd/system needs root")
+    # xdist: never beside tests/serve/test_systemd_unit.py, whose `systemd-analyze` must not meet the manager's
+    # /run/systemd/system (nor have its stamp file removed under it)
+    with exclusive(tmp_path_factory, "host-systemd"):
+        yield from _started_user_manager(tmp_path_factory)
+
+
+def _started_user_manager(tmp_path_factory) -> Iterator[UserManager]:  # noqa: ANN001
     base = tmp_path_factory.mktemp("systemd-user")
     home, runtime = base / "home", base / "runtime"
     home.mkdir()
@@ -120,8 +129,7 @@ def user_manager(tmp_path_factory):
                     pass
         # The SIGKILLed server cannot remove its Python-backend regions (the system unit's
         # RemoveIPC= does that for the service user; a user unit runs as us, so we do it here).
-        for region in set(Path("/dev/shm").glob("triton_python_backend_shm_region_*")) - shm_before:
-            region.unlink(missing_ok=True)
+        remove_orphaned_python_backend_regions(shm_before)
         for path, was_there in existed.items():
             if not was_there and path.exists():
                 path.rmdir() if path.is_dir() else path.unlink()

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from xdist_shared import exclusive
 
 from edge_deploy.serve import systemd as su
 from edge_deploy.serve.argv import KEY_ENV, ServerOptions, tritonserver_argv
@@ -68,11 +69,13 @@ UNITS_LOAD_STAMP = Path("/run/systemd/systemd-units-load")
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _no_stamp_left_behind():
-    existed = UNITS_LOAD_STAMP.exists()
-    yield
-    if not existed:
-        UNITS_LOAD_STAMP.unlink(missing_ok=True)
+def _no_stamp_left_behind(tmp_path_factory):
+    # xdist: never beside tests/serve/test_serve_systemd.py, which creates /run/systemd/system (and this stamp)
+    with exclusive(tmp_path_factory, "host-systemd"):
+        existed = UNITS_LOAD_STAMP.exists()
+        yield
+        if not existed:
+            UNITS_LOAD_STAMP.unlink(missing_ok=True)
 
 
 def analyze(*args: str, cwd: Path, user: bool) -> subprocess.CompletedProcess[str]:

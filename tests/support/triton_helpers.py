@@ -61,6 +61,29 @@ def write_model(repo: Path, name: str, code: str = ADD_ONE, versions: tuple[int,
     return model
 
 
+def mapped_shm_names() -> set[str]:
+    """Names of the /dev/shm files some live process has mapped (read from every /proc/PID/maps)."""
+    names: set[str] = set()
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            text = maps.read_text(errors="replace")
+        except OSError:  # the process exited meanwhile
+            continue
+        names.update(line.rsplit("/dev/shm/", 1)[1].split(" (deleted)")[0] for line in text.splitlines()
+                     if "/dev/shm/" in line)
+    return names
+
+
+def remove_orphaned_python_backend_regions(before: set[Path]) -> None:
+    """Unlink the Python-backend regions made since `before` that no live process maps any more (a SIGKILLed
+    server's): a server of another test running at the same time (pytest-xdist) still maps its own."""
+    made = set(Path("/dev/shm").glob("triton_python_backend_shm_region_*")) - before
+    live = mapped_shm_names()
+    for region in made:
+        if region.name not in live:
+            region.unlink(missing_ok=True)
+
+
 def stop_process_group(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
     """Signal a server started in its own session (its process group: the server stops its stubs), SIGKILL the
     group after 60 s."""
