@@ -14,7 +14,8 @@ Format 2 (this version)::
       "created": "2026-11-22T07:00:00Z",
       "family": "laneatt" | "ufldv2" | null,  lane-model family (edge_deploy.lanedet.family); null: no lane decoder
       "precision": "fp16" | "fp32" | "int8",    what convert was asked for (install follows it)
-      "source": {"kind": "laneatt" | "torchscript" | "factory" | <family>, "spec": str, ...},
+      "source": {"kind": <family> | "torchscript" | "factory", "spec": str, "trained": bool, ...}: where the
+                model came from (edge_deploy.model_source.ModelSource: the common keys, a family's own),
       "files": {"model.onnx": {"sha256": str, "bytes": int}, ...},
       "io": {"inputs":  [{"name", "datatype", "shape"}], "outputs": [...],
              "batch": {"min", "opt", "max", "dynamic"}},
@@ -54,6 +55,7 @@ from .io_signature import BatchRange, IOSignature  # noqa: F401 - BatchRange re-
 from .lanedet.family import (LEGACY_FAMILY, DecodeDefaults, DecodeDefaultsError, DecodeParams, TensorSpec,
                              family_for_outputs, get_family)
 from .lanedet.preprocess import PreprocessSpec, PreprocessSpecError
+from .model_source import EXTERNAL_KINDS, ModelSource
 from .precision import Precision
 from .records import (EvaluationRecord, ExportReport, Fp16OnnxRecord, Fp16Report, FusedPreprocessRecord,
                       ParityReport, PlanVerify, Record, RecordError, json_value)
@@ -282,10 +284,10 @@ def _plain_file_name(name: str) -> bool:
 class Manifest:
     """manifest.json as one object: the typed seams every stage reads, and the stages' reports as records.
 
-    Typed: family, precision, io, preprocess, decode, files, plan (`PlanRecord`: the
-    repository, doctor and the rebuild decision read its fingerprint), and the stages' reports
-    (edge_deploy.records: export, parity, fp16, evaluation, fused_preprocess). Free-form:
-    source (each family's loader writes its own keys), tool, timings.
+    Typed: family, precision, io, preprocess, decode, files, source (`ModelSource`, or the family's own
+    subclass of it), plan (`PlanRecord`: the repository, doctor and the rebuild decision read its fingerprint),
+    and the stages' reports (edge_deploy.records: export, parity, fp16, evaluation, fused_preprocess).
+    Free-form: tool, timings.
     """
 
     io: IOSignature
@@ -293,7 +295,7 @@ class Manifest:
     decode: DecodeParams  # the family's own DecodeParams class (DecodeDefaults without a family)
     precision: Precision = Precision.FP32
     family: str | None = None
-    source: dict[str, Any] = field(default_factory=dict)
+    source: ModelSource = field(default_factory=ModelSource)
     files: dict[str, FileEntry] = field(default_factory=dict)
     tool: dict[str, Any] = field(default_factory=lambda: {"name": "edge-deploy", "version": __version__})
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
@@ -360,6 +362,7 @@ class Manifest:
             files = {name: FileEntry(str(e["sha256"]), int(e["bytes"])) for name, e in (data.get("files") or {}).items()}
             records = {key: kind.from_dict(data[key], key) if isinstance(data.get(key), dict) else None
                        for key, kind in _RECORDS.items()}
+            source = _source_type(data).from_dict(data.get("source") or {}, "source")
         except RecordError as exc:
             raise ManifestError(f"{where} is damaged: {exc}; re-run `edge-deploy convert`.") from None
         except (KeyError, TypeError, ValueError, DecodeDefaultsError, PreprocessSpecError) as exc:
@@ -370,7 +373,7 @@ class Manifest:
                 raise ManifestError(f"{where} lists the file {name!r}, which is not a plain file name inside the "
                                     "artifact (a manifest names only files beside it); re-run `edge-deploy convert`.")
         return cls(io=io, preprocess=preprocess, decode=decode, precision=precision, family=data.get("family"),
-                   plan=plan, source=dict(data.get("source") or {}), files=files, tool=dict(data.get("tool") or {}),
+                   plan=plan, source=source, files=files, tool=dict(data.get("tool") or {}),
                    created=str(data.get("created", "")), timings=dict(data.get("timings") or {}), **records)
 
     def to_dict(self) -> dict[str, Any]:
@@ -381,7 +384,7 @@ class Manifest:
             "created": self.created,
             "family": self.family,
             "precision": self.precision.value,
-            "source": self.source,
+            "source": self.source.to_dict(),
             "files": {name: entry.to_dict() for name, entry in self.files.items()},
             "io": self.io.to_dict(),
             "export": json_value(self.export),
@@ -500,6 +503,21 @@ def _check_family(data: Mapping[str, Any], where: str) -> None:
             "install the package that provides it (the one convert had) beside edge-deploy"
         raise ManifestError(f"{where} is of the lane-model family {family!r}, which this installation does not have "
                             f"({exc}): {provider}, or re-run `edge-deploy convert` with a family it has.") from None
+
+
+def _source_type(data: Mapping[str, Any]) -> type[ModelSource]:
+    """How a manifest's "source" is read: with its family's source type when the source is that family's model
+    (kind = family), `ExternalSource` for a TorchScript file or a factory; else the common fields, the rest kept."""
+    source, family = data.get("source"), data.get("family")
+    kind = source.get("kind") if isinstance(source, Mapping) else None
+    if not isinstance(kind, str):
+        return ModelSource
+    if kind in EXTERNAL_KINDS:
+        return EXTERNAL_KINDS[kind]
+    try:
+        return getattr(get_family(kind), "source_type", ModelSource) if kind == family else ModelSource  # XXX merge
+    except KeyError:
+        return ModelSource
 
 
 def _decode_type(family: str | None) -> type[DecodeParams]:

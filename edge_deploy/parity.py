@@ -206,7 +206,7 @@ class LaneCheck:
         except ValueError:
             return None
         names = tuple(t.name for t in outputs)
-        size = family.check_image_size(manifest.source.get("dataset"), manifest.decode)
+        size = family.check_image_size(manifest.source.dataset, manifest.decode)
         if size is not None:
             return cls(family, names, manifest.decode, tuple(size), float(size[1]))
         return cls(family, names, manifest.decode, manifest.input_size)

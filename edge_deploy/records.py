@@ -158,6 +158,10 @@ def _list_of(reader: Reader) -> Reader:
     return read
 
 
+# the readers other modules' records use (edge_deploy.model_source)
+read_str, read_int, read_bool, read_ints, read_record = _str, _int, _bool, _ints, _record
+
+
 def _io(value: Any, where: str) -> IOSignature:
     if not isinstance(value, Mapping):
         raise RecordError(f"{where} is {_kind(value)}, not an object")

@@ -238,7 +238,7 @@ def _refuse_or_note_lanes(verdict: Comparison, manifest: Manifest, reporter: Rep
     near_ties = (verdict.worst().max_rel or 0.0) <= NEAR_TIE_MAX_REL
     reason = lanes_moved_reason(verdict, "FP16")
     lanes = verdict.lanes
-    if near_ties and lanes is not None and manifest.source.get("trained") is False \
+    if near_ties and lanes is not None and manifest.source.trained is False \
             and all(not problem.startswith("output ") for problem in problems):
         reporter.warn(f"{FP16_ONNX_NAME}: lanes not verified: {summary}; {reason}. The weights are untrained: "
                       "convert a trained checkpoint to check its lanes.")

@@ -69,10 +69,10 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
     """
     with reporter.stage("load model"):
         loaded = load_source(source)
-        check_finite_weights(loaded.module, loaded.source.get("checkpoint"))  # before parity blames the export
+        check_finite_weights(loaded.module, loaded.source.checkpoint)  # before parity blames the export
         if loaded.family is not None:  # refuse decode options the family does not take before the export work
             _decode(loaded.decode or loaded.family.decode_defaults, settings)
-        if not loaded.source["trained"]:
+        if not loaded.source.trained:
             reporter.warn(UNTRAINED_NOTICE.format(title=loaded.family.title if loaded.family else "the model"))
 
     with reporter.stage("torch reference"):
@@ -117,10 +117,9 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
 
     io = io_signature(final_model, settings.batch)
     family, preprocess, decode = _family_settings(loaded, io, settings)
-    source = dict(loaded.source)
     package = family_package(family.name) if family is not None else None
-    if package:
-        source["family_package"] = package  # where the family is missing, the package to install is named
+    # where the family is missing, the package to install is named
+    source = replace(loaded.source, family_package=package) if package else loaded.source
     if family is None:
         reporter.warn(f"the model's outputs ({', '.join(f'{t.name} {list(t.shape)}' for t in io.outputs)}) are no "
                       f"known lane-model family's ({', '.join(family_names())}): the artifact records family null, "

@@ -237,9 +237,8 @@ def model_config(
 def _set_family(config: Any, manifest: Manifest) -> None:
     if manifest.family is not None:
         _set_params(config, {PARAM_FAMILY: manifest.family})
-        package = manifest.source.get("family_package")
-        if isinstance(package, str) and package:
-            _set_params(config, {PARAM_FAMILY_PACKAGE: package})
+        if manifest.source.family_package:
+            _set_params(config, {PARAM_FAMILY_PACKAGE: manifest.source.family_package})
 
 
 def _model_io(manifest: Manifest) -> tuple[TensorSpec, tuple[TensorSpec, ...]]:
