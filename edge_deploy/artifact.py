@@ -515,7 +515,7 @@ def _source_type(data: Mapping[str, Any]) -> type[ModelSource]:
     if kind in EXTERNAL_KINDS:
         return EXTERNAL_KINDS[kind]
     try:
-        return getattr(get_family(kind), "source_type", ModelSource) if kind == family else ModelSource  # XXX merge
+        return get_family(kind).source_type if kind == family else ModelSource
     except KeyError:
         return ModelSource
 
