@@ -5,13 +5,18 @@ import inspect
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from ..precision import Precision
 from .app import app
 from .options import takes_options
+
+if TYPE_CHECKING:  # pragma: no cover - the library's types, imported when the command runs
+    from ..engine.options import EngineOptions
+    from ..export.settings import ExportSettings
+    from ..lanedet.family import SourceSpec
 
 
 class Target(str, Enum):
@@ -179,7 +184,7 @@ class ConvertOptions:
                   for key, value in given.items() if key not in names and value is not None}
         return cls(**{key: value for key, value in given.items() if key in names}, family_options=family)
 
-    def source(self) -> Any:
+    def source(self) -> SourceSpec:
         """What MODEL names (export.source.SourceSpec)."""
         from ..export.source import SourceSpec, parse_input_shape
 
@@ -189,7 +194,7 @@ class ConvertOptions:
             input_shape=parse_input_shape(self.input_shape) if self.input_shape else None, seed=self.seed,
         )
 
-    def export_settings(self) -> Any:
+    def export_settings(self) -> ExportSettings:
         """How to export (export.settings.ExportSettings)."""
         from ..export.settings import ExportSettings, batch_range, fuse_frame
 
@@ -202,7 +207,7 @@ class ConvertOptions:
             nms_threshold=self.nms, top_k=self.top_k,
         )
 
-    def engine_options(self) -> Any:
+    def engine_options(self) -> EngineOptions:
         """How to build the plan (engine.options.EngineOptions)."""
         from ..engine.options import EngineOptions, parse_size
 

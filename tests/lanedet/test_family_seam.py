@@ -13,6 +13,7 @@ import pytest
 from edge_deploy.errors import ConvertError
 from edge_deploy.lanedet.family import SourceSpec, family_options, get_family
 from edge_deploy.lanedet.lane import Lane
+from edge_deploy.model_source import ModelSource
 from edge_deploy.parity import LaneCheck, compare_to_reference, lane_dx
 from edge_deploy.records import Comparison
 
@@ -79,7 +80,7 @@ def _failed_verdict(max_rel: float) -> Comparison:
 
 @dataclass
 class _Source:  # stands in for the Manifest: _refuse_or_note_lanes reads only manifest.source
-    source: dict = field(default_factory=dict)
+    source: ModelSource = field(default_factory=ModelSource)
 
 
 def test_a_failed_fp16_lane_check_says_whether_fp16_is_to_blame() -> None:
@@ -87,14 +88,14 @@ def test_a_failed_fp16_lane_check_says_whether_fp16_is_to_blame() -> None:
     from edge_deploy.progress import Reporter
 
     with pytest.raises(ConvertError) as near:
-        _refuse_or_note_lanes(_failed_verdict(8e-4), _Source({"trained": True}), Reporter())
+        _refuse_or_note_lanes(_failed_verdict(8e-4), _Source(ModelSource(trained=True)), Reporter())
     assert "raw outputs agree" in str(near.value) and "loses accuracy" not in str(near.value)
     with pytest.raises(ConvertError) as lost:
-        _refuse_or_note_lanes(_failed_verdict(0.2), _Source({"trained": True}), Reporter())
+        _refuse_or_note_lanes(_failed_verdict(0.2), _Source(ModelSource(trained=True)), Reporter())
     assert "loses accuracy in FP16" in str(lost.value) and "--precision fp32" in str(lost.value)
     with pytest.raises(ConvertError):  # untrained weights whose outputs really differ: still refused
-        _refuse_or_note_lanes(_failed_verdict(0.2), _Source({"trained": False}), Reporter())
-    untrained = _refuse_or_note_lanes(_failed_verdict(8e-4), _Source({"trained": False}), Reporter())
+        _refuse_or_note_lanes(_failed_verdict(0.2), _Source(ModelSource(trained=False)), Reporter())
+    untrained = _refuse_or_note_lanes(_failed_verdict(8e-4), _Source(ModelSource(trained=False)), Reporter())
     assert untrained.passed is True and untrained.lanes.verified is False
     assert untrained.lanes.note.startswith("not verified: untrained weights")
 
