@@ -52,8 +52,10 @@ from ._version import __version__
 from .errors import EdgeDeployError, ManifestError
 from .fsutil import sha256_file, sha256_stream, write_json_atomic
 from .io_signature import BatchRange, IOSignature  # noqa: F401 - BatchRange re-exported (artifact.BatchRange)
-from .lanedet.family import (LEGACY_FAMILY, DecodeDefaults, DecodeDefaultsError, DecodeParams, TensorSpec,
-                             family_for_outputs, get_family)
+from .lanedet.decode_params import DecodeDefaults, DecodeDefaultsError, DecodeParams
+from .lanedet.entry_points import LEGACY_FAMILY
+from .lanedet.lane_family import family_for_outputs, get_family
+from .lanedet.tensor_spec import TensorSpec
 from .lanedet.preprocess import PreprocessSpec, PreprocessSpecError
 from .model_source import EXTERNAL_KINDS, ModelSource
 from .precision import Precision

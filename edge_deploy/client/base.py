@@ -28,7 +28,7 @@ from ..errors import (
     TLSRefusedError,
     one_line,
 )
-from ..lanedet.family import DecodeDefaults, DecodeDefaultsError, DecodeParams
+from ..lanedet.decode_params import DecodeDefaults, DecodeDefaultsError, DecodeParams
 from .buffers import Slot
 from .request import Request, build_request
 from .served_model import LaneModel, decode_params, describe_model

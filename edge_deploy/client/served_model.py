@@ -30,8 +30,11 @@ from ..lanedet.contract import (
     PARAM_PREPROCESS,
     SCORES,
 )
-from ..lanedet.family import LEGACY_FAMILY, DecodeDefaultsError, DecodeParams, LaneFamily, TensorSpec, get_family
+from ..lanedet.decode_params import DecodeDefaultsError, DecodeParams
+from ..lanedet.entry_points import LEGACY_FAMILY
+from ..lanedet.lane_family import LaneFamily, get_family
 from ..lanedet.preprocess import PreprocessSpec, PreprocessSpecError
+from ..lanedet.tensor_spec import TensorSpec
 
 __all__ = ["LaneModel", "describe_model", "decode_params", "PIPE_OUTPUTS"]
 

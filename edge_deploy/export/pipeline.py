@@ -13,8 +13,9 @@ from typing import Any, Sequence
 from .._deps import require
 from ..artifact import ONNX_NAME, IOSignature, Manifest, file_entry
 from ..errors import ConvertError, one_line
-from ..lanedet.family import (LEGACY_FAMILY, DecodeDefaultsError, DecodeParams, LaneFamily, LoadedModel,
-                              family_for_outputs, family_names, family_package, get_family)
+from ..lanedet.decode_params import DecodeDefaultsError, DecodeParams
+from ..lanedet.entry_points import LEGACY_FAMILY, family_package
+from ..lanedet.lane_family import LaneFamily, LoadedModel, family_for_outputs, family_names, get_family
 from ..lanedet.preprocess import PreprocessSpec
 from ..parity import ort_session, parity_inputs, run_ort, tolerance_report
 from ..progress import Reporter

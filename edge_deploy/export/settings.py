@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from ..artifact import BatchRange
 from ..errors import ConvertError
-from ..lanedet.family import DecodeDefaults, DecodeDefaultsError
+from ..lanedet.decode_params import DecodeDefaults, DecodeDefaultsError
 from ..precision import Precision
 from .onnx_target import DEFAULT_OPSET, opset_problem
 

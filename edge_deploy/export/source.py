@@ -17,7 +17,8 @@ from typing import Any
 from .._deps import require
 from ..artifact import MANIFEST_NAME, ONNX_NAME
 from ..errors import ConvertError, EdgeDeployError, one_line
-from ..lanedet.family import LoadedModel, SourceSpec, family_fault, family_names, get_family, is_plugin
+from ..lanedet.lane_family import LoadedModel, family_fault, family_names, get_family, is_plugin
+from ..lanedet.source import SourceSpec
 from ..model_source import ExternalSource, SourceFile
 
 

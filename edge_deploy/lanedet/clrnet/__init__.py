@@ -10,10 +10,13 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
-from ..family import (DatasetPreset, DecodeDefaults, DecodeDefaultsError, DecodeParams, LaneFamily, LoadedModel,
-                      SourceSpec, TensorSpec)
+from ..datasets import DatasetPreset
+from ..decode_params import DecodeDefaults, DecodeDefaultsError, DecodeParams
 from ..lane import Lane
+from ..lane_family import LaneFamily, LoadedModel
 from ..preprocess import PreprocessSpec
+from ..source import SourceSpec
+from ..tensor_spec import TensorSpec
 from .decode import NUM_POINTS, NUM_PRIORS, OUTPUT_NAME, PREDICTION_SIZE
 from .presets import BACKBONES, DEFAULT_BACKBONE, DEFAULT_DATASET, PRESETS, CLRNetPreset
 

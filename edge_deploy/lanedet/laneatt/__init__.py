@@ -9,8 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..family import DatasetPreset, DecodeDefaults, LaneFamily, LoadedModel, SourceSpec, TensorSpec
+from ..datasets import DatasetPreset
+from ..decode_params import DecodeDefaults
+from ..lane_family import LaneFamily, LoadedModel
 from ..preprocess import PreprocessSpec
+from ..source import SourceSpec
+from ..tensor_spec import TensorSpec
 from .decode import CONF_THRESHOLD, N_OFFSETS, NMS_THRESHOLD, ROW_WIDTH, TOP_K
 
 INPUT_SHAPE = (3, 360, 640)

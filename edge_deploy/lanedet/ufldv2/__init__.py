@@ -10,8 +10,12 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
-from ..family import DatasetPreset, DecodeDefaultsError, DecodeParams, LaneFamily, LoadedModel, SourceSpec, TensorSpec
+from ..datasets import DatasetPreset
+from ..decode_params import DecodeDefaultsError, DecodeParams
+from ..lane_family import LaneFamily, LoadedModel
 from ..preprocess import PreprocessSpec
+from ..source import SourceSpec
+from ..tensor_spec import TensorSpec
 from .decode import COL_ANCHOR, LOCAL_WIDTH, NUM_LANES, OUTPUT_NAMES, TOP_K
 from .presets import PRESETS, UFLDv2Preset
 

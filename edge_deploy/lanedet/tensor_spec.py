@@ -1,0 +1,23 @@
+"""`TensorSpec`: one input or output of a model, as a family reads a model's outputs and the client sizes its buffers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+__all__ = ["TensorSpec"]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output of a model (Triton datatype; -1 = a dynamic dimension)."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+
+    @classmethod
+    def from_dict(cls, entry: Mapping[str, Any]) -> TensorSpec:
+        return cls(str(entry["name"]), str(entry["datatype"]), tuple(int(d) for d in entry["shape"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
