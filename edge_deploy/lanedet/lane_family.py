@@ -38,13 +38,13 @@ import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import EdgeDeployError, PluginError, one_line
+from ..model_source import ModelSource, SourceFile, source_fields
 from .datasets import DatasetPreset
 from .decode_params import DecodeParams
 from .entry_points import BUILTIN, family_entry_points, family_origin, provider, warn_once
@@ -66,13 +66,22 @@ class LoadedModel:
 
     module: Any  # torch.nn.Module
     sample_shape: tuple[int, ...]  # per-sample input shape (without batch)
-    # the manifest's "source" section, free-form: each family's loader writes its own keys (source_section);
-    # source["trained"] is False for seeded weights
-    source: dict[str, Any]
+    # the manifest's "source" section (the family's `source_type`, e.g. from `source_section`); source.trained is
+    # False for seeded weights. A mapping (a plug-in family's) is read into the family's source type here, once.
+    source: ModelSource
     family: LaneFamily | None = None  # None: found from the exported outputs (the registry)
     decode: DecodeParams | None = None  # the decode defaults the model was trained for (None: the family's)
     preprocess: PreprocessSpec | None = None  # its preprocessing (None: the family's, at the model's input size)
     output_names: tuple[str, ...] | None = None  # the names its outputs are exported under (None: --output-name)
+
+    def __post_init__(self) -> None:
+        source: object = self.source
+        if not isinstance(source, ModelSource):
+            if not isinstance(source, Mapping):
+                raise TypeError(f"LoadedModel.source is {type(source).__name__}, not a ModelSource")
+            self.source = (self.family.source_type if self.family is not None else ModelSource).from_dict(source)
+        if not isinstance(self.source.trained, bool):
+            raise TypeError("LoadedModel.source says nothing of trained (true: trained weights, false: seeded ones)")
 
 
 class LaneFamily(ABC):
@@ -87,6 +96,7 @@ class LaneFamily(ABC):
     backbones: tuple[str, ...] = ()  # what `convert NAME --backbone` takes (empty: the family has no choice)
     default_backbone: str | None = None
     options_type: type | None = None  # a dataclass of the family's own convert options (`family_options`)
+    source_type: type[ModelSource] = ModelSource  # the manifest's "source" of its models: a subclass for own keys
 
     @abstractmethod
     def lane_outputs(self, outputs: Sequence[TensorSpec], has_batch: bool) -> tuple[TensorSpec, ...]:
@@ -163,19 +173,17 @@ class LaneFamily(ABC):
                                f"{','.join(map(str, spec.input_shape))}; drop --input-shape.")
 
     def source_section(self, spec: SourceSpec, module: Any, *, backbone: str | None, dataset: str | None,
-                       dropped: str | None = None, **extra: Any) -> dict[str, Any]:
-        """The manifest's "source" section for a model `load` built: what it is, the checkpoint it came from (path,
-        sha256 and what of it was `dropped`), its parameter count, whether it is trained (else its seed), then
-        `extra` (free-form: the family's own keys)."""
-        from ..fsutil import sha256_file
-
+                       dropped: str | None = None, **extra: Any) -> ModelSource:
+        """The manifest's "source" section for a model `load` built (a `source_type` record): what it is, the
+        checkpoint it came from (path, sha256 and what of it was `dropped`), its parameter count, whether it is
+        trained (else its seed), then `extra`: the family's own keys (the fields of its `source_type`; kept as
+        they are without one)."""
         trained = spec.checkpoint is not None
-        checkpoint = None if not trained else {
-            "path": str(Path(spec.checkpoint).resolve()), "sha256": sha256_file(Path(spec.checkpoint)),
-            **({"dropped": dropped} if dropped else {})}
-        return {"kind": self.name, "spec": self.name, "backbone": backbone, "dataset": dataset, "checkpoint": checkpoint,
-                "parameters": sum(p.numel() for p in module.parameters()), "trained": trained,
-                "seed": None if trained else spec.seed, **extra}
+        checkpoint = SourceFile.of(spec.checkpoint, dropped or None) if spec.checkpoint is not None else None
+        return source_fields(self.source_type, {
+            "kind": self.name, "spec": self.name, "backbone": backbone, "dataset": dataset, "checkpoint": checkpoint,
+            "parameters": sum(p.numel() for p in module.parameters()), "trained": trained,
+            "seed": None if trained else spec.seed, **extra})
 
     def check_image_size(self, dataset: str | None, decode: DecodeParams) -> tuple[int, int] | None:
         """(H, W) at which convert's FP16, fused and plan lane checks decode this family's lanes and hold their

@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
+from ...json_record import read_ints, read_str
+from ...model_source import ModelSource
 from ..datasets import DatasetPreset
 from ..decode_params import DecodeDefaults, DecodeDefaultsError, DecodeParams
 from ..lane import Lane
@@ -57,6 +59,19 @@ class CLRNetDecode(DecodeDefaults):
         return [lane for lane in lanes if lane.score >= self.conf_threshold][: self.top_k]
 
 
+@dataclass(frozen=True, eq=False)
+class CLRNetSource(ModelSource):
+    """The manifest's "source" of a CLRNet model: the common keys, the data set's frame size and, for seeded
+    weights, what was done to them (`untrained`)."""
+
+    image_size: tuple[int, ...] | None = None  # (H, W) of the data set's frames
+    untrained: str | None = None
+
+    _READERS = {**ModelSource._READERS, "image_size": read_ints, "untrained": read_str}
+    LAYOUT = (*ModelSource.LAYOUT, "image_size", "untrained")
+    NULLS = ModelSource.NULLS | {"image_size"}
+
+
 def preset_preprocess(preset: CLRNetPreset) -> PreprocessSpec:
     """The official test pipeline: BGR, the rows from cut_height down resized to 800x320 (imgaug's Resize, cubic),
     /255, no mean/std. As a spec: the whole frame resized to resized_height rows, the bottom 320 kept, so that
@@ -75,6 +90,7 @@ class CLRNetFamily(LaneFamily):
     title = "CLRNet"
     backbones = BACKBONES
     default_backbone = DEFAULT_BACKBONE
+    source_type = CLRNetSource
     preprocess = preset_preprocess(PRESETS[DEFAULT_DATASET])
     decode_defaults = preset_decode(PRESETS[DEFAULT_DATASET])
     datasets = {name: DatasetPreset(name, preset_decode(p), preset_preprocess(p), p.image_size)
@@ -122,7 +138,7 @@ class CLRNetFamily(LaneFamily):
             "or none")}
         source = self.source_section(spec, module, backbone=backbone, dataset=dataset,
                                      dropped=_dropped(module.dropped_keys) if module.dropped_keys else None,
-                                     image_size=list(preset.image_size), **untrained)
+                                     image_size=tuple(preset.image_size), **untrained)
         return LoadedModel(module, shape, source, self, decode=preset_decode(preset, backbone),
                            preprocess=preset_preprocess(preset), output_names=(OUTPUT_NAME,))
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
+from ...json_record import Record, read_int, read_record, read_str
+from ...model_source import ModelSource, SourceFile
 from ..datasets import DatasetPreset
 from ..decode_params import DecodeDefaults
 from ..lane_family import LaneFamily, LoadedModel
@@ -41,6 +43,34 @@ class LaneATTOptions:
         "checkpoint was trained with; stable = ties by anchor index, only for checkpoints trained with that rule.")})
 
 
+@dataclass(frozen=True, eq=False)
+class AnchorOrder(Record):
+    """The rule tied anchor frequencies were ordered by (--anchor-order), and what it is."""
+
+    rule: str | None = None
+    description: str | None = None
+
+    _SECTION = "source.anchor_order"
+    _READERS = {"rule": read_str, "description": read_str}
+
+
+@dataclass(frozen=True, eq=False)
+class LaneATTSource(ModelSource):
+    """The manifest's "source" of a LaneATT model: the common keys and LaneATT's anchors."""
+
+    anchors_freq: SourceFile | None = None  # --anchors-freq: the anchor-frequency file
+    topk_anchors: int | None = None  # the anchors kept (None: all of them)
+    anchor_order: AnchorOrder | None = None  # how ties were ordered when anchors were dropped
+    num_anchors: int | None = None
+    untrained_lanes: str | None = None  # what was done to seeded weights so that they decode to lanes
+
+    _READERS = {**ModelSource._READERS, "anchors_freq": read_record(SourceFile), "topk_anchors": read_int,
+                "anchor_order": read_record(AnchorOrder), "num_anchors": read_int, "untrained_lanes": read_str}
+    LAYOUT = ("kind", "spec", "backbone", "checkpoint", "anchors_freq", "dataset", "topk_anchors", "anchor_order",
+              "num_anchors", "trained", "seed", "untrained_lanes")
+    NULLS = frozenset(LAYOUT) - {"untrained_lanes"}
+
+
 class LaneATTFamily(LaneFamily):
     name = "laneatt"
     title = "LaneATT"
@@ -57,6 +87,7 @@ class LaneATTFamily(LaneFamily):
     backbones = ("resnet18", "resnet34")
     default_backbone = "resnet34"
     options_type = LaneATTOptions
+    source_type = LaneATTSource
 
     def max_points(self, lane_outputs: Sequence[TensorSpec]) -> int:
         return N_OFFSETS
@@ -81,7 +112,6 @@ class LaneATTFamily(LaneFamily):
 
     def load(self, spec: SourceSpec) -> LoadedModel:
         from ..._deps import require
-        from ...fsutil import sha256_file
 
         require("torch", "converting LaneATT from PyTorch")  # before .model, which imports torch
         from .anchors import N_ANCHORS
@@ -96,25 +126,15 @@ class LaneATTFamily(LaneFamily):
         trained = spec.checkpoint is not None
         if not trained:
             give_untrained_lanes(module)
-        source: dict[str, Any] = {
-            "kind": "laneatt",
-            "spec": "laneatt",
-            "backbone": backbone,
-            "checkpoint": None if spec.checkpoint is None else {
-                "path": str(Path(spec.checkpoint).resolve()), "sha256": sha256_file(Path(spec.checkpoint))},
-            "anchors_freq": None if options.anchors_freq is None else {
-                "path": str(Path(options.anchors_freq).resolve()), "sha256": sha256_file(Path(options.anchors_freq))},
-            "dataset": dataset,
-            "topk_anchors": module.num_anchors if module.num_anchors != N_ANCHORS else None,
-            "anchor_order": None if module.num_anchors == N_ANCHORS else {
-                "rule": anchor_order,
-                "description": ANCHOR_ORDER_RULES[anchor_order],
-            },
-            "num_anchors": module.num_anchors,
-            "trained": trained,
-            "seed": None if trained else spec.seed,
-            **({} if trained else {"untrained_lanes": UNTRAINED_LANES}),
-        }
+        dropped = module.num_anchors != N_ANCHORS
+        source = LaneATTSource(
+            kind=self.name, spec=self.name, backbone=backbone,
+            checkpoint=None if spec.checkpoint is None else SourceFile.of(spec.checkpoint),
+            anchors_freq=None if options.anchors_freq is None else SourceFile.of(options.anchors_freq),
+            dataset=dataset, topk_anchors=module.num_anchors if dropped else None,
+            anchor_order=AnchorOrder(anchor_order, ANCHOR_ORDER_RULES[anchor_order]) if dropped else None,
+            num_anchors=module.num_anchors, trained=trained, seed=None if trained else spec.seed,
+            untrained_lanes=None if trained else UNTRAINED_LANES)
         return LoadedModel(module, INPUT_SHAPE, source, self, self.decode_preset(dataset))
 
 
