@@ -16,7 +16,7 @@ from .options import takes_options
 if TYPE_CHECKING:  # pragma: no cover - the library's types, imported when the command runs
     from ..engine.options import EngineOptions
     from ..export.settings import ExportSettings
-    from ..lanedet.family import SourceSpec
+    from ..lanedet.source import SourceSpec
 
 
 class Target(str, Enum):
