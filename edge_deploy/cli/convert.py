@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from ..lanedet.source import OptionValue
 from ..precision import Precision
 from .app import app
 from .options import takes_options
@@ -174,7 +175,7 @@ class ConvertOptions:
     install: Annotated[bool, typer.Option("--install", help="Install the result into the model repository.")] = False
     repository: Annotated[Path, typer.Option(help="Triton model repository for --install.")] = Path("model_repository")
     name: Annotated[str, typer.Option(help="Model name in the repository for --install.")] = "lanedet"
-    family_options: dict[str, Any] = field(default_factory=dict)  # the families' own flags, given ones only
+    family_options: dict[str, OptionValue] = field(default_factory=dict)  # the families' own flags, given ones only
 
     @classmethod
     def of(cls, given: dict[str, Any]) -> "ConvertOptions":

@@ -135,11 +135,18 @@ class LaneFamily(ABC):
             raise ConvertError(f"{' and '.join(foreign)} {whose}; {self.title} takes {takes}.")
         if self.options_type is None:
             return None
+        values = {}
         for option in self.options():
             value = given.get(option.name)
-            if option.choices and value is not None and value not in option.choices:
+            if value is None:
+                continue
+            if option.choices and value not in option.choices:
                 raise ConvertError(f"{self.title} has no {option.flag} {value}; use {one_of(option.choices)}.")
-        return self.options_type(**given)
+            try:
+                values[option.name] = option.value(value)
+            except ValueError as exc:
+                raise ConvertError(f"{self.title}'s {exc}; give it one.") from None
+        return self.options_type(**values)
 
     def backbone_from(self, spec: SourceSpec) -> str | None:
         """spec.backbone (the family's default when not given), or ConvertError naming the backbones it has."""

@@ -11,7 +11,11 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-__all__ = ["CONVERT_OPTION_NAMES", "FamilyOption", "SourceSpec", "family_options", "one_of", "option_flag"]
+__all__ = ["CONVERT_OPTION_NAMES", "FamilyOption", "OptionValue", "SourceSpec", "family_options", "one_of",
+           "option_flag"]
+
+# The value of a family's own convert option: its options dataclass declares one of these types per field.
+OptionValue = int | float | str | Path
 
 
 @dataclass
@@ -25,7 +29,7 @@ class SourceSpec:
     backbone: str | None = None  # family models only; None: the family's default
     checkpoint: Path | None = None
     dataset: str | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, OptionValue | None] = field(default_factory=dict)
     input_shape: tuple[int, ...] | None = None
     seed: int = 0
 
@@ -68,8 +72,19 @@ class FamilyOption:
     def flag(self) -> str:
         return option_flag(self.name)
 
+    def value(self, given: object) -> OptionValue:
+        """`given` as this option's type (a str for a Path option becomes a Path), or ValueError saying what the
+        option takes."""
+        kind = self.type
+        if isinstance(given, bool) or not isinstance(given, _ACCEPTED[kind]):
+            raise ValueError(f"{self.flag} takes {_WORDS[kind]}, not {type(given).__name__} {given!r:.40}")
+        return Path(given) if kind is Path else float(given) if kind is float else given  # type: ignore[arg-type]
+
 
 _OPTION_TYPES = {"int": int, "float": float, "str": str, "Path": Path}
+# option type -> the values it takes (a bool is neither an int nor a float here), and their name in a message
+_ACCEPTED: dict[type, tuple[type, ...]] = {int: (int,), float: (int, float), str: (str,), Path: (str, Path)}
+_WORDS = {int: "a whole number", float: "a number", str: "a string", Path: "a path"}
 
 
 def _option_type(annotation: Any) -> type | None:

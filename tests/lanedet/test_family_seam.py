@@ -169,3 +169,15 @@ def test_a_directory_given_as_checkpoint_is_called_a_directory(tmp_path: Path) -
     done = run_cli(tmp_path, "convert", "ufldv2", "--checkpoint", str(tmp_path), "-o", str(tmp_path / "art"),
                    "--target", "onnx", timeout=300)
     assert done.returncode == 2 and f"checkpoint {tmp_path} is a directory" in done.stderr, done.stderr
+
+
+def test_a_family_option_of_the_wrong_type_is_refused_naming_what_it_takes() -> None:
+    # issue 47 item 2: the family's options are typed once, where they are read (a library caller's SourceSpec too)
+    laneatt = get_family("laneatt")
+    options = laneatt.options_from(SourceSpec("laneatt", options={"topk_anchors": 500, "anchors_freq": "freq.pt"}))
+    assert options.anchors_freq == Path("freq.pt") and options.topk_anchors == 500
+    for given, words in (({"topk_anchors": "500"}, "LaneATT's --topk-anchors takes a whole number, not str '500'"),
+                         ({"topk_anchors": True}, "--topk-anchors takes a whole number, not bool True"),
+                         ({"anchors_freq": 3}, "LaneATT's --anchors-freq takes a path, not int 3")):
+        with pytest.raises(ConvertError, match=words):
+            laneatt.options_from(SourceSpec("laneatt", options=given))
