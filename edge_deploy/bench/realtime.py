@@ -14,6 +14,7 @@ from ..errors import BenchError
 from .config import BenchConfig
 from .frames import load_frames
 from .process_cpu import client_seconds
+from .results import MachineInfo
 from .runner import _targets, machine_info
 from .targets import grpc_client
 
@@ -51,7 +52,7 @@ class RealtimeReport:
     url: str
     frames: str
     cells: list[RealtimeCell] = field(default_factory=list)
-    machine: dict[str, Any] = field(default_factory=dict)
+    machine: MachineInfo = field(default_factory=MachineInfo)
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": "realtime", **asdict(self)}
