@@ -47,6 +47,7 @@ from ..errors import EdgeDeployError, PluginError, one_line
 from ..model_source import ModelSource, SourceFile, source_fields
 from .datasets import DatasetPreset
 from .decode_params import DecodeParams
+from .description import FamilyDescription
 from .entry_points import BUILTIN, family_entry_points, family_origin, provider, warn_once
 from .lane import Lane
 from .source import FamilyOption, SourceSpec, family_options, one_of, option_flag
@@ -205,18 +206,13 @@ class LaneFamily(ABC):
         the right family when another family's checkpoint is given): False unless the family says."""
         return False
 
-    def describe(self) -> dict[str, Any]:
-        """What `edge-deploy families` shows of this family (JSON-ready)."""
-        return {
-            "name": self.name, "title": self.title, "origin": family_origin(self.name),
-            "backbones": list(self.backbones), "default_backbone": self.default_backbone,
-            "datasets": {name: {"image_size": list(p.image_size) if p.image_size else None}
-                         for name, p in self.datasets.items()},
-            "options": [{"flag": o.flag, "type": o.type.__name__, "choices": list(o.choices) if o.choices else None,
-                         "help": o.help} for o in self.options()],
-            "input": [self.preprocess.height, self.preprocess.width],
-            "decode": self.decode_defaults.to_dict(),
-        }
+    def describe(self) -> FamilyDescription:
+        """What `edge-deploy families` shows of this family (JSON by its `to_dict`)."""
+        return FamilyDescription(
+            name=self.name, title=self.title, origin=family_origin(self.name), backbones=tuple(self.backbones),
+            default_backbone=self.default_backbone,
+            datasets={name: p.image_size for name, p in self.datasets.items()}, options=self.options(),
+            input=(self.preprocess.height, self.preprocess.width), decode=self.decode_defaults)
 
     def decode_preset(self, dataset: str | None) -> DecodeParams:
         """The decode defaults of `dataset` (the family's own without one)."""
