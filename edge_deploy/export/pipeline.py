@@ -120,7 +120,7 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
     family, preprocess, decode = _family_settings(loaded, io, settings)
     package = family_package(family.name) if family is not None else None
     # where the family is missing, the package to install is named
-    source = replace(loaded.source, family_package=package) if package else loaded.source
+    recorded = replace(loaded.source, family_package=package) if package else loaded.source
     if family is None:
         reporter.warn(f"the model's outputs ({', '.join(f'{t.name} {list(t.shape)}' for t in io.outputs)}) are no "
                       f"known lane-model family's ({', '.join(family_names())}): the artifact records family null, "
@@ -132,7 +132,7 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
         decode=decode,
         precision=settings.precision,
         family=family.name if family else None,
-        source=source,
+        source=recorded,
         files={ONNX_NAME: file_entry(onnx_path)},
         export=ExportReport(exporter=f"torch {torch.__version__} (TorchScript-based torch.onnx.export)",
                             onnx=onnx.__version__, opset=settings.opset, ir_version=int(final_model.ir_version),

@@ -78,7 +78,11 @@ class FamilyOption:
         kind = self.type
         if isinstance(given, bool) or not isinstance(given, _ACCEPTED[kind]):
             raise ValueError(f"{self.flag} takes {_WORDS[kind]}, not {type(given).__name__} {given!r:.40}")
-        return Path(given) if kind is Path else float(given) if kind is float else given  # type: ignore[arg-type]
+        if kind is Path:
+            return Path(given)  # type: ignore[arg-type] # a str or a Path: checked above
+        if kind is float:
+            return float(given)  # type: ignore[arg-type] # an int or a float: checked above
+        return given  # type: ignore[return-value] # an int or a str: checked above
 
 
 _OPTION_TYPES = {"int": int, "float": float, "str": str, "Path": Path}
