@@ -34,13 +34,12 @@ from ..lanedet.decode_params import DecodeDefaultsError, DecodeParams
 from ..lanedet.entry_points import LEGACY_FAMILY
 from ..lanedet.lane_family import LaneFamily, get_family
 from ..lanedet.preprocess import PreprocessSpec, PreprocessSpecError
-from ..lanedet.tensor_spec import TensorSpec
+from ..lanedet.tensor_spec import FLOAT_DATATYPES, TensorSpec
 
 __all__ = ["LaneModel", "describe_model", "decode_params", "PIPE_OUTPUTS"]
 
 # NAME_pipeline's outputs, as `edge-deploy install --pipeline` generates them (edge_deploy.repository.model_config).
 PIPE_OUTPUTS = (LANES, SCORES, NUM_POINTS, NUM_LANES)
-FLOAT_DATATYPES = ("FP32", "FP16")
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,9 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import EdgeDeployError, PluginError, one_line
+from .._deps import require
+from ..errors import ConvertError, EdgeDeployError, PluginError, one_line
+from ..fsutil import sha256_file
 from .datasets import DatasetPreset
 from .decode_params import DecodeParams
 from .entry_points import BUILTIN, family_entry_points, family_origin, provider, warn_once
@@ -86,6 +88,7 @@ class LaneFamily(ABC):
     decoder_module: str  # dotted name of the self-contained decoder module (see the module docstring)
     backbones: tuple[str, ...] = ()  # what `convert NAME --backbone` takes (empty: the family has no choice)
     default_backbone: str | None = None
+    default_dataset: str | None = None  # the data set `convert NAME` builds for without --dataset (None: none)
     options_type: type | None = None  # a dataclass of the family's own convert options (`family_options`)
 
     @abstractmethod
@@ -111,8 +114,6 @@ class LaneFamily(ABC):
     def options_from(self, spec: SourceSpec) -> Any:
         """spec.options as this family's typed options object (None without `options_type`), or ConvertError
         naming the options that belong to other families and the ones this family takes."""
-        from ..errors import ConvertError
-
         given = {name: value for name, value in spec.options.items() if value is not None}
         known = {option.name for option in self.options()}
         foreign = [option_flag(name) for name in given if name not in known]
@@ -133,8 +134,6 @@ class LaneFamily(ABC):
 
     def backbone_from(self, spec: SourceSpec) -> str | None:
         """spec.backbone (the family's default when not given), or ConvertError naming the backbones it has."""
-        from ..errors import ConvertError
-
         if spec.backbone is None:
             return self.default_backbone
         if spec.backbone not in self.backbones:
@@ -145,8 +144,6 @@ class LaneFamily(ABC):
     def dataset_from(self, spec: SourceSpec, default: str | None = None) -> str | None:
         """spec.dataset (`default` when not given), or ConvertError naming the data sets this family has presets
         for."""
-        from ..errors import ConvertError
-
         dataset = spec.dataset or default
         if dataset is not None and dataset not in self.datasets:
             choices = one_of(list(self.datasets)) if self.datasets else "none (drop --dataset)"
@@ -155,8 +152,6 @@ class LaneFamily(ABC):
 
     def check_input_shape(self, spec: SourceSpec, shape: Sequence[int], preset: str | None = None) -> None:
         """ConvertError when --input-shape was given and is not the model's (C, H, W) `shape` (of `preset`)."""
-        from ..errors import ConvertError
-
         if spec.input_shape is not None and tuple(spec.input_shape[1:]) != tuple(shape):
             where = f"{self.title} for {preset}" if preset else self.title
             raise ConvertError(f"{where} takes {shape[1]}x{shape[2]} input, not --input-shape "
@@ -167,8 +162,6 @@ class LaneFamily(ABC):
         """The manifest's "source" section for a model `load` built: what it is, the checkpoint it came from (path,
         sha256 and what of it was `dropped`), its parameter count, whether it is trained (else its seed), then
         `extra` (free-form: the family's own keys)."""
-        from ..fsutil import sha256_file
-
         trained = spec.checkpoint is not None
         checkpoint = None if not trained else {
             "path": str(Path(spec.checkpoint).resolve()), "sha256": sha256_file(Path(spec.checkpoint)),
@@ -228,11 +221,32 @@ class LaneFamily(ABC):
         return {"decode.py": decoder, "lane.py": resources.files(__package__).joinpath("lane.py").read_bytes()}
 
     def load(self, spec: SourceSpec) -> LoadedModel:
-        """Build the torch model `convert NAME` exports (weights from spec.checkpoint)."""
-        from ..errors import ConvertError
+        """Build the torch model `convert NAME` exports (weights from spec.checkpoint). What every family's builder
+        does first is done here: its own options, --dataset (default `default_dataset`) and --backbone read from
+        `spec` and checked, --input-shape checked against `input_shape(dataset)`, torch required; then `build`
+        makes the model. A family overrides `build` (or `load` itself); one with neither has no model builder."""
+        if type(self).build is LaneFamily.build:
+            raise ConvertError(f"the {self.title} family has no model builder; convert a TorchScript file or "
+                               "package.module:factory instead.")
+        options = self.options_from(spec)
+        dataset, backbone = self.dataset_from(spec, self.default_dataset), self.backbone_from(spec)
+        shape = self.input_shape(dataset)
+        self.check_input_shape(spec, shape, dataset)
+        require("torch", f"converting {self.title} from PyTorch")
+        return self.build(spec, backbone=backbone, dataset=dataset, options=options, shape=shape)
 
-        raise ConvertError(f"the {self.title} family has no model builder; convert a TorchScript file or "
-                           "package.module:factory instead.")
+    def input_shape(self, dataset: str | None) -> tuple[int, int, int]:
+        """The model's per-sample input (C, H, W) for `dataset`: its preset's preprocessing size, else the family's."""
+        preset = self.datasets.get(dataset or "")
+        spec = preset.preprocess if preset is not None and preset.preprocess is not None else self.preprocess
+        return (3, spec.height, spec.width)
+
+    def build(self, spec: SourceSpec, *, backbone: str | None, dataset: str | None, options: Any,
+              shape: tuple[int, int, int]) -> LoadedModel:
+        """The model `load` returns, from what it read and checked: `backbone` and `dataset` (defaults applied),
+        `options` (`options_from`'s object, None without `options_type`) and the input `shape` (C, H, W). torch is
+        importable here."""
+        raise NotImplementedError  # load() says "no model builder" before calling it
 
 
 

@@ -16,11 +16,10 @@ from ..lane import Lane
 from ..lane_family import LaneFamily, LoadedModel
 from ..preprocess import PreprocessSpec
 from ..source import SourceSpec
-from ..tensor_spec import TensorSpec
+from ..tensor_spec import FLOAT_DATATYPES, TensorSpec
 from .decode import NUM_POINTS, NUM_PRIORS, OUTPUT_NAME, PREDICTION_SIZE
 from .presets import BACKBONES, DEFAULT_BACKBONE, DEFAULT_DATASET, PRESETS, CLRNetPreset
 
-_FLOATS = ("FP32", "FP16")
 # Seeded random weights (no checkpoint) give class logits that barely differ between priors and fall below every
 # data set's threshold on road frames, and lengths of ~0 rows (no points): no lane to check, or near-ties that FP16
 # rounding reorders. load() makes them checkable: the class branch's hidden layers get zero weights, so every prior
@@ -75,6 +74,7 @@ class CLRNetFamily(LaneFamily):
     title = "CLRNet"
     backbones = BACKBONES
     default_backbone = DEFAULT_BACKBONE
+    default_dataset = DEFAULT_DATASET
     preprocess = preset_preprocess(PRESETS[DEFAULT_DATASET])
     decode_defaults = preset_decode(PRESETS[DEFAULT_DATASET])
     datasets = {name: DatasetPreset(name, preset_decode(p), preset_preprocess(p), p.image_size)
@@ -89,7 +89,7 @@ class CLRNetFamily(LaneFamily):
                              f"{PREDICTION_SIZE}] per image: check --model.")
         tensor = by_name[OUTPUT_NAME]
         shape = tensor.shape[1:] if has_batch else tensor.shape  # a fixed batch keeps its axis: [B, 192, 78]
-        if tuple(shape[-2:]) != (NUM_PRIORS, PREDICTION_SIZE) or len(shape) > 3 or tensor.datatype not in _FLOATS:
+        if tuple(shape[-2:]) != (NUM_PRIORS, PREDICTION_SIZE) or len(shape) > 3 or tensor.datatype not in FLOAT_DATATYPES:
             raise ValueError(f"has {tensor.name} {tensor.datatype} {list(tensor.shape)}; CLRNet decoding needs "
                              f"FP32/FP16 {OUTPUT_NAME} [{NUM_PRIORS}, {PREDICTION_SIZE}] per image: check the "
                              "exported model.")
@@ -101,17 +101,12 @@ class CLRNetFamily(LaneFamily):
     def recognizes_checkpoint(self, keys: Sequence[str]) -> bool:
         return {"heads.priors", "heads.cls_layers.weight", "heads.reg_layers.weight"} <= set(keys)
 
-    def load(self, spec: SourceSpec) -> LoadedModel:
-        from ..._deps import require
-
-        self.options_from(spec)  # CLRNet has no options of its own: refuses other families'
-        dataset, backbone = self.dataset_from(spec, DEFAULT_DATASET), self.backbone_from(spec)
-        preset = PRESETS[dataset]
-        shape = (3, preset.input_height, preset.input_width)
-        self.check_input_shape(spec, shape)
-        require("torch", "converting CLRNet from PyTorch")
+    def build(self, spec: SourceSpec, *, backbone: str | None, dataset: str | None, options: Any,
+              shape: tuple[int, int, int]) -> LoadedModel:
         from .model import build_clrnet
 
+        assert dataset is not None and backbone is not None  # default_dataset, default_backbone
+        preset = PRESETS[dataset]
         module = build_clrnet(dataset, backbone, spec.checkpoint, spec.seed)
         trained = spec.checkpoint is not None
         if not trained:

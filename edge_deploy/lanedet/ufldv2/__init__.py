@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Sequence
+from typing import Any, ClassVar, Sequence
 
 from ..datasets import DatasetPreset
 from ..decode_params import DecodeDefaultsError, DecodeParams
 from ..lane_family import LaneFamily, LoadedModel
 from ..preprocess import PreprocessSpec
 from ..source import SourceSpec
-from ..tensor_spec import TensorSpec
+from ..tensor_spec import FLOAT_DATATYPES, TensorSpec
 from .decode import COL_ANCHOR, LOCAL_WIDTH, NUM_LANES, OUTPUT_NAMES, TOP_K
 from .presets import PRESETS, UFLDv2Preset
 
 DEFAULT_DATASET, DEFAULT_BACKBONE = "culane", "resnet18"
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-_FLOATS = ("FP32", "FP16")
 
 
 @dataclass(frozen=True)
@@ -76,6 +75,7 @@ class UFLDv2Family(LaneFamily):
     decoder_module = "edge_deploy.lanedet.ufldv2.decode"
     backbones = ("resnet18", "resnet34")  # the official checkpoints' backbones (model.BACKBONES)
     default_backbone = DEFAULT_BACKBONE
+    default_dataset = DEFAULT_DATASET
 
     def lane_outputs(self, outputs: Sequence[TensorSpec], has_batch: bool) -> tuple[TensorSpec, ...]:
         by_name = {t.name: t for t in outputs}
@@ -88,7 +88,7 @@ class UFLDv2Family(LaneFamily):
         loc_row, loc_col, exist_row, exist_col = shapes
         fits = (all(len(s) == 3 and s[-1] == NUM_LANES and min(s) > 0 for s in shapes)
                 and exist_row == (2, *loc_row[1:]) and exist_col == (2, *loc_col[1:]))
-        if not fits or any(t.datatype not in _FLOATS for t in chosen):
+        if not fits or any(t.datatype not in FLOAT_DATATYPES for t in chosen):
             described = ", ".join(f"{t.name} {t.datatype} {list(t.shape)}" for t in chosen)
             raise ValueError(f"has {described}; UFLDv2 decoding needs FP32/FP16 loc_* [cells, anchors, {NUM_LANES}] "
                              f"and exist_* [2, anchors, {NUM_LANES}] per image: check the exported model.")
@@ -100,17 +100,12 @@ class UFLDv2Family(LaneFamily):
     def recognizes_checkpoint(self, keys: Sequence[str]) -> bool:
         return {"pool.weight", "cls.1.weight", "model.conv1.weight"} <= set(keys)
 
-    def load(self, spec: SourceSpec) -> LoadedModel:
-        from ..._deps import require
-
-        self.options_from(spec)  # UFLDv2 has no options of its own: refuses other families'
-        dataset, backbone = self.dataset_from(spec, DEFAULT_DATASET), self.backbone_from(spec)
-        preset = PRESETS[dataset]
-        shape = (3, preset.input_height, preset.input_width)
-        self.check_input_shape(spec, shape, dataset)
-        require("torch", "converting UFLDv2 from PyTorch")
+    def build(self, spec: SourceSpec, *, backbone: str | None, dataset: str | None, options: Any,
+              shape: tuple[int, int, int]) -> LoadedModel:
         from .model import build_ufldv2
 
+        assert dataset is not None and backbone is not None  # default_dataset, default_backbone
+        preset = PRESETS[dataset]
         module = build_ufldv2(dataset, backbone, spec.checkpoint, spec.seed)
         # the training-only auxiliary head (official use_aux=True) is not part of the exported model
         dropped = f"{len(module.dropped_keys)} seg_head.* keys (training-only auxiliary head)" \
