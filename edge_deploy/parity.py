@@ -191,7 +191,7 @@ class LaneCheck:
 
     family: Any  # edge_deploy.lanedet.family.LaneFamily
     outputs: tuple[str, ...]
-    decode: Any  # DecodeDefaults
+    decode: Any  # ScoreNmsDecodeParams
     image_size: tuple[int, int]
     limit_width: float = 640.0  # dx limits are in pixels of an image this wide
 

@@ -196,14 +196,14 @@ class LaneFamily(ABC):
             "decode": self.decode_defaults.to_dict(),
         }
 
-    def decode_preset(self, dataset: str | None) -> DecodeParams:
+    def decode_params_for(self, dataset: str | None) -> DecodeParams:
         """The decode defaults of `dataset` (the family's own without one)."""
         return self.datasets[dataset].decode if dataset in self.datasets else self.decode_defaults
 
     def decoder(self) -> ModuleType:
         return importlib.import_module(self.decoder_module)
 
-    def decode_type(self) -> type[DecodeParams]:
+    def decode_params_type(self) -> type[DecodeParams]:
         """The class of this family's decode parameters (a manifest's "decode" is read with it)."""
         return type(self.decode_defaults)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
 from ..datasets import DatasetPreset
-from ..decode_params import DecodeDefaults, DecodeDefaultsError, DecodeParams
+from ..decode_params import DecodeParams, DecodeParamsError, ScoreNmsDecodeParams
 from ..lane import Lane
 from ..lane_family import LaneFamily, LoadedModel
 from ..preprocess import PreprocessSpec
@@ -31,7 +31,7 @@ UNTRAINED_LOGITS, UNTRAINED_LENGTH, UNTRAINED_REG_GAIN = (0.0, 0.5), 0.6, 0.05
 
 
 @dataclass(frozen=True)
-class CLRNetDecode(DecodeDefaults):
+class CLRNetDecodeParams(ScoreNmsDecodeParams):
     """CLRNet's decode parameters: score threshold, NMS threshold (pixels at the 800-wide input), the most lanes
     (the NMS's top_k), and the fraction of the frame's height above the model's view (the cut, scaled to any
     frame: the preset's cut_height / the data set's frame height, as the preprocessing makes it)."""
@@ -43,7 +43,7 @@ class CLRNetDecode(DecodeDefaults):
         super().__post_init__()
         cut = self.cut_fraction
         if isinstance(cut, bool) or not isinstance(cut, (int, float)) or not (math.isfinite(cut) and 0 <= cut < 1):
-            raise DecodeDefaultsError.of("cut_fraction", f"is the part of the frame above the model's view, from 0 "
+            raise DecodeParamsError.of("cut_fraction", f"is the part of the frame above the model's view, from 0 "
                                                          f"to below 1 (got {cut!r})")
         object.__setattr__(self, "cut_fraction", float(cut))
 
@@ -64,8 +64,8 @@ def preset_preprocess(preset: CLRNetPreset) -> PreprocessSpec:
                           interpolation="bicubic", resized_height=preset.resized_height)
 
 
-def preset_decode(preset: CLRNetPreset, backbone: str = DEFAULT_BACKBONE) -> CLRNetDecode:
-    return CLRNetDecode(preset.conf_threshold, preset.nms_for(backbone), preset.max_lanes,
+def preset_decode_params(preset: CLRNetPreset, backbone: str = DEFAULT_BACKBONE) -> CLRNetDecodeParams:
+    return CLRNetDecodeParams(preset.conf_threshold, preset.nms_for(backbone), preset.max_lanes,
                         cut_fraction=preset.cut_fraction)
 
 
@@ -76,8 +76,8 @@ class CLRNetFamily(LaneFamily):
     default_backbone = DEFAULT_BACKBONE
     default_dataset = DEFAULT_DATASET
     preprocess = preset_preprocess(PRESETS[DEFAULT_DATASET])
-    decode_defaults = preset_decode(PRESETS[DEFAULT_DATASET])
-    datasets = {name: DatasetPreset(name, preset_decode(p), preset_preprocess(p), p.image_size)
+    decode_defaults = preset_decode_params(PRESETS[DEFAULT_DATASET])
+    datasets = {name: DatasetPreset(name, preset_decode_params(p), preset_preprocess(p), p.image_size)
                 for name, p in PRESETS.items()}
     decoder_module = "edge_deploy.lanedet.clrnet.decode"
 
@@ -118,7 +118,7 @@ class CLRNetFamily(LaneFamily):
         source = self.source_section(spec, module, backbone=backbone, dataset=dataset,
                                      dropped=_dropped(module.dropped_keys) if module.dropped_keys else None,
                                      image_size=list(preset.image_size), **untrained)
-        return LoadedModel(module, shape, source, self, decode=preset_decode(preset, backbone),
+        return LoadedModel(module, shape, source, self, decode=preset_decode_params(preset, backbone),
                            preprocess=preset_preprocess(preset), output_names=(OUTPUT_NAME,))
 
 

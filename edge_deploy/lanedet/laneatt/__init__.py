@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence
 
 from ...fsutil import sha256_file
 from ..datasets import DatasetPreset
-from ..decode_params import DecodeDefaults
+from ..decode_params import ScoreNmsDecodeParams
 from ..lane_family import LaneFamily, LoadedModel
 from ..preprocess import PreprocessSpec
 from ..source import SourceSpec
@@ -45,11 +45,11 @@ class LaneATTFamily(LaneFamily):
     title = "LaneATT"
     # Input [B, 3, 360, 640], BGR as OpenCV reads it, value/255, bicubic resize, no crop.
     preprocess = PreprocessSpec(height=360, width=640, color="bgr", scale=1.0 / 255.0, interpolation="bicubic")
-    decode_defaults = DecodeDefaults(CONF_THRESHOLD, NMS_THRESHOLD, TOP_K)  # CULane's official test values
+    decode_defaults = ScoreNmsDecodeParams(CONF_THRESHOLD, NMS_THRESHOLD, TOP_K)  # CULane's official test values
     # The official test parameters per data set (LaneATT's cfgs/*.yml), recorded when convert is given --dataset.
     datasets = {
         "culane": DatasetPreset("culane", decode_defaults),
-        "tusimple": DatasetPreset("tusimple", DecodeDefaults(0.2, 45.0, 5)),
+        "tusimple": DatasetPreset("tusimple", ScoreNmsDecodeParams(0.2, 45.0, 5)),
         "llamas": DatasetPreset("llamas", decode_defaults),
     }
     decoder_module = "edge_deploy.lanedet.laneatt.decode"
@@ -109,7 +109,7 @@ class LaneATTFamily(LaneFamily):
             "seed": None if trained else spec.seed,
             **({} if trained else {"untrained_lanes": UNTRAINED_LANES}),
         }
-        return LoadedModel(module, shape, source, self, self.decode_preset(dataset))
+        return LoadedModel(module, shape, source, self, self.decode_params_for(dataset))
 
 
 FAMILY = LaneATTFamily()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
 from ..datasets import DatasetPreset
-from ..decode_params import DecodeDefaultsError, DecodeParams
+from ..decode_params import DecodeParams, DecodeParamsError
 from ..lane_family import LaneFamily, LoadedModel
 from ..preprocess import PreprocessSpec
 from ..source import SourceSpec
@@ -24,7 +24,7 @@ IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
 @dataclass(frozen=True)
-class UFLDv2Decode(DecodeParams):
+class UFLDv2DecodeParams(DecodeParams):
     """UFLDv2's decode parameters: the anchors' (start, end) as fractions of the image height (rows) and
     width (columns), the local window around each argmax, and the most lanes to return."""
 
@@ -41,13 +41,13 @@ class UFLDv2Decode(DecodeParams):
             try:
                 start, end = (float(v) for v in value)
             except (TypeError, ValueError):
-                raise DecodeDefaultsError(f"{name} must be (start, end), two numbers, got {value!r}") from None
+                raise DecodeParamsError(f"{name} must be (start, end), two numbers, got {value!r}") from None
             if not (math.isfinite(start) and math.isfinite(end) and 0.0 <= start <= end <= 1.0):
-                raise DecodeDefaultsError(f"{name} must be (start, end) with 0 <= start <= end <= 1, got {value!r}")
+                raise DecodeParamsError(f"{name} must be (start, end) with 0 <= start <= end <= 1, got {value!r}")
             object.__setattr__(self, name, (start, end))
         width = self.local_width
         if isinstance(width, bool) or not isinstance(width, int) or width < 0:
-            raise DecodeDefaultsError(f"local_width must be an integer >= 0, got {width!r}")
+            raise DecodeParamsError(f"local_width must be an integer >= 0, got {width!r}")
 
 
 def preset_preprocess(preset: UFLDv2Preset) -> PreprocessSpec:
@@ -61,16 +61,16 @@ def preset_preprocess(preset: UFLDv2Preset) -> PreprocessSpec:
                           resized_height=preset.resized_height)
 
 
-def preset_decode(preset: UFLDv2Preset) -> UFLDv2Decode:
-    return UFLDv2Decode(row_anchor=preset.row_anchor, col_anchor=preset.col_anchor)
+def preset_decode_params(preset: UFLDv2Preset) -> UFLDv2DecodeParams:
+    return UFLDv2DecodeParams(row_anchor=preset.row_anchor, col_anchor=preset.col_anchor)
 
 
 class UFLDv2Family(LaneFamily):
     name = "ufldv2"
     title = "UFLDv2"
     preprocess = preset_preprocess(PRESETS[DEFAULT_DATASET])
-    decode_defaults = preset_decode(PRESETS[DEFAULT_DATASET])
-    datasets = {name: DatasetPreset(name, preset_decode(p), preset_preprocess(p), p.image_size)
+    decode_defaults = preset_decode_params(PRESETS[DEFAULT_DATASET])
+    datasets = {name: DatasetPreset(name, preset_decode_params(p), preset_preprocess(p), p.image_size)
                 for name, p in PRESETS.items()}
     decoder_module = "edge_deploy.lanedet.ufldv2.decode"
     backbones = ("resnet18", "resnet34")  # the official checkpoints' backbones (model.BACKBONES)
@@ -111,7 +111,7 @@ class UFLDv2Family(LaneFamily):
         dropped = f"{len(module.dropped_keys)} seg_head.* keys (training-only auxiliary head)" \
             if module.dropped_keys else None
         source = self.source_section(spec, module, backbone=backbone, dataset=dataset, dropped=dropped)
-        return LoadedModel(module, shape, source, self, decode=preset_decode(preset),
+        return LoadedModel(module, shape, source, self, decode=preset_decode_params(preset),
                            preprocess=preset_preprocess(preset), output_names=OUTPUT_NAMES)
 
 
