@@ -1,7 +1,7 @@
 """A family's decode parameters: `DecodeParams` (the base of each family's frozen dataclass), LaneATT's score/NMS
 parameters that CLRNet and others extend, the checks every family's parameters are made with, and their error.
 
-Light (numpy and the standard library): the client and the server-side pipeline models' callers import it.
+Light (numpy and the standard library): the client imports it.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from .lane import Lane
 
-__all__ = ["DECODE_OPTIONS", "ScoreNmsDecodeParams", "DecodeParamsError", "DecodeParams", "check_conf_threshold",
+__all__ = ["DECODE_OPTIONS", "DecodeParams", "DecodeParamsError", "ScoreNmsDecodeParams", "check_conf_threshold",
            "check_nms_threshold", "check_top_k"]
 
 

@@ -18,8 +18,8 @@ A family provides:
   outputs into `Lane`s in frame pixels;
 - `lane_outputs()`: which of a model's outputs the decoder reads (or why the model is not one of this
   family's), and `max_points()`, the most points a lane has (server-side pipelines pad to it);
-- `load()`: the model builder and official-checkpoint loader (torch), for `convert NAME`.
-
+- `build()` (or all of `load()`): the model builder and official-checkpoint loader (torch), for
+  `convert NAME`; `load()` reads and checks what every builder needs first, then calls `build()`.
 
 The base class and the registry share this module because they ask each other: `describe()` and `options_from()`
 ask the registry about the other families, and the registry checks that what it hands out is a `LaneFamily`.
@@ -27,7 +27,7 @@ Decode parameters (`decode_params.py`), data-set presets (`datasets.py`), `Tenso
 families come from (`entry_points.py`) and the convert-side types (`source.py`) have their own modules;
 `family.py` re-exports the names a family of another package uses.
 
-Light on purpose (numpy and the standard library): the client imports it.
+Light on purpose (numpy, the standard library and the package's own light modules): the client imports it.
 """
 from __future__ import annotations
 
