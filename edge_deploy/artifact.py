@@ -52,7 +52,7 @@ from ._version import __version__
 from .errors import EdgeDeployError, ManifestError
 from .fsutil import sha256_file, sha256_stream, write_json_atomic
 from .io_signature import BatchRange, IOSignature  # noqa: F401 - BatchRange re-exported (artifact.BatchRange)
-from .lanedet.decode_params import DecodeDefaults, DecodeDefaultsError, DecodeParams
+from .lanedet.decode_params import DecodeParams, DecodeParamsError, ScoreNmsDecodeParams
 from .lanedet.entry_points import LEGACY_FAMILY
 from .lanedet.lane_family import family_for_outputs, get_family
 from .lanedet.tensor_spec import TensorSpec
@@ -294,7 +294,7 @@ class Manifest:
 
     io: IOSignature
     preprocess: PreprocessSpec
-    decode: DecodeParams  # the family's own DecodeParams class (DecodeDefaults without a family)
+    decode: DecodeParams  # the family's own DecodeParams class (ScoreNmsDecodeParams without a family)
     precision: Precision = Precision.FP32
     family: str | None = None
     source: ModelSource = field(default_factory=ModelSource)
@@ -354,7 +354,7 @@ class Manifest:
                 from None
         _check_family(data, where)
         try:
-            decode = _decode_type(data.get("family")).from_dict(data["decode"])
+            decode = _decode_params_type(data.get("family")).from_dict(data["decode"])
             preprocess = PreprocessSpec.from_dict(data["preprocess"])
             plan = PlanRecord.from_dict(data["plan"]) if data.get("plan") is not None else None
             if not _is_precision(data["precision"]):
@@ -367,7 +367,7 @@ class Manifest:
             source = _source_type(data).from_dict(data.get("source") or {}, "source")
         except RecordError as exc:
             raise ManifestError(f"{where} is damaged: {exc}; re-run `edge-deploy convert`.") from None
-        except (KeyError, TypeError, ValueError, DecodeDefaultsError, PreprocessSpecError) as exc:
+        except (KeyError, TypeError, ValueError, DecodeParamsError, PreprocessSpecError) as exc:
             raise ManifestError(f"{where} is damaged ({type(exc).__name__}: {exc}); re-run `edge-deploy convert`.") \
                 from None
         for name in files:
@@ -522,13 +522,13 @@ def _source_type(data: Mapping[str, Any]) -> type[ModelSource]:
         return ModelSource
 
 
-def _decode_type(family: str | None) -> type[DecodeParams]:
+def _decode_params_type(family: str | None) -> type[DecodeParams]:
     """How a manifest's "decode" is read: with its family's parameter class (score/NMS/top-k without one,
     or for a family this process does not know)."""
     try:
-        return get_family(family).decode_type() if family else DecodeDefaults
+        return get_family(family).decode_params_type() if family else ScoreNmsDecodeParams
     except KeyError:
-        return DecodeDefaults
+        return ScoreNmsDecodeParams
 
 
 def read_manifest(artifact_dir: Path) -> Manifest:

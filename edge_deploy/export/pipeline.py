@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from .._deps import require
 from ..artifact import ONNX_NAME, IOSignature, Manifest, file_entry
 from ..errors import ConvertError, one_line
-from ..lanedet.decode_params import DecodeDefaultsError, DecodeParams
+from ..lanedet.decode_params import DecodeParams, DecodeParamsError
 from ..lanedet.entry_points import LEGACY_FAMILY, family_package
 from ..lanedet.lane_family import LaneFamily, LoadedModel, family_for_outputs, family_names, get_family
 from ..lanedet.preprocess import PreprocessSpec
@@ -188,7 +188,7 @@ def _decode(base: DecodeParams, settings: ExportSettings) -> DecodeParams:
     try:
         return base.overridden(conf_threshold=settings.conf_threshold, nms_threshold=settings.nms_threshold,
                                top_k=settings.top_k)
-    except DecodeDefaultsError as exc:
+    except DecodeParamsError as exc:
         raise ConvertError(f"{exc}: drop the options it does not take (--conf and --nms set conf_threshold and "
                            "nms_threshold).") from None
 

@@ -1,7 +1,7 @@
 """A family's decode parameters: `DecodeParams` (the base of each family's frozen dataclass), LaneATT's score/NMS
 parameters that CLRNet and others extend, the checks every family's parameters are made with, and their error.
 
-Light (numpy and the standard library): the client and the server-side pipeline models' callers import it.
+Light (numpy and the standard library): the client imports it.
 """
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import numpy as np
 
 from .lane import Lane
 
-__all__ = ["DECODE_OPTIONS", "DecodeDefaults", "DecodeDefaultsError", "DecodeParams", "check_conf_threshold",
+__all__ = ["DECODE_OPTIONS", "DecodeParams", "DecodeParamsError", "ScoreNmsDecodeParams", "check_conf_threshold",
            "check_nms_threshold", "check_top_k"]
 
 
-class DecodeDefaultsError(ValueError):
+class DecodeParamsError(ValueError):
     """Decode settings that cannot be used (one-line message).
 
     For one refused value, `param` names the parameter and `problem` is the rest of the sentence
@@ -29,7 +29,7 @@ class DecodeDefaultsError(ValueError):
         self.param, self.problem = param, problem
 
     @classmethod
-    def of(cls, param: str, problem: str) -> DecodeDefaultsError:
+    def of(cls, param: str, problem: str) -> DecodeParamsError:
         return cls(f"{param} {problem}", param=param, problem=problem)
 
     def for_options(self, options: Mapping[str, str] | None = None) -> str:
@@ -45,37 +45,37 @@ DECODE_OPTIONS = {"conf_threshold": "--conf", "nms_threshold": "--nms", "top_k":
 
 def _number(param: str, value: Any) -> float:
     if isinstance(value, bool):
-        raise DecodeDefaultsError.of(param, f"must be a number (got {value!r})")
+        raise DecodeParamsError.of(param, f"must be a number (got {value!r})")
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise DecodeDefaultsError.of(param, f"must be a number (got {value!r})") from None
+        raise DecodeParamsError.of(param, f"must be a number (got {value!r})") from None
 
 
 def check_top_k(value: Any) -> int:
-    """`value` as the most lanes to return (an integer >= 1), or DecodeDefaultsError: every family's rule."""
+    """`value` as the most lanes to return (an integer >= 1), or DecodeParamsError: every family's rule."""
     number = None if isinstance(value, bool) else value
     if not isinstance(number, (int, float, np.integer, np.floating)) or not math.isfinite(number) \
             or int(number) != number:
-        raise DecodeDefaultsError.of("top_k", f"must be a whole number of lanes, at least 1 (got {value!r})")
+        raise DecodeParamsError.of("top_k", f"must be a whole number of lanes, at least 1 (got {value!r})")
     if number < 1:
-        raise DecodeDefaultsError.of("top_k", f"must be at least 1 lane (got {int(number)})")
+        raise DecodeParamsError.of("top_k", f"must be at least 1 lane (got {int(number)})")
     return int(number)
 
 
 def check_conf_threshold(value: Any) -> float:
-    """`value` as a score threshold (0 <= conf <= 1), or DecodeDefaultsError."""
+    """`value` as a score threshold (0 <= conf <= 1), or DecodeParamsError."""
     conf = _number("conf_threshold", value)
     if not 0.0 <= conf <= 1.0:
-        raise DecodeDefaultsError.of("conf_threshold", f"is a score threshold from 0 to 1 (got {conf:g})")
+        raise DecodeParamsError.of("conf_threshold", f"is a score threshold from 0 to 1 (got {conf:g})")
     return conf
 
 
 def check_nms_threshold(value: Any) -> float:
-    """`value` as an NMS threshold in pixels (finite, >= 0), or DecodeDefaultsError."""
+    """`value` as an NMS threshold in pixels (finite, >= 0), or DecodeParamsError."""
     nms = _number("nms_threshold", value)
     if not (math.isfinite(nms) and nms >= 0):
-        raise DecodeDefaultsError.of("nms_threshold", f"must be 0 or more pixels (got {nms:g})")
+        raise DecodeParamsError.of("nms_threshold", f"must be 0 or more pixels (got {nms:g})")
     return nms
 
 
@@ -104,11 +104,11 @@ class DecodeParams:
 
     def overridden(self: _P, **values: Any) -> _P:
         """These parameters with the given (not None) values in their place; a name this family's
-        decoding does not take is a DecodeDefaultsError naming the ones it does."""
+        decoding does not take is a DecodeParamsError naming the ones it does."""
         given = {key: value for key, value in values.items() if value is not None}
         unknown = sorted(set(given) - set(self.names()))
         if unknown:
-            raise DecodeDefaultsError(f"{self.title} decoding has no {' or '.join(unknown)}; it takes "
+            raise DecodeParamsError(f"{self.title} decoding has no {' or '.join(unknown)}; it takes "
                                       f"{', '.join(self.names())}")
         return replace(self, **given)
 
@@ -119,11 +119,11 @@ class DecodeParams:
     @classmethod
     def from_dict(cls: type[_P], data: Mapping[str, Any]) -> _P:
         if not isinstance(data, Mapping):
-            raise DecodeDefaultsError(f"decode defaults must be a mapping, got {type(data).__name__}")
+            raise DecodeParamsError(f"decode defaults must be a mapping, got {type(data).__name__}")
         required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
         missing, unknown = required - set(data), set(data) - set(cls.names())
         if missing or unknown:
-            raise DecodeDefaultsError(
+            raise DecodeParamsError(
                 f"{cls.title} decode defaults " + "; ".join(
                     [*([f"lack {', '.join(sorted(missing))}"] if missing else []),
                      *([f"have unknown keys {', '.join(sorted(unknown))}"] if unknown else [])]))
@@ -141,7 +141,7 @@ class DecodeParams:
 
 
 @dataclass(frozen=True)
-class DecodeDefaults(DecodeParams):
+class ScoreNmsDecodeParams(DecodeParams):
     """Score threshold, NMS threshold (pixels at the model's input width) and the most lanes to return:
     the decode parameters of anchor-based families (LaneATT)."""
 
@@ -159,7 +159,7 @@ class DecodeDefaults(DecodeParams):
     def check_given(cls, *, conf_threshold: Any = None, nms_threshold: Any = None, top_k: Any = None) -> None:
         """The values given (not None) checked by the rules these parameters are made with, before the defaults
         they go over are known: convert's and infer's --conf/--nms/--top-k (ExportSettings, the infer CLI) and
-        LaneDetClient(conf_threshold=...). DecodeDefaultsError for the first refused one (`for_options` names
+        LaneDetClient(conf_threshold=...). DecodeParamsError for the first refused one (`for_options` names
         its option)."""
         for value, check in ((conf_threshold, check_conf_threshold), (nms_threshold, check_nms_threshold),
                              (top_k, check_top_k)):
@@ -168,7 +168,7 @@ class DecodeDefaults(DecodeParams):
 
     def narrows(self, server: DecodeParams) -> bool:
         """A higher score threshold and a smaller top_k can be applied to the server's lanes; NMS cannot."""
-        if not isinstance(server, DecodeDefaults):
+        if not isinstance(server, ScoreNmsDecodeParams):
             return False
         return (self.conf_threshold >= server.conf_threshold and self.top_k <= server.top_k
                 and math.isclose(self.nms_threshold, server.nms_threshold))

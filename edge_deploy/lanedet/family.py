@@ -9,7 +9,7 @@ never imports this module, which brings the convert side with it).
 from __future__ import annotations
 
 from .datasets import DatasetPreset
-from .decode_params import (DECODE_OPTIONS, DecodeDefaults, DecodeDefaultsError, DecodeParams, check_conf_threshold,
+from .decode_params import (DECODE_OPTIONS, DecodeParams, DecodeParamsError, ScoreNmsDecodeParams, check_conf_threshold,
                             check_nms_threshold, check_top_k)
 from .entry_points import ENTRY_POINT_GROUP, LEGACY_FAMILY, family_origin, family_package
 from .lane_family import (BrokenFamilyError, FamilyError, LaneFamily, LoadedModel, asking_families, family_fault,
@@ -18,9 +18,13 @@ from .lane_family import (BrokenFamilyError, FamilyError, LaneFamily, LoadedMode
 from .source import CONVERT_OPTION_NAMES, FamilyOption, SourceSpec, family_options, one_of, option_flag
 from .tensor_spec import TensorSpec
 
+# docs/families.md showed LaneATT's score/NMS parameters under this name before issue 47 named them
+# ScoreNmsDecodeParams: a family written from that page keeps working.
+DecodeDefaults = ScoreNmsDecodeParams
+
 __all__ = ["CONVERT_OPTION_NAMES", "DECODE_OPTIONS", "ENTRY_POINT_GROUP", "LEGACY_FAMILY", "BrokenFamilyError",
-           "DatasetPreset", "DecodeDefaults", "DecodeDefaultsError", "DecodeParams", "FamilyError", "FamilyOption",
-           "LaneFamily", "LoadedModel", "SourceSpec", "TensorSpec", "asking_families", "check_conf_threshold",
-           "check_nms_threshold", "check_top_k", "family_fault", "family_for_outputs", "family_names",
-           "family_options", "family_origin", "family_package", "family_problem", "get_family", "is_plugin",
-           "known_families", "one_of", "option_flag", "register_family", "unregister_family"]
+           "DatasetPreset", "DecodeDefaults", "DecodeParams", "DecodeParamsError", "FamilyError", "FamilyOption",
+           "LaneFamily", "LoadedModel", "ScoreNmsDecodeParams", "SourceSpec", "TensorSpec", "asking_families",
+           "check_conf_threshold", "check_nms_threshold", "check_top_k", "family_fault", "family_for_outputs",
+           "family_names", "family_options", "family_origin", "family_package", "family_problem", "get_family",
+           "is_plugin", "known_families", "one_of", "option_flag", "register_family", "unregister_family"]

@@ -18,8 +18,8 @@ A family provides:
   outputs into `Lane`s in frame pixels;
 - `lane_outputs()`: which of a model's outputs the decoder reads (or why the model is not one of this
   family's), and `max_points()`, the most points a lane has (server-side pipelines pad to it);
-- `load()`: the model builder and official-checkpoint loader (torch), for `convert NAME`.
-
+- `build()` (or all of `load()`): the model builder and official-checkpoint loader (torch), for
+  `convert NAME`; `load()` reads and checks what every builder needs first, then calls `build()`.
 
 The base class and the registry share this module because they ask each other: `describe()` and `options_from()`
 ask the registry about the other families, and the registry checks that what it hands out is a `LaneFamily`.
@@ -27,7 +27,7 @@ Decode parameters (`decode_params.py`), data-set presets (`datasets.py`), `Tenso
 families come from (`entry_points.py`) and the convert-side types (`source.py`) have their own modules;
 `family.py` re-exports the names a family of another package uses.
 
-Light on purpose (numpy and the standard library): the client imports it.
+Light on purpose (numpy, the standard library and the package's own light modules): the client imports it.
 """
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import EdgeDeployError, PluginError, one_line
+from .._deps import require
+from ..errors import ConvertError, EdgeDeployError, PluginError, one_line
 from ..model_source import ModelSource, SourceFile, source_fields
 from .datasets import DatasetPreset
 from .decode_params import DecodeParams
@@ -96,6 +97,7 @@ class LaneFamily(ABC):
     decoder_module: str  # dotted name of the self-contained decoder module (see the module docstring)
     backbones: tuple[str, ...] = ()  # what `convert NAME --backbone` takes (empty: the family has no choice)
     default_backbone: str | None = None
+    default_dataset: str | None = None  # the data set `convert NAME` builds for without --dataset (None: none)
     options_type: type | None = None  # a dataclass of the family's own convert options (`family_options`)
     source_type: type[ModelSource] = ModelSource  # the manifest's "source" of its models: a subclass for own keys
 
@@ -122,8 +124,6 @@ class LaneFamily(ABC):
     def options_from(self, spec: SourceSpec) -> Any:
         """spec.options as this family's typed options object (None without `options_type`), or ConvertError
         naming the options that belong to other families and the ones this family takes."""
-        from ..errors import ConvertError
-
         given = {name: value for name, value in spec.options.items() if value is not None}
         known = {option.name for option in self.options()}
         foreign = [option_flag(name) for name in given if name not in known]
@@ -151,8 +151,6 @@ class LaneFamily(ABC):
 
     def backbone_from(self, spec: SourceSpec) -> str | None:
         """spec.backbone (the family's default when not given), or ConvertError naming the backbones it has."""
-        from ..errors import ConvertError
-
         if spec.backbone is None:
             return self.default_backbone
         if spec.backbone not in self.backbones:
@@ -163,8 +161,6 @@ class LaneFamily(ABC):
     def dataset_from(self, spec: SourceSpec, default: str | None = None) -> str | None:
         """spec.dataset (`default` when not given), or ConvertError naming the data sets this family has presets
         for."""
-        from ..errors import ConvertError
-
         dataset = spec.dataset or default
         if dataset is not None and dataset not in self.datasets:
             choices = one_of(list(self.datasets)) if self.datasets else "none (drop --dataset)"
@@ -173,8 +169,6 @@ class LaneFamily(ABC):
 
     def check_input_shape(self, spec: SourceSpec, shape: Sequence[int], preset: str | None = None) -> None:
         """ConvertError when --input-shape was given and is not the model's (C, H, W) `shape` (of `preset`)."""
-        from ..errors import ConvertError
-
         if spec.input_shape is not None and tuple(spec.input_shape[1:]) != tuple(shape):
             where = f"{self.title} for {preset}" if preset else self.title
             raise ConvertError(f"{where} takes {shape[1]}x{shape[2]} input, not --input-shape "
@@ -214,14 +208,14 @@ class LaneFamily(ABC):
             datasets={name: p.image_size for name, p in self.datasets.items()}, options=self.options(),
             input=(self.preprocess.height, self.preprocess.width), decode=self.decode_defaults)
 
-    def decode_preset(self, dataset: str | None) -> DecodeParams:
+    def decode_params_for(self, dataset: str | None) -> DecodeParams:
         """The decode defaults of `dataset` (the family's own without one)."""
         return self.datasets[dataset].decode if dataset in self.datasets else self.decode_defaults
 
     def decoder(self) -> ModuleType:
         return importlib.import_module(self.decoder_module)
 
-    def decode_type(self) -> type[DecodeParams]:
+    def decode_params_type(self) -> type[DecodeParams]:
         """The class of this family's decode parameters (a manifest's "decode" is read with it)."""
         return type(self.decode_defaults)
 
@@ -239,11 +233,32 @@ class LaneFamily(ABC):
         return {"decode.py": decoder, "lane.py": resources.files(__package__).joinpath("lane.py").read_bytes()}
 
     def load(self, spec: SourceSpec) -> LoadedModel:
-        """Build the torch model `convert NAME` exports (weights from spec.checkpoint)."""
-        from ..errors import ConvertError
+        """Build the torch model `convert NAME` exports (weights from spec.checkpoint). What every family's builder
+        does first is done here: its own options, --dataset (default `default_dataset`) and --backbone read from
+        `spec` and checked, --input-shape checked against `input_shape(dataset)`, torch required; then `build`
+        makes the model. A family overrides `build` (or `load` itself); one with neither has no model builder."""
+        if type(self).build is LaneFamily.build:
+            raise ConvertError(f"the {self.title} family has no model builder; convert a TorchScript file or "
+                               "package.module:factory instead.")
+        options = self.options_from(spec)
+        dataset, backbone = self.dataset_from(spec, self.default_dataset), self.backbone_from(spec)
+        shape = self.input_shape(dataset)
+        self.check_input_shape(spec, shape, dataset)
+        require("torch", f"converting {self.title} from PyTorch")
+        return self.build(spec, backbone=backbone, dataset=dataset, options=options, shape=shape)
 
-        raise ConvertError(f"the {self.title} family has no model builder; convert a TorchScript file or "
-                           "package.module:factory instead.")
+    def input_shape(self, dataset: str | None) -> tuple[int, int, int]:
+        """The model's per-sample input (C, H, W) for `dataset`: its preset's preprocessing size, else the family's."""
+        preset = self.datasets.get(dataset or "")
+        spec = preset.preprocess if preset is not None and preset.preprocess is not None else self.preprocess
+        return (3, spec.height, spec.width)
+
+    def build(self, spec: SourceSpec, *, backbone: str | None, dataset: str | None, options: Any,
+              shape: tuple[int, int, int]) -> LoadedModel:
+        """The model `load` returns, from what it read and checked: `backbone` and `dataset` (defaults applied),
+        `options` (`options_from`'s object, None without `options_type`) and the input `shape` (C, H, W). torch is
+        importable here."""
+        raise NotImplementedError  # load() says "no model builder" before calling it
 
 
 

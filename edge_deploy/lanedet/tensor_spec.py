@@ -1,10 +1,14 @@
-"""`TensorSpec`: one input or output of a model, as a family reads a model's outputs and the client sizes its buffers."""
+"""`TensorSpec`: one input or output of a model, as a family reads a model's outputs and the client sizes its buffers;
+`FLOAT_DATATYPES`, the float datatypes they may have."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-__all__ = ["TensorSpec"]
+__all__ = ["FLOAT_DATATYPES", "TensorSpec"]
+
+# The Triton datatypes of a model's float inputs and outputs (what a family's decoder and the client read).
+FLOAT_DATATYPES = ("FP32", "FP16")
 
 
 @dataclass(frozen=True)

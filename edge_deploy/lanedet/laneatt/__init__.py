@@ -7,25 +7,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ...json_record import Record, read_int, read_record, read_str
 from ...model_source import ModelSource, SourceFile
 from ..datasets import DatasetPreset
-from ..decode_params import DecodeDefaults
+from ..decode_params import ScoreNmsDecodeParams
 from ..lane_family import LaneFamily, LoadedModel
 from ..preprocess import PreprocessSpec
 from ..source import SourceSpec
-from ..tensor_spec import TensorSpec
+from ..tensor_spec import FLOAT_DATATYPES, TensorSpec
 from .decode import CONF_THRESHOLD, N_OFFSETS, NMS_THRESHOLD, ROW_WIDTH, TOP_K
 
-INPUT_SHAPE = (3, 360, 640)
 ANCHOR_ORDER_RULES = {
     "torch16": "torch.argsort(freq, descending=True)[:k] as PyTorch 1.6 computes it on the CPU "
                "(TH quicksort: median of three, insertion pass over partitions <= 10; ties not in index order)",
     "stable": "descending frequency, ties by anchor index",
 }
-_FLOATS = ("FP32", "FP16")
 
 
 @dataclass(frozen=True)
@@ -76,11 +74,11 @@ class LaneATTFamily(LaneFamily):
     title = "LaneATT"
     # Input [B, 3, 360, 640], BGR as OpenCV reads it, value/255, bicubic resize, no crop.
     preprocess = PreprocessSpec(height=360, width=640, color="bgr", scale=1.0 / 255.0, interpolation="bicubic")
-    decode_defaults = DecodeDefaults(CONF_THRESHOLD, NMS_THRESHOLD, TOP_K)  # CULane's official test values
+    decode_defaults = ScoreNmsDecodeParams(CONF_THRESHOLD, NMS_THRESHOLD, TOP_K)  # CULane's official test values
     # The official test parameters per data set (LaneATT's cfgs/*.yml), recorded when convert is given --dataset.
     datasets = {
         "culane": DatasetPreset("culane", decode_defaults),
-        "tusimple": DatasetPreset("tusimple", DecodeDefaults(0.2, 45.0, 5)),
+        "tusimple": DatasetPreset("tusimple", ScoreNmsDecodeParams(0.2, 45.0, 5)),
         "llamas": DatasetPreset("llamas", decode_defaults),
     }
     decoder_module = "edge_deploy.lanedet.laneatt.decode"
@@ -102,7 +100,7 @@ class LaneATTFamily(LaneFamily):
             raise ValueError(f"returns {shapes}; a lane model returns [batch,] N x {ROW_WIDTH} "
                              "(2 logits, start_y, start_x, length, 72 x offsets): check --model.")
         chosen = next((t for t in rows if t.name == "predict_lanes"), rows[0])
-        if chosen.shape[-2] <= 0 or chosen.datatype not in _FLOATS:
+        if chosen.shape[-2] <= 0 or chosen.datatype not in FLOAT_DATATYPES:
             raise ValueError(f"output {chosen.name!r} is {chosen.datatype} {list(chosen.shape)}; the client needs a "
                              f"fixed number of FP32/FP16 rows of {ROW_WIDTH}: check the exported model.")
         return (chosen,)
@@ -110,15 +108,11 @@ class LaneATTFamily(LaneFamily):
     def recognizes_checkpoint(self, keys: Sequence[str]) -> bool:
         return {"attention_layer.weight", "cls_layer.weight", "reg_layer.weight"} <= set(keys)
 
-    def load(self, spec: SourceSpec) -> LoadedModel:
-        from ..._deps import require
-
-        require("torch", "converting LaneATT from PyTorch")  # before .model, which imports torch
+    def build(self, spec: SourceSpec, *, backbone: str | None, dataset: str | None, options: Any,
+              shape: tuple[int, int, int]) -> LoadedModel:
         from .anchors import N_ANCHORS
         from .model import UNTRAINED_LANES, build_laneatt, give_untrained_lanes
 
-        self.check_input_shape(spec, INPUT_SHAPE)
-        backbone, dataset, options = self.backbone_from(spec), self.dataset_from(spec), self.options_from(spec)
         anchor_order = options.anchor_order
         module = build_laneatt(backbone, checkpoint=spec.checkpoint, anchors_freq=options.anchors_freq,
                                dataset=dataset, topk_anchors=options.topk_anchors, anchor_order=anchor_order,
@@ -135,7 +129,7 @@ class LaneATTFamily(LaneFamily):
             anchor_order=AnchorOrder(anchor_order, ANCHOR_ORDER_RULES[anchor_order]) if dropped else None,
             num_anchors=module.num_anchors, trained=trained, seed=None if trained else spec.seed,
             untrained_lanes=None if trained else UNTRAINED_LANES)
-        return LoadedModel(module, INPUT_SHAPE, source, self, self.decode_preset(dataset))
+        return LoadedModel(module, shape, source, self, self.decode_params_for(dataset))
 
 
 FAMILY = LaneATTFamily()
