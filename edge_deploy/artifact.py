@@ -14,7 +14,8 @@ Format 2 (this version)::
       "created": "2026-11-22T07:00:00Z",
       "family": "laneatt" | "ufldv2" | null,  lane-model family (edge_deploy.lanedet.family); null: no lane decoder
       "precision": "fp16" | "fp32" | "int8",    what convert was asked for (install follows it)
-      "source": {"kind": "laneatt" | "torchscript" | "factory" | <family>, "spec": str, ...},
+      "source": {"kind": <family> | "torchscript" | "factory", "spec": str, "trained": bool, ...}: where the
+                model came from (edge_deploy.model_source.ModelSource: the common keys, a family's own),
       "files": {"model.onnx": {"sha256": str, "bytes": int}, ...},
       "io": {"inputs":  [{"name", "datatype", "shape"}], "outputs": [...],
              "batch": {"min", "opt", "max", "dynamic"}},
@@ -51,9 +52,12 @@ from ._version import __version__
 from .errors import EdgeDeployError, ManifestError
 from .fsutil import sha256_file, sha256_stream, write_json_atomic
 from .io_signature import BatchRange, IOSignature  # noqa: F401 - BatchRange re-exported (artifact.BatchRange)
-from .lanedet.family import (LEGACY_FAMILY, DecodeDefaults, DecodeDefaultsError, DecodeParams, TensorSpec,
-                             family_for_outputs, get_family)
+from .lanedet.decode_params import DecodeParams, DecodeParamsError, ScoreNmsDecodeParams
+from .lanedet.entry_points import LEGACY_FAMILY
+from .lanedet.lane_family import family_for_outputs, get_family
+from .lanedet.tensor_spec import TensorSpec
 from .lanedet.preprocess import PreprocessSpec, PreprocessSpecError
+from .model_source import EXTERNAL_KINDS, ModelSource
 from .precision import Precision
 from .records import (EvaluationRecord, ExportReport, Fp16OnnxRecord, Fp16Report, FusedPreprocessRecord,
                       ParityReport, PlanVerify, Record, RecordError, json_value)
@@ -282,18 +286,18 @@ def _plain_file_name(name: str) -> bool:
 class Manifest:
     """manifest.json as one object: the typed seams every stage reads, and the stages' reports as records.
 
-    Typed: family, precision, io, preprocess, decode, files, plan (`PlanRecord`: the
-    repository, doctor and the rebuild decision read its fingerprint), and the stages' reports
-    (edge_deploy.records: export, parity, fp16, evaluation, fused_preprocess). Free-form:
-    source (each family's loader writes its own keys), tool, timings.
+    Typed: family, precision, io, preprocess, decode, files, source (`ModelSource`, or the family's own
+    subclass of it), plan (`PlanRecord`: the repository, doctor and the rebuild decision read its fingerprint),
+    and the stages' reports (edge_deploy.records: export, parity, fp16, evaluation, fused_preprocess).
+    Free-form: tool, timings.
     """
 
     io: IOSignature
     preprocess: PreprocessSpec
-    decode: DecodeParams  # the family's own DecodeParams class (DecodeDefaults without a family)
+    decode: DecodeParams  # the family's own DecodeParams class (ScoreNmsDecodeParams without a family)
     precision: Precision = Precision.FP32
     family: str | None = None
-    source: dict[str, Any] = field(default_factory=dict)
+    source: ModelSource = field(default_factory=ModelSource)
     files: dict[str, FileEntry] = field(default_factory=dict)
     tool: dict[str, Any] = field(default_factory=lambda: {"name": "edge-deploy", "version": __version__})
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
@@ -350,7 +354,7 @@ class Manifest:
                 from None
         _check_family(data, where)
         try:
-            decode = _decode_type(data.get("family")).from_dict(data["decode"])
+            decode = _decode_params_type(data.get("family")).from_dict(data["decode"])
             preprocess = PreprocessSpec.from_dict(data["preprocess"])
             plan = PlanRecord.from_dict(data["plan"]) if data.get("plan") is not None else None
             if not _is_precision(data["precision"]):
@@ -360,9 +364,10 @@ class Manifest:
             files = {name: FileEntry(str(e["sha256"]), int(e["bytes"])) for name, e in (data.get("files") or {}).items()}
             records: dict[str, Any] = {key: kind.from_dict(data[key], key) if isinstance(data.get(key), dict) else None
                        for key, kind in _RECORDS.items()}
+            source = _source_type(data).from_dict(data.get("source") or {}, "source")
         except RecordError as exc:
             raise ManifestError(f"{where} is damaged: {exc}; re-run `edge-deploy convert`.") from None
-        except (KeyError, TypeError, ValueError, DecodeDefaultsError, PreprocessSpecError) as exc:
+        except (KeyError, TypeError, ValueError, DecodeParamsError, PreprocessSpecError) as exc:
             raise ManifestError(f"{where} is damaged ({type(exc).__name__}: {exc}); re-run `edge-deploy convert`.") \
                 from None
         for name in files:
@@ -370,7 +375,7 @@ class Manifest:
                 raise ManifestError(f"{where} lists the file {name!r}, which is not a plain file name inside the "
                                     "artifact (a manifest names only files beside it); re-run `edge-deploy convert`.")
         return cls(io=io, preprocess=preprocess, decode=decode, precision=precision, family=data.get("family"),
-                   plan=plan, source=dict(data.get("source") or {}), files=files, tool=dict(data.get("tool") or {}),
+                   plan=plan, source=source, files=files, tool=dict(data.get("tool") or {}),
                    created=str(data.get("created", "")), timings=dict(data.get("timings") or {}), **records)
 
     def to_dict(self) -> dict[str, Any]:
@@ -381,7 +386,7 @@ class Manifest:
             "created": self.created,
             "family": self.family,
             "precision": self.precision.value,
-            "source": self.source,
+            "source": self.source.to_dict(),
             "files": {name: entry.to_dict() for name, entry in self.files.items()},
             "io": self.io.to_dict(),
             "export": json_value(self.export),
@@ -502,13 +507,28 @@ def _check_family(data: Mapping[str, Any], where: str) -> None:
                             f"({exc}): {provider}, or re-run `edge-deploy convert` with a family it has.") from None
 
 
-def _decode_type(family: str | None) -> type[DecodeParams]:
+def _source_type(data: Mapping[str, Any]) -> type[ModelSource]:
+    """How a manifest's "source" is read: with its family's source type when the source is that family's model
+    (kind = family), `ExternalSource` for a TorchScript file or a factory; else the common fields, the rest kept."""
+    source, family = data.get("source"), data.get("family")
+    kind = source.get("kind") if isinstance(source, Mapping) else None
+    if not isinstance(kind, str):
+        return ModelSource
+    if kind in EXTERNAL_KINDS:
+        return EXTERNAL_KINDS[kind]
+    try:
+        return get_family(kind).source_type if kind == family else ModelSource
+    except KeyError:
+        return ModelSource
+
+
+def _decode_params_type(family: str | None) -> type[DecodeParams]:
     """How a manifest's "decode" is read: with its family's parameter class (score/NMS/top-k without one,
     or for a family this process does not know)."""
     try:
-        return get_family(family).decode_type() if family else DecodeDefaults
+        return get_family(family).decode_params_type() if family else ScoreNmsDecodeParams
     except KeyError:
-        return DecodeDefaults
+        return ScoreNmsDecodeParams
 
 
 def read_manifest(artifact_dir: Path) -> Manifest:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .lanedet.family import TensorSpec
+from .lanedet.tensor_spec import TensorSpec
 
 
 @dataclass(frozen=True)

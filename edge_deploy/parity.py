@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -191,7 +191,7 @@ class LaneCheck:
 
     family: Any  # edge_deploy.lanedet.family.LaneFamily
     outputs: tuple[str, ...]
-    decode: Any  # DecodeDefaults
+    decode: Any  # ScoreNmsDecodeParams
     image_size: tuple[int, int]
     limit_width: float = 640.0  # dx limits are in pixels of an image this wide
 
@@ -206,7 +206,7 @@ class LaneCheck:
         except ValueError:
             return None
         names = tuple(t.name for t in outputs)
-        size = family.check_image_size(manifest.source.get("dataset"), manifest.decode)
+        size = family.check_image_size(manifest.source.dataset, manifest.decode)
         if size is not None:
             return cls(family, names, manifest.decode, tuple(size), float(size[1]))
         return cls(family, names, manifest.decode, manifest.input_size)
@@ -310,20 +310,15 @@ NOT_VERIFIED_NO_LANES = "not verified: no lanes to compare (the model finds none
 NEAR_TIE_MAX_REL = 1e-2
 
 
-def _comparison(report: Comparison | Mapping[str, Any]) -> Comparison:
-    """The report typed (a plain mapping is its JSON, what callers of 0.1 passed)."""
-    return report if isinstance(report, Comparison) else Comparison.from_dict(report)
-
-
-def worst_output(report: Comparison | Mapping[str, Any]) -> OutputError:
+def worst_output(report: Comparison) -> OutputError:
     """The output entry of `compare_to_reference`'s report with the largest relative error."""
-    return _comparison(report).worst()
+    return report.worst()
 
 
-def lanes_moved_reason(report: Comparison | Mapping[str, Any], subject: str) -> str:
+def lanes_moved_reason(report: Comparison, subject: str) -> str:
     """Why lanes moved between the reference and `subject` although the check failed, for its message: near-ties
     when the raw outputs agree (then FP16 or fusion is not to blame), else a real loss of accuracy."""
-    worst = _comparison(report).worst()
+    worst = report.worst()
     max_abs, max_rel = worst.max_abs or 0.0, worst.max_rel or 0.0
     if max_rel <= NEAR_TIE_MAX_REL:
         return (f"the raw outputs agree (max abs {max_abs:.2g}, {max_rel:.2%} of their range), so "
@@ -332,10 +327,8 @@ def lanes_moved_reason(report: Comparison | Mapping[str, Any], subject: str) -> 
     return f"the raw outputs differ by up to {max_rel:.1%} of their range in {subject}"
 
 
-def lanes_line(lanes: LaneComparison | Mapping[str, Any], counts: str) -> str:
+def lanes_line(lanes: LaneComparison, counts: str) -> str:
     """`counts` (who found how many lanes) and the mean |dx| against its limit, or why nothing was verified."""
-    if not isinstance(lanes, LaneComparison):
-        lanes = LaneComparison.from_dict(lanes)
     if lanes.verified is False:
         return f"{counts}: {lanes.note or NOT_VERIFIED_NO_LANES}"
     return f"{counts}, mean |dx| {lanes.mean_dx_px or 0.0:.2f} px (limit {lanes.max_mean_dx_px or 0.0:g} px)"

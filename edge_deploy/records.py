@@ -1,7 +1,7 @@
 """The stage reports a manifest holds ("export", "parity", "fp16", "plan.verify", "evaluation",
 "fused_preprocess"), one frozen dataclass each, read and checked once by `from_dict`.
 
-Every report is a `Record`:
+Every report is a `Record` (edge_deploy.json_record, the base the "source" section shares):
 
 - `from_dict(data, where)` checks each known key's type (RecordError naming the field, e.g.
   ``parity.tolerance.atol``), builds the nested records, and keeps the keys this version does not
@@ -16,151 +16,19 @@ Every report is a `Record`:
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
-from enum import Enum
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from .io_signature import IOSignature
-
-
-class RecordError(ValueError):
-    """A stage report with a value of the wrong type (the message names the field)."""
-
-
-R = TypeVar("R", bound="Record")
-Reader = Callable[[Any, str], Any]
-
-
-def json_value(value: Any) -> Any:
-    """The JSON form of a field value."""
-    if isinstance(value, Record):
-        return value.to_dict()
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, (list, tuple)):
-        return [json_value(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: json_value(v) for k, v in value.items()}
-    return value
-
-
-@dataclass(frozen=True, eq=False)
-class Record(Mapping[str, Any]):
-    """Base of the stage reports (see the module's docstring)."""
-
-    extra: Mapping[str, Any] = field(default_factory=dict, kw_only=True, repr=False)
-    key_order: tuple[str, ...] = field(default=(), kw_only=True, repr=False)
-
-    _SECTION: ClassVar[str] = "record"
-    _READERS: ClassVar[Mapping[str, Reader]] = {}
-    _ALWAYS: ClassVar[frozenset[str]] = frozenset()  # written as null when None (a built record)
-
-    @classmethod
-    def _names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls) if f.name not in ("extra", "key_order"))
-
-    @classmethod
-    def from_dict(cls: type[R], data: Any, where: str | None = None) -> R:
-        """The typed report; RecordError naming the field whose value has the wrong type."""
-        where = where or cls._SECTION
-        if not isinstance(data, Mapping):
-            raise RecordError(f"{where} is {_kind(data)}, not an object")
-        names = cls._names()
-        values = {}
-        for key, value in data.items():
-            if key in names:
-                reader = cls._READERS.get(key)
-                values[key] = value if value is None or reader is None else reader(value, f"{where}.{key}")
-        return cls(**values, extra={k: v for k, v in data.items() if k not in names}, key_order=tuple(data))
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (see the module's docstring)."""
-        names = self._names()
-        out: dict[str, Any] = {}
-        for key in self.key_order:
-            if key in names:
-                out[key] = json_value(getattr(self, key))
-            elif key in self.extra:
-                out[key] = self.extra[key]
-        for name in names:
-            value = getattr(self, name)
-            if name not in out and (value is not None or (not self.key_order and name in self._ALWAYS)):
-                out[name] = json_value(value)
-        for key, value in self.extra.items():
-            out.setdefault(key, value)
-        return out
-
-    # the read-only mapping view (the sections' API as plain dicts)
-    def __getitem__(self, key: str) -> Any:
-        return self.to_dict()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.to_dict())
-
-    def __len__(self) -> int:
-        return len(self.to_dict())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Record):
-            return type(self) is type(other) and self.to_dict() == other.to_dict()
-        if isinstance(other, Mapping):
-            return self.to_dict() == dict(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-# --------------------------------------------------------------------------- readers: (value, where) -> typed value
-
-
-def _kind(value: Any) -> str:
-    return f"{type(value).__name__} {value!r:.40}"
-
-
-def _check(test: Callable[[Any], bool], what: str, convert: Callable[[Any], Any] = lambda v: v) -> Reader:
-    def read(value: Any, where: str) -> Any:
-        if not test(value):
-            raise RecordError(f"{where} is {_kind(value)}, not {what}")
-        return convert(value)
-    return read
-
-
-_str = _check(lambda v: isinstance(v, str), "a string")
-_int = _check(lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer")
-_num = _check(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number")
-_bool = _check(lambda v: isinstance(v, bool), "true or false")
-_ints = _check(lambda v: isinstance(v, (list, tuple)) and all(isinstance(i, int) and not isinstance(i, bool)
-                                                              for i in v), "a list of integers", tuple)
-_strs = _check(lambda v: isinstance(v, (list, tuple)) and all(isinstance(i, str) for i in v), "a list of strings",
-               tuple)
-
-
-def _record(cls: type[Record]) -> Reader:
-    return cls.from_dict
-
-
-def _map_of(reader: Reader) -> Reader:
-    def read(value: Any, where: str) -> dict[str, Any]:
-        if not isinstance(value, Mapping):
-            raise RecordError(f"{where} is {_kind(value)}, not an object")
-        return {str(k): v if v is None else reader(v, f"{where}.{k}") for k, v in value.items()}
-    return read
-
-
-def _list_of(reader: Reader) -> Reader:
-    def read(value: Any, where: str) -> tuple[Any, ...]:
-        if not isinstance(value, (list, tuple)):
-            raise RecordError(f"{where} is {_kind(value)}, not a list")
-        return tuple(reader(v, f"{where}[{i}]") for i, v in enumerate(value))
-    return read
+from .json_record import json_value  # noqa: F401 - re-exported: records.json_value, as Record and RecordError
+from .json_record import (Record, RecordError, kind_of, list_of, map_of, read_bool, read_int, read_ints, read_number,
+                          read_record, read_str, read_strs)
 
 
 def _io(value: Any, where: str) -> IOSignature:
     if not isinstance(value, Mapping):
-        raise RecordError(f"{where} is {_kind(value)}, not an object")
+        raise RecordError(f"{where} is {kind_of(value)}, not an object")
     try:
         return IOSignature.from_dict(value)
     except (KeyError, TypeError, ValueError) as exc:
@@ -179,10 +47,10 @@ class OutputError(Record):
     ok: bool | None = None
 
     _SECTION = "output"
-    _READERS = {"max_abs": _num, "max_rel": _num, "ok": _bool}
+    _READERS = {"max_abs": read_number, "max_rel": read_number, "ok": read_bool}
 
 
-_outputs = _map_of(_record(OutputError))
+_outputs = map_of(read_record(OutputError))
 
 
 @dataclass(frozen=True, eq=False)
@@ -204,10 +72,10 @@ class LaneComparison(Record):
     note: str | None = None
 
     _SECTION = "lanes"
-    _READERS = {**{k: _int for k in ("images", "lanes_onnxruntime", "lanes_plan", "lanes_fp32", "lanes_fp16",
+    _READERS = {**{k: read_int for k in ("images", "lanes_onnxruntime", "lanes_plan", "lanes_fp32", "lanes_fp16",
                                      "lanes_client", "lanes_fused")},
-                **{k: _num for k in ("mean_dx_px", "max_mean_dx_px", "dx_width_px")},
-                "verified": _bool, "note": _str}
+                **{k: read_number for k in ("mean_dx_px", "max_mean_dx_px", "dx_width_px")},
+                "verified": read_bool, "note": read_str}
 
 
 @dataclass(frozen=True, eq=False)
@@ -226,8 +94,8 @@ class Comparison(Record):
     problems: tuple[str, ...] | None = None
 
     _SECTION = "comparison"
-    _READERS = {"status": _str, "reason": _str, "reference": _str, "batches": _ints, "outputs": _outputs,
-                "worst_output": _str, "lanes": _record(LaneComparison), "passed": _bool, "problems": _strs}
+    _READERS = {"status": read_str, "reason": read_str, "reference": read_str, "batches": read_ints, "outputs": _outputs,
+                "worst_output": read_str, "lanes": read_record(LaneComparison), "passed": read_bool, "problems": read_strs}
     _ALWAYS = frozenset({"lanes"})
 
     @classmethod
@@ -256,8 +124,8 @@ class SimplifyReport(Record):
     max_abs_change: Mapping[str, float] | None = None
 
     _SECTION = "export.simplify"
-    _READERS = {"tool": _str, "nodes_before": _int, "applied": _bool, "reason": _str, "nodes_after": _int,
-                "max_abs_change": _map_of(_num)}
+    _READERS = {"tool": read_str, "nodes_before": read_int, "applied": read_bool, "reason": read_str, "nodes_after": read_int,
+                "max_abs_change": map_of(read_number)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -272,8 +140,8 @@ class ExportReport(Record):
     simplify: SimplifyReport | None = None
 
     _SECTION = "export"
-    _READERS = {"exporter": _str, "onnx": _str, "opset": _int, "ir_version": _int, "trace_batch": _int,
-                "simplify": _record(SimplifyReport)}
+    _READERS = {"exporter": read_str, "onnx": read_str, "opset": read_int, "ir_version": read_int, "trace_batch": read_int,
+                "simplify": read_record(SimplifyReport)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -282,7 +150,7 @@ class Tolerance(Record):
     rtol: float | None = None
 
     _SECTION = "parity.tolerance"
-    _READERS = {"atol": _num, "rtol": _num}
+    _READERS = {"atol": read_number, "rtol": read_number}
 
 
 @dataclass(frozen=True, eq=False)
@@ -296,7 +164,7 @@ class ParityReport(Record):
     outputs: Mapping[str, OutputError] | None = None
 
     _SECTION = "parity"
-    _READERS = {"reference": _str, "tolerance": _record(Tolerance), "batches": _ints, "seed": _int,
+    _READERS = {"reference": read_str, "tolerance": read_record(Tolerance), "batches": read_ints, "seed": read_int,
                 "outputs": _outputs}
 
 
@@ -316,8 +184,8 @@ class Fp16Node(Record):
     subnormal_mass: float | None = None
 
     _SECTION = "fp16.nodes[]"
-    _READERS = {"node": _str, "op": _str, "output": _str, "max_abs": _num, "reason": _str, "flushed_mass": _num,
-                "subnormal_mass": _num}
+    _READERS = {"node": read_str, "op": read_str, "output": read_str, "max_abs": read_number, "reason": read_str, "flushed_mass": read_number,
+                "subnormal_mass": read_number}
 
 
 @dataclass(frozen=True, eq=False)
@@ -330,7 +198,7 @@ class F1Retention(Record):
     retention: float | None = None
 
     _SECTION = "fp16.onnx.f1"
-    _READERS = {"iou": _num, "fp32": _num, "fp16": _num, "retention": _num}
+    _READERS = {"iou": read_number, "fp32": read_number, "fp16": read_number, "retention": read_number}
     _ALWAYS = frozenset({"retention"})  # null when model.onnx's F1 is 0
 
 
@@ -347,8 +215,8 @@ class Fp16OnnxRecord(Record):
     f1: F1Retention | None = None
 
     _SECTION = "fp16.onnx"
-    _READERS = {"file": _str, "converter": _str, "io_precision": _str, "io": _io, "kept_fp32": _strs,
-                "verify": _record(Comparison), "f1": _record(F1Retention)}
+    _READERS = {"file": read_str, "converter": read_str, "io_precision": read_str, "io": _io, "kept_fp32": read_strs,
+                "verify": read_record(Comparison), "f1": read_record(F1Retention)}
     _ALWAYS = frozenset({"f1"})
 
 
@@ -365,8 +233,8 @@ class Fp16Report(Record):
     onnx: Fp16OnnxRecord | None = None
 
     _SECTION = "fp16"
-    _READERS = {"rule": _str, "tensors_checked": _int, "samples": _int, "max_abs": _num,
-                "nodes": _list_of(_record(Fp16Node)), "fp32_nodes": _strs, "onnx": _record(Fp16OnnxRecord)}
+    _READERS = {"rule": read_str, "tensors_checked": read_int, "samples": read_int, "max_abs": read_number,
+                "nodes": list_of(read_record(Fp16Node)), "fp32_nodes": read_strs, "onnx": read_record(Fp16OnnxRecord)}
 
 
 # --------------------------------------------------------------------------- plan verification
@@ -383,7 +251,7 @@ class PlanVerify(Record):
     run: Comparison | None = None
 
     _SECTION = "plan.verify"
-    _READERS = {"status": _str, "reason": _str, "io": _str, "run": _record(Comparison)}
+    _READERS = {"status": read_str, "reason": read_str, "io": read_str, "run": read_record(Comparison)}
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -396,7 +264,7 @@ class Scores(Record):
     recall: float | None = None
 
     _SECTION = "evaluation.files"
-    _READERS = {"f1": _num, "precision": _num, "recall": _num}
+    _READERS = {"f1": read_number, "precision": read_number, "recall": read_number}
 
 
 @dataclass(frozen=True, eq=False)
@@ -409,7 +277,7 @@ class EvaluationRecord(Record):
     files: Mapping[str, Mapping[str, Scores]] | None = None
 
     _SECTION = "evaluation"
-    _READERS = {"data": _str, "frames": _int, "files": _map_of(_map_of(_record(Scores)))}
+    _READERS = {"data": read_str, "frames": read_int, "files": map_of(map_of(read_record(Scores)))}
 
     def f1(self, name: str, iou: str = "0.5") -> float | None:
         scores = (self.files or {}).get(name, {}).get(iou)
@@ -428,7 +296,7 @@ class FrameRecord(Record):
     color: str | None = None
 
     _SECTION = "fused_preprocess.frame"
-    _READERS = {"height": _int, "width": _int, "datatype": _str, "layout": _str, "color": _str}
+    _READERS = {"height": read_int, "width": read_int, "datatype": read_str, "layout": read_str, "color": read_str}
 
 
 @dataclass(frozen=True, eq=False)
@@ -438,7 +306,7 @@ class PixelDiff(Record):
     fraction_differing: float | None = None
 
     _SECTION = "fused_preprocess.parity.pixels"
-    _READERS = {"max_abs": _num, "max_levels": _num, "fraction_differing": _num}
+    _READERS = {"max_abs": read_number, "max_levels": read_number, "fraction_differing": read_number}
 
 
 @dataclass(frozen=True, eq=False)
@@ -453,8 +321,8 @@ class PixelParity(Record):
     max_levels: float | None = None
 
     _SECTION = "fused_preprocess.parity.pixels"
-    _READERS = {"frames": _int, "rounded": _record(PixelDiff), "unrounded": _record(PixelDiff), "max_abs": _num,
-                "max_levels": _num}
+    _READERS = {"frames": read_int, "rounded": read_record(PixelDiff), "unrounded": read_record(PixelDiff), "max_abs": read_number,
+                "max_levels": read_number}
 
 
 @dataclass(frozen=True, eq=False)
@@ -466,9 +334,9 @@ class FusedParity(Record):
     max_mean_dx_px: float | Mapping[str, float] | None = None  # per ONNX file name; one number before FP16 had its own
 
     _SECTION = "fused_preprocess.parity"
-    _READERS = {"reference": _str, "seed": _int, "pixels": _record(PixelParity),
-                "lanes": _map_of(_record(Comparison)),
-                "max_mean_dx_px": lambda v, where: _map_of(_num)(v, where) if isinstance(v, Mapping) else _num(v, where)}
+    _READERS = {"reference": read_str, "seed": read_int, "pixels": read_record(PixelParity),
+                "lanes": map_of(read_record(Comparison)),
+                "max_mean_dx_px": lambda v, where: map_of(read_number)(v, where) if isinstance(v, Mapping) else read_number(v, where)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -477,7 +345,7 @@ class Substitution(Record):
     by: str | None = None
 
     _SECTION = "fused_preprocess.substituted"
-    _READERS = {"interpolation": _str, "by": _str}
+    _READERS = {"interpolation": read_str, "by": read_str}
 
 
 @dataclass(frozen=True, eq=False)
@@ -491,5 +359,5 @@ class FusedPreprocessRecord(Record):
     parity: FusedParity | None = None
 
     _SECTION = "fused_preprocess"
-    _READERS = {"input": _str, "frame": _record(FrameRecord), "graph": _str, "substituted": _record(Substitution),
-                "parity": _record(FusedParity)}
+    _READERS = {"input": read_str, "frame": read_record(FrameRecord), "graph": read_str, "substituted": read_record(Substitution),
+                "parity": read_record(FusedParity)}

@@ -105,6 +105,20 @@ def test_client_imports_only_lanedet_geometry_and_errors() -> None:
     assert {m: t for m, t in offending.items() if t} == {}
 
 
+# The convert side of the families (what to convert, a family's own convert options) and the module that re-exports
+# it for other packages' families: the client imports neither.
+CONVERT_SIDE = ("edge_deploy.lanedet.source", "edge_deploy.lanedet.family")
+
+
+def test_the_client_imports_no_convert_side_types() -> None:
+    """Plant `from ..lanedet.source import SourceSpec` (or `from ..lanedet.family import ...`) in client/base.py, and
+    this fails."""
+    graph = import_graph()
+    offending = {module: sorted(t for t in targets if t in CONVERT_SIDE)
+                 for module, targets in graph.items() if _within(module, "edge_deploy.client")}
+    assert {m: t for m, t in offending.items() if t} == {}
+
+
 # Floors of the deploy stages: a stage imports only stages below it, at module top or inside a function. The
 # repository writes versions and knows nothing of servers; serve runs servers and knows nothing of versions; deploy
 # (install, rollback: write, have the server load, record) stands on both. What both need lies below both
@@ -194,10 +208,12 @@ def test_lanedet_does_not_import_the_pipeline_stages() -> None:
     assert {m: t for m, t in offending.items() if t} == {}
 
 
-# Where a family may be named: its own package, the registry (family.py: the built-in families and the legacy one)
-# and lanedet/__init__.py (the public decoders, decode_lanes/decode_ufldv2/..., re-exported by name). training/
-# trains the demo's LaneATT weights: a user of that one family, not part of the seam between stages and families.
-FAMILY_NAMING_ALLOWED = ("edge_deploy/lanedet/family.py", "edge_deploy/lanedet/__init__.py", "edge_deploy/training/")
+# Where a family may be named: its own package, where families come from (entry_points.py: the built-in families and
+# the legacy one) and lanedet/__init__.py (the public decoders, decode_lanes/decode_ufldv2/..., re-exported by name).
+# training/ trains the demo's LaneATT weights: a user of that one family, not part of the seam between stages and
+# families.
+FAMILY_NAMING_ALLOWED = ("edge_deploy/lanedet/entry_points.py", "edge_deploy/lanedet/__init__.py",
+                         "edge_deploy/training/")
 
 
 def family_mentions(path: Path, names: set[str]) -> list[str]:

@@ -9,7 +9,7 @@ import pytest
 
 from edge_deploy.artifact import FORMAT, Manifest, PlanRecord, TensorSpec
 from edge_deploy.errors import ManifestError
-from edge_deploy.lanedet.family import DecodeDefaults
+from edge_deploy.lanedet.family import ScoreNmsDecodeParams
 from edge_deploy.precision import Precision
 
 FORMAT1 = Path(__file__).parent / "data" / "format1"
@@ -30,7 +30,7 @@ def test_format1_migrates_family_precision_and_complete_settings() -> None:
     assert manifest.io.batch.max == 4 and manifest.input_size == (288, 800)
     assert manifest.family == "laneatt"  # N x 77 rows: what format 1 served as LaneATT
     assert manifest.precision is Precision.INT8  # from the plan
-    assert manifest.decode == DecodeDefaults(0.5, 50.0, 4)  # the family's defaults fill what format 1 left out
+    assert manifest.decode == ScoreNmsDecodeParams(0.5, 50.0, 4)  # the family's defaults fill what format 1 left out
     assert manifest.preprocess.interpolation == "bicubic" and manifest.preprocess.height == 288
     assert manifest.plan.tensorrt == "10.3.0" and manifest.plan.to_dict() == {"tensorrt": "10.3.0", "precision": "int8"}
     assert Manifest.from_dict(_format1(fp16={"onnx": {"file": "model_fp16.onnx"}})).precision is Precision.FP16
@@ -151,7 +151,7 @@ def test_the_released_format1_artifacts_read_as_written(tmp_path) -> None:
     """tests/data/format1 holds artifacts written by the released code (c76a49f)."""
     plain = Manifest.read(FORMAT1 / "tiny_fp16")
     assert (plain.family, plain.precision) == ("laneatt", Precision.FP16)
-    assert plain.decode == DecodeDefaults(0.4, 50.0, 3)  # convert --conf 0.4 --top-k 3, as recorded
+    assert plain.decode == ScoreNmsDecodeParams(0.4, 50.0, 3)  # convert --conf 0.4 --top-k 3, as recorded
     plain.verify_files(FORMAT1 / "tiny_fp16")
     fused = Manifest.read(FORMAT1 / "tiny_fused")
     assert fused.fused_frame is not None and (fused.fused_frame.height, fused.fused_frame.width) == (295, 820)

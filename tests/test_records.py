@@ -176,10 +176,9 @@ def test_a_non_object_report_is_refused() -> None:
         ParityReport.from_dict([1])
 
 
-def test_the_parity_helpers_read_a_report_typed_or_as_its_json() -> None:
+def test_the_parity_helpers_read_a_typed_report() -> None:
     from edge_deploy.parity import lanes_line, lanes_moved_reason, worst_output
 
-    assert worst_output(VERIFY) == worst_output(VERIFY.to_dict()) == OutputError(max_abs=0.49, max_rel=8e-4)
-    assert lanes_moved_reason(VERIFY, "FP16") == lanes_moved_reason(VERIFY.to_dict(), "FP16")
+    assert worst_output(VERIFY) == OutputError(max_abs=0.49, max_rel=8e-4)
     assert "raw outputs agree" in lanes_moved_reason(VERIFY, "FP16")
-    assert lanes_line(LANES, "n") == lanes_line(LANES.to_dict(), "n") == "n, mean |dx| 0.10 px (limit 1 px)"
+    assert lanes_line(LANES, "n") == "n, mean |dx| 0.10 px (limit 1 px)"

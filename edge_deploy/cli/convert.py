@@ -5,14 +5,20 @@ import inspect
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from ..lanedet.source import OptionValue
 from ..precision import Precision
 from . import option_groups as groups
 from .app import app
 from .options import takes_options
+
+if TYPE_CHECKING:  # pragma: no cover - the library's types, imported when the command runs
+    from ..engine.options import EngineOptions
+    from ..export.settings import ExportSettings
+    from ..lanedet.source import SourceSpec
 
 
 class Target(str, Enum):
@@ -166,7 +172,7 @@ class ConvertOptions:
     install: Annotated[bool, typer.Option("--install", help="Install the result into the model repository.")] = False
     repository: Annotated[Path, typer.Option(help="Triton model repository for --install.")] = Path("model_repository")
     name: Annotated[str, typer.Option(help="Model name in the repository for --install.")] = "lanedet"
-    family_options: dict[str, Any] = field(default_factory=dict)  # the families' own flags, given ones only
+    family_options: dict[str, OptionValue] = field(default_factory=dict)  # the families' own flags, given ones only
 
     @classmethod
     def of(cls, given: dict[str, Any]) -> "ConvertOptions":
@@ -176,7 +182,7 @@ class ConvertOptions:
                   for key, value in given.items() if key not in names and value is not None}
         return cls(**{key: value for key, value in given.items() if key in names}, family_options=family)
 
-    def source(self) -> Any:
+    def source(self) -> SourceSpec:
         """What MODEL names (export.source.SourceSpec)."""
         from ..export.source import SourceSpec, parse_input_shape
 
@@ -186,7 +192,7 @@ class ConvertOptions:
             input_shape=parse_input_shape(self.input_shape) if self.input_shape else None, seed=self.seed,
         )
 
-    def export_settings(self) -> Any:
+    def export_settings(self) -> ExportSettings:
         """How to export (export.settings.ExportSettings)."""
         from ..export.settings import ExportSettings, batch_range, fuse_frame
 
@@ -199,7 +205,7 @@ class ConvertOptions:
             nms_threshold=self.nms, top_k=self.top_k,
         )
 
-    def engine_options(self) -> Any:
+    def engine_options(self) -> EngineOptions:
         """How to build the plan (engine.options.EngineOptions)."""
         from ..engine.options import EngineOptions, parse_size
 

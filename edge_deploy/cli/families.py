@@ -6,6 +6,7 @@ from typing import Annotated, Any
 import typer
 
 from .. import strict_json
+from ..lanedet.description import FamilyDescription
 from .app import app
 
 
@@ -20,7 +21,7 @@ def families(
 
     described = [family.describe() for family in known_families()]
     if as_json:
-        typer.echo(strict_json.dumps(described, indent=2))
+        typer.echo(strict_json.dumps([row.to_dict() for row in described], indent=2))
     elif markdown:
         typer.echo(markdown_table(described), nl=False)
     else:
@@ -33,7 +34,7 @@ COLUMNS = ("name", "family", "backbones", "data sets", "own options", "from")
 TABLE_MIN_WIDTH = 120  # narrower, each family is a block of "column: value" lines, so nothing is cut
 
 
-def print_families(described: list[dict[str, Any]], console: Any) -> None:
+def print_families(described: list[FamilyDescription], console: Any) -> None:
     """The table on a wide terminal; on a narrow one (80 columns) one block per family."""
     title = "lane-model families (edge-deploy convert NAME)"
     if console.width < TABLE_MIN_WIDTH:
@@ -54,15 +55,14 @@ def print_families(described: list[dict[str, Any]], console: Any) -> None:
     console.print(table)
 
 
-def _cells(row: dict[str, Any]) -> list[str]:
-    backbones = ", ".join(f"{b} (default)" if b == row["default_backbone"] else b for b in row["backbones"]) or "-"
-    datasets = ", ".join(f"{name} {size[1]}x{size[0]}" if (size := d["image_size"]) else name
-                         for name, d in row["datasets"].items()) or "-"
-    options = ", ".join(o["flag"] for o in row["options"]) or "-"
-    return [row["name"], row["title"], backbones, datasets, options, row["origin"]]
+def _cells(row: FamilyDescription) -> list[str]:
+    backbones = ", ".join(f"{b} (default)" if b == row.default_backbone else b for b in row.backbones) or "-"
+    datasets = ", ".join(f"{name} {size[1]}x{size[0]}" if size else name for name, size in row.datasets.items()) or "-"
+    options = ", ".join(o.flag for o in row.options) or "-"
+    return [row.name, row.title, backbones, datasets, options, row.origin]
 
 
-def markdown_table(described: list[dict[str, Any]]) -> str:
+def markdown_table(described: list[FamilyDescription]) -> str:
     lines = ["| `convert NAME` | family | `--backbone` | `--dataset` (frame size) | own options | from |",
              "|---|---|---|---|---|---|"]
     lines += ["| " + " | ".join(_cells(row)) + " |" for row in described]

@@ -267,7 +267,7 @@ def _check_numbers(*, synthetic: int, timeout: float, wait: float, conf: float |
                    top_k: int | None) -> None:
     """One-line ClientErrors for numbers that would otherwise fail later with a misleading message."""
     from ..errors import ClientError
-    from ..lanedet.family import DecodeDefaults, DecodeDefaultsError
+    from ..lanedet.decode_params import DecodeParamsError, ScoreNmsDecodeParams
 
     problems = [
         (synthetic < 0, f"--synthetic must be 0 or more frames (got {synthetic})"),
@@ -277,9 +277,9 @@ def _check_numbers(*, synthetic: int, timeout: float, wait: float, conf: float |
     for bad, message in problems:
         if bad:
             raise ClientError(message + ".")
-    try:  # the decode rules live with DecodeDefaults; here they are named as infer's options
-        DecodeDefaults.check_given(conf_threshold=conf, nms_threshold=nms, top_k=top_k)
-    except DecodeDefaultsError as exc:
+    try:  # the decode rules live with ScoreNmsDecodeParams; here they are named as infer's options
+        ScoreNmsDecodeParams.check_given(conf_threshold=conf, nms_threshold=nms, top_k=top_k)
+    except DecodeParamsError as exc:
         raise ClientError(f"{exc.for_options()}.") from None
 
 

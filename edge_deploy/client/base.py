@@ -28,7 +28,7 @@ from ..errors import (
     TLSRefusedError,
     one_line,
 )
-from ..lanedet.family import DecodeDefaults, DecodeDefaultsError, DecodeParams
+from ..lanedet.decode_params import DecodeParams, DecodeParamsError, ScoreNmsDecodeParams
 from .buffers import Slot
 from .request import Request, build_request
 from .served_model import LaneModel, decode_params, describe_model
@@ -315,8 +315,8 @@ class ClientSettings:
         if tls is not None and not isinstance(tls, TLSConfig):
             raise ClientError(f"tls must be a TLSConfig(ca=..., cert=..., key=...) or None, not {type(tls).__name__}.")
         try:  # refused here, not at the first detect(): the rules the decode parameters are made with
-            DecodeDefaults.check_given(conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k)
-        except DecodeDefaultsError as exc:
+            ScoreNmsDecodeParams.check_given(conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k)
+        except DecodeParamsError as exc:
             raise ClientError(f"{exc}.") from None
         resolved = resolve_transport(transport, url)
         if track and camera is None:

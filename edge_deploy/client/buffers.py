@@ -6,7 +6,7 @@ from typing import Any, cast
 import numpy as np
 
 from ..errors import ModelMismatchError
-from ..lanedet.family import TensorSpec
+from ..lanedet.tensor_spec import TensorSpec
 from ..lanedet.preprocess import PreprocessSpec
 from .served_model import LaneModel
 from .shm import ShmRegion

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import ClientError, FrameError, ModelChangedError
 from ..lanedet.contract import LANES, NUM_LANES, NUM_POINTS, SCORES
-from ..lanedet.family import DecodeParams
+from ..lanedet.decode_params import DecodeParams
 from ..lanedet.lane import Lane
 from .buffers import Slot, frame_shape
 from .frames import fit_frame

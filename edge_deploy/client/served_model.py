@@ -30,14 +30,16 @@ from ..lanedet.contract import (
     PARAM_PREPROCESS,
     SCORES,
 )
-from ..lanedet.family import LEGACY_FAMILY, DecodeDefaultsError, DecodeParams, LaneFamily, TensorSpec, get_family
+from ..lanedet.decode_params import DecodeParams, DecodeParamsError
+from ..lanedet.entry_points import LEGACY_FAMILY
+from ..lanedet.lane_family import LaneFamily, get_family
 from ..lanedet.preprocess import PreprocessSpec, PreprocessSpecError
+from ..lanedet.tensor_spec import FLOAT_DATATYPES, TensorSpec
 
 __all__ = ["LaneModel", "describe_model", "decode_params", "PIPE_OUTPUTS"]
 
 # NAME_pipeline's outputs, as `edge-deploy install --pipeline` generates them (edge_deploy.repository.model_config).
 PIPE_OUTPUTS = (LANES, SCORES, NUM_POINTS, NUM_LANES)
-FLOAT_DATATYPES = ("FP32", "FP16")
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,7 @@ class ServerDecodedFamily(LaneFamily):
             kind = make_dataclass(f"{name}DecodeParams", [(key, Any) for key in params if key != "top_k"] +
                                   [("top_k", int)], bases=(DecodeParams,), frozen=True)
             self.decode_defaults = kind(**params)
-        except (PreprocessSpecError, DecodeDefaultsError, TypeError, ValueError) as exc:
+        except (PreprocessSpecError, DecodeParamsError, TypeError, ValueError) as exc:
             raise ModelMismatchError(f"the pipeline's preprocessing or decode settings are not usable: {exc}; "
                                      "reinstall it with `edge-deploy install --pipeline`.") from None
 
@@ -154,9 +156,9 @@ def _settings(config: Any, family: LaneFamily) -> tuple[PreprocessSpec, DecodePa
     families left them out)."""
     try:
         preprocess = PreprocessSpec.from_dict({**family.preprocess.to_dict(), **(_config_json(config, PARAM_PREPROCESS) or {})})
-        decode = family.decode_type().from_dict({**family.decode_defaults.to_dict(),
+        decode = family.decode_params_type().from_dict({**family.decode_defaults.to_dict(),
                                                  **(_config_json(config, PARAM_DECODE) or {})})
-    except (PreprocessSpecError, DecodeDefaultsError) as exc:
+    except (PreprocessSpecError, DecodeParamsError) as exc:
         raise ModelMismatchError(
             f"the served model's preprocessing or decode settings are not usable: {exc}; reinstall it with "
             "`edge-deploy install`."
@@ -252,7 +254,7 @@ def decode_params(model: LaneModel, conf: float | None, nms: float | None, top_k
     """Per-call values over `defaults`, checked (and, for a pipeline, checked against the server's)."""
     try:
         params = defaults.overridden(conf_threshold=conf, nms_threshold=nms, top_k=top_k)
-    except (DecodeDefaultsError, TypeError, ValueError) as exc:
+    except (DecodeParamsError, TypeError, ValueError) as exc:
         raise ClientError(f"{model.name}: {exc}.") from None
     if model.kind == "pipeline" and not params.narrows(model.decode):
         # The pipeline decodes with its configured values; only what can be applied to its lanes here

@@ -38,12 +38,10 @@ def calibration_images(directory: Path | None) -> list[Path]:
     return images
 
 
-def calibration_digest(onnx_sha256: str, images: Sequence[Path], spec: PreprocessSpec | Mapping[str, Any]) -> str:
-    """Identifies a calibration (model + image contents + preprocessing): names its cache file.
-
-    spec: the preprocessing, or its manifest JSON (what 0.1's callers passed): both give the same digest."""
+def calibration_digest(onnx_sha256: str, images: Sequence[Path], spec: PreprocessSpec) -> str:
+    """Identifies a calibration (model + image contents + preprocessing): names its cache file."""
     digest = hashlib.sha256(onnx_sha256.encode())
-    digest.update(json.dumps(spec if isinstance(spec, Mapping) else spec.to_dict(), sort_keys=True).encode())
+    digest.update(json.dumps(spec.to_dict(), sort_keys=True).encode())
     for image in images:
         digest.update(sha256_file(image).encode())
     return digest.hexdigest()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, Manifest
 from ..errors import EvaluationError
@@ -74,12 +74,8 @@ def evaluate_artifact(artifact_dir: Path, manifest: Manifest, spec: str,
     return section
 
 
-def evaluation_summary(section: EvaluationRecord | Mapping[str, Any] | None) -> str | None:
-    """One line for `install`: 'F1 at IoU 0.5 on synthetic:200 (200 frames): model.onnx 0.93, model_fp16.onnx 0.93'.
-
-    A plain mapping is read as the manifest's JSON section (what callers of 0.1 passed)."""
-    if section is not None and not isinstance(section, EvaluationRecord):
-        section = EvaluationRecord.from_dict(section)
+def evaluation_summary(section: EvaluationRecord | None) -> str | None:
+    """One line for `install`: 'F1 at IoU 0.5 on synthetic:200 (200 frames): model.onnx 0.93, model_fp16.onnx 0.93'."""
     if not section or not section.files:
         return None
     parts = [f"{name} {scores['0.5'].f1:.3f}" for name, scores in section.files.items() if "0.5" in scores]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .._deps import require
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, IOSignature, Manifest, TensorSpec, file_entry
@@ -39,7 +39,7 @@ FP16_MAX = 65504.0  # largest finite FP16: weights are clamped here, not at the 
 FP16_MIN_SUBNORMAL = 2.0**-24  # smallest FP16 subnormal: tinier non-zero weights keep this magnitude
 
 
-def kept_fp32_nodes(model: Any, fp16_report: Fp16Report | Mapping[str, Any] | None) -> list[str]:
+def kept_fp32_nodes(model: Any, fp16_report: Fp16Report | None) -> list[str]:
     """Names of the nodes to keep in FP32: the report's nodes, the consumers of overflowing initializers,
     and the data-movement nodes (Reshape, Concat, ...) that only pass their values on.
 
@@ -48,9 +48,6 @@ def kept_fp32_nodes(model: Any, fp16_report: Fp16Report | Mapping[str, Any] | No
     Unnamed nodes are named here the way the FP16 report names them ("<op>_<index>").
     """
     from .fp16_report import DATA_MOVEMENT_OPS
-
-    if fp16_report is not None and not isinstance(fp16_report, Fp16Report):  # the section as JSON (0.1's callers)
-        fp16_report = Fp16Report.from_dict(fp16_report)
 
     nodes = list(model.graph.node)
     for index, node in enumerate(nodes):
@@ -214,10 +211,8 @@ def make_fp16_onnx(artifact_dir: Path, manifest: Manifest, *, fp16_io: bool = Fa
     return section
 
 
-def fp16_lanes_line(lanes: LaneComparison | Mapping[str, Any]) -> str:
-    """The FP16 lane check in one line (a plain mapping is the section as JSON, what callers of 0.1 passed)."""
-    if not isinstance(lanes, LaneComparison):
-        lanes = LaneComparison.from_dict(lanes, "fp16.onnx.verify.lanes")
+def fp16_lanes_line(lanes: LaneComparison) -> str:
+    """The FP16 lane check in one line."""
     return lanes_line(lanes, f"lanes {lanes.lanes_fp16} (FP32 {lanes.lanes_fp32}) over {lanes.images} images")
 
 
@@ -238,7 +233,7 @@ def _refuse_or_note_lanes(verdict: Comparison, manifest: Manifest, reporter: Rep
     near_ties = (verdict.worst().max_rel or 0.0) <= NEAR_TIE_MAX_REL
     reason = lanes_moved_reason(verdict, "FP16")
     lanes = verdict.lanes
-    if near_ties and lanes is not None and manifest.source.get("trained") is False \
+    if near_ties and lanes is not None and manifest.source.trained is False \
             and all(not problem.startswith("output ") for problem in problems):
         reporter.warn(f"{FP16_ONNX_NAME}: lanes not verified: {summary}; {reason}. The weights are untrained: "
                       "convert a trained checkpoint to check its lanes.")

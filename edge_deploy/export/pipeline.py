@@ -13,8 +13,9 @@ from typing import Any, Sequence
 from .._deps import require
 from ..artifact import ONNX_NAME, IOSignature, Manifest, file_entry
 from ..errors import ConvertError, one_line
-from ..lanedet.family import (LEGACY_FAMILY, DecodeDefaultsError, DecodeParams, LaneFamily, LoadedModel,
-                              family_for_outputs, family_names, family_package, get_family)
+from ..lanedet.decode_params import DecodeParams, DecodeParamsError
+from ..lanedet.entry_points import LEGACY_FAMILY, family_package
+from ..lanedet.lane_family import LaneFamily, LoadedModel, family_for_outputs, family_names, get_family
 from ..lanedet.preprocess import PreprocessSpec
 from ..parity import ort_session, parity_inputs, run_ort, tolerance_report
 from ..progress import Reporter
@@ -69,10 +70,10 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
     """
     with reporter.stage("load model"):
         loaded = load_source(source)
-        check_finite_weights(loaded.module, loaded.source.get("checkpoint"))  # before parity blames the export
+        check_finite_weights(loaded.module, loaded.source.checkpoint)  # before parity blames the export
         if loaded.family is not None:  # refuse decode options the family does not take before the export work
             _decode(loaded.decode or loaded.family.decode_defaults, settings)
-        if not loaded.source["trained"]:
+        if not loaded.source.trained:
             reporter.warn(UNTRAINED_NOTICE.format(title=loaded.family.title if loaded.family else "the model"))
 
     with reporter.stage("torch reference"):
@@ -117,10 +118,9 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
 
     io = io_signature(final_model, settings.batch)
     family, preprocess, decode = _family_settings(loaded, io, settings)
-    section = dict(loaded.source)  # the manifest's "source" (`source` is the SourceSpec)
     package = family_package(family.name) if family is not None else None
-    if package:
-        section["family_package"] = package  # where the family is missing, the package to install is named
+    # where the family is missing, the package to install is named
+    recorded = replace(loaded.source, family_package=package) if package else loaded.source
     if family is None:
         reporter.warn(f"the model's outputs ({', '.join(f'{t.name} {list(t.shape)}' for t in io.outputs)}) are no "
                       f"known lane-model family's ({', '.join(family_names())}): the artifact records family null, "
@@ -132,7 +132,7 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
         decode=decode,
         precision=settings.precision,
         family=family.name if family else None,
-        source=section,
+        source=recorded,
         files={ONNX_NAME: file_entry(onnx_path)},
         export=ExportReport(exporter=f"torch {torch.__version__} (TorchScript-based torch.onnx.export)",
                             onnx=onnx.__version__, opset=settings.opset, ir_version=int(final_model.ir_version),
@@ -188,7 +188,7 @@ def _decode(base: DecodeParams, settings: ExportSettings) -> DecodeParams:
     try:
         return base.overridden(conf_threshold=settings.conf_threshold, nms_threshold=settings.nms_threshold,
                                top_k=settings.top_k)
-    except DecodeDefaultsError as exc:
+    except DecodeParamsError as exc:
         raise ConvertError(f"{exc}: drop the options it does not take (--conf and --nms set conf_threshold and "
                            "nms_threshold).") from None
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from ..artifact import BatchRange
 from ..errors import ConvertError
-from ..lanedet.family import DecodeDefaults, DecodeDefaultsError
+from ..lanedet.decode_params import DecodeParamsError, ScoreNmsDecodeParams
 from ..precision import Precision
 from .onnx_target import DEFAULT_OPSET, opset_problem
 
@@ -70,10 +70,10 @@ class ExportSettings:
             if not value >= 0:
                 raise ConvertError(f"{flag} is a parity tolerance and must be 0 or more (got {value:g}); "
                                    "the default is 1e-3.")
-        try:  # the rules DecodeDefaults is made with (lanedet/family.py), named as convert's options
-            DecodeDefaults.check_given(conf_threshold=self.conf_threshold, nms_threshold=self.nms_threshold,
+        try:  # the rules ScoreNmsDecodeParams is made with (lanedet/decode_params.py), named as convert's options
+            ScoreNmsDecodeParams.check_given(conf_threshold=self.conf_threshold, nms_threshold=self.nms_threshold,
                                        top_k=self.top_k)
-        except DecodeDefaultsError as exc:
+        except DecodeParamsError as exc:
             raise ConvertError(f"{exc.for_options()}.") from None
         if self.fuse_frame is not None and self.precision is Precision.INT8:
             # INT8 calibration feeds preprocessed images (engine/calibration.py), not camera frames.

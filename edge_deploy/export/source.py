@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from .._deps import require
-from ..artifact import MANIFEST_NAME, ONNX_NAME, sha256_file
+from ..artifact import MANIFEST_NAME, ONNX_NAME
 from ..errors import ConvertError, EdgeDeployError, one_line
-from ..lanedet.family import LoadedModel, SourceSpec, family_fault, family_names, get_family, is_plugin
+from ..lanedet.lane_family import LoadedModel, family_fault, family_names, get_family, is_plugin
+from ..lanedet.source import SourceSpec
+from ..model_source import ExternalSource, SourceFile
 
 
 def parse_input_shape(text: str) -> tuple[int, ...]:
@@ -113,14 +115,13 @@ def load_source(spec: SourceSpec) -> LoadedModel:
         )
     if kind == "torchscript":
         module = _load_torchscript(torch, Path(spec.model))
-        source: dict[str, Any] = {"kind": "torchscript", "spec": spec.model, "file": {
-            "path": str(Path(spec.model).resolve()), "sha256": sha256_file(Path(spec.model))}}
+        file: SourceFile | None = SourceFile.of(spec.model)
     else:
         module = _load_factory(torch, spec.model)
-        source = {"kind": "factory", "spec": spec.model}
+        file = None
     module.eval()
-    source.update({"backbone": None, "checkpoint": None, "num_anchors": None, "trained": True})
-    return LoadedModel(module, tuple(spec.input_shape[1:]), source)
+    return LoadedModel(module, tuple(spec.input_shape[1:]),
+                       ExternalSource(kind=kind, spec=spec.model, file=file, trained=True))
 
 
 def _load_torchscript(torch: Any, path: Path) -> Any:

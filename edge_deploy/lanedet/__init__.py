@@ -1,5 +1,7 @@
-"""Lane models: the family interface and registry (`family.py`), `Lane`, preprocessing, drawing, the
-install<->client contract, and one subpackage per family (`laneatt/`, `ufldv2/`, `clrnet/`). The gRPC client lives in
+"""Lane models: the family interface (`lane_family.py`: the `LaneFamily` base class and the registry;
+`decode_params.py`, `datasets.py`, `tensor_spec.py`, `entry_points.py`; the convert side in `source.py`; `family.py`
+re-exports them for families of other packages), `Lane`, preprocessing, drawing, the install<->client contract,
+and one subpackage per family (`laneatt/`, `ufldv2/`, `clrnet/`). The gRPC client lives in
 `edge_deploy.client`; training and synthetic roads in `edge_deploy.training`.
 
 Only light modules are imported here; a family's model (e.g. `laneatt.model`) needs torch.

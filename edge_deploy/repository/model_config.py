@@ -35,10 +35,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, IOSignature, Manifest, TensorSpec
+from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, FusedFrame, IOSignature, Manifest, TensorSpec
 from ..errors import RepositoryError
 from ..precision import Precision
 from ..triton_layout import config_pb2 as _pb
+from ..lanedet.decode_params import DecodeParams
+from ..lanedet.preprocess import PreprocessSpec
 from ..lanedet.contract import (
     FRAME,
     LANES,
@@ -237,9 +239,8 @@ def model_config(
 def _set_family(config: Any, manifest: Manifest) -> None:
     if manifest.family is not None:
         _set_params(config, {PARAM_FAMILY: manifest.family})
-        package = manifest.source.get("family_package")
-        if isinstance(package, str) and package:
-            _set_params(config, {PARAM_FAMILY_PACKAGE: package})
+        if manifest.source.family_package:
+            _set_params(config, {PARAM_FAMILY_PACKAGE: manifest.source.family_package})
 
 
 def _model_io(manifest: Manifest) -> tuple[TensorSpec, tuple[TensorSpec, ...]]:
@@ -379,27 +380,48 @@ def bls_config(manifest: Manifest, *, name: str, version_policy: int | None = No
     return config
 
 
-def bls_spec(manifest: Manifest, *, model: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class BlsSpec:
     """pipeline.json of a BLS pipeline version: what it calls (the lane model `model`, whichever version the
     server serves), with which tensor, how it preprocesses and decodes, and how long it waits for each call
     (call_timeout_s: edit it in the version directory and load NAME_pipeline again to change it; 0: forever) with
     at most call_threads calls outstanding.
-    triton_models/bls_model.py reads it."""
+    triton_models/bls_model.py reads it (`to_dict`: its keys are that contract)."""
+
+    model: str
+    input: TensorSpec
+    outputs: tuple[TensorSpec, ...]
+    max_batch_size: int
+    preprocess: PreprocessSpec
+    decode: DecodeParams
+    max_points: int
+    fused_frame: FusedFrame | None  # the camera frame a fused model takes (pipeline.json: its height and width)
+    call_timeout_s: float = BLS_CALL_TIMEOUT_S
+    call_threads: int = BLS_CALL_THREADS
+
+    def to_dict(self) -> dict[str, Any]:
+        frame = self.fused_frame
+        return {
+            "model": self.model,
+            "input": self.input.to_dict(),
+            "outputs": [t.to_dict() for t in self.outputs],
+            "max_batch_size": self.max_batch_size,
+            "preprocess": self.preprocess.to_dict(),
+            "decode": self.decode.to_dict(),
+            "max_points": self.max_points,
+            "fused_frame": {"height": frame.height, "width": frame.width} if frame is not None else None,
+            "call_timeout_s": self.call_timeout_s,
+            "call_threads": self.call_threads,
+        }
+
+
+def bls_spec(manifest: Manifest, *, model: str) -> BlsSpec:
+    """The pipeline.json of a BLS pipeline version over the lane model `model` (see `BlsSpec`)."""
     model_in, lane_outputs = _model_io(manifest)
     family = manifest.lane_family()
-    frame = manifest.fused_frame
-    return {
-        "model": model,
-        "input": model_in.to_dict(),
-        "outputs": [t.to_dict() for t in lane_outputs],
-        "max_batch_size": batching(manifest)[0],
-        "preprocess": manifest.preprocess.to_dict(),
-        "decode": manifest.decode.to_dict(),
-        "max_points": family.max_points(lane_outputs),
-        "fused_frame": {"height": frame.height, "width": frame.width} if frame is not None else None,
-        "call_timeout_s": BLS_CALL_TIMEOUT_S,
-        "call_threads": BLS_CALL_THREADS,
-    }
+    return BlsSpec(model=model, input=model_in, outputs=tuple(lane_outputs), max_batch_size=batching(manifest)[0],
+                   preprocess=manifest.preprocess, decode=manifest.decode, max_points=family.max_points(lane_outputs),
+                   fused_frame=manifest.fused_frame)
 
 
 def config_text(config: Any) -> str:

@@ -44,7 +44,7 @@ def pipeline_versions(
     fused = manifest.fused_frame is not None
     pre, post, pipe = (name + s for s in PIPELINE_SUFFIXES)
     if kind is PipelineKind.BLS:
-        spec = json.dumps(mc.bls_spec(manifest, model=name), indent=2, sort_keys=True).encode() + b"\n"
+        spec = json.dumps(mc.bls_spec(manifest, model=name).to_dict(), indent=2, sort_keys=True).encode() + b"\n"
         return [NewVersion(pipe, {
             MANIFEST_NAME: manifest_bytes,  # what rollback rebuilds the config from
             BLS_SPEC: spec,

@@ -21,7 +21,7 @@ from edge_deploy.artifact import Manifest
 from edge_deploy.client.base import is_local_url, resolve_transport
 from edge_deploy.client.frames import check_frame
 from edge_deploy.client.served_model import decode_params, describe_model
-from edge_deploy.lanedet.family import DecodeDefaults
+from edge_deploy.lanedet.family import ScoreNmsDecodeParams
 from edge_deploy.client.shm import GROUP_ENV, ShmRegion, leftover_regions
 from edge_deploy.client.sync_client import LaneDetClient
 from edge_deploy.errors import (
@@ -82,7 +82,7 @@ def test_raw_model_from_generated_config():
     assert (model.input_name, model.input_datatype, model.output_name) == ("input", "FP32", "predict_lanes")
     assert model.input_size == (360, 640) and model.num_rows == 1000
     assert model.batch_capacity == 4
-    assert model.decode == DecodeDefaults(0.3, 40.0, 2)
+    assert model.decode == ScoreNmsDecodeParams(0.3, 40.0, 2)
     assert model.preprocess.interpolation == "bicubic"
 
 
@@ -201,8 +201,8 @@ def test_raw_output_of_a_cropping_model_is_in_frame_pixels():
 
 def test_per_call_overrides_and_pipeline_limits():
     raw = _describe(_lane_config())
-    defaults = DecodeDefaults(0.5, 50.0, 4)
-    assert decode_params(raw, 0.2, None, 10, defaults) == DecodeDefaults(0.2, 50.0, 10)
+    defaults = ScoreNmsDecodeParams(0.5, 50.0, 4)
+    assert decode_params(raw, 0.2, None, 10, defaults) == ScoreNmsDecodeParams(0.2, 50.0, 10)
     with pytest.raises(ClientError, match="top_k"):
         decode_params(raw, None, None, 0, defaults)
     with pytest.raises(ClientError, match="nms_threshold"):
@@ -211,7 +211,7 @@ def test_per_call_overrides_and_pipeline_limits():
     from edge_deploy.repository import model_config as mc
 
     pipe = _describe(mc.pipeline_config(_manifest(), name="p", model="m", preprocess="a", postprocess="b"))
-    assert decode_params(pipe, 0.7, None, 2, defaults) == DecodeDefaults(0.7, 50.0, 2)  # stricter: filtered here
+    assert decode_params(pipe, 0.7, None, 2, defaults) == ScoreNmsDecodeParams(0.7, 50.0, 2)  # stricter: filtered here
     for looser in ({"conf": 0.3}, {"top_k": 8}, {"nms": 20.0}):
         with pytest.raises(ClientError, match="decodes on the server"):
             decode_params(pipe, looser.get("conf"), looser.get("nms"), looser.get("top_k"), defaults)

@@ -25,7 +25,7 @@ from trt_double import (
 
 from edge_deploy.engine import plan as engine
 from edge_deploy.artifact import BatchRange, TensorSpec
-from edge_deploy.lanedet.family import DecodeDefaults
+from edge_deploy.lanedet.family import ScoreNmsDecodeParams
 from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
 from edge_deploy.parity import LaneCheck, compare_to_reference, parity_feeds, road_feed
 from edge_deploy.errors import EngineError
@@ -62,7 +62,7 @@ def _shifted(reference, dx: float = 0.0, noise: float = 0.0, flip_first: bool = 
     return out
 
 
-LANES = LaneCheck(LANEATT, ("predict_lanes",), DecodeDefaults(0.5, 50.0, 4), (360, 640))
+LANES = LaneCheck(LANEATT, ("predict_lanes",), ScoreNmsDecodeParams(0.5, 50.0, 4), (360, 640))
 
 
 def test_compare_to_reference_passes_fp16_sized_noise(ort_reference) -> None:

@@ -13,6 +13,7 @@ import pytest
 from edge_deploy.errors import ConvertError
 from edge_deploy.lanedet.family import SourceSpec, family_options, get_family
 from edge_deploy.lanedet.lane import Lane
+from edge_deploy.model_source import ModelSource
 from edge_deploy.parity import LaneCheck, compare_to_reference, lane_dx
 from edge_deploy.records import Comparison
 
@@ -79,7 +80,7 @@ def _failed_verdict(max_rel: float) -> Comparison:
 
 @dataclass
 class _Source:  # stands in for the Manifest: _refuse_or_note_lanes reads only manifest.source
-    source: dict = field(default_factory=dict)
+    source: ModelSource = field(default_factory=ModelSource)
 
 
 def test_a_failed_fp16_lane_check_says_whether_fp16_is_to_blame() -> None:
@@ -87,14 +88,14 @@ def test_a_failed_fp16_lane_check_says_whether_fp16_is_to_blame() -> None:
     from edge_deploy.progress import Reporter
 
     with pytest.raises(ConvertError) as near:
-        _refuse_or_note_lanes(_failed_verdict(8e-4), _Source({"trained": True}), Reporter())
+        _refuse_or_note_lanes(_failed_verdict(8e-4), _Source(ModelSource(trained=True)), Reporter())
     assert "raw outputs agree" in str(near.value) and "loses accuracy" not in str(near.value)
     with pytest.raises(ConvertError) as lost:
-        _refuse_or_note_lanes(_failed_verdict(0.2), _Source({"trained": True}), Reporter())
+        _refuse_or_note_lanes(_failed_verdict(0.2), _Source(ModelSource(trained=True)), Reporter())
     assert "loses accuracy in FP16" in str(lost.value) and "--precision fp32" in str(lost.value)
     with pytest.raises(ConvertError):  # untrained weights whose outputs really differ: still refused
-        _refuse_or_note_lanes(_failed_verdict(0.2), _Source({"trained": False}), Reporter())
-    untrained = _refuse_or_note_lanes(_failed_verdict(8e-4), _Source({"trained": False}), Reporter())
+        _refuse_or_note_lanes(_failed_verdict(0.2), _Source(ModelSource(trained=False)), Reporter())
+    untrained = _refuse_or_note_lanes(_failed_verdict(8e-4), _Source(ModelSource(trained=False)), Reporter())
     assert untrained.passed is True and untrained.lanes.verified is False
     assert untrained.lanes.note.startswith("not verified: untrained weights")
 
@@ -168,3 +169,15 @@ def test_a_directory_given_as_checkpoint_is_called_a_directory(tmp_path: Path) -
     done = run_cli(tmp_path, "convert", "ufldv2", "--checkpoint", str(tmp_path), "-o", str(tmp_path / "art"),
                    "--target", "onnx", timeout=300)
     assert done.returncode == 2 and f"checkpoint {tmp_path} is a directory" in done.stderr, done.stderr
+
+
+def test_a_family_option_of_the_wrong_type_is_refused_naming_what_it_takes() -> None:
+    # issue 47 item 2: the family's options are typed once, where they are read (a library caller's SourceSpec too)
+    laneatt = get_family("laneatt")
+    options = laneatt.options_from(SourceSpec("laneatt", options={"topk_anchors": 500, "anchors_freq": "freq.pt"}))
+    assert options.anchors_freq == Path("freq.pt") and options.topk_anchors == 500
+    for given, words in (({"topk_anchors": "500"}, "LaneATT's --topk-anchors takes a whole number, not str '500'"),
+                         ({"topk_anchors": True}, "--topk-anchors takes a whole number, not bool True"),
+                         ({"anchors_freq": 3}, "LaneATT's --anchors-freq takes a path, not int 3")):
+        with pytest.raises(ConvertError, match=words):
+            laneatt.options_from(SourceSpec("laneatt", options=given))

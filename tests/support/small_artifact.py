@@ -15,6 +15,7 @@ import numpy as np
 from dataclasses import replace
 
 from edge_deploy.artifact import BatchRange, IOSignature, Manifest, TensorSpec, file_entry
+from edge_deploy.model_source import ExternalSource
 from edge_deploy.precision import Precision
 from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
 LANEATT_DECODE = LANEATT.decode_defaults.to_dict()
@@ -86,8 +87,8 @@ def make_artifact(
         family="laneatt",
         tool={"name": "edge-deploy", "version": "test"},
         created="2026-11-22T07:00:00Z",
-        source={"kind": "factory", "spec": "tests/support/small_artifact.py", "backbone": None,
-                "checkpoint": None, "num_anchors": n, "trained": False},
+        source=ExternalSource.from_dict({"kind": "factory", "spec": "tests/support/small_artifact.py", "backbone": None,
+                                         "checkpoint": None, "num_anchors": n, "trained": False}),
         files={"model.onnx": file_entry(out / "model.onnx")},
     ).write(out)
     return out
@@ -177,7 +178,7 @@ def make_ufldv2_artifact(out: Path, dataset: str = "culane", *, seed: int = 0) -
                        BatchRange(1, 1, 4, True)),
         preprocess=preset.preprocess, decode=preset.decode, precision=Precision.FP32, family="ufldv2",
         tool={"name": "edge-deploy", "version": "test"}, created="2026-11-24T07:00:00Z",
-        source={"kind": "factory", "spec": "tests/support/small_artifact.py", "trained": False},
+        source=ExternalSource.from_dict({"kind": "factory", "spec": "tests/support/small_artifact.py", "trained": False}),
         files={"model.onnx": file_entry(out / "model.onnx")},
     ).write(out)
     return out

@@ -10,14 +10,18 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
-from ..family import (DatasetPreset, DecodeDefaults, DecodeDefaultsError, DecodeParams, LaneFamily, LoadedModel,
-                      SourceSpec, TensorSpec)
+from ...json_record import read_ints, read_str
+from ...model_source import ModelSource
+from ..datasets import DatasetPreset
+from ..decode_params import DecodeParams, DecodeParamsError, ScoreNmsDecodeParams
 from ..lane import Lane
+from ..lane_family import LaneFamily, LoadedModel
 from ..preprocess import PreprocessSpec
+from ..source import SourceSpec
+from ..tensor_spec import FLOAT_DATATYPES, TensorSpec
 from .decode import NUM_POINTS, NUM_PRIORS, OUTPUT_NAME, PREDICTION_SIZE
 from .presets import BACKBONES, DEFAULT_BACKBONE, DEFAULT_DATASET, PRESETS, CLRNetPreset
 
-_FLOATS = ("FP32", "FP16")
 # Seeded random weights (no checkpoint) give class logits that barely differ between priors and fall below every
 # data set's threshold on road frames, and lengths of ~0 rows (no points): no lane to check, or near-ties that FP16
 # rounding reorders. load() makes them checkable: the class branch's hidden layers get zero weights, so every prior
@@ -29,7 +33,7 @@ UNTRAINED_LOGITS, UNTRAINED_LENGTH, UNTRAINED_REG_GAIN = (0.0, 0.5), 0.6, 0.05
 
 
 @dataclass(frozen=True)
-class CLRNetDecode(DecodeDefaults):
+class CLRNetDecodeParams(ScoreNmsDecodeParams):
     """CLRNet's decode parameters: score threshold, NMS threshold (pixels at the 800-wide input), the most lanes
     (the NMS's top_k), and the fraction of the frame's height above the model's view (the cut, scaled to any
     frame: the preset's cut_height / the data set's frame height, as the preprocessing makes it)."""
@@ -41,7 +45,7 @@ class CLRNetDecode(DecodeDefaults):
         super().__post_init__()
         cut = self.cut_fraction
         if isinstance(cut, bool) or not isinstance(cut, (int, float)) or not (math.isfinite(cut) and 0 <= cut < 1):
-            raise DecodeDefaultsError.of("cut_fraction", f"is the part of the frame above the model's view, from 0 "
+            raise DecodeParamsError.of("cut_fraction", f"is the part of the frame above the model's view, from 0 "
                                                          f"to below 1 (got {cut!r})")
         object.__setattr__(self, "cut_fraction", float(cut))
 
@@ -54,6 +58,19 @@ class CLRNetDecode(DecodeDefaults):
         return [lane for lane in lanes if lane.score >= self.conf_threshold][: self.top_k]
 
 
+@dataclass(frozen=True, eq=False)
+class CLRNetSource(ModelSource):
+    """The manifest's "source" of a CLRNet model: the common keys, the data set's frame size and, for seeded
+    weights, what was done to them (`untrained`)."""
+
+    image_size: tuple[int, ...] | None = None  # (H, W) of the data set's frames
+    untrained: str | None = None
+
+    _READERS = {**ModelSource._READERS, "image_size": read_ints, "untrained": read_str}
+    LAYOUT = (*ModelSource.LAYOUT, "image_size", "untrained")
+    NULLS = ModelSource.NULLS | {"image_size"}
+
+
 def preset_preprocess(preset: CLRNetPreset) -> PreprocessSpec:
     """The official test pipeline: BGR, the rows from cut_height down resized to 800x320 (imgaug's Resize, cubic),
     /255, no mean/std. As a spec: the whole frame resized to resized_height rows, the bottom 320 kept, so that
@@ -62,8 +79,8 @@ def preset_preprocess(preset: CLRNetPreset) -> PreprocessSpec:
                           interpolation="bicubic", resized_height=preset.resized_height)
 
 
-def preset_decode(preset: CLRNetPreset, backbone: str = DEFAULT_BACKBONE) -> CLRNetDecode:
-    return CLRNetDecode(preset.conf_threshold, preset.nms_for(backbone), preset.max_lanes,
+def preset_decode_params(preset: CLRNetPreset, backbone: str = DEFAULT_BACKBONE) -> CLRNetDecodeParams:
+    return CLRNetDecodeParams(preset.conf_threshold, preset.nms_for(backbone), preset.max_lanes,
                         cut_fraction=preset.cut_fraction)
 
 
@@ -72,9 +89,11 @@ class CLRNetFamily(LaneFamily):
     title = "CLRNet"
     backbones = BACKBONES
     default_backbone = DEFAULT_BACKBONE
+    default_dataset = DEFAULT_DATASET
+    source_type = CLRNetSource
     preprocess = preset_preprocess(PRESETS[DEFAULT_DATASET])
-    decode_defaults = preset_decode(PRESETS[DEFAULT_DATASET])
-    datasets = {name: DatasetPreset(name, preset_decode(p), preset_preprocess(p), p.image_size)
+    decode_defaults = preset_decode_params(PRESETS[DEFAULT_DATASET])
+    datasets = {name: DatasetPreset(name, preset_decode_params(p), preset_preprocess(p), p.image_size)
                 for name, p in PRESETS.items()}
     decoder_module = "edge_deploy.lanedet.clrnet.decode"
 
@@ -86,7 +105,7 @@ class CLRNetFamily(LaneFamily):
                              f"{PREDICTION_SIZE}] per image: check --model.")
         tensor = by_name[OUTPUT_NAME]
         shape = tensor.shape[1:] if has_batch else tensor.shape  # a fixed batch keeps its axis: [B, 192, 78]
-        if tuple(shape[-2:]) != (NUM_PRIORS, PREDICTION_SIZE) or len(shape) > 3 or tensor.datatype not in _FLOATS:
+        if tuple(shape[-2:]) != (NUM_PRIORS, PREDICTION_SIZE) or len(shape) > 3 or tensor.datatype not in FLOAT_DATATYPES:
             raise ValueError(f"has {tensor.name} {tensor.datatype} {list(tensor.shape)}; CLRNet decoding needs "
                              f"FP32/FP16 {OUTPUT_NAME} [{NUM_PRIORS}, {PREDICTION_SIZE}] per image: check the "
                              "exported model.")
@@ -98,18 +117,12 @@ class CLRNetFamily(LaneFamily):
     def recognizes_checkpoint(self, keys: Sequence[str]) -> bool:
         return {"heads.priors", "heads.cls_layers.weight", "heads.reg_layers.weight"} <= set(keys)
 
-    def load(self, spec: SourceSpec) -> LoadedModel:
-        from ..._deps import require
-
-        self.options_from(spec)  # CLRNet has no options of its own: refuses other families'
-        dataset, backbone = self.dataset_from(spec, DEFAULT_DATASET), self.backbone_from(spec)
-        assert dataset is not None and backbone is not None  # both have defaults
-        preset = PRESETS[dataset]
-        shape = (3, preset.input_height, preset.input_width)
-        self.check_input_shape(spec, shape)
-        require("torch", "converting CLRNet from PyTorch")
+    def build(self, spec: SourceSpec, *, backbone: str | None, dataset: str | None, options: Any,
+              shape: tuple[int, int, int]) -> LoadedModel:
         from .model import build_clrnet
 
+        assert dataset is not None and backbone is not None  # default_dataset, default_backbone
+        preset = PRESETS[dataset]
         module = build_clrnet(dataset, backbone, spec.checkpoint, spec.seed)
         trained = spec.checkpoint is not None
         if not trained:
@@ -120,8 +133,8 @@ class CLRNetFamily(LaneFamily):
             "or none")}
         source = self.source_section(spec, module, backbone=backbone, dataset=dataset,
                                      dropped=_dropped(module.dropped_keys) if module.dropped_keys else None,
-                                     image_size=list(preset.image_size), **untrained)
-        return LoadedModel(module, shape, source, self, decode=preset_decode(preset, backbone),
+                                     image_size=tuple(preset.image_size), **untrained)
+        return LoadedModel(module, shape, source, self, decode=preset_decode_params(preset, backbone),
                            preprocess=preset_preprocess(preset), output_names=(OUTPUT_NAME,))
 
 

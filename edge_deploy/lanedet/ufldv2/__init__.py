@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Sequence
+from typing import Any, ClassVar, Sequence
 
-from ..family import DatasetPreset, DecodeDefaultsError, DecodeParams, LaneFamily, LoadedModel, SourceSpec, TensorSpec
+from ..datasets import DatasetPreset
+from ..decode_params import DecodeParams, DecodeParamsError
+from ..lane_family import LaneFamily, LoadedModel
 from ..preprocess import PreprocessSpec
+from ..source import SourceSpec
+from ..tensor_spec import FLOAT_DATATYPES, TensorSpec
 from .decode import COL_ANCHOR, LOCAL_WIDTH, NUM_LANES, OUTPUT_NAMES, TOP_K
 from .presets import PRESETS, UFLDv2Preset
 
 DEFAULT_DATASET, DEFAULT_BACKBONE = "culane", "resnet18"
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-_FLOATS = ("FP32", "FP16")
 
 
 @dataclass(frozen=True)
-class UFLDv2Decode(DecodeParams):
+class UFLDv2DecodeParams(DecodeParams):
     """UFLDv2's decode parameters: the anchors' (start, end) as fractions of the image height (rows) and
     width (columns), the local window around each argmax, and the most lanes to return."""
 
@@ -38,13 +41,13 @@ class UFLDv2Decode(DecodeParams):
             try:
                 start, end = (float(v) for v in value)
             except (TypeError, ValueError):
-                raise DecodeDefaultsError(f"{name} must be (start, end), two numbers, got {value!r}") from None
+                raise DecodeParamsError(f"{name} must be (start, end), two numbers, got {value!r}") from None
             if not (math.isfinite(start) and math.isfinite(end) and 0.0 <= start <= end <= 1.0):
-                raise DecodeDefaultsError(f"{name} must be (start, end) with 0 <= start <= end <= 1, got {value!r}")
+                raise DecodeParamsError(f"{name} must be (start, end) with 0 <= start <= end <= 1, got {value!r}")
             object.__setattr__(self, name, (start, end))
         width = self.local_width
         if isinstance(width, bool) or not isinstance(width, int) or width < 0:
-            raise DecodeDefaultsError(f"local_width must be an integer >= 0, got {width!r}")
+            raise DecodeParamsError(f"local_width must be an integer >= 0, got {width!r}")
 
 
 def preset_preprocess(preset: UFLDv2Preset) -> PreprocessSpec:
@@ -58,20 +61,21 @@ def preset_preprocess(preset: UFLDv2Preset) -> PreprocessSpec:
                           resized_height=preset.resized_height)
 
 
-def preset_decode(preset: UFLDv2Preset) -> UFLDv2Decode:
-    return UFLDv2Decode(row_anchor=preset.row_anchor, col_anchor=preset.col_anchor)
+def preset_decode_params(preset: UFLDv2Preset) -> UFLDv2DecodeParams:
+    return UFLDv2DecodeParams(row_anchor=preset.row_anchor, col_anchor=preset.col_anchor)
 
 
 class UFLDv2Family(LaneFamily):
     name = "ufldv2"
     title = "UFLDv2"
     preprocess = preset_preprocess(PRESETS[DEFAULT_DATASET])
-    decode_defaults = preset_decode(PRESETS[DEFAULT_DATASET])
-    datasets = {name: DatasetPreset(name, preset_decode(p), preset_preprocess(p), p.image_size)
+    decode_defaults = preset_decode_params(PRESETS[DEFAULT_DATASET])
+    datasets = {name: DatasetPreset(name, preset_decode_params(p), preset_preprocess(p), p.image_size)
                 for name, p in PRESETS.items()}
     decoder_module = "edge_deploy.lanedet.ufldv2.decode"
     backbones = ("resnet18", "resnet34")  # the official checkpoints' backbones (model.BACKBONES)
     default_backbone = DEFAULT_BACKBONE
+    default_dataset = DEFAULT_DATASET
 
     def lane_outputs(self, outputs: Sequence[TensorSpec], has_batch: bool) -> tuple[TensorSpec, ...]:
         by_name = {t.name: t for t in outputs}
@@ -84,7 +88,7 @@ class UFLDv2Family(LaneFamily):
         loc_row, loc_col, exist_row, exist_col = shapes
         fits = (all(len(s) == 3 and s[-1] == NUM_LANES and min(s) > 0 for s in shapes)
                 and exist_row == (2, *loc_row[1:]) and exist_col == (2, *loc_col[1:]))
-        if not fits or any(t.datatype not in _FLOATS for t in chosen):
+        if not fits or any(t.datatype not in FLOAT_DATATYPES for t in chosen):
             described = ", ".join(f"{t.name} {t.datatype} {list(t.shape)}" for t in chosen)
             raise ValueError(f"has {described}; UFLDv2 decoding needs FP32/FP16 loc_* [cells, anchors, {NUM_LANES}] "
                              f"and exist_* [2, anchors, {NUM_LANES}] per image: check the exported model.")
@@ -96,24 +100,18 @@ class UFLDv2Family(LaneFamily):
     def recognizes_checkpoint(self, keys: Sequence[str]) -> bool:
         return {"pool.weight", "cls.1.weight", "model.conv1.weight"} <= set(keys)
 
-    def load(self, spec: SourceSpec) -> LoadedModel:
-        from ..._deps import require
-
-        self.options_from(spec)  # UFLDv2 has no options of its own: refuses other families'
-        dataset, backbone = self.dataset_from(spec, DEFAULT_DATASET), self.backbone_from(spec)
-        assert dataset is not None and backbone is not None  # both have defaults
-        preset = PRESETS[dataset]
-        shape = (3, preset.input_height, preset.input_width)
-        self.check_input_shape(spec, shape, dataset)
-        require("torch", "converting UFLDv2 from PyTorch")
+    def build(self, spec: SourceSpec, *, backbone: str | None, dataset: str | None, options: Any,
+              shape: tuple[int, int, int]) -> LoadedModel:
         from .model import build_ufldv2
 
+        assert dataset is not None and backbone is not None  # default_dataset, default_backbone
+        preset = PRESETS[dataset]
         module = build_ufldv2(dataset, backbone, spec.checkpoint, spec.seed)
         # the training-only auxiliary head (official use_aux=True) is not part of the exported model
         dropped = f"{len(module.dropped_keys)} seg_head.* keys (training-only auxiliary head)" \
             if module.dropped_keys else None
         source = self.source_section(spec, module, backbone=backbone, dataset=dataset, dropped=dropped)
-        return LoadedModel(module, shape, source, self, decode=preset_decode(preset),
+        return LoadedModel(module, shape, source, self, decode=preset_decode_params(preset),
                            preprocess=preset_preprocess(preset), output_names=OUTPUT_NAMES)
 
 

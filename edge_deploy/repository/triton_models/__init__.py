@@ -19,7 +19,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ...lanedet.family import LaneFamily
+    from ...lanedet.lane_family import LaneFamily
 
 SOURCES = ("onnx_runner.py", "preprocess_model.py", "postprocess_model.py", "bls_model.py", "pipeline_steps.py")
 # role -> the model source that becomes its model.py

@@ -9,10 +9,10 @@ import pytest
 from clrnet_reference import N_OFFSETS, crafted_predictions, official_decode
 
 from edge_deploy.lanedet import decode_clrnet
-from edge_deploy.lanedet.clrnet import FAMILY, CLRNetDecode, preset_decode
+from edge_deploy.lanedet.clrnet import FAMILY, CLRNetDecodeParams, preset_decode_params
 from edge_deploy.lanedet.clrnet.presets import PRESETS
 from edge_deploy.lanedet.clrnet.decode import OFFICIAL, cut_fraction, decode_outputs
-from edge_deploy.lanedet.family import DecodeDefaultsError
+from edge_deploy.lanedet.family import DecodeParamsError
 from edge_deploy.lanedet.lane import DecodeError, Lane
 
 CULANE = dict(conf_threshold=0.4, nms_threshold=50.0, top_k=4, image_size=(590, 1640), cut_fraction=270 / 590)
@@ -161,10 +161,10 @@ def test_the_family_decodes_with_its_presets_parameters() -> None:
     for name, preset in FAMILY.datasets.items():
         got = FAMILY.decode([pred], preset.decode, OFFICIAL[name][0], 800)
         assert_same(got, [(lane.score, lane.points) for lane in decode_clrnet(pred, dataset=name)])
-    assert FAMILY.decode_preset("llamas") == CLRNetDecode(0.45, 60.0, 4, cut_fraction=1 - 320 / 550)
+    assert FAMILY.decode_params_for("llamas") == CLRNetDecodeParams(0.45, 60.0, 4, cut_fraction=1 - 320 / 550)
     # clr_dla34_llamas.py has nms_thres 50 where clr_resnet18_llamas.py has 60: load() records the backbone's
-    assert preset_decode(PRESETS["llamas"], "dla34").nms_threshold == 50.0
-    assert preset_decode(PRESETS["llamas"], "resnet18").nms_threshold == 60.0
+    assert preset_decode_params(PRESETS["llamas"], "dla34").nms_threshold == 50.0
+    assert preset_decode_params(PRESETS["llamas"], "resnet18").nms_threshold == 60.0
     assert [(p.name, p.cut_height, p.image_size, p.resized_height) for p in PRESETS.values()] == [
         ("culane", 270, (590, 1640), 590), ("tusimple", 160, (720, 1280), 411), ("llamas", 300, (717, 1276), 550)]
 
@@ -186,12 +186,12 @@ def test_bad_predictions_and_parameters_are_refused_in_one_line() -> None:
 
 
 def test_decode_parameters_check_and_narrow_like_the_official_threshold() -> None:
-    server = CLRNetDecode(0.4, 50.0, 4, cut_fraction=0.45)
-    assert CLRNetDecode(0.5, 50.0, 2, cut_fraction=0.45).narrows(server)
-    assert not CLRNetDecode(0.5, 50.0, 2, cut_fraction=0.2).narrows(server)
-    assert not CLRNetDecode(0.3, 50.0, 4, cut_fraction=0.45).narrows(server)
+    server = CLRNetDecodeParams(0.4, 50.0, 4, cut_fraction=0.45)
+    assert CLRNetDecodeParams(0.5, 50.0, 2, cut_fraction=0.45).narrows(server)
+    assert not CLRNetDecodeParams(0.5, 50.0, 2, cut_fraction=0.2).narrows(server)
+    assert not CLRNetDecodeParams(0.3, 50.0, 4, cut_fraction=0.45).narrows(server)
     lanes = [Lane([[0, 0], [1, 1]], 0.5), Lane([[0, 0], [1, 1]], 0.45)]
-    assert CLRNetDecode(0.5, 50.0, 4, cut_fraction=0.45).narrow(lanes, server) == lanes[:1]  # 0.5 >= 0.5: kept
-    with pytest.raises(DecodeDefaultsError, match="cut_fraction is the part of the frame above"):
-        CLRNetDecode(0.4, 50.0, 4, cut_fraction=1.0)
-    assert CLRNetDecode.from_dict(server.to_dict()) == server
+    assert CLRNetDecodeParams(0.5, 50.0, 4, cut_fraction=0.45).narrow(lanes, server) == lanes[:1]  # 0.5 >= 0.5: kept
+    with pytest.raises(DecodeParamsError, match="cut_fraction is the part of the frame above"):
+        CLRNetDecodeParams(0.4, 50.0, 4, cut_fraction=1.0)
+    assert CLRNetDecodeParams.from_dict(server.to_dict()) == server

@@ -434,7 +434,7 @@ def test_decode_module_is_self_contained(tmp_path, monkeypatch):
         sys.modules.pop("lane", None)
 
 
-# --- DecodeDefaults: the one place the decode parameters' rules live ------------------------
+# --- ScoreNmsDecodeParams: the one place the decode parameters' rules live ------------------------
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -449,22 +449,22 @@ def test_decode_module_is_self_contained(tmp_path, monkeypatch):
     ({"top_k": True}, "top_k must be a whole number of lanes"),
 ])
 def test_decode_defaults_refuse_values_out_of_range_when_made_or_overridden(kwargs, match):
-    from edge_deploy.lanedet.family import DecodeDefaults, DecodeDefaultsError
+    from edge_deploy.lanedet.family import DecodeParamsError, ScoreNmsDecodeParams
 
-    base = DecodeDefaults(0.5, 50.0, 4)
-    with pytest.raises(DecodeDefaultsError, match=match):
-        DecodeDefaults(**{"conf_threshold": 0.5, "nms_threshold": 50.0, "top_k": 4, **kwargs})
-    with pytest.raises(DecodeDefaultsError, match=match):
+    base = ScoreNmsDecodeParams(0.5, 50.0, 4)
+    with pytest.raises(DecodeParamsError, match=match):
+        ScoreNmsDecodeParams(**{"conf_threshold": 0.5, "nms_threshold": 50.0, "top_k": 4, **kwargs})
+    with pytest.raises(DecodeParamsError, match=match):
         base.overridden(**kwargs)
-    with pytest.raises(DecodeDefaultsError, match=match) as refused:
-        DecodeDefaults.check_given(**kwargs)
+    with pytest.raises(DecodeParamsError, match=match) as refused:
+        ScoreNmsDecodeParams.check_given(**kwargs)
     assert "\n" not in str(refused.value)
     # the same rule, named as the command-line option (convert, infer)
     option = {"conf_threshold": "--conf", "nms_threshold": "--nms", "top_k": "--top-k"}[next(iter(kwargs))]
     assert refused.value.for_options().startswith(f"{option} ")
-    assert DecodeDefaults(0.0, 0.0, 1) == base.overridden(conf_threshold=0, nms_threshold=0, top_k=1)
-    assert base.overridden(conf_threshold=1) == DecodeDefaults(1.0, 50.0, 4)
-    DecodeDefaults.check_given()  # nothing given: nothing to refuse
+    assert ScoreNmsDecodeParams(0.0, 0.0, 1) == base.overridden(conf_threshold=0, nms_threshold=0, top_k=1)
+    assert base.overridden(conf_threshold=1) == ScoreNmsDecodeParams(1.0, 50.0, 4)
+    ScoreNmsDecodeParams.check_given()  # nothing given: nothing to refuse
 
 
 def test_export_settings_take_the_decode_rules_from_decode_defaults():

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from edge_deploy.lanedet import decode_ufldv2
-from edge_deploy.lanedet.family import DecodeDefaultsError, TensorSpec, get_family
+from edge_deploy.lanedet.family import DecodeParamsError, TensorSpec, get_family
 from edge_deploy.lanedet.lane import DecodeError
-from edge_deploy.lanedet.ufldv2 import UFLDv2Decode
+from edge_deploy.lanedet.ufldv2 import UFLDv2DecodeParams
 from edge_deploy.lanedet.ufldv2.decode import decode_outputs
 from edge_deploy.lanedet.ufldv2.presets import PRESETS
 
@@ -174,16 +174,16 @@ def test_unusable_outputs_are_one_line_errors(change, words) -> None:
 
 def test_decode_parameters_are_typed_checked_and_travel_as_a_mapping() -> None:
     family = get_family("ufldv2")
-    culane = family.decode_preset("culane")
-    assert culane == UFLDv2Decode(row_anchor=(0.42, 1.0))
-    assert family.decode_preset("tusimple").row_anchor == pytest.approx((160 / 720, 710 / 720))
-    assert UFLDv2Decode.from_dict(culane.to_dict()) == culane  # the manifest / config.pbtxt form
+    culane = family.decode_params_for("culane")
+    assert culane == UFLDv2DecodeParams(row_anchor=(0.42, 1.0))
+    assert family.decode_params_for("tusimple").row_anchor == pytest.approx((160 / 720, 710 / 720))
+    assert UFLDv2DecodeParams.from_dict(culane.to_dict()) == culane  # the manifest / config.pbtxt form
     assert culane.overridden(top_k=2).top_k == 2
-    with pytest.raises(DecodeDefaultsError, match="UFLDv2 decoding has no conf_threshold"):
+    with pytest.raises(DecodeParamsError, match="UFLDv2 decoding has no conf_threshold"):
         culane.overridden(conf_threshold=0.3)
     for bad in ({"row_anchor": (0.9, 0.1)}, {"row_anchor": (0.2, 1.5)}, {"local_width": -1}, {"top_k": 0}):
-        with pytest.raises(DecodeDefaultsError):
-            UFLDv2Decode(**{"row_anchor": (0.42, 1.0), **bad})
+        with pytest.raises(DecodeParamsError):
+            UFLDv2DecodeParams(**{"row_anchor": (0.42, 1.0), **bad})
     assert culane.narrows(culane.overridden(top_k=4)) and not culane.overridden(local_width=2).narrows(culane)
 
 

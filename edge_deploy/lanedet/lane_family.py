@@ -1,0 +1,449 @@
+"""The lane-model family interface and its registry.
+
+A family is one kind of lane detector (LaneATT, UFLDv2, ...): what its model outputs mean
+and how they become `Lane`s. Everything that turns model outputs into lanes asks
+the family recorded for the model (the manifest's "family", config.pbtxt's
+``edge_deploy.family``): LaneDetClient and AsyncLaneDetClient, the server-side
+postprocess model, `infer`, `evaluate`, the FP16 and plan lane checks, and fused
+preprocessing. docs/design.md, "Adding a lane-model family", walks through a new one.
+
+A family provides:
+
+- `preprocess`: its default preprocessing spec (input size, colour, scale, mean/std, crop);
+- `decode_defaults` (an instance of its own `DecodeParams` subclass) and `datasets`: the decode
+  defaults (and preprocessing), per data set where they differ;
+- `decoder_module`: a self-contained module (numpy, the standard library and `lane.py` only,
+  because install copies it beside Triton Python-backend models) whose
+  ``decode_outputs(outputs, *, image_size, model_width, **decode_params)`` turns one image's lane
+  outputs into `Lane`s in frame pixels;
+- `lane_outputs()`: which of a model's outputs the decoder reads (or why the model is not one of this
+  family's), and `max_points()`, the most points a lane has (server-side pipelines pad to it);
+- `build()` (or all of `load()`): the model builder and official-checkpoint loader (torch), for
+  `convert NAME`; `load()` reads and checks what every builder needs first, then calls `build()`.
+
+The base class and the registry share this module because they ask each other: `describe()` and `options_from()`
+ask the registry about the other families, and the registry checks that what it hands out is a `LaneFamily`.
+Decode parameters (`decode_params.py`), data-set presets (`datasets.py`), `TensorSpec` (`tensor_spec.py`), where
+families come from (`entry_points.py`) and the convert-side types (`source.py`) have their own modules;
+`family.py` re-exports the names a family of another package uses.
+
+Light on purpose (numpy, the standard library and the package's own light modules): the client imports it.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import sys
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from importlib import resources
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+
+from .._deps import require
+from ..errors import ConvertError, EdgeDeployError, PluginError, one_line
+from ..model_source import ModelSource, SourceFile, source_fields
+from .datasets import DatasetPreset
+from .decode_params import DecodeParams
+from .description import FamilyDescription
+from .entry_points import BUILTIN, family_entry_points, family_origin, provider, warn_once
+from .lane import Lane
+from .source import FamilyOption, SourceSpec, family_options, one_of, option_flag
+from .tensor_spec import TensorSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .preprocess import PreprocessSpec
+
+__all__ = ["BrokenFamilyError", "FamilyError", "LaneFamily", "LoadedModel", "asking_families", "family_fault",
+           "family_for_outputs", "family_names", "family_problem", "get_family", "is_plugin", "known_families",
+           "register_family", "unregister_family"]
+
+
+@dataclass
+class LoadedModel:
+    """A torch module ready to export, with what the manifest says about where it came from."""
+
+    module: Any  # torch.nn.Module
+    sample_shape: tuple[int, ...]  # per-sample input shape (without batch)
+    # the manifest's "source" section (the family's `source_type`, e.g. from `source_section`); source.trained is
+    # False for seeded weights. A mapping (a plug-in family's) is read into the family's source type here, once.
+    source: ModelSource
+    family: LaneFamily | None = None  # None: found from the exported outputs (the registry)
+    decode: DecodeParams | None = None  # the decode defaults the model was trained for (None: the family's)
+    preprocess: PreprocessSpec | None = None  # its preprocessing (None: the family's, at the model's input size)
+    output_names: tuple[str, ...] | None = None  # the names its outputs are exported under (None: --output-name)
+
+    def __post_init__(self) -> None:
+        source: object = self.source
+        if not isinstance(source, ModelSource):
+            if not isinstance(source, Mapping):
+                raise TypeError(f"LoadedModel.source is {type(source).__name__}, not a ModelSource")
+            self.source = (self.family.source_type if self.family is not None else ModelSource).from_dict(source)
+        if not isinstance(self.source.trained, bool):
+            raise TypeError("LoadedModel.source says nothing of trained (true: trained weights, false: seeded ones)")
+
+
+class LaneFamily(ABC):
+    """One lane-detector family. Subclass it, set the class attributes, register an instance."""
+
+    name: str  # as recorded in manifests and configs, and as `convert NAME`
+    title: str  # for people: "LaneATT"
+    preprocess: PreprocessSpec
+    decode_defaults: DecodeParams
+    datasets: Mapping[str, DatasetPreset] = {}
+    decoder_module: str  # dotted name of the self-contained decoder module (see the module docstring)
+    backbones: tuple[str, ...] = ()  # what `convert NAME --backbone` takes (empty: the family has no choice)
+    default_backbone: str | None = None
+    default_dataset: str | None = None  # the data set `convert NAME` builds for without --dataset (None: none)
+    options_type: type | None = None  # a dataclass of the family's own convert options (`family_options`)
+    source_type: type[ModelSource] = ModelSource  # the manifest's "source" of its models: a subclass for own keys
+
+    @abstractmethod
+    def lane_outputs(self, outputs: Sequence[TensorSpec], has_batch: bool) -> tuple[TensorSpec, ...]:
+        """The outputs the decoder reads, in its order, or ValueError (why, in one line that continues
+        "model NAME ...") when `outputs` are not this family's. `has_batch`: shapes lead with the batch axis."""
+
+    @abstractmethod
+    def max_points(self, lane_outputs: Sequence[TensorSpec]) -> int:
+        """The most points a lane decoded from these outputs (`lane_outputs`' result) has."""
+
+    def matches(self, outputs: Sequence[TensorSpec], has_batch: bool) -> bool:
+        try:
+            self.lane_outputs(outputs, has_batch)
+        except ValueError:
+            return False
+        return True
+
+    def options(self) -> tuple[FamilyOption, ...]:
+        """This family's own convert options (the CLI makes a flag of each)."""
+        return family_options(self.options_type)
+
+    def options_from(self, spec: SourceSpec) -> Any:
+        """spec.options as this family's typed options object (None without `options_type`), or ConvertError
+        naming the options that belong to other families and the ones this family takes."""
+        given = {name: value for name, value in spec.options.items() if value is not None}
+        known = {option.name for option in self.options()}
+        foreign = [option_flag(name) for name in given if name not in known]
+        if foreign:
+            takes = ", ".join(["--dataset", "--backbone", "--checkpoint", *(o.flag for o in self.options())])
+            owners = sorted({other.title for other in known_families() if other.name != self.name
+                             and any(option_flag(o.name) in foreign for o in other.options())})
+            whose = f"only appl{'ies' if len(foreign) == 1 else 'y'} to {' and '.join(owners)}" if owners else \
+                "is not an option of any lane family"
+            raise ConvertError(f"{' and '.join(foreign)} {whose}; {self.title} takes {takes}.")
+        if self.options_type is None:
+            return None
+        values = {}
+        for option in self.options():
+            value = given.get(option.name)
+            if value is None:
+                continue
+            if option.choices and value not in option.choices:
+                raise ConvertError(f"{self.title} has no {option.flag} {value}; use {one_of(option.choices)}.")
+            try:
+                values[option.name] = option.value(value)
+            except ValueError as exc:
+                raise ConvertError(f"{self.title}'s {exc}; give it one.") from None
+        return self.options_type(**values)
+
+    def backbone_from(self, spec: SourceSpec) -> str | None:
+        """spec.backbone (the family's default when not given), or ConvertError naming the backbones it has."""
+        if spec.backbone is None:
+            return self.default_backbone
+        if spec.backbone not in self.backbones:
+            choices = one_of(self.backbones) if self.backbones else "no choice of backbone (drop --backbone)"
+            raise ConvertError(f"{self.title} has no --backbone {spec.backbone}; use {choices}.")
+        return spec.backbone
+
+    def dataset_from(self, spec: SourceSpec, default: str | None = None) -> str | None:
+        """spec.dataset (`default` when not given), or ConvertError naming the data sets this family has presets
+        for."""
+        dataset = spec.dataset or default
+        if dataset is not None and dataset not in self.datasets:
+            choices = one_of(list(self.datasets)) if self.datasets else "none (drop --dataset)"
+            raise ConvertError(f"{self.title} has no --dataset {dataset} preset; use {choices}.")
+        return dataset
+
+    def check_input_shape(self, spec: SourceSpec, shape: Sequence[int], preset: str | None = None) -> None:
+        """ConvertError when --input-shape was given and is not the model's (C, H, W) `shape` (of `preset`)."""
+        if spec.input_shape is not None and tuple(spec.input_shape[1:]) != tuple(shape):
+            where = f"{self.title} for {preset}" if preset else self.title
+            raise ConvertError(f"{where} takes {shape[1]}x{shape[2]} input, not --input-shape "
+                               f"{','.join(map(str, spec.input_shape))}; drop --input-shape.")
+
+    def source_section(self, spec: SourceSpec, module: Any, *, backbone: str | None, dataset: str | None,
+                       dropped: str | None = None, **extra: Any) -> ModelSource:
+        """The manifest's "source" section for a model `load` built (a `source_type` record): what it is, the
+        checkpoint it came from (path, sha256 and what of it was `dropped`), its parameter count, whether it is
+        trained (else its seed), then `extra`: the family's own keys (the fields of its `source_type`; kept as
+        they are without one)."""
+        trained = spec.checkpoint is not None
+        checkpoint = SourceFile.of(spec.checkpoint, dropped or None) if spec.checkpoint is not None else None
+        return source_fields(self.source_type, {
+            "kind": self.name, "spec": self.name, "backbone": backbone, "dataset": dataset, "checkpoint": checkpoint,
+            "parameters": sum(p.numel() for p in module.parameters()), "trained": trained,
+            "seed": None if trained else spec.seed, **extra})
+
+    def check_image_size(self, dataset: str | None, decode: DecodeParams) -> tuple[int, int] | None:
+        """(H, W) at which convert's FP16, fused and plan lane checks decode this family's lanes and hold their
+        limits (pixels at this width): the frames of `dataset` (or of the preset whose decode parameters these
+        are), when its preset gives their size; None: the model's input size, limits at 640 wide."""
+        preset = self.datasets.get(dataset or "") or next(
+            (p for p in self.datasets.values() if p.decode == decode), None)
+        return preset.image_size if preset is not None else None
+
+    def recognizes_checkpoint(self, keys: Sequence[str]) -> bool:
+        """Whether a state dict with these keys is one of this family's checkpoints (for the message that names
+        the right family when another family's checkpoint is given): False unless the family says."""
+        return False
+
+    def describe(self) -> FamilyDescription:
+        """What `edge-deploy families` shows of this family (JSON by its `to_dict`)."""
+        return FamilyDescription(
+            name=self.name, title=self.title, origin=family_origin(self.name), backbones=tuple(self.backbones),
+            default_backbone=self.default_backbone,
+            datasets={name: p.image_size for name, p in self.datasets.items()}, options=self.options(),
+            input=(self.preprocess.height, self.preprocess.width), decode=self.decode_defaults)
+
+    def decode_params_for(self, dataset: str | None) -> DecodeParams:
+        """The decode defaults of `dataset` (the family's own without one)."""
+        if dataset is not None and dataset in self.datasets:
+            return self.datasets[dataset].decode
+        return self.decode_defaults
+
+    def decoder(self) -> ModuleType:
+        return importlib.import_module(self.decoder_module)
+
+    def decode_params_type(self) -> type[DecodeParams]:
+        """The class of this family's decode parameters (a manifest's "decode" is read with it)."""
+        return type(self.decode_defaults)
+
+    def decode(self, outputs: Sequence[np.ndarray], params: DecodeParams, image_size: tuple[float, float],
+               model_width: float) -> list[Lane]:
+        """One image's lane outputs (in `lane_outputs` order) -> lanes in an image of `image_size` (H, W)."""
+        return self.decoder().decode_outputs(outputs, image_size=image_size, model_width=model_width,
+                                             **params.to_dict())
+
+    def decoder_sources(self) -> dict[str, bytes]:
+        """The files a server-side postprocess model imports: decode.py (this family's decoder) and lane.py."""
+        module = self.decoder()
+        with open(module.__file__, "rb") as fh:  # type: ignore[arg-type]
+            decoder = fh.read()
+        return {"decode.py": decoder, "lane.py": resources.files(__package__).joinpath("lane.py").read_bytes()}
+
+    def load(self, spec: SourceSpec) -> LoadedModel:
+        """Build the torch model `convert NAME` exports (weights from spec.checkpoint). What every family's builder
+        does first is done here: its own options, --dataset (default `default_dataset`) and --backbone read from
+        `spec` and checked, --input-shape checked against `input_shape(dataset)`, torch required; then `build`
+        makes the model. A family overrides `build` (or `load` itself); one with neither has no model builder."""
+        if type(self).build is LaneFamily.build:
+            raise ConvertError(f"the {self.title} family has no model builder; convert a TorchScript file or "
+                               "package.module:factory instead.")
+        options = self.options_from(spec)
+        dataset, backbone = self.dataset_from(spec, self.default_dataset), self.backbone_from(spec)
+        shape = self.input_shape(dataset)
+        self.check_input_shape(spec, shape, dataset)
+        require("torch", f"converting {self.title} from PyTorch")
+        return self.build(spec, backbone=backbone, dataset=dataset, options=options, shape=shape)
+
+    def input_shape(self, dataset: str | None) -> tuple[int, int, int]:
+        """The model's per-sample input (C, H, W) for `dataset`: its preset's preprocessing size, else the family's."""
+        preset = self.datasets.get(dataset or "")
+        spec = preset.preprocess if preset is not None and preset.preprocess is not None else self.preprocess
+        return (3, spec.height, spec.width)
+
+    def build(self, spec: SourceSpec, *, backbone: str | None, dataset: str | None, options: Any,
+              shape: tuple[int, int, int]) -> LoadedModel:
+        """The model `load` returns, from what it read and checked: `backbone` and `dataset` (defaults applied),
+        `options` (`options_from`'s object, None without `options_type`) and the input `shape` (C, H, W). torch is
+        importable here."""
+        raise NotImplementedError  # load() says "no model builder" before calling it
+
+
+
+_REGISTRY: dict[str, LaneFamily] = {}
+
+
+class FamilyError(KeyError):
+    """No lane-model family of that name (a KeyError, as it always was); str() is the message, not its repr."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class BrokenFamilyError(PluginError, FamilyError):
+    """A family from another package (or registered by other code) that failed: at import, its checks, or a call
+    edge-deploy made of it. Its package's bug, said in one line (exit 2), never edge-deploy's; `package` names it."""
+
+    def __init__(self, message: str, *, family: str, package: str) -> None:
+        super().__init__(message)
+        self.family, self.package = family, package
+
+
+# Plug-ins that failed (name -> why), left out of every list; asked for by name, the error says why again.
+_BROKEN: dict[str, BrokenFamilyError] = {}
+
+
+def register_family(family: LaneFamily) -> LaneFamily:
+    """Make `family` known by its name (a family of your own; the built-in ones register themselves)."""
+    _REGISTRY[family.name] = family
+    _BROKEN.pop(family.name, None)
+    return family
+
+
+def unregister_family(name: str) -> None:
+    """Forget a family `register_family` made known (an application's own, or a test's); built-in and entry-point
+    families come back when next asked for."""
+    _REGISTRY.pop(name, None)
+    _BROKEN.pop(name, None)
+
+
+
+def is_plugin(family: LaneFamily | str) -> bool:
+    """Whether a family is not one of edge-deploy's own (its failures are its package's, not edge-deploy's)."""
+    return (family if isinstance(family, str) else family.name) not in BUILTIN
+
+
+def family_fault(family: LaneFamily | str, what: str) -> BrokenFamilyError:
+    """The error for a plug-in family that failed (`what`: "its load() raised ValueError: ..."): one line saying whose
+    bug it is. The family is left out of this process's lists from now on, with one warning line."""
+    name = family if isinstance(family, str) else family.name
+    package = provider(name)
+    if package.startswith("the code"):
+        fix = "fix that code"
+    else:
+        fix = f"update or reinstall {package}, or uninstall it"
+    error = BrokenFamilyError(f"lane-model family {name!r} of {package} is broken: {what}; this is a bug of "
+                              f"{package}, not of edge-deploy or of your input: {fix}.", family=name, package=package)
+    _BROKEN.setdefault(name, error)
+    _REGISTRY.pop(name, None)
+    warn_once(name, f"lane-model family {name!r} of {package} is left out: {what}.")
+    return error
+
+
+def family_problem(family: Any, name: str) -> str | None:
+    """Why `family` cannot serve as the family NAME (one phrase), or None: checked once, when a plug-in is loaded, so
+    that nothing edge-deploy asks of it later fails on a wrong type."""
+    from .preprocess import PreprocessSpec
+
+    if not isinstance(family, LaneFamily):
+        return f"it is {type(family).__name__}, not a LaneFamily"
+    checks: list[tuple[bool, str]] = [
+        (isinstance(family.name, str) and family.name == name, f"its name is {family.name!r}, not the entry point's "
+                                                               f"{name!r}"),
+        (isinstance(getattr(family, "title", None), str) and bool(family.title), "its title is not a non-empty string"),
+        (isinstance(getattr(family, "preprocess", None), PreprocessSpec), "its preprocess is not a PreprocessSpec"),
+        (isinstance(getattr(family, "decode_defaults", None), DecodeParams),
+         "its decode_defaults is not a DecodeParams"),
+        (isinstance(family.datasets, Mapping) and all(isinstance(k, str) and isinstance(v, DatasetPreset)
+                                                      for k, v in family.datasets.items()),
+         "its datasets is not a mapping of names to DatasetPreset"),
+        (isinstance(family.backbones, (tuple, list)) and all(isinstance(b, str) for b in family.backbones),
+         f"its backbones are not names ({family.backbones!r:.60})"),
+        (family.default_backbone is None or family.default_backbone in family.backbones,
+         f"its default_backbone {family.default_backbone!r:.40} is not one of its backbones"),
+        (isinstance(getattr(family, "decoder_module", None), str), "its decoder_module is not a module name"),
+    ]
+    for ok, problem in checks:
+        if not ok:
+            return problem
+    try:
+        found = importlib.util.find_spec(family.decoder_module) is not None
+    except Exception:  # noqa: BLE001 - its parent package fails to import, or the name is malformed
+        found = False
+    if not found:
+        return f"its decoder_module {family.decoder_module!r} cannot be found (install copies it beside the server's " \
+               "pipeline models)"
+    try:
+        family.options()
+    except Exception as exc:  # noqa: BLE001 - a wrong option type, a name convert has
+        return f"{type(exc).__name__}: {one_line(exc, 200)}"
+    return None
+
+
+def _load_entry_point(name: str, point: Any) -> LaneFamily:
+    """The plug-in family NAME, imported and checked; BrokenFamilyError (whose bug, in one line) when it fails in any
+    way. What it prints on import goes to stderr (never into a command's output), and a sys.exit() there is its
+    failure, not the command's exit."""
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            loaded = point.load()
+            family = loaded() if isinstance(loaded, type) and issubclass(loaded, LaneFamily) else loaded
+    except KeyboardInterrupt:
+        raise
+    except SystemExit as exc:
+        raise family_fault(name, f"importing {point.value} called sys.exit({exc.code!r})") from None
+    except BaseException as exc:  # noqa: BLE001 - a third-party package can fail in any way on import
+        raise family_fault(name, f"importing {point.value} failed ({type(exc).__name__}: {one_line(exc, 160)})") \
+            from None
+    problem = family_problem(family, name)
+    if problem:
+        raise family_fault(name, f"{point.value}: {problem}")
+    return family
+
+
+def get_family(name: str) -> LaneFamily:
+    """The family called `name`: registered, built in, or from an installed package's entry point; KeyError (with
+    the known names) when there is none, BrokenFamilyError (a KeyError and an EdgeDeployError, naming the package and
+    why) when its package is broken."""
+    if name in _BROKEN:
+        raise _BROKEN[name]
+    if name not in _REGISTRY:
+        if name in BUILTIN:
+            register_family(importlib.import_module(BUILTIN[name]).FAMILY)
+        elif name in (points := family_entry_points()):
+            register_family(_load_entry_point(name, points[name]))
+    if name not in _REGISTRY:
+        raise FamilyError(f"no lane-model family {name!r} (known: {', '.join(family_names())}; a family of another "
+                          "package needs that package installed)")
+    return _REGISTRY[name]
+
+
+
+def family_names() -> list[str]:
+    """Every family's name: the built-in ones first, in their order, then the others sorted (broken ones too: asked
+    for by name, they say why they are left out)."""
+    return [*BUILTIN, *sorted({*_REGISTRY, *family_entry_points(), *_BROKEN} - set(BUILTIN))]
+
+
+def known_families() -> list[LaneFamily]:
+    """Every family that loads (`family_names` order); one whose package is broken is left out here, with one warning
+    line naming the package and why, and named by the error when it is asked for by name."""
+    found = []
+    for name in family_names():
+        try:
+            found.append(get_family(name))
+        except BrokenFamilyError:
+            continue
+    return found
+
+
+def asking_families(question: str, ask: Any, *, skip: str | None = None) -> list[LaneFamily]:
+    """The families (`known_families` order, but `skip`) for which `ask(family)` is true. A plug-in whose answer raises
+    is that plug-in's failure: it is left out (one warning line), never the caller's (a user's conversion of another
+    family). `question` names the call for the warning ("recognizes_checkpoint()")."""
+    out = []
+    for family in known_families():
+        if family.name == skip:
+            continue
+        try:
+            answer = ask(family)
+        except EdgeDeployError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a plug-in can fail in any way
+            if not is_plugin(family):
+                raise
+            family_fault(family, f"its {question} raised {type(exc).__name__}: {one_line(exc, 120)}")
+            continue
+        if answer:
+            out.append(family)
+    return out
+
+
+def family_for_outputs(outputs: Sequence[TensorSpec], has_batch: bool) -> LaneFamily | None:
+    """The first family (built-in ones first) whose outputs these are, or None."""
+    found = asking_families("matches()", lambda family: family.matches(outputs, has_batch))
+    return found[0] if found else None
