@@ -164,7 +164,7 @@ def road_feed(manifest: Manifest, count: int = ROAD_FRAMES) -> list[Feed]:
     if not fused and shape[1:2] != [3]:
         return []
     from .lanedet.preprocess import Preprocessor
-    from .training.synthetic import EVAL_SEED_BASE, scene
+    from .synthetic_roads import EVAL_SEED_BASE, scene
 
     batch = manifest.io.batch
     size = min(max(count, batch.min), batch.max)

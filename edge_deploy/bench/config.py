@@ -31,7 +31,7 @@ class BenchConfig:
     """
 
     url: str = "127.0.0.1:8001"
-    tls: Any = None  # edge_deploy.client.tls.TLSConfig | None
+    tls: Any = None  # edge_deploy.tls.TLSConfig | None
     repository: Path | None = None  # lists the models (and finds the server) when given
     models: tuple[str, ...] = ()
     frames: Path | None = None

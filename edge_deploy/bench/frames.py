@@ -12,7 +12,7 @@ SAMPLE_FRAMES = 8  # the synthetic sample set: what `edge-deploy sample` writes,
 def load_frames(source: Path | None, limit: int) -> tuple[str, list[tuple[str, Any]]]:
     """(a description of the source, up to `limit` (name, HxWx3 uint8 BGR frame))."""
     if source is None:
-        from ..training.synthetic import EVAL_SEED_BASE, scene
+        from ..synthetic_roads import EVAL_SEED_BASE, scene
 
         count = min(limit, SAMPLE_FRAMES)
         return (f"synthetic sample set ({count} frames, 1640x590)",

@@ -30,7 +30,7 @@ def grpc_client(url: str, tls: Any) -> Any:
     import tritonclient.grpc as grpcclient
 
     from ..client.base import CHANNEL_ARGS
-    from ..client.tls import client_options
+    from ..tls import client_options
 
     return grpcclient.InferenceServerClient(url, **client_options(tls, CHANNEL_ARGS))
 

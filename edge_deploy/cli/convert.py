@@ -204,7 +204,8 @@ class ConvertOptions:
 
     def engine_options(self) -> Any:
         """How to build the plan (engine.options.EngineOptions)."""
-        from ..engine.options import EngineOptions, parse_size
+        from ..engine.options import EngineOptions
+        from ..sizes import parse_size
 
         return EngineOptions(
             builder=self.builder.value, precision=self.precision,

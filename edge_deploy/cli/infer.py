@@ -49,7 +49,7 @@ def lane_geometry(camera: Path | None, track: bool, speed: float | None, recordi
 def synthetic_frames(count: int, width: int = 1640, height: int = 590, seed: int = 0) -> list[tuple[str, Any]]:
     """`count` synthetic road frames named road-000.png, ...: evaluation seeds (never used to train the demo
     weights), from EVAL_SEED_BASE + seed on."""
-    from ..training.synthetic import EVAL_SEED_BASE, scene
+    from ..synthetic_roads import EVAL_SEED_BASE, scene
 
     return [(f"road-{i:03d}.png", scene(EVAL_SEED_BASE + seed + i, width, height).frame) for i in range(count)]
 
@@ -301,11 +301,11 @@ def sample(
     frame (and the drive) its camera's calibration, <name>.calib.yaml, for `infer --camera`."""
     from ..geometry.calibration_file import write_calibration
     from ..lanedet.draw import save_png
-    from ..training.synthetic import EVAL_SEED_BASE, drive_truth, scene_truth
+    from ..synthetic_roads import EVAL_SEED_BASE, drive_truth, scene_truth
 
     if video:
         from ..media import write_video
-        from ..training.synthetic import drive
+        from ..synthetic_roads import drive
 
         frames = (scene.frame for scene in drive(EVAL_SEED_BASE + seed, count, width, height, fps=30.0))
         typer.echo(str(write_video(out / "drive.mp4", frames, width, height, fps=30.0)))

@@ -203,6 +203,6 @@ def health(
 
 def _cli_tls(ca, cert, key):  # noqa: ANN001, ANN202
     """A TLSConfig from --tls-ca/--tls-cert/--tls-key (`infer` and `evaluate` use it too)."""
-    from ..client.tls import TLSConfig
+    from ..tls import TLSConfig
 
     return TLSConfig(ca=ca, cert=cert, key=key)

@@ -33,7 +33,7 @@ from .buffers import Slot
 from .request import Request, build_request
 from .served_model import LaneModel, decode_params, describe_model
 from .shm import ShmRegion
-from .tls import SOCKET_CLOSED, TLSConfig, explain_refusal, handshake_failure
+from ..tls import SOCKET_CLOSED, TLSConfig, explain_refusal, handshake_failure
 
 DEFAULT_URL = "127.0.0.1:8001"
 DEFAULT_MODEL = "lanedet"

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from ..artifact import Manifest, sha256_file
 from ..lanedet.preprocess import PreprocessSpec
 from ..errors import EngineError
-from . import tensorrt_api
+from ..machine import tensorrt_api
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
 

@@ -214,7 +214,7 @@ def fuse_file(path: Path, spec: PreprocessSpec, frame_size: tuple[int, int]) -> 
 
 def parity_frames(frame_size: tuple[int, int], seed: int, count: int = 3) -> list[np.ndarray]:
     """Synthetic road scenes at the camera's size (lanes to compare), seeded."""
-    from ..training.synthetic import road_scene
+    from ..synthetic_roads import road_scene
 
     height, width = frame_size
     return [road_scene(width, height, seed=seed + i)[0] for i in range(count)]

@@ -45,8 +45,8 @@ def report(repository: Path, name: str, scope: str) -> dict[str, Any]:
 
     The JSON object `fleet report` prints for the role and `fleet status` (external JSON: its keys are what
     rollout.yml and status.yml read)."""
-    from ..engine.device import device_facts
-    from ..engine.fingerprint import machine_fingerprint
+    from ..machine.facts import device_facts
+    from ..machine.plan_fit import machine_fingerprint
     from ..errors import EdgeDeployError, one_line
     from ..serve import admin
 

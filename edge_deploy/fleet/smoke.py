@@ -35,7 +35,7 @@ def record_reference(artifact_dir: Path, out_dir: Path | None = None, frames: in
     from ..artifact import ONNX_NAME, read_manifest, sha256_file
     from ..evaluate.runners import OnnxRunner
     from ..fsutil import write_json_atomic
-    from ..training.synthetic import road_scene
+    from ..synthetic_roads import road_scene
 
     artifact_dir = Path(artifact_dir)
     read_manifest(artifact_dir)

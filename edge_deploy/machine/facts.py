@@ -6,7 +6,7 @@ tests pass a fake root of real-looking Jetson files): the L4T release from
 /proc/meminfo, the power mode from ``nvpmodel -q``, the clock state from
 cpufreq, the CUDA toolkit from /usr/local/cuda, and tritonserver processes
 from /proc. GPU name, compute capability and DLA count come from TensorRT /
-pycuda when they import (edge_deploy.engine.tensorrt_api), otherwise from the SoC.
+pycuda when they import (edge_deploy.machine.tensorrt_api), otherwise from the SoC.
 """
 from __future__ import annotations
 

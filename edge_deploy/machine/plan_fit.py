@@ -1,20 +1,19 @@
-"""What a TensorRT plan depends on, and whether a recorded plan still fits.
+"""Whether a recorded plan fits this machine.
 
 A plan only runs where it was built: the manifest's "plan" section records the
 machine (TensorRT, CUDA, GPU, compute capability, L4T) and the build inputs
 (ONNX sha256 and build options). `fingerprint_diff` says what differs in one
-readable line per key; `plan_is_current` is the rebuild decision of
-`edge_deploy.engine.plan.build_plan`; `plan_mismatch` is what the repository and
-doctor ask ("does this plan run here?").
+readable line per key; `plan_mismatch` is what the repository, serve and doctor
+ask ("does this plan run here?"); the rebuild decision built on it is
+`edge_deploy.engine.fingerprint.plan_is_current`.
 """
 from __future__ import annotations
 
 from dataclasses import fields
-from pathlib import Path
 from typing import Any
 
-from ..artifact import ONNX_NAME, MachineFingerprint, Manifest, PlanFingerprint, PlanRecord, sha256_file
-from . import device as device_mod
+from ..artifact import MachineFingerprint, PlanFingerprint, PlanRecord
+from . import facts as machine_facts
 from . import tensorrt_api
 
 # Keys describing the machine: None here while the plan recorded one means this machine lacks it.
@@ -38,35 +37,14 @@ _LABELS = {
 
 
 def machine_fingerprint(
-    facts: device_mod.DeviceFacts | None = None, tensorrt_version: str | None = None
+    facts: machine_facts.DeviceFacts | None = None, tensorrt_version: str | None = None
 ) -> MachineFingerprint:
     """The machine part of a plan fingerprint: TensorRT, CUDA, GPU, compute capability, L4T."""
-    facts = facts or device_mod.device_facts()
+    facts = facts or machine_facts.device_facts()
     return MachineFingerprint(tensorrt=tensorrt_version or facts.tensorrt, cuda=facts.cuda, gpu=facts.gpu,
                               compute_capability=facts.compute_capability, l4t=facts.l4t)
 
 
-def plan_fingerprint(
-    facts: device_mod.DeviceFacts,
-    tensorrt_version: str | None,
-    onnx_sha256: str,
-    settings: tensorrt_api.BuildSettings,
-    calibration: str | None = None,
-    onnx_name: str = ONNX_NAME,
-) -> PlanFingerprint:
-    """What a plan depends on: this machine plus the ONNX model (the file built and its sha256) and the options."""
-    return PlanFingerprint(
-        **machine_fingerprint(facts, tensorrt_version).to_dict(),
-        onnx=onnx_name,
-        onnx_sha256=onnx_sha256,
-        typing="strong" if settings.strongly_typed else "weak",
-        precision=settings.precision,
-        dla_core=settings.dla_core,
-        profile={k: {"min": v[0], "opt": v[1], "max": v[2]} for k, v in settings.profile.items()},
-        optimization_level=settings.optimization_level,
-        fp32_layers=sorted({node for node, _ in settings.fp32_pins}),
-        calibration=calibration,
-    )
 
 
 def _major_minor(version: str | None) -> tuple[int, ...] | None:
@@ -144,27 +122,8 @@ def tensorrt_mismatch(built: str, loading: str) -> bool:
     return tensorrt_api.version_tuple(built)[:depth] != tensorrt_api.version_tuple(loading)[:depth]
 
 
-def plan_mismatch(plan: PlanRecord | None, facts: device_mod.DeviceFacts | None = None) -> list[str]:
+def plan_mismatch(plan: PlanRecord | None, facts: machine_facts.DeviceFacts | None = None) -> list[str]:
     """Why a recorded plan would not run on this machine (empty: it matches). For repository and doctor."""
     if not plan:
         return ["no plan fingerprint recorded (built by something other than edge-deploy)"]
     return fingerprint_diff(plan, machine_fingerprint(facts))
-
-
-def plan_file_matches(plan: Path, manifest: Manifest) -> bool | None:
-    """Whether `plan` still has the sha256 of its manifest entry; None when the manifest lists no such file."""
-    entry = manifest.files.get(Path(plan).name)
-    if not entry:
-        return None
-    return entry.sha256 == sha256_file(plan)
-
-
-def plan_is_current(plan: Path, manifest: Manifest, fingerprint: PlanFingerprint) -> tuple[bool, list[str]]:
-    """The rebuild decision: (True, []) when `plan` is intact and was built with `fingerprint`; else what differs."""
-    recorded = manifest.plan
-    if not Path(plan).is_file() or not recorded:
-        return False, []
-    if not plan_file_matches(plan, manifest):
-        return False, [f"the existing {Path(plan).name} does not match its manifest entry (changed or corrupt)"]
-    changes = fingerprint_diff(recorded, fingerprint)
-    return not changes, changes

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, Manifest
-from ..engine.fingerprint import plan_mismatch
+from ..machine.plan_fit import plan_mismatch
 from ..errors import EdgeDeployError, RepositoryError
 from ..precision import Precision
 from ..progress import Reporter

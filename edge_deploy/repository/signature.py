@@ -74,8 +74,8 @@ def check_onnx_signature(onnx_path: Path, io: IOSignature) -> None:
 
 def check_plan_signature(plan_path: Path, io: IOSignature, dla_core: int | None = None) -> bool:
     """Where TensorRT is installed, RepositoryError unless the plan's I/O is the manifest's; False when not checked."""
-    from ..engine import tensorrt_api
-    from ..engine.verify import check_io
+    from ..machine import tensorrt_api
+    from ..machine.plan_io import check_io
 
     if tensorrt_api.module_version() is None:
         return False

@@ -68,7 +68,7 @@ class Health:
 
 def check_health(
     url: str, models: list[str] | tuple[str, ...] = (), timeout: float = 2.0, *, headers: dict[str, str] | None = None,
-    tls=None,  # noqa: ANN001 - edge_deploy.client.tls.TLSConfig
+    tls=None,  # noqa: ANN001 - edge_deploy.tls.TLSConfig
 ) -> Health:
     """Ask the server at `url` whether it and each model in `models` are ready (never raises).
 
@@ -146,7 +146,7 @@ def wait_healthy(
     *,
     alive: "Callable[[], str | None] | None" = None,
     headers: dict[str, str] | None = None,
-    tls=None,  # noqa: ANN001 - edge_deploy.client.tls.TLSConfig
+    tls=None,  # noqa: ANN001 - edge_deploy.tls.TLSConfig
     probe: "Callable[[], Health] | None" = None,
     settle: bool = False,
 ) -> Health:
@@ -180,7 +180,7 @@ def wait_healthy(
 
 
 def _short(exc: BaseException) -> str:
-    from ..client.tls import SOCKET_CLOSED, explain_refusal
+    from ..tls import SOCKET_CLOSED, explain_refusal
 
     text = one_line(exc, 2000, first_line=True)
     if SOCKET_CLOSED in text.lower():

@@ -27,9 +27,9 @@ class ServerTLS:
     client_cert: Path | None = None
     client_key: Path | None = None
 
-    def client(self):  # noqa: ANN201 - edge_deploy.client.tls.TLSConfig
+    def client(self):  # noqa: ANN201 - edge_deploy.tls.TLSConfig
         """The TLSConfig edge-deploy's own admin calls use."""
-        from ..client.tls import TLSConfig
+        from ..tls import TLSConfig
 
         return TLSConfig(ca=self.ca, cert=self.client_cert, key=self.client_key)
 

@@ -54,11 +54,11 @@ class ServerRecord:
     pid_start: int | None = None  # that process's start time (clock ticks after boot, /proc/PID/stat)
     tls: dict[str, str] | None = None  # {"ca", "cert", "key"}: the client identity to dial a TLS server with
 
-    def client_tls(self):  # noqa: ANN201 - edge_deploy.client.tls.TLSConfig | None
+    def client_tls(self):  # noqa: ANN201 - edge_deploy.tls.TLSConfig | None
         """The TLSConfig for edge-deploy's own calls to this server (None: plaintext)."""
         if not self.tls:
             return None
-        from ..client.tls import TLSConfig
+        from ..tls import TLSConfig
 
         return TLSConfig(ca=self.tls.get("ca"), cert=self.tls.get("cert"), key=self.tls.get("key"))
 

@@ -81,7 +81,7 @@ def _search_dirs(install: TritonInstall, backend: Path, run_path: tuple[str, ...
 def server_tensorrt(install: TritonInstall, root: Path | None = None) -> ServerTensorRT | None:
     """The TensorRT the install's TensorRT backend links; None when the install has no TensorRT backend."""
     if root is None:
-        from ..engine.device import default_root
+        from ..machine.facts import default_root
 
         root = default_root()
     root = Path(root)
@@ -111,7 +111,7 @@ def server_tensorrt(install: TritonInstall, root: Path | None = None) -> ServerT
 
 def plan_refusal(label: str, manifest: Manifest | None, server: ServerTensorRT, install: TritonInstall) -> str | None:
     """One line saying why the plan of `label` would not load in this server (None: it would, or cannot tell)."""
-    from ..engine.fingerprint import tensorrt_mismatch
+    from ..machine.plan_fit import tensorrt_mismatch
 
     if server.version is None:
         return None

@@ -48,7 +48,7 @@ def key_paths(scope: str) -> tuple[Path, Path]:
 
 def parse_log_max_size(text: str) -> int:
     """--log-max-size ("50M", "1G") in bytes; ServerError below 64K or when it is not a size."""
-    from ..engine.options import parse_size
+    from ..sizes import parse_size
 
     try:
         value = parse_size(text)

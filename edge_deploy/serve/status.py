@@ -146,7 +146,7 @@ def certs_dir_tls(scope: str):  # noqa: ANN201 - TLSConfig | None
     """edge-deploy's own client identity from `edge-deploy certs`' directory (what `serve` beyond loopback
     uses unless told otherwise), when it is there: the scope's, else the one `certs` defaults to."""
     from ..certs import ADMIN_CLIENT, CertificateAuthority, default_dir
-    from ..client.tls import TLSConfig
+    from ..tls import TLSConfig
     from ..errors import ClientError
     from ..state import state_dir
 
@@ -260,7 +260,7 @@ def server_health(
 
     explicit = None
     if tls_ca or tls_cert or tls_key:
-        from ..client.tls import TLSConfig
+        from ..tls import TLSConfig
 
         explicit = TLSConfig(ca=tls_ca, cert=tls_cert, key=tls_key)
 

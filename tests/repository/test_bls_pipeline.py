@@ -26,7 +26,7 @@ from edge_deploy.errors import ClientError, ModelNotReadyError, RepositoryError
 from edge_deploy.deploy.install import install
 from edge_deploy.repository.model_config import BLS_INSTANCES
 from edge_deploy.deploy.rollback import rollback
-from edge_deploy.training.synthetic import road_scene
+from edge_deploy.synthetic_roads import road_scene
 
 KEY_NAME = "edge-deploy-key"
 SIZE = (590, 1640)
