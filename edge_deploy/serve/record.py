@@ -32,6 +32,7 @@ from typing import Any, Iterator
 from ..errors import RepositoryError, ServerError
 from ..fsutil import write_json_atomic
 from ..state import state_dir
+from ..tls import TLSConfig
 
 
 
@@ -54,12 +55,10 @@ class ServerRecord:
     pid_start: int | None = None  # that process's start time (clock ticks after boot, /proc/PID/stat)
     tls: dict[str, str] | None = None  # {"ca", "cert", "key"}: the client identity to dial a TLS server with
 
-    def client_tls(self):  # noqa: ANN201 - edge_deploy.tls.TLSConfig | None
+    def client_tls(self) -> TLSConfig | None:
         """The TLSConfig for edge-deploy's own calls to this server (None: plaintext)."""
         if not self.tls:
             return None
-        from ..tls import TLSConfig
-
         return TLSConfig(ca=self.tls.get("ca"), cert=self.tls.get("cert"), key=self.tls.get("key"))
 
     @property

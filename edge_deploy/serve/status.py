@@ -10,7 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import NotServingError, ServerError
+from ..certs import ADMIN_CLIENT, CertificateAuthority, default_dir
+from ..errors import ClientError, NotServingError, ServerError
+from ..state import state_dir
+from ..tls import TLSConfig
 from . import systemd as su
 from .admin import UNKNOWN_MODEL, Health, check_health, repository_headers, wait_healthy
 from ..triton_layout import repository_models
@@ -20,7 +23,7 @@ from .service import key_paths, scope_of
 DEFAULT_URL = "127.0.0.1:8001"
 
 
-def record_tls(repository: Path | None) -> Any:
+def record_tls(repository: Path | None) -> TLSConfig | None:
     """The TLSConfig the server record of `repository` names (None: plaintext, or no record)."""
     record = find_record(repository) if repository is not None else None
     return record.client_tls() if record is not None else None
@@ -142,14 +145,9 @@ def unit_status(user: bool = False) -> UnitStatus | None:
     return UnitStatus(scope=scope, unit=installed, properties=props, health=health)
 
 
-def certs_dir_tls(scope: str):  # noqa: ANN201 - TLSConfig | None
+def certs_dir_tls(scope: str) -> TLSConfig | None:
     """edge-deploy's own client identity from `edge-deploy certs`' directory (what `serve` beyond loopback
     uses unless told otherwise), when it is there: the scope's, else the one `certs` defaults to."""
-    from ..certs import ADMIN_CLIENT, CertificateAuthority, default_dir
-    from ..tls import TLSConfig
-    from ..errors import ClientError
-    from ..state import state_dir
-
     for directory in dict.fromkeys([state_dir(scope) / "tls", default_dir()]):
         authority = CertificateAuthority(directory)
         cert = authority.cert_path(ADMIN_CLIENT)
@@ -260,8 +258,6 @@ def server_health(
 
     explicit = None
     if tls_ca or tls_cert or tls_key:
-        from ..tls import TLSConfig
-
         explicit = TLSConfig(ca=tls_ca, cert=tls_cert, key=tls_key)
 
     def probe() -> Health:
