@@ -19,6 +19,17 @@ from typing import Any, Callable, Iterable
 from .artifact import MANIFEST_NAME, PLAN_NAME, Manifest, PlanRecord
 from .machine import facts as machine_facts
 from .errors import EdgeDeployError, EngineError, one_line
+from .certs import EXPIRY_WARN_DAYS, CertificateAuthority, expiring
+from .engine import plan as engine, trtexec
+from .machine import plan_fit as fp, tensorrt_api
+from .machine.plan_fit import plan_mismatch
+from .machine.tensorrt_api import OP_MIN_TENSORRT, op_refusal
+from .serve.addresses import is_loopback
+from .serve.jetson_triton import LAST_GITHUB_JETSON_NOTE, release_warning, triton_for_l4t
+from .serve.record import find_record
+from .serve.server_tensorrt import plan_refusal, server_tensorrt
+from .serve.systemd import read_installed_unit
+from .state import state_dir
 
 STAGES = ("convert", "serve")
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
@@ -98,10 +109,6 @@ def _machine_checks(facts: machine_facts.DeviceFacts) -> list[Check]:
 
 
 def _tensorrt_checks(facts: machine_facts.DeviceFacts) -> list[Check]:
-    from .engine import plan as engine
-    from .engine import trtexec
-    from .machine import tensorrt_api
-
     checks = []
     module = tensorrt_api.module_version()
     checks.append(Check("TensorRT (Python)", OK if module else INFO,
@@ -135,8 +142,6 @@ def _tensorrt_checks(facts: machine_facts.DeviceFacts) -> list[Check]:
 def onnx_op_check(version: str | None) -> Check:
     """Whether the plan builder's TensorRT parses every ONNX op that needs a newer TensorRT
     (machine/tensorrt_api.py OP_MIN_TENSORRT); FAIL names the op, the version it needs and the source."""
-    from .machine.tensorrt_api import OP_MIN_TENSORRT, op_refusal
-
     ops = ", ".join(f"{op} (from {a}.{b})" for op, ((a, b), _) in sorted(OP_MIN_TENSORRT.items()))
     refusal = op_refusal(OP_MIN_TENSORRT, version)
     if refusal:
@@ -195,8 +200,6 @@ def _server_checks(root: Path, facts: machine_facts.DeviceFacts | None = None,
 
 
 def _server_tensorrt_check(install: Any, root: Path) -> Check:
-    from .serve.server_tensorrt import server_tensorrt
-
     found = server_tensorrt(install, root)
     if found is None or found.version is None:
         where = found.describe() if found is not None else "no libtriton_tensorrt.so"
@@ -205,8 +208,6 @@ def _server_tensorrt_check(install: Any, root: Path) -> Check:
 
 
 def _jetson_triton_checks(facts: machine_facts.DeviceFacts, install: Any) -> list[Check]:
-    from .serve.jetson_triton import LAST_GITHUB_JETSON_NOTE, release_warning, triton_for_l4t
-
     fit = triton_for_l4t(facts.l4t)
     if fit is None:
         return [Check("Triton for JetPack", INFO, f"no known Triton build for L4T {facts.l4t or 'unknown'}; "
@@ -263,9 +264,6 @@ def repository_checks(repository: Path, facts: machine_facts.DeviceFacts, instal
                       root: Path | None = None) -> list[Check]:
     """For each model version holding a model.plan: does its fingerprint still match this machine, and can the
     found tritonserver's TensorRT (`install`) deserialize it?"""
-    from .machine.plan_fit import plan_mismatch
-    from .serve.server_tensorrt import plan_refusal, server_tensorrt
-
     server = server_tensorrt(install, root) if install is not None else None
 
     repository = Path(repository)
@@ -306,12 +304,6 @@ def repository_checks(repository: Path, facts: machine_facts.DeviceFacts, instal
 
 def tls_checks(repository: Path | None = None, scopes: tuple[str, ...] = ("system", "user")) -> list[Check]:
     """Servers listening beyond loopback without TLS, and certificates that expire within 30 days."""
-    from .certs import EXPIRY_WARN_DAYS, CertificateAuthority, expiring
-    from .serve.addresses import is_loopback
-    from .serve.record import find_record
-    from .serve.systemd import read_installed_unit
-    from .state import state_dir
-
     checks: list[Check] = []
     served: list[tuple[str, str, Path | None, bool]] = []  # (who, url, server cert, tls)
     for scope in scopes:
@@ -397,8 +389,6 @@ def report(checks: list[Check], stages: Iterable[str], root: Path | None = None)
     plus JetPack); "plan_builder" says whether a plan can be built here at all (None: no TensorRT, the
     models are served with ONNX Runtime). Fleet rollouts read this to decide where a plan may be reused.
     """
-    from .machine import plan_fit as fp
-
     stages = tuple(stages)
     verdicts = {}
     for stage in stages:

@@ -9,6 +9,7 @@ import typer
 from .. import strict_json
 from .app import app
 from .infer import Transport
+from ..errors import BenchError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -65,7 +66,6 @@ def bench(
 
     from ..bench.config import BenchConfig, parse_concurrency
     from ..bench.report import print_report, write_plot
-    from ..errors import BenchError
     from .serve import _cli_tls
 
     tls = _cli_tls(tls_ca, tls_cert, tls_key) if tls_ca or tls_cert or tls_key else None

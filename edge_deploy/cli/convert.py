@@ -12,6 +12,10 @@ import typer
 from ..precision import Precision
 from .app import app
 from .options import takes_options
+from ..errors import ConvertError, os_error_message
+from ..lanedet.family import known_families
+from ..progress import ConsoleReporter
+from ..sizes import parse_size
 
 
 class Target(str, Enum):
@@ -34,8 +38,6 @@ _DECODE = "Decode defaults (recorded for clients)"
 
 
 def _families() -> list[Any]:
-    from ..lanedet.family import known_families
-
     return known_families()
 
 
@@ -205,7 +207,6 @@ class ConvertOptions:
     def engine_options(self) -> Any:
         """How to build the plan (engine.options.EngineOptions)."""
         from ..engine.options import EngineOptions
-        from ..sizes import parse_size
 
         return EngineOptions(
             builder=self.builder.value, precision=self.precision,
@@ -224,8 +225,6 @@ def convert(**given: Any) -> None:
     from rich.console import Console
 
     from ..convert import convert as run_convert
-    from ..errors import ConvertError, os_error_message
-    from ..progress import ConsoleReporter
 
     options = ConvertOptions.of(given)
     source, settings, engine_options = options.source(), options.export_settings(), options.engine_options()

@@ -7,6 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
+from ..errors import EvaluationError
+from ..fsutil import write_json_atomic
+from ..progress import ConsoleReporter
 
 _MODEL_HELP = ("An artifact directory (its model.onnx; DIR:fp16 for model_fp16.onnx), or grpc://HOST:PORT/MODEL "
                "for a served model (or give --url and --model instead).")
@@ -46,12 +49,10 @@ def evaluate(
     of the reference's quality the model keeps."""
     from rich.console import Console
 
-    from ..errors import EvaluationError
     from ..evaluate import datasets
     from ..evaluate.run import evaluate as run_evaluate
     from ..evaluate.run import worst_frames_grid
     from ..evaluate.runners import open_runner
-    from ..progress import ConsoleReporter
 
     if (model is None) == (url is None):
         raise EvaluationError("give the model to evaluate: an artifact directory or grpc://HOST:PORT/MODEL, "
@@ -81,8 +82,6 @@ def evaluate(
             other.close()
     _print(report)
     if json_out is not None:
-        from ..fsutil import write_json_atomic
-
         json_out.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(json_out, report.to_dict())
         typer.echo(f"report: {json_out}")

@@ -11,6 +11,8 @@ import typer
 
 from .app import app
 from .options import takes_options
+from ..errors import CalibrationError, ClientError
+from ..lanedet.family import DecodeDefaults, DecodeDefaultsError
 
 
 class Transport(str, Enum):
@@ -28,8 +30,6 @@ _ROS = "ROS recordings and ROS 2 output (docs/recordings.md)"
 def lane_geometry(camera: Path | None, track: bool, speed: float | None, recordings: bool = False) -> Any:
     """The LaneGeometry --camera/--track/--speed ask for (None without --camera); one-line errors. With
     `recordings`, --track/--speed may come without --camera (a recording's CameraInfo is its camera)."""
-    from ..errors import CalibrationError
-
     if camera is None:
         if (track or speed is not None) and not recordings:
             raise CalibrationError(f"{'--track' if track else '--speed'} works on lane markers, which need the "
@@ -107,8 +107,6 @@ class InferOptions:
 
     def checked(self) -> "InferOptions":
         """These options, or a one-line ClientError (CalibrationError for --track/--speed without --camera)."""
-        from ..errors import ClientError
-
         _check_numbers(synthetic=self.synthetic, timeout=self.timeout, wait=self.wait, conf=self.conf, nms=self.nms,
                        top_k=self.top_k)
         if self.max_frames < 0:
@@ -211,7 +209,6 @@ def _detect_live(client: Any, source: str, options: InferOptions, geometry: Any,
 def _frames(paths: list[Path], videos: list[str], synthetic: int, out: Path, geometry: Any) -> list[tuple[str, Any]]:
     """Every image read and every video opened once before the first request (one-line errors); the synthetic
     frames written to OUT and added; with --camera, each frame's size checked against the calibration."""
-    from ..errors import CalibrationError
     from ..media import open_video, read_images
 
     frames = read_images(paths)
@@ -267,9 +264,6 @@ def _print_results(records: list[dict[str, Any]], played: list[Any], client: Any
 def _check_numbers(*, synthetic: int, timeout: float, wait: float, conf: float | None, nms: float | None,
                    top_k: int | None) -> None:
     """One-line ClientErrors for numbers that would otherwise fail later with a misleading message."""
-    from ..errors import ClientError
-    from ..lanedet.family import DecodeDefaults, DecodeDefaultsError
-
     problems = [
         (synthetic < 0, f"--synthetic must be 0 or more frames (got {synthetic})"),
         (not timeout > 0, f"--timeout must be more than 0 seconds (got {timeout:g})"),

@@ -11,6 +11,8 @@ from ..errors import RepositoryError
 from ..repository.pipeline_kind import KINDS, PipelineKind
 from .. import strict_json
 from .app import app
+from ..precision import Precision
+from ..progress import ConsoleReporter
 
 RepositoryOpt = Annotated[Path, typer.Option("--repository", "-r", help="Triton model repository directory.")]
 
@@ -68,8 +70,6 @@ def install(
     """Install an artifact as the next version of a model; a running server loads it."""
     from ..deploy.install import install_with
     from ..deploy.options import InstallOptions
-    from ..precision import Precision
-    from ..progress import ConsoleReporter
 
     if no_pipeline and pipeline is not None:
         raise RepositoryError(f"--pipeline {pipeline.value} and --no-pipeline contradict each other; pass one of them.")
@@ -139,7 +139,6 @@ def rollback(
     repository: RepositoryOpt = Path("model_repository"),
 ) -> None:
     """Serve an older version again (newer versions stay on disk)."""
-    from ..progress import ConsoleReporter
     from ..deploy.rollback import rollback as do_rollback
 
     result = do_rollback(repository, name, to, reporter=ConsoleReporter())

@@ -25,6 +25,7 @@ from ..triton_layout import policy_now, policy_versions, versions
 from .options import InstallOptions
 from .rollback import served_line
 from .server import check_plan_for_server, load_order, served, server_backends, server_for
+from ..evaluate.record import evaluation_summary
 
 
 @dataclass
@@ -103,8 +104,6 @@ def install(
 
 def install_with(options: InstallOptions, reporter: Reporter | None = None) -> InstallResult:
     """Install as `options` say (see `install`)."""
-    from ..evaluate.record import evaluation_summary
-
     reporter = reporter or Reporter()
     repository = options.repository
     with reporter.stage("check artifact"):

@@ -14,7 +14,7 @@ from ..artifact import IOSignature, Manifest
 from ..errors import EngineError
 from ..machine import tensorrt_api
 from ..machine.plan_io import check_io
-from ..parity import LaneCheck, compare_to_reference, parity_feeds
+from ..parity import LaneCheck, compare_to_reference, ort_session, parity_feeds
 from ..progress import Reporter
 from ..records import Comparison, PlanVerify
 
@@ -35,7 +35,6 @@ def verify_plan(plan_path: Path, onnx_path: Path, manifest: Manifest, trt: tenso
         reason = "pycuda is not installed (pip install 'edge-deploy[jetson]')"
         reporter.warn(f"the plan's I/O matches the manifest, but it was not run: {reason}")
         return PlanVerify(status="passed", io="ok", run=Comparison.skipped(reason))
-    from ..parity import ort_session
 
     feeds = parity_feeds(manifest)
     session = ort_session(Path(onnx_path))

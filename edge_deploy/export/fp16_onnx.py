@@ -28,6 +28,8 @@ from ..parity import NEAR_TIE_MAX_REL, lanes_line, lanes_moved_reason
 from ..progress import Reporter
 from ..records import Comparison, Fp16OnnxRecord, Fp16Report, LaneComparison
 from . import onnx_target
+from ..parity import LaneCheck, compare_to_reference, ort_session, parity_feeds
+from .fp16_report import DATA_MOVEMENT_OPS
 
 MAX_LANE_DX_PX = 1.0  # mean |dx| allowed between model.onnx and model_fp16.onnx lanes (pixels: see above)
 # ONNX Runtime on the CPU runs part of the FP16 graph in FP32 (casts around the kernels it lacks in FP16), so it sees
@@ -47,8 +49,6 @@ def kept_fp32_nodes(model: Any, fp16_report: Fp16Report | Mapping[str, Any] | No
     follow their producers: otherwise a kept node's FP32 values would be cast to FP16 right after it.
     Unnamed nodes are named here the way the FP16 report names them ("<op>_<index>").
     """
-    from .fp16_report import DATA_MOVEMENT_OPS
-
     if fp16_report is not None and not isinstance(fp16_report, Fp16Report):  # the section as JSON (0.1's callers)
         fp16_report = Fp16Report.from_dict(fp16_report)
 
@@ -133,7 +133,6 @@ def verify_fp16_onnx(fp32_path: Path, fp16_path: Path, manifest: Manifest) -> Co
     """ONNX Runtime (CPU): model.onnx vs model_fp16.onnx on the parity inputs, raw outputs and lanes."""
     import numpy as np
 
-    from ..parity import LaneCheck, compare_to_reference, ort_session, parity_feeds
 
     feeds = parity_feeds(manifest)
     reference_session = ort_session(fp32_path)

@@ -41,8 +41,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence, TypeVar
 
 import numpy as np
 
-from ..errors import EdgeDeployError, PluginError, one_line
+from ..errors import ConvertError, EdgeDeployError, PluginError, one_line
 from .lane import Lane
+from ..fsutil import sha256_file
+from .preprocess import PreprocessSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from importlib.metadata import EntryPoint
@@ -404,8 +406,6 @@ class LaneFamily(ABC):
     def options_from(self, spec: SourceSpec) -> Any:
         """spec.options as this family's typed options object (None without `options_type`), or ConvertError
         naming the options that belong to other families and the ones this family takes."""
-        from ..errors import ConvertError
-
         given = {name: value for name, value in spec.options.items() if value is not None}
         known = {option.name for option in self.options()}
         foreign = [option_flag(name) for name in given if name not in known]
@@ -426,8 +426,6 @@ class LaneFamily(ABC):
 
     def backbone_from(self, spec: SourceSpec) -> str | None:
         """spec.backbone (the family's default when not given), or ConvertError naming the backbones it has."""
-        from ..errors import ConvertError
-
         if spec.backbone is None:
             return self.default_backbone
         if spec.backbone not in self.backbones:
@@ -438,8 +436,6 @@ class LaneFamily(ABC):
     def dataset_from(self, spec: SourceSpec, default: str | None = None) -> str | None:
         """spec.dataset (`default` when not given), or ConvertError naming the data sets this family has presets
         for."""
-        from ..errors import ConvertError
-
         dataset = spec.dataset or default
         if dataset is not None and dataset not in self.datasets:
             choices = one_of(list(self.datasets)) if self.datasets else "none (drop --dataset)"
@@ -448,8 +444,6 @@ class LaneFamily(ABC):
 
     def check_input_shape(self, spec: SourceSpec, shape: Sequence[int], preset: str | None = None) -> None:
         """ConvertError when --input-shape was given and is not the model's (C, H, W) `shape` (of `preset`)."""
-        from ..errors import ConvertError
-
         if spec.input_shape is not None and tuple(spec.input_shape[1:]) != tuple(shape):
             where = f"{self.title} for {preset}" if preset else self.title
             raise ConvertError(f"{where} takes {shape[1]}x{shape[2]} input, not --input-shape "
@@ -460,8 +454,6 @@ class LaneFamily(ABC):
         """The manifest's "source" section for a model `load` built: what it is, the checkpoint it came from (path,
         sha256 and what of it was `dropped`), its parameter count, whether it is trained (else its seed), then
         `extra` (free-form: the family's own keys)."""
-        from ..fsutil import sha256_file
-
         trained = spec.checkpoint is not None
         checkpoint = None if not trained else {
             "path": str(Path(spec.checkpoint).resolve()), "sha256": sha256_file(Path(spec.checkpoint)),
@@ -522,8 +514,6 @@ class LaneFamily(ABC):
 
     def load(self, spec: SourceSpec) -> LoadedModel:
         """Build the torch model `convert NAME` exports (weights from spec.checkpoint)."""
-        from ..errors import ConvertError
-
         raise ConvertError(f"the {self.title} family has no model builder; convert a TorchScript file or "
                            "package.module:factory instead.")
 
@@ -657,8 +647,6 @@ def family_fault(family: LaneFamily | str, what: str) -> BrokenFamilyError:
 def family_problem(family: Any, name: str) -> str | None:
     """Why `family` cannot serve as the family NAME (one phrase), or None: checked once, when a plug-in is loaded, so
     that nothing edge-deploy asks of it later fails on a wrong type."""
-    from .preprocess import PreprocessSpec
-
     if not isinstance(family, LaneFamily):
         return f"it is {type(family).__name__}, not a LaneFamily"
     checks: list[tuple[bool, str]] = [

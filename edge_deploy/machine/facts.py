@@ -17,6 +17,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from . import tensorrt_api
 
 ROOT_ENV = "EDGE_DEPLOY_ROOT"
 
@@ -421,8 +422,6 @@ def device_facts(root: Path | None = None, *, probe_gpu: bool = True) -> DeviceF
 
 
 def _probe_runtime(facts: DeviceFacts) -> None:
-    from . import tensorrt_api
-
     version = tensorrt_api.module_version()
     if version:
         facts.tensorrt, facts.tensorrt_source = version, "python"

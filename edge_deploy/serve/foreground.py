@@ -35,6 +35,7 @@ from .record import (
     save_record,
 )
 from .systemd import write_private
+from ..progress import Reporter
 
 if TYPE_CHECKING:
     from ..progress import Reporter
@@ -60,8 +61,6 @@ def run_foreground(
     reported through `on_note`. tritonserver's output goes to `log_path` only (with `echo`, to stderr too);
     `reporter` shows the wait for readiness.
     """
-    from ..progress import Reporter
-
     reporter = reporter or Reporter()
     models = check_repository(options.model_repository)
     check_ports_free(options)

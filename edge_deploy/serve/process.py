@@ -14,6 +14,7 @@ from .admin import GRPC_PROTOCOL_PREFIX, Health, wait_healthy
 from .argv import ServerOptions, tritonserver_argv
 from .discovery import INSTALL_HINT, TritonInstall
 from .log_reason import last_error_line
+from .logfile import CappedLog
 
 
 class TritonProcess:
@@ -57,8 +58,6 @@ class TritonProcess:
         env = {**os.environ, **self.install.env}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         if self._pumped and self.log_max_bytes is not None:
-            from .logfile import CappedLog
-
             log = CappedLog(self.log_path, self.log_max_bytes)
             self._log_start = log.size
         else:

@@ -33,6 +33,7 @@ from ..errors import RepositoryError, ServerError
 from ..fsutil import write_json_atomic
 from ..state import state_dir
 from ..tls import TLSConfig
+from .addresses import dial_url
 
 
 
@@ -185,8 +186,6 @@ def record_at(url: str) -> ServerRecord | None:
     """The record of a running server edge-deploy started that listens where `url` dials (a `serve --foreground`
     server before a unit), in this user's and the system's state dirs; None when none does. How a command given
     only --url (bench) finds the server's key and TLS identity, as `status` does."""
-    from .addresses import dial_url
-
     def where(address: str) -> str:
         host, _, port = dial_url(address).rpartition(":")
         return f"{'127.0.0.1' if host == 'localhost' else host}:{port}"

@@ -10,15 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..certs import ADMIN_CLIENT, CertificateAuthority, default_dir
-from ..errors import ClientError, NotServingError, ServerError
+from ..certs import ADMIN_CLIENT, EXPIRY_WARN_DAYS, CertificateAuthority, cert_not_after, default_dir
+from ..errors import CertificateError, ClientError, NotServingError, ServerError
 from ..state import state_dir
 from ..tls import TLSConfig
 from . import systemd as su
 from .admin import UNKNOWN_MODEL, Health, check_health, repository_headers, wait_healthy
 from ..triton_layout import repository_models
-from .record import find_record
-from .service import key_paths, scope_of
+from .record import find_record, foreground_records
+from .service import foreground_scope, key_paths, scope_of
+from .addresses import is_loopback
+from .argv import GRPC_KEY_HEADER
 
 DEFAULT_URL = "127.0.0.1:8001"
 
@@ -31,9 +33,6 @@ def record_tls(repository: Path | None) -> TLSConfig | None:
 
 def certificate_expiry(cert: Path) -> str:
     """"server certificate PATH expires 2028-11-22 (730 days)", "expires soon" inside 30 days, "EXPIRED" after."""
-    from ..certs import EXPIRY_WARN_DAYS, cert_not_after
-    from ..errors import CertificateError
-
     try:
         expires = cert_not_after(cert)
     except CertificateError as exc:
@@ -108,9 +107,6 @@ class ServingStatus:
 
 def foreground_status(user: bool = False) -> list[ForegroundStatus]:
     """The `serve --foreground` servers running now (in this user's state dirs) and their health."""
-    from .record import foreground_records
-    from .service import foreground_scope
-
     out = []
     for record in foreground_records((foreground_scope(user), scope_of(user))):
         health = check_health(record.url, repository_models(record.repository),
@@ -181,8 +177,6 @@ class HealthTarget:
 
 def unit_key_headers(scope: str) -> dict[str, str] | None:
     """The key headers of the scope's systemd unit, read from its key file; None when it cannot be read."""
-    from .argv import GRPC_KEY_HEADER
-
     try:
         key = key_paths(scope)[1].read_text().strip()
     except OSError:
@@ -201,8 +195,6 @@ def health_target(
     beyond loopback the identity of `edge-deploy certs`' directory first (serve speaks only mutual TLS
     there unless --insecure), then plaintext.
     """
-    from .addresses import is_loopback
-
     record = find_record(repository) if repository is not None else None
     target = url or (record.url if record is not None else installed.url if installed else DEFAULT_URL)
     if explicit_tls is not None:

@@ -16,6 +16,7 @@ from ..lane import Lane
 from ..preprocess import PreprocessSpec
 from .decode import NUM_POINTS, NUM_PRIORS, OUTPUT_NAME, PREDICTION_SIZE
 from .presets import BACKBONES, DEFAULT_BACKBONE, DEFAULT_DATASET, PRESETS, CLRNetPreset
+from ..._deps import require
 
 _FLOATS = ("FP32", "FP16")
 # Seeded random weights (no checkpoint) give class logits that barely differ between priors and fall below every
@@ -99,8 +100,6 @@ class CLRNetFamily(LaneFamily):
         return {"heads.priors", "heads.cls_layers.weight", "heads.reg_layers.weight"} <= set(keys)
 
     def load(self, spec: SourceSpec) -> LoadedModel:
-        from ..._deps import require
-
         self.options_from(spec)  # CLRNet has no options of its own: refuses other families'
         dataset, backbone = self.dataset_from(spec, DEFAULT_DATASET), self.backbone_from(spec)
         preset = PRESETS[dataset]

@@ -12,6 +12,8 @@ from typing import Any, Optional, Sequence
 from ..family import DatasetPreset, DecodeDefaults, LaneFamily, LoadedModel, SourceSpec, TensorSpec
 from ..preprocess import PreprocessSpec
 from .decode import CONF_THRESHOLD, N_OFFSETS, NMS_THRESHOLD, ROW_WIDTH, TOP_K
+from ..._deps import require
+from ...fsutil import sha256_file
 
 INPUT_SHAPE = (3, 360, 640)
 ANCHOR_ORDER_RULES = {
@@ -76,9 +78,6 @@ class LaneATTFamily(LaneFamily):
         return {"attention_layer.weight", "cls_layer.weight", "reg_layer.weight"} <= set(keys)
 
     def load(self, spec: SourceSpec) -> LoadedModel:
-        from ..._deps import require
-        from ...fsutil import sha256_file
-
         require("torch", "converting LaneATT from PyTorch")  # before .model, which imports torch
         from .anchors import N_ANCHORS
         from .model import UNTRAINED_LANES, build_laneatt, give_untrained_lanes

@@ -14,6 +14,7 @@ from ..family import DatasetPreset, DecodeDefaultsError, DecodeParams, LaneFamil
 from ..preprocess import PreprocessSpec
 from .decode import COL_ANCHOR, LOCAL_WIDTH, NUM_LANES, OUTPUT_NAMES, TOP_K
 from .presets import PRESETS, UFLDv2Preset
+from ..._deps import require
 
 DEFAULT_DATASET, DEFAULT_BACKBONE = "culane", "resnet18"
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -97,8 +98,6 @@ class UFLDv2Family(LaneFamily):
         return {"pool.weight", "cls.1.weight", "model.conv1.weight"} <= set(keys)
 
     def load(self, spec: SourceSpec) -> LoadedModel:
-        from ..._deps import require
-
         self.options_from(spec)  # UFLDv2 has no options of its own: refuses other families'
         dataset, backbone = self.dataset_from(spec, DEFAULT_DATASET), self.backbone_from(spec)
         preset = PRESETS[dataset]
