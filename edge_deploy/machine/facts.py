@@ -24,7 +24,7 @@ ROOT_ENV = "EDGE_DEPLOY_ROOT"
 # Jetson Linux (L4T) release -> JetPack. From NVIDIA's JetPack archive
 # (developer.nvidia.com/embedded/jetpack-archive), as jetson-stats transcribes it
 # (rbonghi/jetson_stats jtop/core/jetson_variables.py, NVIDIA_JETPACK, commit f41d5ca, 2026-07).
-# tests/engine/test_device.py checks every row from an nv_tegra_release line.
+# tests/machine/test_facts.py checks every row from an nv_tegra_release line.
 JETPACK_FOR_L4T = {
     "35.1.0": "5.0.2",
     "35.2.1": "5.1",
