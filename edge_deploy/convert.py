@@ -27,7 +27,7 @@ from .export.source import SourceSpec, classify_model
 from .fsutil import fsync_dir, fsync_tree
 from .precision import Precision
 from .progress import Reporter
-from .evaluate.record import check_eval_data, evaluate_artifact
+from .evaluate.convert_eval import check_eval_data, evaluate_artifact
 from .export.fp16_onnx import make_fp16_onnx
 
 

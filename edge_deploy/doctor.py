@@ -26,7 +26,7 @@ from .machine.plan_fit import plan_mismatch
 from .machine.tensorrt_api import OP_MIN_TENSORRT, op_refusal
 from .serve.addresses import is_loopback
 from .serve.jetson_triton import LAST_GITHUB_JETSON_NOTE, release_warning, triton_for_l4t
-from .serve.record import find_record
+from .serve.server_record import find_record
 from .serve.server_tensorrt import plan_refusal, server_tensorrt
 from .serve.systemd import read_installed_unit
 from .state import state_dir

@@ -198,7 +198,7 @@ def test_no_stage_imports_training() -> None:
 
 
 def test_the_floor_rules_find_what_they_forbid() -> None:
-    graph = {"edge_deploy.serve.admin": {"edge_deploy.client.base", "edge_deploy.tls", "edge_deploy.serve.record"},
+    graph = {"edge_deploy.serve.admin": {"edge_deploy.client.base", "edge_deploy.tls", "edge_deploy.serve.server_record"},
              "edge_deploy.repository.late": {"edge_deploy.machine.plan_fit", "edge_deploy.engine.plan"},
              "edge_deploy.evaluate.datasets": {"edge_deploy.training.train", "edge_deploy.synthetic_roads"}}
     assert imports_into(graph, ("edge_deploy.repository", "edge_deploy.serve"), STAGES) == [

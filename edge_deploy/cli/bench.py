@@ -72,14 +72,14 @@ def bench(
     if repository is not None and not repository.is_dir():
         raise BenchError(f"--repository {repository} is not a directory; pass the model repository the server serves.")
     if repository is not None and url is None:
-        from ..serve.record import find_record
+        from ..serve.server_record import find_record
 
         record = find_record(repository)
         if record is None:
             raise BenchError(f"no running `edge-deploy serve` server for {repository}; start one, or pass --url.")
         url, tls = record.url, tls or record.client_tls()
     if repository is None:  # a server `edge-deploy serve` started here: its key lists the models, as `status` does
-        from ..serve.record import record_at
+        from ..serve.server_record import record_at
 
         record = record_at(url or "127.0.0.1:8001")
         if record is not None:

@@ -286,7 +286,7 @@ def _print_summary(console: Any, result: Any) -> None:
             from ..export.fp16_onnx import fp16_lanes_line
 
             console.print(f"{fp16_model.file} {fp16_lanes_line(check.lanes)}")
-    from ..evaluate.record import evaluation_summary
+    from ..evaluate.convert_eval import evaluation_summary
 
     summary = evaluation_summary(manifest.evaluation)
     if summary:

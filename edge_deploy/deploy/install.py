@@ -20,12 +20,12 @@ from ..repository.prune import prune_versions
 from ..repository.runtime import RuntimeChoice, check_model_signature, choose_runtime
 from ..repository.versions import DEFAULT_REPOSITORY
 from ..serve import admin
-from ..serve.record import ServerRecord
+from ..serve.server_record import ServerRecord
 from ..triton_layout import policy_now, policy_versions, versions
 from .options import InstallOptions
 from .rollback import served_line
 from .server import check_plan_for_server, load_order, served, server_backends, server_for
-from ..evaluate.record import evaluation_summary
+from ..evaluate.convert_eval import evaluation_summary
 
 
 @dataclass

@@ -8,7 +8,7 @@ from ..artifact import Manifest
 from ..errors import EdgeDeployError, RepositoryError
 from ..progress import Reporter
 from ..serve import admin
-from ..serve.record import ServerRecord, find_record, prune_stale_records, read_key
+from ..serve.server_record import ServerRecord, find_record, prune_stale_records, read_key
 from ..serve.discovery import find_tritonserver
 from ..serve.server_tensorrt import plan_refusal, server_tensorrt
 

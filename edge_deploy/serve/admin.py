@@ -1,7 +1,7 @@
 """Every tritonclient admin call edge-deploy makes: liveness, readiness, served versions, loading models.
 
 A running server is reached by URL; loading needs the key of the restricted
-model-repository protocol (see `edge_deploy.serve.record`). tritonclient is
+model-repository protocol (see `edge_deploy.serve.server_record`). tritonclient is
 imported when a call is made.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Callable
 from ..errors import RepositoryError, ServerError, one_line
 from ..tls import SOCKET_CLOSED, TLSConfig, explain_refusal
 from .addresses import dial_url
-from .record import ServerRecord, find_record, read_key
+from .server_record import ServerRecord, find_record, read_key
 
 LOAD_TIMEOUT_S = 300.0
 

@@ -23,7 +23,7 @@ from .discovery import TritonInstall
 from .leftovers import Leftovers, become_subreaper
 from .logfile import DEFAULT_MAX_BYTES
 from .process import TritonProcess
-from .record import (
+from .server_record import (
     ServerRecord,
     tls_record,
     find_record,

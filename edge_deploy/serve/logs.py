@@ -13,7 +13,7 @@ from . import systemd as su
 from ..state import state_dir
 from .foreground import foreground_log, latest_foreground_log
 from .service import foreground_scope, scope_of
-from .record import foreground_records
+from .server_record import foreground_records
 
 
 @dataclass(frozen=True)

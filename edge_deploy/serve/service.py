@@ -20,7 +20,7 @@ from .discovery import TritonInstall, find_tritonserver
 from .logfile import MIN_MAX_BYTES
 from .network import NetworkPolicy, network_policy
 from ..state import state_dir
-from .record import claim_holder, foreground_records
+from .server_record import claim_holder, foreground_records
 from .server_tensorrt import check_plans_load
 from ..progress import Reporter
 from ..sizes import parse_size

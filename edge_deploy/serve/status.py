@@ -17,7 +17,7 @@ from ..tls import TLSConfig
 from . import systemd as su
 from .admin import UNKNOWN_MODEL, Health, check_health, repository_headers, wait_healthy
 from ..triton_layout import repository_models
-from .record import find_record, foreground_records
+from .server_record import find_record, foreground_records
 from .service import foreground_scope, key_paths, scope_of
 from .addresses import is_loopback
 from .argv import GRPC_KEY_HEADER
@@ -71,7 +71,7 @@ class UnitStatus:
 class ForegroundStatus:
     """A `serve --foreground` server that runs now (from its record) and what it says."""
 
-    record: Any  # edge_deploy.serve.record.ServerRecord
+    record: Any  # edge_deploy.serve.server_record.ServerRecord
     health: Health
 
     @property

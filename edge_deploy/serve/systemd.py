@@ -28,7 +28,7 @@ from ..fsutil import write_text_atomic
 from .admin import ModelHealth, check_health
 from .logfile import DEFAULT_MAX_BYTES, pump_argv
 from .addresses import dial_url, is_loopback
-from .record import ServerRecord, find_record, record_path, save_record, tls_record
+from .server_record import ServerRecord, find_record, record_path, save_record, tls_record
 from .argv import GRPC_KEY_HEADER, KEY_ENV, RESTRICTED_KEY_NAME, ServerOptions, ServerTLS, tritonserver_argv
 from .discovery import TritonInstall
 import edge_deploy

@@ -185,7 +185,7 @@ def test_bls_lanes_equal_client_side_and_the_ensemble(tmp_path, anchors, start_t
 
 def explicit_server(tmp_path: Path, repo: Path, start_triton, monkeypatch):
     """An explicit-mode server with a key and the record `install`/`rollback` find it by."""
-    from edge_deploy.serve import record as control
+    from edge_deploy.serve import server_record as control
 
     monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "state"))
     key = "bls-key-0123456789"
