@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))  # small_artifact.py
 
 from edge_deploy.client.sync_client import LaneDetClient  # noqa: E402
-from edge_deploy.training.synthetic import road_scene  # noqa: E402
+from edge_deploy.synthetic_roads import road_scene  # noqa: E402
 
 ANCHORS = ROOT / "tests" / "data" / "laneatt" / "anchors_2784x77.npy"
 

@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from edge_deploy.geometry import Camera, LaneGeometry, MarkerTracker, StreamPlausibility, to_markers  # noqa: E402
 from edge_deploy.lanedet.lane import Lane  # noqa: E402
-from edge_deploy.training.synthetic import EVAL_SEED_BASE, drive, drive_truth, scene, scene_truth  # noqa: E402
+from edge_deploy.synthetic_roads import EVAL_SEED_BASE, drive, drive_truth, scene, scene_truth  # noqa: E402
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:

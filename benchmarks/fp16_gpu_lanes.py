@@ -40,7 +40,7 @@ def road_feeds(manifest: Manifest, count: int) -> list[dict[str, np.ndarray]]:
     """`count` held-out synthetic road frames (the seeds convert's check starts with), preprocessed as the client
     does, in batches the model takes."""
     from edge_deploy.lanedet.preprocess import Preprocessor
-    from edge_deploy.training.synthetic import EVAL_SEED_BASE, scene
+    from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene
 
     name = manifest.io.inputs[0].name
     batch = max(1, manifest.io.batch.max)

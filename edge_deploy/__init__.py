@@ -17,7 +17,7 @@ __all__ = ["EdgeDeployError", "LaneDetClient", "AsyncLaneDetClient", "LaneStream
 if TYPE_CHECKING:  # pragma: no cover
     from .client.async_client import AsyncLaneDetClient
     from .client.sync_client import LaneDetClient
-    from .client.tls import TLSConfig
+    from .tls import TLSConfig
     from .lanedet.lane import Lane
     from .media.stream import LaneResult, LaneStream
     from .lanedet import decode_lanes
@@ -34,7 +34,7 @@ def __getattr__(name: str) -> Any:
 
         return AsyncLaneDetClient
     if name == "TLSConfig":
-        from .client.tls import TLSConfig
+        from .tls import TLSConfig
 
         return TLSConfig
     if name in ("LaneStream", "LaneResult"):

@@ -34,6 +34,7 @@ from typing import Any
 from .errors import CertificateError
 from .fsutil import write_bytes_atomic, write_json_atomic
 from .state import state_dir
+from ._deps import require
 
 CA_DAYS = 3650
 LEAF_DAYS = 730
@@ -62,8 +63,6 @@ class Issued:
 
 
 def _x509():
-    from ._deps import require
-
     require("cryptography", "the vehicle CA (`edge-deploy certs`) and TLS certificate checks")
     from cryptography import x509
 

@@ -27,6 +27,8 @@ from .export.source import SourceSpec, classify_model
 from .fsutil import fsync_dir, fsync_tree
 from .precision import Precision
 from .progress import Reporter
+from .evaluate.convert_eval import check_eval_data, evaluate_artifact
+from .export.fp16_onnx import make_fp16_onnx
 
 
 @dataclass
@@ -149,8 +151,6 @@ def convert(
         raise ConvertError(f"--target must be auto, onnx or tensorrt (got {target!r}).")
     started = time.perf_counter()
     if eval_data:
-        from .evaluate.record import check_eval_data
-
         check_eval_data(eval_data)
     if classify_model(source.model) == "artifact":
         _refuse_export_options(source, settings)
@@ -170,8 +170,6 @@ def convert(
         if manifest.plan is not None:
             manifest.files[PLAN_NAME] = file_entry(staging.path / PLAN_NAME)
         if eval_data:
-            from .evaluate.record import evaluate_artifact
-
             manifest.evaluation = evaluate_artifact(staging.path, manifest, eval_data, reporter)
         with reporter.stage("write artifact"):
             manifest.timings = {k: round(v, 3) for k, v in reporter.timings.items()}
@@ -272,7 +270,6 @@ def _ensure_fp16_onnx(artifact_dir: Path, manifest: Manifest, engine_options: En
             f"{artifact_dir} has the preprocessing fused in and no {FP16_ONNX_NAME} made for this build; "
             "convert the model again with --fuse-preprocess and the --precision/--fp16-io you want."
         )
-    from .export.fp16_onnx import make_fp16_onnx
 
     with reporter.stage("FP16 ONNX"):
         make_fp16_onnx(artifact_dir, manifest, fp16_io=fp16_io, reporter=reporter)

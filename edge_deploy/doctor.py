@@ -17,8 +17,19 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .artifact import MANIFEST_NAME, PLAN_NAME, Manifest, PlanRecord
-from .engine import device as device_mod
+from .machine import facts as machine_facts
 from .errors import EdgeDeployError, EngineError, one_line
+from .certs import EXPIRY_WARN_DAYS, CertificateAuthority, expiring
+from .engine import plan as engine, trtexec
+from .machine import plan_fit as fp, tensorrt_api
+from .machine.plan_fit import plan_mismatch
+from .machine.tensorrt_api import OP_MIN_TENSORRT, op_refusal
+from .serve.addresses import is_loopback
+from .serve.jetson_triton import LAST_GITHUB_JETSON_NOTE, release_warning, triton_for_l4t
+from .serve.server_record import find_record
+from .serve.server_tensorrt import plan_refusal, server_tensorrt
+from .serve.systemd import read_installed_unit
+from .state import state_dir
 
 STAGES = ("convert", "serve")
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"
@@ -81,7 +92,7 @@ def _gib(n: int | None) -> str:
     return "?" if n is None else f"{n / (1 << 30):.1f} GiB"
 
 
-def _machine_checks(facts: device_mod.DeviceFacts) -> list[Check]:
+def _machine_checks(facts: machine_facts.DeviceFacts) -> list[Check]:
     checks = []
     if facts.is_jetson:
         checks.append(Check("Jetson", OK, f"{facts.model or 'unknown board'} ({facts.soc or 'unknown SoC'})"))
@@ -97,10 +108,7 @@ def _machine_checks(facts: device_mod.DeviceFacts) -> list[Check]:
     return checks
 
 
-def _tensorrt_checks(facts: device_mod.DeviceFacts) -> list[Check]:
-    from .engine import plan as engine
-    from .engine import tensorrt_api, trtexec
-
+def _tensorrt_checks(facts: machine_facts.DeviceFacts) -> list[Check]:
     checks = []
     module = tensorrt_api.module_version()
     checks.append(Check("TensorRT (Python)", OK if module else INFO,
@@ -133,9 +141,7 @@ def _tensorrt_checks(facts: device_mod.DeviceFacts) -> list[Check]:
 
 def onnx_op_check(version: str | None) -> Check:
     """Whether the plan builder's TensorRT parses every ONNX op that needs a newer TensorRT
-    (engine/tensorrt_api.py OP_MIN_TENSORRT); FAIL names the op, the version it needs and the source."""
-    from .engine.tensorrt_api import OP_MIN_TENSORRT, op_refusal
-
+    (machine/tensorrt_api.py OP_MIN_TENSORRT); FAIL names the op, the version it needs and the source."""
     ops = ", ".join(f"{op} (from {a}.{b})" for op, ((a, b), _) in sorted(OP_MIN_TENSORRT.items()))
     refusal = op_refusal(OP_MIN_TENSORRT, version)
     if refusal:
@@ -155,7 +161,7 @@ def _python_checks() -> list[Check]:
     return checks
 
 
-def _server_checks(root: Path, facts: device_mod.DeviceFacts | None = None,
+def _server_checks(root: Path, facts: machine_facts.DeviceFacts | None = None,
                    found: list[Any] | None = None) -> list[Check]:
     """tritonserver, its backends and TensorRT, and which releases fit this Jetson's JetPack.
 
@@ -194,8 +200,6 @@ def _server_checks(root: Path, facts: device_mod.DeviceFacts | None = None,
 
 
 def _server_tensorrt_check(install: Any, root: Path) -> Check:
-    from .serve.server_tensorrt import server_tensorrt
-
     found = server_tensorrt(install, root)
     if found is None or found.version is None:
         where = found.describe() if found is not None else "no libtriton_tensorrt.so"
@@ -203,9 +207,7 @@ def _server_tensorrt_check(install: Any, root: Path) -> Check:
     return Check("Triton TensorRT", OK, f"{found.describe()}: plans must be built with TensorRT {found.version}")
 
 
-def _jetson_triton_checks(facts: device_mod.DeviceFacts, install: Any) -> list[Check]:
-    from .serve.jetson_triton import LAST_GITHUB_JETSON_NOTE, release_warning, triton_for_l4t
-
+def _jetson_triton_checks(facts: machine_facts.DeviceFacts, install: Any) -> list[Check]:
     fit = triton_for_l4t(facts.l4t)
     if fit is None:
         return [Check("Triton for JetPack", INFO, f"no known Triton build for L4T {facts.l4t or 'unknown'}; "
@@ -218,7 +220,7 @@ def _jetson_triton_checks(facts: device_mod.DeviceFacts, install: Any) -> list[C
     return checks
 
 
-def _resource_checks(facts: device_mod.DeviceFacts, disk_path: Path) -> list[Check]:
+def _resource_checks(facts: machine_facts.DeviceFacts, disk_path: Path) -> list[Check]:
     checks = []
     avail = facts.mem_available
     status = WARN if avail is not None and avail < LOW_MEMORY else OK if avail is not None else INFO
@@ -258,13 +260,10 @@ def _find_manifest(version_dir: Path) -> Manifest | str | None:
     return None
 
 
-def repository_checks(repository: Path, facts: device_mod.DeviceFacts, install: Any = None,
+def repository_checks(repository: Path, facts: machine_facts.DeviceFacts, install: Any = None,
                       root: Path | None = None) -> list[Check]:
     """For each model version holding a model.plan: does its fingerprint still match this machine, and can the
     found tritonserver's TensorRT (`install`) deserialize it?"""
-    from .engine.fingerprint import plan_mismatch
-    from .serve.server_tensorrt import plan_refusal, server_tensorrt
-
     server = server_tensorrt(install, root) if install is not None else None
 
     repository = Path(repository)
@@ -305,12 +304,6 @@ def repository_checks(repository: Path, facts: device_mod.DeviceFacts, install: 
 
 def tls_checks(repository: Path | None = None, scopes: tuple[str, ...] = ("system", "user")) -> list[Check]:
     """Servers listening beyond loopback without TLS, and certificates that expire within 30 days."""
-    from .certs import EXPIRY_WARN_DAYS, CertificateAuthority, expiring
-    from .serve.addresses import is_loopback
-    from .serve.record import find_record
-    from .serve.systemd import read_installed_unit
-    from .state import state_dir
-
     checks: list[Check] = []
     served: list[tuple[str, str, Path | None, bool]] = []  # (who, url, server cert, tls)
     for scope in scopes:
@@ -366,15 +359,15 @@ def _guarded(name: str, stages: tuple[str, ...], make: Callable[[], list[Check]]
 
 def run_checks(root: Path | None = None, repository: Path | None = None) -> list[Check]:
     """All checks, machine first, then convert's, serve's and the repository's."""
-    root = Path(root) if root is not None else device_mod.default_root()
-    facts_holder: list[device_mod.DeviceFacts] = []
+    root = Path(root) if root is not None else machine_facts.default_root()
+    facts_holder: list[machine_facts.DeviceFacts] = []
 
     def machine() -> list[Check]:
-        facts_holder.append(device_mod.device_facts(root))
+        facts_holder.append(machine_facts.device_facts(root))
         return _machine_checks(facts_holder[0])
 
     checks = _guarded("device", STAGES, machine)
-    facts = facts_holder[0] if facts_holder else device_mod.DeviceFacts(root=str(root), is_jetson=False)
+    facts = facts_holder[0] if facts_holder else machine_facts.DeviceFacts(root=str(root), is_jetson=False)
     checks += _guarded("TensorRT", ("convert",), lambda: _tensorrt_checks(facts))
     checks += _guarded("Python packages", ("convert",), _python_checks)
     found: list[Any] = []
@@ -392,19 +385,17 @@ def run_checks(root: Path | None = None, repository: Path | None = None) -> list
 def report(checks: list[Check], stages: Iterable[str], root: Path | None = None) -> dict[str, Any]:
     """`doctor --json`: the checks, each judged stage's readiness and blockers, and this machine's plan fingerprint.
 
-    "fingerprint" is what a TensorRT plan built here depends on (engine/fingerprint.py's machine part,
+    "fingerprint" is what a TensorRT plan built here depends on (machine/plan_fit.py's machine part,
     plus JetPack); "plan_builder" says whether a plan can be built here at all (None: no TensorRT, the
     models are served with ONNX Runtime). Fleet rollouts read this to decide where a plan may be reused.
     """
-    from .engine import fingerprint as fp
-
     stages = tuple(stages)
     verdicts = {}
     for stage in stages:
         blockers = [c.name for c in checks if c.status == FAIL and stage in c.needed_for]
         verdicts[stage] = {"ready": not blockers, "blockers": list(dict.fromkeys(blockers))}
     try:
-        facts = device_mod.device_facts(Path(root) if root is not None else device_mod.default_root())
+        facts = machine_facts.device_facts(Path(root) if root is not None else machine_facts.default_root())
         machine: dict[str, Any] | None = {**fp.machine_fingerprint(facts).to_dict(), "jetpack": facts.jetpack}
     except Exception:  # noqa: BLE001 - doctor reports, it never crashes
         machine = None

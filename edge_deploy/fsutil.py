@@ -8,11 +8,11 @@ from __future__ import annotations
 import hashlib
 
 import contextlib
-import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO
+from .strict_json import dumps
 
 
 def fsync_dir(path: Path) -> None:
@@ -79,8 +79,6 @@ def write_text_atomic(path: Path, text: str, mode: int | None = None, *, group: 
 
 def write_json_atomic(path: Path, data: Any, mode: int | None = None, *, indent: int = 2) -> Path:
     """`write_bytes_atomic` for JSON (indented, newline-terminated)."""
-    from .strict_json import dumps
-
     return write_bytes_atomic(path, (dumps(data, indent=indent) + "\n").encode(), mode)
 
 

@@ -19,6 +19,8 @@ from ._deps import require
 from .artifact import Manifest
 from .errors import ConvertError, EngineError, one_line
 from .records import Comparison, LaneComparison, OutputError
+from .lanedet.preprocess import Preprocessor
+from .synthetic_roads import EVAL_SEED_BASE, scene
 
 Feed = dict[str, np.ndarray]  # input or output name -> its batch
 
@@ -163,8 +165,6 @@ def road_feed(manifest: Manifest, count: int = ROAD_FRAMES) -> list[Feed]:
     fused = inputs[0].datatype == "UINT8" and len(shape) == 4 and shape[3] == 3
     if not fused and shape[1:2] != [3]:
         return []
-    from .lanedet.preprocess import Preprocessor
-    from .training.synthetic import EVAL_SEED_BASE, scene
 
     batch = manifest.io.batch
     size = min(max(count, batch.min), batch.max)

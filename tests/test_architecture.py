@@ -7,6 +7,7 @@ Lazy imports inside functions count: a cycle through them is still a knot in the
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "edge_deploy"
@@ -49,6 +50,12 @@ def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
     return graph
 
 
+@functools.lru_cache(maxsize=1)
+def package_graph() -> dict[str, set[str]]:
+    """import_graph() of the package, read once for all the tests here (none changes it)."""
+    return import_graph()
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -84,20 +91,45 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def unresolved_imports(package: Path = PACKAGE) -> list[str]:
+    """Imports of an edge_deploy module that does not exist, as "importer -> missing" (import_graph drops them)."""
+    modules = _modules(package)
+    known = set(modules) | {name for name in (_module_name(p, package) for p in package.rglob("*.py"))}
+    found = []
+    for name, path in modules.items():
+        base = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == package.name):
+                parts = base.split(".")[: len(base.split(".")) - node.level + 1] if node.level else []
+                source = ".".join(parts + ([node.module] if node.module else []))
+                if source not in known:
+                    found.append(f"{name} -> {source}")
+            elif isinstance(node, ast.Import):
+                found += [f"{name} -> {a.name}" for a in node.names
+                          if a.name.split(".")[0] == package.name and a.name not in known]
+    return sorted(found)
+
+
+def test_every_internal_import_names_a_module() -> None:
+    """A module moved away leaves no import of its old path behind (the graph would silently drop that edge). Plant
+    `from .synthetic import scene` in training/train.py and this fails."""
+    assert unresolved_imports() == []
+
+
 def test_the_graph_sees_relative_and_lazy_imports() -> None:
-    graph = import_graph()
+    graph = package_graph()
     assert "edge_deploy.errors" in graph["edge_deploy.client.base"]  # `from ..errors import ...`
     assert "edge_deploy.lanedet.laneatt.model" in graph["edge_deploy.lanedet.laneatt"]  # imported inside a function
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 def test_no_import_cycles() -> None:
-    assert cycles(import_graph()) == []
+    assert cycles(package_graph()) == []
 
 
-def test_client_imports_only_lanedet_geometry_and_errors() -> None:
-    allowed = ("edge_deploy.client", "edge_deploy.lanedet", "edge_deploy.geometry", "edge_deploy.errors")
-    graph = import_graph()
+def test_client_imports_only_lanedet_geometry_tls_and_errors() -> None:
+    allowed = ("edge_deploy.client", "edge_deploy.lanedet", "edge_deploy.geometry", "edge_deploy.tls", "edge_deploy.errors")
+    graph = package_graph()
     offending = {
         module: sorted(t for t in targets if not t.startswith(allowed))
         for module, targets in graph.items() if module.startswith("edge_deploy.client")
@@ -147,7 +179,7 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 def test_no_stage_imports_one_above_it() -> None:
     """Plant `from ..serve import admin` inside a function of repository/pinning.py, or `from ..repository.versions
     import versions` in one of serve/, and this fails."""
-    assert upward_imports(import_graph()) == []
+    assert upward_imports(package_graph()) == []
 
 
 def test_the_floor_rule_sees_imports_inside_functions(tmp_path: Path) -> None:
@@ -163,10 +195,60 @@ def test_the_floor_rule_sees_imports_inside_functions(tmp_path: Path) -> None:
                                                           "edge_deploy.repository.files"}}) == []
 
 
-# What a vehicle app that imports the client must never load: training and the synthetic scene generator,
-# and every stage that is not inference (export, engine, repository, serve, evaluate, fleet, the CLI, ...).
-NOT_INFERENCE = ("edge_deploy.training", "edge_deploy.evaluate", "edge_deploy.export", "edge_deploy.engine",
-                 "edge_deploy.repository", "edge_deploy.serve", "edge_deploy.deploy", "edge_deploy.fleet",
+
+# The shared floor: what more than one stage needs lies below all of them, outside every stage's folder: machine/
+# (this machine's facts, the TensorRT API, whether a plan fits the machine and the manifest's I/O), tls.py (TLSConfig,
+# beside certs.py), sizes.py, synthetic_roads.py, triton_layout.py, state.py, artifact.py, records.py, errors.py, ...
+# (and the libraries lanedet/ and geometry/). The repository and serve stand on that floor only.
+STAGES = ("edge_deploy.export", "edge_deploy.engine", "edge_deploy.repository", "edge_deploy.serve",
+          "edge_deploy.deploy", "edge_deploy.evaluate", "edge_deploy.bench", "edge_deploy.fleet", "edge_deploy.client",
+          "edge_deploy.media", "edge_deploy.ros", "edge_deploy.cli", "edge_deploy.training", "edge_deploy.convert",
+          "edge_deploy.doctor")
+
+
+def imports_into(graph: dict[str, set[str]], importers: tuple[str, ...], imported: tuple[str, ...]) -> list[str]:
+    """Every import from a module of `importers` into one of `imported` that is not its own package, as
+    "importer -> imported"."""
+    return sorted(f"{module} -> {target}" for module, targets in graph.items() for target in targets
+                  for own in importers if _within(module, own)
+                  and any(_within(target, p) and not _within(target, own) for p in imported))
+
+
+def test_repository_and_serve_import_no_stage_but_the_shared_floor() -> None:
+    """Plant `from ..engine import plan` in repository/pinning.py (or `from ..export import settings` in one of
+    serve/) and this fails."""
+    graph = package_graph()
+    assert all(any(_within(m, p) for m in graph) for p in STAGES)  # none renamed away
+    assert imports_into(graph, ("edge_deploy.repository", "edge_deploy.serve"), STAGES) == []
+
+
+def test_serve_imports_nothing_of_the_client() -> None:
+    """serve/ dials its own server with TLSConfig from tls.py, not from client/. Plant `from ..client import base` in
+    serve/admin.py and this fails."""
+    assert imports_into(package_graph(), ("edge_deploy.serve",), ("edge_deploy.client",)) == []
+
+
+def test_no_stage_imports_training() -> None:
+    """Training (the demo weights) is a user of the stages, never their dependency: the synthetic roads the stages
+    check with are synthetic_roads.py. Plant `from .training import train` in parity.py and this fails."""
+    graph = package_graph()
+    assert "edge_deploy.training.train" in graph
+    assert imports_into(graph, tuple(m for m in graph if m != "edge_deploy"), ("edge_deploy.training",)) == []
+
+
+def test_the_floor_rules_find_what_they_forbid() -> None:
+    graph = {"edge_deploy.serve.admin": {"edge_deploy.client.base", "edge_deploy.tls", "edge_deploy.serve.server_record"},
+             "edge_deploy.repository.late": {"edge_deploy.machine.plan_fit", "edge_deploy.engine.plan"},
+             "edge_deploy.evaluate.datasets": {"edge_deploy.training.train", "edge_deploy.synthetic_roads"}}
+    assert imports_into(graph, ("edge_deploy.repository", "edge_deploy.serve"), STAGES) == [
+        "edge_deploy.repository.late -> edge_deploy.engine.plan", "edge_deploy.serve.admin -> edge_deploy.client.base"]
+    assert imports_into(graph, ("edge_deploy.evaluate",), ("edge_deploy.training",)) == [
+        "edge_deploy.evaluate.datasets -> edge_deploy.training.train"]
+
+# What a vehicle app that imports the client must never load: training and the synthetic scene generator, the machine
+# floor (TensorRT), and every stage that is not inference (export, engine, repository, serve, evaluate, fleet, the CLI, ...).
+NOT_INFERENCE = ("edge_deploy.training", "edge_deploy.synthetic_roads", "edge_deploy.evaluate", "edge_deploy.export",
+                 "edge_deploy.engine", "edge_deploy.machine", "edge_deploy.repository", "edge_deploy.serve", "edge_deploy.deploy", "edge_deploy.fleet",
                  "edge_deploy.cli", "edge_deploy.convert", "edge_deploy.certs", "edge_deploy.doctor",
                  "edge_deploy.parity", "edge_deploy.artifact")
 
@@ -185,7 +267,7 @@ def reachable(graph: dict[str, set[str]], roots: list[str]) -> dict[str, list[st
 
 
 def test_the_client_never_reaches_training_or_the_other_stages() -> None:
-    graph = import_graph()
+    graph = package_graph()
     def outside(module: str) -> bool:  # edge_deploy.cli, not edge_deploy.client
         return any(module == p or module.startswith(p + ".") for p in NOT_INFERENCE)
 
@@ -202,7 +284,7 @@ def test_the_client_never_reaches_training_or_the_other_stages() -> None:
 def test_lanedet_does_not_import_the_pipeline_stages() -> None:
     stages = ("edge_deploy.export", "edge_deploy.engine", "edge_deploy.repository", "edge_deploy.serve",
               "edge_deploy.deploy", "edge_deploy.client", "edge_deploy.cli", "edge_deploy.convert")
-    graph = import_graph()
+    graph = package_graph()
     offending = {m: sorted(t for t in targets if t.startswith(stages))
                  for m, targets in graph.items() if m.startswith("edge_deploy.lanedet")}
     assert {m: t for m, t in offending.items() if t} == {}

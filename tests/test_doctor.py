@@ -18,7 +18,7 @@ from needs import torch_or_skip
 from typer.testing import CliRunner
 
 from edge_deploy import doctor
-from edge_deploy.engine.device import device_facts
+from edge_deploy.machine.facts import device_facts
 from edge_deploy.cli.app import app
 
 pytest_plugins = ["jetson_fixtures"]  # board, no_tensorrt, fake_trtexec (shared fixtures)

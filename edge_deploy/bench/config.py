@@ -32,7 +32,7 @@ class BenchConfig:
     """
 
     url: str = DEFAULT_URL
-    tls: Any = None  # edge_deploy.client.tls.TLSConfig | None
+    tls: Any = None  # edge_deploy.tls.TLSConfig | None
     repository: Path | None = None  # lists the models (and finds the server) when given
     models: tuple[str, ...] = ()
     frames: Path | None = None
@@ -63,7 +63,7 @@ def find_server(url: str | None, repository: Path | None, tls: Any = None) -> tu
     `repository`, else 127.0.0.1:8001; a server `edge-deploy serve` started here gives the repository (its key lists
     the models, as `status` does) and its client TLS identity where `tls` is None. BenchError when `repository` is not
     a directory or, without `url`, has no running server."""
-    from ..serve.record import find_record, record_at
+    from ..serve.server_record import find_record, record_at
 
     if repository is not None and not repository.is_dir():
         raise BenchError(f"--repository {repository} is not a directory; pass the model repository the server serves.")

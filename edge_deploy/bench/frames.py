@@ -5,6 +5,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BenchError
+from ..media.images import IMAGE_SUFFIXES, read_image
+from ..media.video import frames_of, open_video
+from ..synthetic_roads import EVAL_SEED_BASE, scene
 
 SAMPLE_FRAMES = 8  # the synthetic sample set: what `edge-deploy sample` writes, 1640x590
 
@@ -12,8 +15,6 @@ SAMPLE_FRAMES = 8  # the synthetic sample set: what `edge-deploy sample` writes,
 def load_frames(source: Path | None, limit: int) -> tuple[str, list[tuple[str, Any]]]:
     """(a description of the source, up to `limit` (name, HxWx3 uint8 BGR frame))."""
     if source is None:
-        from ..training.synthetic import EVAL_SEED_BASE, scene
-
         count = min(limit, SAMPLE_FRAMES)
         return (f"synthetic sample set ({count} frames, 1640x590)",
                 [(f"road-{i:03d}", scene(EVAL_SEED_BASE + i, 1640, 590).frame) for i in range(count)])
@@ -26,8 +27,6 @@ def load_frames(source: Path | None, limit: int) -> tuple[str, list[tuple[str, A
 
 
 def _images(directory: Path, limit: int) -> tuple[str, list[tuple[str, Any]]]:
-    from ..media.images import IMAGE_SUFFIXES, read_image
-
     paths = sorted(p for p in directory.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())[:limit]
     if not paths:
         raise BenchError(f"--frames {directory} has no images ({' '.join(IMAGE_SUFFIXES)}); pass a directory of "
@@ -37,8 +36,6 @@ def _images(directory: Path, limit: int) -> tuple[str, list[tuple[str, Any]]]:
 
 def _video(source: str, limit: int) -> tuple[str, list[tuple[str, Any]]]:
     """The first `limit` frames of a video file, a camera (/dev/video0, 0) or a GStreamer pipeline."""
-    from ..media.video import frames_of, open_video
-
     capture = open_video(source)
     name = Path(source).name if "!" not in source else "pipeline"
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from ..client.base import is_local_url
 
 TRITONSERVER = "tritonserver"
 DEFAULT_GRPC_PORT = 8001
@@ -35,8 +36,6 @@ def grpc_port_of(argv: list[str]) -> int:
 
 def find_server_pid(url: str) -> int | None:
     """The tritonserver process on this host that listens on `url`'s port, or None."""
-    from ..client.base import is_local_url
-
     if not is_local_url(url) or url.startswith("unix:"):
         return None
     try:

@@ -17,6 +17,8 @@ from .process_cpu import client_seconds
 from .results import MachineInfo
 from .runner import _targets, machine_info
 from .targets import grpc_client
+from ..client.sync_client import LaneDetClient
+from ..media.stream import LaneStream
 
 
 @dataclass(frozen=True)
@@ -68,9 +70,6 @@ def _frames_at(frames: list[Any], stop: threading.Event) -> Iterator[Any]:
 
 def run_realtime(config: BenchConfig, fps: float, cameras: tuple[int, ...], max_age: float) -> RealtimeReport:
     """Every served lane model (or those named) with each count of cameras; BenchError when it cannot."""
-    from ..client.sync_client import LaneDetClient
-    from ..media.stream import LaneStream
-
     if not fps > 0:
         raise BenchError(f"--fps must be more than 0 frames per second (got {fps:g}).")
     if not max_age > 0:

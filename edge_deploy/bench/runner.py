@@ -17,6 +17,9 @@ from .process_cpu import ServerCPU, client_seconds, find_server_pid
 from .results import BenchReport, CellResult, ClientSplit, Latency, MachineInfo
 from .server_stats import ServerTimes, server_times, settled_counters
 from .targets import BenchTarget, grpc_client, served_targets
+from ..client.async_client import AsyncLaneDetClient
+from ..client.base import to_client_error
+from ..client.sync_client import LaneDetClient
 
 # on_progress(cell label, cells done before this one, cells in all, fraction of this cell done)
 Progress = Callable[[str, int, int, float], None]
@@ -78,8 +81,6 @@ def _sync_cell(client: Any, frames: list[Any], config: BenchConfig, meter: _Cell
 
 async def _async_cell(target: BenchTarget, width: int, frames: list[Any], config: BenchConfig, meter: _CellMeter,
                       tick: Callable[[float], None]) -> tuple[list[float], float, list[Any], _Measured]:
-    from ..client.async_client import AsyncLaneDetClient
-
     async def loop(client: Any, seconds: float, latencies: list[float] | None) -> float:
         start = time.perf_counter()
         deadline = start + seconds
@@ -114,8 +115,6 @@ def machine_info() -> MachineInfo:
 
 def run_bench(config: BenchConfig, on_progress: Progress | None = None) -> BenchReport:
     """Measure every served lane model (or those named) at every concurrency; BenchError when it cannot."""
-    from ..client.sync_client import LaneDetClient
-
     source, named_frames = load_frames(config.frames, config.max_frames)
     frames = [frame for _name, frame in named_frames]
     stats_client = grpc_client(config.url, config.tls)
@@ -165,7 +164,6 @@ def run_bench(config: BenchConfig, on_progress: Progress | None = None) -> Bench
 def _targets(stats_client: Any, config: BenchConfig) -> list[BenchTarget]:
     from tritonclient.utils import InferenceServerException
 
-    from ..client.base import to_client_error
 
     try:
         if not stats_client.is_server_live(client_timeout=config.timeout):

@@ -7,6 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BenchError, ModelMismatchError, one_line
+from ..client.base import CHANNEL_ARGS
+from ..client.served_model import describe_model
+from ..lanedet.contract import PARAM_PIPELINE
+from ..serve.admin import repository_headers
+from ..tls import client_options
+from ..triton_layout import repository_models
 
 PIPELINE_SUFFIX = "_pipeline"
 
@@ -29,8 +35,6 @@ def grpc_client(url: str, tls: Any) -> Any:
     """A tritonclient gRPC client with LaneDetClient's channel settings and TLS."""
     import tritonclient.grpc as grpcclient
 
-    from ..client.base import CHANNEL_ARGS
-    from ..client.tls import client_options
 
     return grpcclient.InferenceServerClient(url, **client_options(tls, CHANNEL_ARGS))
 
@@ -38,13 +42,10 @@ def grpc_client(url: str, tls: Any) -> Any:
 def model_names(client: Any, repository: Path | None, timeout: float) -> list[str]:
     """Every model the server knows: from --repository's directories, else the server's repository index."""
     if repository is not None:
-        from ..triton_layout import repository_models
-
         names = repository_models(repository)
         if not names:
             raise BenchError(f"{repository} holds no model; install one with `edge-deploy install`, or pass --url.")
         return names
-    from ..serve.admin import repository_headers
 
     try:
         index = client.get_model_repository_index(headers=repository_headers(repository), client_timeout=timeout)
@@ -56,9 +57,6 @@ def model_names(client: Any, repository: Path | None, timeout: float) -> list[st
 
 def describe(client: Any, name: str, timeout: float) -> BenchTarget:
     """The BenchTarget of a served model, or ModelMismatchError when it is not a lane model or pipeline."""
-    from ..client.served_model import describe_model
-    from ..lanedet.contract import PARAM_PIPELINE
-
     metadata = client.get_model_metadata(name, client_timeout=timeout)
     config = client.get_model_config(name, client_timeout=timeout).config
     model = describe_model(metadata, config)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import typer
+from .._version import __version__
 
 app = typer.Typer(
     name="edge-deploy",
@@ -17,8 +18,6 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from .._version import __version__
-
         typer.echo(f"edge-deploy {__version__}")
         raise typer.Exit()
 

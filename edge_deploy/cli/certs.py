@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from .app import app
+from ..errors import CertificateError
 
 certs_app = typer.Typer(help="A small CA for mutual TLS: the server certificate and one client certificate per app.",
                         no_args_is_help=True)
@@ -74,8 +75,6 @@ def issue(
 @certs_app.command("list")
 def list_(directory: DirOpt = None) -> None:
     """The CA and every certificate it issued, with their expiry."""
-    from ..errors import CertificateError
-
     authority = _authority(directory)
     if not authority.exists():
         raise CertificateError(f"no CA in {authority.dir}; make one with `edge-deploy certs init`.")

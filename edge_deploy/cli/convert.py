@@ -14,6 +14,10 @@ from ..precision import Precision
 from . import option_groups as groups
 from .app import app
 from .options import takes_options
+from ..errors import ConvertError, os_error_message
+from ..lanedet.family import known_families
+from ..progress import ConsoleReporter
+from ..sizes import parse_size
 
 if TYPE_CHECKING:  # pragma: no cover - the library's types, imported when the command runs
     from ..engine.options import EngineOptions
@@ -42,8 +46,6 @@ _FAMILY_DEFAULT = "the family's for the data set"
 
 
 def _families() -> list[Any]:
-    from ..lanedet.family import known_families
-
     return known_families()
 
 
@@ -207,7 +209,7 @@ class ConvertOptions:
 
     def engine_options(self) -> EngineOptions:
         """How to build the plan (engine.options.EngineOptions)."""
-        from ..engine.options import EngineOptions, parse_size
+        from ..engine.options import EngineOptions
 
         return EngineOptions(
             builder=self.builder.value, precision=self.precision,
@@ -226,8 +228,6 @@ def convert(**given: Any) -> None:
     from rich.console import Console
 
     from ..convert import convert as run_convert
-    from ..errors import ConvertError, os_error_message
-    from ..progress import ConsoleReporter
 
     options = ConvertOptions.of(given)
     source, settings, engine_options = options.source(), options.export_settings(), options.engine_options()
@@ -290,7 +290,7 @@ def _print_summary(console: Any, result: Any) -> None:
             from ..export.fp16_onnx import fp16_lanes_line
 
             console.print(f"{fp16_model.file} {fp16_lanes_line(check.lanes)}")
-    from ..evaluate.record import evaluation_summary
+    from ..evaluate.convert_eval import evaluation_summary
 
     summary = evaluation_summary(manifest.evaluation)
     if summary:

@@ -7,11 +7,13 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..client.tls import TLSConfig
+from ..tls import TLSConfig
 from ..errors import EvaluationError
 from . import option_groups as groups
 from .app import app
 from .options import takes_options
+from ..fsutil import write_json_atomic
+from ..progress import ConsoleReporter
 
 _MODEL_HELP = ("An artifact directory (its model.onnx; DIR:fp16 for model_fp16.onnx), or grpc://HOST:PORT/MODEL "
                "for a served model (or give --url and --model instead).")
@@ -89,7 +91,6 @@ def evaluate(**given: Any) -> None:
     from rich.console import Console
 
     from ..evaluate.run import evaluate_models, worst_frames_grid
-    from ..progress import ConsoleReporter
 
     options = EvaluateOptions(**given)
     model, frames, camera = options.model_ref(), options.frames(), options.marker_camera()
@@ -99,8 +100,6 @@ def evaluate(**given: Any) -> None:
                                     total=options.synthetic or options.limit)
     _print(report)
     if options.json_out is not None:
-        from ..fsutil import write_json_atomic
-
         options.json_out.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(options.json_out, report.to_dict())
         typer.echo(f"report: {options.json_out}")

@@ -8,6 +8,7 @@ import typer
 from .. import strict_json
 from ..lanedet.description import FamilyDescription
 from .app import app
+from ..lanedet.family import known_families
 
 
 @app.command()
@@ -17,8 +18,6 @@ def families(
         "--markdown", help="Print the table as Markdown (docs/families.md is this output for the built-in ones).")] = False,
 ) -> None:
     """List the lane-model families `convert NAME` takes: backbones, data sets, own options, where each comes from."""
-    from ..lanedet.family import known_families
-
     described = [family.describe() for family in known_families()]
     if as_json:
         typer.echo(strict_json.dumps([row.to_dict() for row in described], indent=2))

@@ -12,6 +12,8 @@ import typer
 from . import option_groups as groups
 from .app import app
 from .options import takes_options
+from ..errors import CalibrationError, ClientError
+from ..lanedet.decode_params import DecodeParamsError, ScoreNmsDecodeParams
 
 
 class Transport(str, Enum):
@@ -29,8 +31,6 @@ _ROS = "ROS recordings and ROS 2 output (docs/recordings.md)"
 def lane_geometry(camera: Path | None, track: bool, speed: float | None, recordings: bool = False) -> Any:
     """The LaneGeometry --camera/--track/--speed ask for (None without --camera); one-line errors. With
     `recordings`, --track/--speed may come without --camera (a recording's CameraInfo is its camera)."""
-    from ..errors import CalibrationError
-
     if camera is None:
         if (track or speed is not None) and not recordings:
             raise CalibrationError(f"{'--track' if track else '--speed'} works on lane markers, which need the "
@@ -50,7 +50,7 @@ def lane_geometry(camera: Path | None, track: bool, speed: float | None, recordi
 def synthetic_frames(count: int, width: int = 1640, height: int = 590, seed: int = 0) -> list[tuple[str, Any]]:
     """`count` synthetic road frames named road-000.png, ...: evaluation seeds (never used to train the demo
     weights), from EVAL_SEED_BASE + seed on."""
-    from ..training.synthetic import EVAL_SEED_BASE, scene
+    from ..synthetic_roads import EVAL_SEED_BASE, scene
 
     return [(f"road-{i:03d}.png", scene(EVAL_SEED_BASE + seed + i, width, height).frame) for i in range(count)]
 
@@ -108,8 +108,6 @@ class InferOptions:
 
     def checked(self) -> "InferOptions":
         """These options, or a one-line ClientError (CalibrationError for --track/--speed without --camera)."""
-        from ..errors import ClientError
-
         _check_numbers(synthetic=self.synthetic, timeout=self.timeout, wait=self.wait, conf=self.conf, nms=self.nms,
                        top_k=self.top_k)
         if self.max_frames < 0:
@@ -210,7 +208,6 @@ def _detect_live(client: Any, source: str, options: InferOptions, geometry: Any,
 def _frames(paths: list[Path], videos: list[str], synthetic: int, out: Path, geometry: Any) -> list[tuple[str, Any]]:
     """Every image read and every video opened once before the first request (one-line errors); the synthetic
     frames written to OUT and added; with --camera, each frame's size checked against the calibration."""
-    from ..errors import CalibrationError
     from ..media import open_video, read_images
 
     frames = read_images(paths)
@@ -266,9 +263,6 @@ def _print_results(records: list[dict[str, Any]], played: list[Any], client: Any
 def _check_numbers(*, synthetic: int, timeout: float, wait: float, conf: float | None, nms: float | None,
                    top_k: int | None) -> None:
     """One-line ClientErrors for numbers that would otherwise fail later with a misleading message."""
-    from ..errors import ClientError
-    from ..lanedet.decode_params import DecodeParamsError, ScoreNmsDecodeParams
-
     problems = [
         (synthetic < 0, f"--synthetic must be 0 or more frames (got {synthetic})"),
         (not timeout > 0, f"--timeout must be more than 0 seconds (got {timeout:g})"),
@@ -300,11 +294,11 @@ def sample(
     frame (and the drive) its camera's calibration, <name>.calib.yaml, for `infer --camera`."""
     from ..geometry.calibration_file import write_calibration
     from ..lanedet.draw import save_png
-    from ..training.synthetic import EVAL_SEED_BASE, drive_truth, scene_truth
+    from ..synthetic_roads import EVAL_SEED_BASE, drive_truth, scene_truth
 
     if video:
         from ..media import write_video
-        from ..training.synthetic import drive
+        from ..synthetic_roads import drive
 
         frames = (scene.frame for scene in drive(EVAL_SEED_BASE + seed, count, width, height, fps=30.0))
         typer.echo(str(write_video(out / "drive.mp4", frames, width, height, fps=30.0)))

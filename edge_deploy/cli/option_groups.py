@@ -14,7 +14,7 @@ from typing import Any, Iterable
 import typer
 
 from ..client.base import DEFAULT_URL  # noqa: F401 - the commands' default --url (groups.DEFAULT_URL)
-from ..client.tls import TLSConfig
+from ..tls import TLSConfig
 from ..precision import Precision
 
 TLS_CA_HELP = "Connect over TLS: the CA that signed the server's certificate."

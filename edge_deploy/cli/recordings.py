@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from ..errors import CalibrationError, ClientError
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,6 @@ def check_ros_options(*, topic: str | None, mcap: Path | None, foxglove: str | N
                       streams: int, stills: bool) -> Any:
     """One-line ClientErrors for --topic/--mcap/--foxglove that cannot work; returns the parsed --foxglove
     address (None without it)."""
-    from ..errors import ClientError
-
     if topic is not None and not recordings:
         raise ClientError("--topic picks a recording's image topic, but no recording (rosbag2 directory, .mcap, "
                           ".bag) was given; pass one.")
@@ -48,7 +47,6 @@ def check_ros_options(*, topic: str | None, mcap: Path | None, foxglove: str | N
 def open_recordings(sources: list[str], topic: str | None, calibration: Any, track: bool,
                     speed: float | None) -> list[OpenedRecording]:
     """Every recording checked and its camera found before the first request (one-line errors)."""
-    from ..errors import CalibrationError
     from ..geometry import LaneGeometry
     from ..media.bag import open_recording
     from ..media.bag_camera import recording_camera

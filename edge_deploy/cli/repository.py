@@ -15,6 +15,7 @@ from .. import strict_json
 from . import option_groups as groups
 from .app import app
 from .options import Only, options_of, takes_fields
+from ..progress import ConsoleReporter
 
 
 
@@ -142,7 +143,6 @@ def rollback(
     repository: RepositoryOpt = Path("model_repository"),
 ) -> None:
     """Serve an older version again (newer versions stay on disk)."""
-    from ..progress import ConsoleReporter
     from ..deploy.rollback import rollback as do_rollback
 
     result = do_rollback(repository, name, to, reporter=ConsoleReporter())

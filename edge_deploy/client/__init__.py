@@ -22,7 +22,7 @@ def __getattr__(name: str) -> Any:
 
         return AsyncLaneDetClient
     if name == "TLSConfig":
-        from .tls import TLSConfig
+        from ..tls import TLSConfig
 
         return TLSConfig
     raise AttributeError(f"module 'edge_deploy.client' has no attribute {name!r}")

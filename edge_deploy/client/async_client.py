@@ -43,7 +43,7 @@ from .frames import check_frames
 from .request import read_lanes
 from .served_model import LaneModel
 from .shm import ShmRegion
-from .tls import TLSConfig, client_options
+from ..tls import TLSConfig, client_options
 
 if TYPE_CHECKING:
     from ..geometry.frame_markers import FrameMarkers

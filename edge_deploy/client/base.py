@@ -33,7 +33,8 @@ from .buffers import Slot
 from .request import Request, build_request
 from .served_model import LaneModel, decode_params, describe_model
 from .shm import ShmRegion
-from .tls import SOCKET_CLOSED, TLSConfig, explain_refusal, handshake_failure
+from ..tls import SOCKET_CLOSED, TLSConfig, explain_refusal, handshake_failure
+from ..geometry.frame_markers import LaneGeometry
 
 DEFAULT_URL = "127.0.0.1:8001"
 DEFAULT_MODEL = "lanedet"
@@ -359,8 +360,6 @@ class ClientBase:
         # detect_markers: the camera's lane geometry (edge_deploy.geometry: numpy, OpenCV, PyYAML only)
         self.geometry = None
         if settings.camera is not None:
-            from ..geometry.frame_markers import LaneGeometry
-
             self.geometry = LaneGeometry(settings.camera, track=settings.track, fps=settings.fps)
         # `edge-deploy bench`: when a list, each request appends its StageTimes (None: not timed).
         self.stage_log: list[StageTimes] | None = None

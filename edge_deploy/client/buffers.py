@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import ModelMismatchError
 from ..lanedet.tensor_spec import TensorSpec
-from ..lanedet.preprocess import PreprocessSpec
+from ..lanedet.preprocess import Preprocessor, PreprocessSpec, PreprocessSpecError
 from .served_model import LaneModel
 from .shm import ShmRegion
 
@@ -76,8 +76,6 @@ class Slot:
 
 def _make_preprocessor(spec: PreprocessSpec, dtype: Any, batch: int, out: np.ndarray | None) -> Any:
     """A Preprocessor writing into `out` (e.g. the shared memory view) or its own buffer."""
-    from ..lanedet.preprocess import Preprocessor, PreprocessSpecError
-
     try:
         return Preprocessor(spec, dtype=dtype, batch=batch, out=out)
     except PreprocessSpecError as exc:

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import FrameError
+from ..lanedet.preprocess import INTERPOLATIONS, resize
 
 COLORS = ("bgr", "rgb")
 FLOAT_OVERSHOOT = 255  # how far beyond 0..255 a float frame may go and still be clipped
@@ -60,6 +61,5 @@ def fit_frame(frame: np.ndarray, size: tuple[int, int], interpolation: str, stri
             f"frame is {frame.shape[1]}x{frame.shape[0]} but the model takes {size[1]}x{size[0]} camera frames "
             "(preprocessing fused in); send frames of that size, or pass strict=False to resize them here."
         )
-    from ..lanedet.preprocess import INTERPOLATIONS, resize
 
     return resize(frame, (size[0], size[1]), interpolation if interpolation in INTERPOLATIONS else "bicubic")

@@ -14,6 +14,7 @@ from .buffers import Slot, frame_shape
 from .frames import fit_frame
 from .served_model import PIPE_OUTPUTS, LaneModel
 from .shm import ShmRegion
+from ..lanedet.preprocess import InvalidFrameError
 
 __all__ = ["Request", "build_request", "read_lanes"]
 
@@ -67,7 +68,6 @@ def build_request(slot: Slot, frames: Sequence[np.ndarray], color: str, *,
         outputs = [grpcclient.InferRequestedOutput(name) for name in PIPE_OUTPUTS]
         return Request([inp], outputs, [(0, 0, frame.shape[0], frame.shape[1])], scales, resized), old
 
-    from ..lanedet.preprocess import InvalidFrameError
 
     for i, frame in enumerate(frames):
         try:
@@ -110,7 +110,6 @@ def _fused_request(slot: Slot, frames: Sequence[np.ndarray], color: str, strict:
         fitted = fit_frame(frame, size, model.preprocess.interpolation, strict)
         resized += fitted is not frame
         np.copyto(slot.input[i], fitted if color == "bgr" else fitted[:, :, ::-1])
-    from ..lanedet.preprocess import InvalidFrameError
 
     spec = model.preprocess
     try:

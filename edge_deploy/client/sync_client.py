@@ -52,7 +52,7 @@ from .buffers import Slot
 from .frames import check_frames
 from .request import read_lanes
 from .shm import ShmRegion
-from .tls import TLSConfig, client_options
+from ..tls import TLSConfig, client_options
 
 if TYPE_CHECKING:
     from ..geometry.frame_markers import FrameMarkers

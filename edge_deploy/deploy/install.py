@@ -18,11 +18,12 @@ from ..repository.pipelines import bls_unchanged, installed_kind
 from ..repository.prune import prune_versions
 from ..repository.runtime import RuntimeChoice, check_model_signature, choose_runtime
 from ..serve import admin
-from ..serve.record import ServerRecord
+from ..serve.server_record import ServerRecord
 from ..triton_layout import policy_now, policy_versions, versions
 from .options import InstallOptions
 from .rollback import served_line
 from .server import check_plan_for_server, load_order, served, server_backends, server_for
+from ..evaluate.convert_eval import evaluation_summary
 
 
 @dataclass
@@ -68,8 +69,6 @@ def install(options: InstallOptions, reporter: Reporter | None = None) -> Instal
     says: InstallOptions). Everything is checked before the repository is touched. When a server launched by
     `edge-deploy serve` serves the repository, it is asked to load the new version; a refused load fails the
     install (the server keeps serving the old version, and the config is pinned back to it)."""
-    from ..evaluate.record import evaluation_summary
-
     reporter = reporter or Reporter()
     repository = options.repository
     with reporter.stage("check artifact"):

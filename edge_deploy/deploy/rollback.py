@@ -20,7 +20,7 @@ from ..repository.pipelines import bls_version_unchanged
 from ..repository.prune import prune_versions
 from ..repository.versions import PIPELINE_SUFFIXES, check_name
 from ..serve import admin
-from ..serve.record import ServerRecord
+from ..serve.server_record import ServerRecord
 from ..triton_layout import CONFIG, policy_now, versions
 from .server import load_order, served, server_for
 

@@ -8,7 +8,9 @@ from ..artifact import Manifest
 from ..errors import EdgeDeployError, RepositoryError
 from ..progress import Reporter
 from ..serve import admin
-from ..serve.record import ServerRecord, find_record, prune_stale_records, read_key
+from ..serve.server_record import ServerRecord, find_record, prune_stale_records, read_key
+from ..serve.discovery import find_tritonserver
+from ..serve.server_tensorrt import plan_refusal, server_tensorrt
 
 
 def server_for(repository: Path, reporter: Reporter) -> ServerRecord | None:
@@ -49,8 +51,6 @@ def load_order(models: list[str]) -> list[str]:
 
 def server_backends(tritonserver: Path | str | None) -> list[str] | None:
     """The backends of the tritonserver found here (None: none found, so none to ask)."""
-    from ..serve.discovery import find_tritonserver
-
     try:
         return find_tritonserver(tritonserver).backends()
     except EdgeDeployError:
@@ -61,9 +61,6 @@ def check_plan_for_server(manifest: Manifest, tritonserver: Path | str | None, f
                           reporter: Reporter) -> None:
     """Refuse a plan the tritonserver found here cannot deserialize (its TensorRT backend links another
     TensorRT than the one the plan was built with) unless `force`; nothing to check without a server."""
-    from ..serve.discovery import find_tritonserver
-    from ..serve.server_tensorrt import plan_refusal, server_tensorrt
-
     try:
         found = find_tritonserver(tritonserver, prepare=False)
     except EdgeDeployError:

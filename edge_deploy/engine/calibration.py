@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from ..artifact import Manifest, sha256_file
-from ..lanedet.preprocess import PreprocessSpec
-from ..errors import EngineError
-from . import tensorrt_api
+from ..lanedet.preprocess import Preprocessor, PreprocessSpec
+from ..errors import EngineError, FrameError
+from ..machine import tensorrt_api
+from ..media.images import read_image
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
 
@@ -49,8 +50,6 @@ def calibration_digest(onnx_sha256: str, images: Sequence[Path], spec: Preproces
 
 def _preprocessor(spec: PreprocessSpec, batch: int) -> Any:
     """The model's own preprocessing (edge_deploy.lanedet.preprocess) for the manifest's spec."""
-    from ..lanedet.preprocess import Preprocessor
-
     try:
         return Preprocessor(spec, batch=batch)
     except ValueError as exc:
@@ -58,9 +57,6 @@ def _preprocessor(spec: PreprocessSpec, batch: int) -> Any:
 
 
 def _read_image(path: Path) -> Any:
-    from ..errors import FrameError
-    from ..media.images import read_image
-
     try:
         return read_image(path)
     except FrameError as exc:

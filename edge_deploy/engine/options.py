@@ -1,10 +1,9 @@
-"""What the user asks of the TensorRT build: the options object `convert` passes down, and size parsing.
+"""What the user asks of the TensorRT build: the options object `convert` passes down.
 
 Light on purpose (no TensorRT, no device reads): the CLI builds these on any machine.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,8 +11,6 @@ from ..errors import EngineError
 from ..precision import Precision
 
 BUILDERS = ("auto", "python", "trtexec")
-MiB = 1 << 20
-GiB = 1 << 30
 
 
 @dataclass
@@ -38,12 +35,3 @@ class EngineOptions:
             raise EngineError(f"--precision must be one of "
                               f"{', '.join(p.value for p in Precision)} (got {self.precision!r}).") from None
 
-
-def parse_size(text: str) -> int:
-    """'4G', '512M', '1.5GiB', '65536' (bytes) -> bytes; one-line EngineError when unreadable."""
-    match = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?)(i?B)?\s*", str(text), re.IGNORECASE)
-    if not match:
-        raise EngineError(f"cannot read the size {text!r}; write it like 2G, 512M or a number of bytes.")
-    value = float(match.group(1))
-    factor = {"": 1, "K": 1 << 10, "M": MiB, "G": GiB, "T": 1 << 40}[match.group(2).upper()]
-    return int(value * factor)

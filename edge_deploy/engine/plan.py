@@ -5,11 +5,12 @@ serialized engine, as Triton's tensorrt_plan backend loads it). This module maps
 `EngineOptions` to the version-neutral `tensorrt_api.BuildSettings`, picks the
 builder and runs the stage; the steps live in their own modules:
 
-- edge_deploy.engine.tensorrt_api: the "python" builder (the one module importing tensorrt/pycuda);
+- edge_deploy.machine.tensorrt_api: the "python" builder (the one module importing tensorrt/pycuda);
 - edge_deploy.engine.trtexec: the "trtexec" builder (NVIDIA's command-line tool);
 - edge_deploy.engine.calibration: the INT8 calibration feed;
 - edge_deploy.engine.verify: deserialize, check the I/O, run and compare with ONNX Runtime;
-- edge_deploy.engine.fingerprint: what a plan depends on, and whether it must be rebuilt.
+- edge_deploy.engine.fingerprint: what a plan depends on, and whether it must be rebuilt
+  (edge_deploy.machine.plan_fit: whether a recorded plan fits this machine).
 
 The plan is written to a temporary file and renamed into place only after it
 was built and verified, so an existing plan is never damaged by a failed build.
@@ -27,17 +28,20 @@ from ..fsutil import write_bytes_atomic
 from ..precision import Precision
 from ..progress import Reporter
 from ..records import PlanVerify
-from . import device as device_mod
-from . import tensorrt_api, trtexec
+from ..machine import facts as machine_facts
+from ..machine import tensorrt_api
+from ..machine.plan_fit import plan_mismatch
+from ..machine.plan_io import check_io
+from ..sizes import GiB, MiB
+from . import trtexec
 from .calibration import calibration_digest, calibration_images, make_calibration
 from .fingerprint import (
     plan_file_matches,
     plan_fingerprint,
     plan_is_current,
-    plan_mismatch,
 )
-from .options import BUILDERS, EngineOptions, GiB, MiB
-from .verify import check_io, verify_plan
+from .options import BUILDERS, EngineOptions
+from .verify import verify_plan
 
 MIN_WORKSPACE = 64 * MiB  # below this TensorRT finds no tactic for LaneATT's larger layers
 DEFAULT_WORKSPACE_CAP = 4 * GiB  # more rarely helps and starves the rest of a shared-RAM Jetson
@@ -75,7 +79,7 @@ def tensorrt_missing_message() -> str:
 
 
 
-def workspace_size(requested: int | None, facts: device_mod.DeviceFacts, onnx_bytes: int) -> int:
+def workspace_size(requested: int | None, facts: machine_facts.DeviceFacts, onnx_bytes: int) -> int:
     """The workspace limit in bytes: an explicit one validated, else derived from MemAvailable.
 
     A Jetson's GPU uses the same RAM as the CPU, so the default leaves
@@ -141,7 +145,7 @@ def fp32_pins(manifest: Manifest) -> list[tuple[str, str]]:
 DLA_FROM_11 = (11, 4)  # TensorRT 11.0-11.3 have no DLA; 11.4.1 restores it on AGX Orin with JetPack 7.2.2+
 
 
-def check_dla(dla_core: int | None, facts: device_mod.DeviceFacts, tensorrt_version: str | None = None,
+def check_dla(dla_core: int | None, facts: machine_facts.DeviceFacts, tensorrt_version: str | None = None,
               precision: Precision = Precision.FP16,
               profile: dict[str, tuple[list[int], list[int], list[int]]] | None = None) -> None:
     """A DLA build that cannot run on the DLA: one-line EngineError.
@@ -258,7 +262,7 @@ def onnx_ops(path: Path) -> set[str]:
         return set()
 
 
-def _resolve(manifest: Manifest, options: EngineOptions, facts: device_mod.DeviceFacts,
+def _resolve(manifest: Manifest, options: EngineOptions, facts: machine_facts.DeviceFacts,
              artifact_dir: Path) -> _Build:
     """Builder, settings and fingerprint of the build `options` ask for; one-line EngineError when impossible."""
     builder = available_builder(options.builder)
@@ -366,7 +370,7 @@ def build_plan(
     if not onnx.is_file():
         raise EngineError(f"{artifact_dir} has no {ONNX_NAME}; run `edge-deploy convert` to export it first.")
     check_choices(options)
-    facts = device_mod.device_facts(root)
+    facts = machine_facts.device_facts(root)
     build = _resolve(manifest, options, facts, artifact_dir)
     plan_path = artifact_dir / PLAN_NAME
 
@@ -383,7 +387,7 @@ def build_plan(
         reporter.info(f"rebuilding {PLAN_NAME} (--force)")
 
     build.settings.workspace_bytes = workspace_size(options.workspace, facts, build.onnx.stat().st_size)
-    for warning in device_mod.small_device_warnings(facts):
+    for warning in machine_facts.small_device_warnings(facts):
         reporter.warn(warning)
 
     timing_cache = Path(options.timing_cache) if options.timing_cache is not None else None
@@ -429,7 +433,7 @@ def build_plan(
 def check_existing_plan(
     artifact_dir: Path,
     manifest: Manifest,
-    facts: device_mod.DeviceFacts | None = None,
+    facts: machine_facts.DeviceFacts | None = None,
     *,
     deserialize: bool = True,
 ) -> None:

@@ -27,7 +27,7 @@ from ..errors import EngineError
 from ..fsutil import write_text_atomic
 from ..precision import Precision
 from ..progress import Reporter
-from . import tensorrt_api
+from ..machine import tensorrt_api
 
 TRTEXEC_ENV = "TRTEXEC"
 TRTEXEC_DEFAULT = Path("/usr/src/tensorrt/bin/trtexec")

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EvaluationError
-from ..training.synthetic import EVAL_SEED_BASE
+from ..synthetic_roads import EVAL_SEED_BASE, scene, scene_truth
 
 __all__ = [
     "EVAL_SEED_BASE",
@@ -84,7 +84,6 @@ def synthetic_frames(
     n, seed = _check_count("n", n), _check_count("seed", seed)
     if seed + n > EVAL_SEED_BASE:
         raise EvaluationError(f"seed + n must stay below {EVAL_SEED_BASE}, got seed={seed}, n={n}")
-    from ..training.synthetic import scene, scene_truth
 
     def frames() -> Iterator[tuple[Any, ...]]:
         for i in range(n):

@@ -21,6 +21,7 @@ from .metrics import (
     lanes_to_tusimple,
 )
 from .runners import open_runner
+from ..geometry import Camera, to_markers
 
 TRUTH_COLOR = (80, 220, 80)  # BGR green
 PRED_COLOR = (60, 60, 255)  # BGR red
@@ -213,8 +214,6 @@ def evaluate_models(model: str, frames: Iterable[Any], *, against: str | None = 
 
 def _score_markers(markers: MarkerEvaluator, camera: Any, lanes: list[Any], item: Sequence[Any],
                    tags: Sequence[str]) -> None:
-    from ..geometry import Camera, to_markers
-
     if len(item) < 5:
         raise EvaluationError(f"frame {item[0]} has no true markers; score markers on --synthetic N frames.")
     truth = item[4]

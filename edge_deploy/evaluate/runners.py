@@ -15,6 +15,9 @@ import numpy as np
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, Manifest
 from ..errors import EvaluationError
 from ..lanedet.lane import Lane
+from ..client.sync_client import LaneDetClient
+from ..lanedet.preprocess import Preprocessor, resize
+from ..parity import ort_session
 
 _ONNX_FILES = {"fp32": ONNX_NAME, "fp16": FP16_ONNX_NAME}
 
@@ -34,9 +37,6 @@ class OnnxRunner:
 
     def __init__(self, artifact_dir: Path, precision: str = "fp32", manifest: Manifest | None = None) -> None:
         """`manifest`: the artifact's manifest when it is not written yet (convert's staging directory)."""
-        from ..lanedet.preprocess import Preprocessor
-        from ..parity import ort_session
-
         if precision not in _ONNX_FILES:
             raise EvaluationError(f"unknown precision {precision!r} in the model spec; use :fp32 or :fp16.")
         path = Path(artifact_dir) / _ONNX_FILES[precision]
@@ -81,8 +81,6 @@ class OnnxRunner:
     def _detect_fused(self, frame: np.ndarray) -> list[Lane]:
         """A fused model: the frame (resized to the model's frame size if needed, as the client does) in, lanes
         mapped back."""
-        from ..lanedet.preprocess import resize
-
         size = self.frame_size
         assert size is not None
         fitted = frame if frame.shape[:2] == size else resize(frame, size, self.pre.spec.interpolation)
@@ -98,8 +96,6 @@ class ServedRunner:
     """A served model through LaneDetClient (configured from the served config)."""
 
     def __init__(self, url: str, model: str, timeout: float = 30.0, tls: Any = None) -> None:
-        from ..client.sync_client import LaneDetClient
-
         self.name = f"grpc://{url}/{model}"
         self.client = LaneDetClient(url, model=model, tls=tls)
         self.client.wait_until_ready(timeout=timeout)

@@ -24,10 +24,12 @@ from typing import Any
 from .._deps import require
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, IOSignature, Manifest, TensorSpec, file_entry
 from ..errors import ConvertError, EdgeDeployError, one_line
-from ..parity import NEAR_TIE_MAX_REL, lanes_line, lanes_moved_reason
+from ..parity import (NEAR_TIE_MAX_REL, LaneCheck, compare_to_reference, lanes_line, lanes_moved_reason, ort_session,
+                      parity_feeds)
 from ..progress import Reporter
 from ..records import Comparison, Fp16OnnxRecord, Fp16Report, LaneComparison
 from . import onnx_target
+from .fp16_report import DATA_MOVEMENT_OPS
 
 MAX_LANE_DX_PX = 1.0  # mean |dx| allowed between model.onnx and model_fp16.onnx lanes (pixels: see above)
 # ONNX Runtime on the CPU runs part of the FP16 graph in FP32 (casts around the kernels it lacks in FP16), so it sees
@@ -47,8 +49,6 @@ def kept_fp32_nodes(model: Any, fp16_report: Fp16Report | None) -> list[str]:
     follow their producers: otherwise a kept node's FP32 values would be cast to FP16 right after it.
     Unnamed nodes are named here the way the FP16 report names them ("<op>_<index>").
     """
-    from .fp16_report import DATA_MOVEMENT_OPS
-
     nodes = list(model.graph.node)
     for index, node in enumerate(nodes):
         if not node.name:
@@ -129,8 +129,6 @@ def fp16_io_signature(model: Any, io: IOSignature) -> IOSignature:
 def verify_fp16_onnx(fp32_path: Path, fp16_path: Path, manifest: Manifest) -> Comparison:
     """ONNX Runtime (CPU): model.onnx vs model_fp16.onnx on the parity inputs, raw outputs and lanes."""
     import numpy as np
-
-    from ..parity import LaneCheck, compare_to_reference, ort_session, parity_feeds
 
     feeds = parity_feeds(manifest)
     reference_session = ort_session(fp32_path)

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 from .._deps import require
 from ..records import Fp16Node, Fp16Report
+from ..parity import ort_session
 
 FP16_MAX = 65504.0
 FP16_MIN_SUBNORMAL = 2.0**-24
@@ -92,7 +93,6 @@ def fp16_report(model: Any, input_name: str, inputs: Sequence[Any], dynamic_batc
     """
     import numpy as np
 
-    from ..parity import ort_session
 
     exposed, producers = _exposed_model(model)
     session = ort_session(exposed)

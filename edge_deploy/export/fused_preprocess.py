@@ -42,11 +42,13 @@ import numpy as np
 from .._deps import require
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, IOSignature, Manifest, TensorSpec, file_entry
 from ..errors import ConvertError, one_line
-from ..lanedet.preprocess import PreprocessSpec
-from ..parity import lanes_moved_reason
+from ..lanedet.preprocess import Preprocessor, PreprocessSpec, kept_rows
+from ..parity import LaneCheck, compare_to_reference, lanes_moved_reason, ort_session
 from ..records import (Comparison, FrameRecord, FusedParity, FusedPreprocessRecord, PixelDiff, PixelParity,
                        Substitution)
 from . import onnx_target
+from ..progress import Reporter
+from ..synthetic_roads import road_scene
 
 FRAME_INPUT = "FRAME"
 DEFAULT_FRAME_SIZE = (590, 1640)  # (height, width) of a CULane camera frame
@@ -100,7 +102,6 @@ def preprocess_graph(spec: PreprocessSpec, frame_size: tuple[int, int], batch_di
     onnx = require("onnx", "fusing the preprocessing into the model")
     from onnx import TensorProto, helper, numpy_helper
 
-    from ..lanedet.preprocess import kept_rows
 
     pre = spec
     frame_h, frame_w = frame_size
@@ -214,8 +215,6 @@ def fuse_file(path: Path, spec: PreprocessSpec, frame_size: tuple[int, int]) -> 
 
 def parity_frames(frame_size: tuple[int, int], seed: int, count: int = 3) -> list[np.ndarray]:
     """Synthetic road scenes at the camera's size (lanes to compare), seeded."""
-    from ..training.synthetic import road_scene
-
     height, width = frame_size
     return [road_scene(width, height, seed=seed + i)[0] for i in range(count)]
 
@@ -227,9 +226,6 @@ def pixel_parity(spec: PreprocessSpec, frame_size: tuple[int, int], frames: list
     The frames plus one of uniform noise (the worst case for a cubic kernel's overshoot).
     Differences are in model-input units (1/255 = one uint8 level with LaneATT's scale).
     """
-    from ..lanedet.preprocess import Preprocessor
-    from ..parity import ort_session
-
     noise = np.random.default_rng(seed).integers(0, 256, (*frame_size, 3), dtype=np.uint8)
     pre = spec
     client = Preprocessor(pre)
@@ -255,9 +251,6 @@ def pixel_parity(spec: PreprocessSpec, frame_size: tuple[int, int], frames: list
 def lane_parity(raw_path: Path, fused_path: Path, manifest: Manifest, frames: list[np.ndarray],
                 max_dx_px: float = MAX_LANE_DX_PX) -> Comparison:
     """Lanes of the fused model on frames vs the unfused model on the client's preprocessing of them."""
-    from ..lanedet.preprocess import Preprocessor
-    from ..parity import LaneCheck, compare_to_reference, ort_session
-
     raw, fused = ort_session(raw_path), ort_session(fused_path)
     image = raw.get_inputs()[0]
     dtype = np.float16 if image.type == "tensor(float16)" else np.float32
@@ -284,8 +277,6 @@ def fuse_artifact(workdir: Path, manifest: Manifest, frame_size: tuple[int, int]
     files are replaced in `workdir`; io, files and fp16.onnx.io of the manifest follow.
     ConvertError when the fused model does not give the client-side lanes.
     """
-    from ..progress import Reporter
-
     reporter = reporter or Reporter()
     workdir = Path(workdir)
     spec = manifest.preprocess

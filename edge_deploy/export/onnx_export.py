@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from .._deps import require
-from ..artifact import ONNX_TRITON_DTYPES, IOSignature, TensorSpec
+from ..artifact import ONNX_TRITON_DTYPES, BatchRange, IOSignature, TensorSpec
 from ..errors import ConvertError, one_line
 from ..parity import ort_session, run_ort, tolerance_report
-from ..artifact import BatchRange
 from ..records import SimplifyReport
 from . import onnx_target
 from .settings import ExportSettings

@@ -31,6 +31,8 @@ from .onnx_export import (
 )
 from .settings import ExportSettings
 from .source import SourceSpec, load_source
+from .fp16_report import fp16_report
+from .fused_preprocess import fuse_artifact
 
 # The preprocessing and decode defaults recorded for a model that belongs to no lane family.
 UNTRAINED_NOTICE = (
@@ -110,8 +112,6 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
         parity = _parity_report(names, reference, ort_outputs, settings)
 
     with reporter.stage("FP16 report"):
-        from .fp16_report import fp16_report
-
         onnx = require("onnx", "the FP16 report")
         final_model = onnx.shape_inference.infer_shapes(onnx.load(str(onnx_path)))
         fp16 = fp16_report(final_model, settings.input_name, inputs, settings.batch.dynamic)
@@ -145,8 +145,6 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
             make_fp16_onnx(workdir, manifest, fp16_io=settings.fp16_io, reporter=reporter)
     if settings.fuse_frame is not None:
         with reporter.stage("fuse preprocessing"):
-            from .fused_preprocess import fuse_artifact
-
             fuse_artifact(workdir, manifest, settings.fuse_frame, settings.seed, reporter)
     return manifest
 

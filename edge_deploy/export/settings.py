@@ -8,6 +8,7 @@ from ..errors import ConvertError
 from ..lanedet.decode_params import DecodeParamsError, ScoreNmsDecodeParams
 from ..precision import Precision
 from .onnx_target import DEFAULT_OPSET, opset_problem
+from .fused_preprocess import DEFAULT_FRAME_SIZE, parse_frame_size
 
 DEFAULT_ATOL = 1e-3
 DEFAULT_RTOL = 1e-3
@@ -103,8 +104,6 @@ class ExportSettings:
 
 def fuse_frame(fuse: bool, frame_size: str | None) -> tuple[int, int] | None:
     """(height, width) for --fuse-preprocess [--frame-size WxH], or None."""
-    from .fused_preprocess import DEFAULT_FRAME_SIZE, parse_frame_size
-
     if not fuse:
         if frame_size is not None:
             raise ConvertError("--frame-size is the camera frame size of --fuse-preprocess: add --fuse-preprocess, "

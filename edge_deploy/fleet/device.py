@@ -11,14 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from ..fsutil import write_json_atomic
+from ..errors import EdgeDeployError, one_line
+from ..machine.facts import device_facts
+from ..machine.plan_fit import machine_fingerprint
+from ..serve import admin
+from ..state import state_dir
 
 LAST_ROLLOUT = "last-rollout.json"
 
 
 def last_rollout_path(scope: str) -> Path:
     """Where this vehicle keeps the result of its last rollout."""
-    from ..state import state_dir
-
     return state_dir(scope) / "fleet" / LAST_ROLLOUT
 
 
@@ -45,11 +48,6 @@ def report(repository: Path, name: str, scope: str) -> dict[str, Any]:
 
     The JSON object `fleet report` prints for the role and `fleet status` (external JSON: its keys are what
     rollout.yml and status.yml read)."""
-    from ..engine.device import device_facts
-    from ..engine.fingerprint import machine_fingerprint
-    from ..errors import EdgeDeployError, one_line
-    from ..serve import admin
-
     repository = Path(repository)
     out: dict[str, Any] = {"name": name, "repository": str(repository), "url": None, "served": [],
                            "served_version": None, "policy": [], "manifest_sha256": None, "versions": [],

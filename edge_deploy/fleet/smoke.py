@@ -20,6 +20,13 @@ from typing import Any
 import numpy as np
 
 from .policy import FleetError
+from ..artifact import ONNX_NAME, read_manifest, sha256_file
+from ..client.sync_client import LaneDetClient
+from ..evaluate.runners import OnnxRunner
+from ..fsutil import write_json_atomic
+from ..lanedet.lane import Lane
+from ..parity import lane_dx
+from ..synthetic_roads import road_scene
 
 SMOKE_DIR = "smoke"
 REFERENCE_NAME = "reference.json"
@@ -32,10 +39,6 @@ def record_reference(artifact_dir: Path, out_dir: Path | None = None, frames: in
     """Write smoke/ (frames and reference.json) for `artifact_dir` into `out_dir` (default: the artifact)."""
     import cv2
 
-    from ..artifact import ONNX_NAME, read_manifest, sha256_file
-    from ..evaluate.runners import OnnxRunner
-    from ..fsutil import write_json_atomic
-    from ..training.synthetic import road_scene
 
     artifact_dir = Path(artifact_dir)
     read_manifest(artifact_dir)
@@ -98,9 +101,6 @@ def check_served(
     """
     import cv2
 
-    from ..client.sync_client import LaneDetClient
-    from ..lanedet.lane import Lane
-    from ..parity import lane_dx
 
     smoke_dir = Path(smoke_dir)
     path = smoke_dir / REFERENCE_NAME

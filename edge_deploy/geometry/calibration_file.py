@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CalibrationError, brief
+from ..fsutil import write_text_atomic
 
 __all__ = ["CameraArguments", "camera_arguments", "read_calibration", "write_calibration"]
 
@@ -55,7 +56,6 @@ def write_calibration(path: str | os.PathLike[str], mapping: dict[str, Any]) -> 
     """Write a camera's mapping (Camera.to_mapping()) as a calibration file (camera_info YAML); returns the path."""
     import yaml
 
-    from ..fsutil import write_text_atomic
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

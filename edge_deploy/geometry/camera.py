@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CalibrationError, GeometryError, brief, one_line
+from .calibration_file import camera_arguments, read_calibration, write_calibration
 
 __all__ = ["DISTORTION_MODELS", "Camera", "Mounting", "pitch_from_vanishing_point"]
 
@@ -126,15 +127,11 @@ class Camera:
     @classmethod
     def from_yaml(cls, path: Any) -> "Camera":
         """A camera from a ROS camera_info YAML file with a `mounting` mapping (see docs/geometry.md)."""
-        from .calibration_file import read_calibration
-
         return cls.from_mapping(*read_calibration(path))
 
     @classmethod
     def from_mapping(cls, data: Any, where: str = "calibration") -> "Camera":
         """A camera from the mapping a camera_info YAML file holds; `where` names it in messages."""
-        from .calibration_file import camera_arguments
-
         arguments = camera_arguments(data, where)
         try:
             return cls(**{**arguments, "mounting": Mounting(**arguments["mounting"])})
@@ -143,8 +140,6 @@ class Camera:
 
     def to_yaml(self, path: Any) -> Any:
         """Write this camera as a calibration file that `from_yaml` reads back; returns the path."""
-        from .calibration_file import write_calibration
-
         return write_calibration(path, self.to_mapping())
 
     def to_mapping(self) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from ..errors import GeometryError, brief
 
 __all__ = ["LaneFigures", "lane_figures", "time_to_crossing"]
 
@@ -41,8 +42,6 @@ MAX_SPEED_MPS = 100.0  # 360 km/h: beyond it a speed is a typo (or inf), and the
 def check_speed(speed_mps: Any, name: str = "speed_mps") -> float | None:
     """`speed_mps` as a float (None stays None), or GeometryError: a speed is 0 or more metres per second, finite, at
     most MAX_SPEED_MPS (NaN, inf and 1e308 are refused, here and by `infer --speed`)."""
-    from ..errors import GeometryError, brief
-
     if speed_mps is None:
         return None
     try:

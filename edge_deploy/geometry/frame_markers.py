@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .camera import Camera
-from .figures import LaneFigures
+from .figures import LaneFigures, check_speed
 from .markers import LaneMarkers, assign, to_markers
 from .plausibility import Plausibility, PlausibilityLimits, StreamPlausibility
 from .tracker import MarkerTracker
+from ..errors import CalibrationError
 
 __all__ = ["FrameMarkers", "LaneGeometry"]
 
@@ -39,10 +40,7 @@ class LaneGeometry:
     def __init__(self, camera: Camera, *, track: bool = False, speed_mps: float | None = None,
                  fps: float | None = None, limits: PlausibilityLimits | None = None) -> None:
         if not isinstance(camera, Camera):
-            from ..errors import CalibrationError
-
             raise CalibrationError(f"camera must be a Camera (Camera.from_yaml(path)), not {type(camera).__name__}.")
-        from .figures import check_speed
 
         self.camera = camera
         self.tracker = MarkerTracker() if track else None

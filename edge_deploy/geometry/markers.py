@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import numpy as np
 
 from .camera import Camera
+from .figures import lane_figures
 
 if TYPE_CHECKING:  # the annotation only: figures is imported where it is used
     from .figures import LaneFigures
@@ -120,8 +121,6 @@ class LaneMarkers:
         return len(list(iter(self)))
 
     def figures(self, speed_mps: float | None = None, vehicle_width_m: float = 1.8) -> LaneFigures:
-        from .figures import lane_figures
-
         return lane_figures(self, speed_mps, vehicle_width_m)
 
     def to_dict(self) -> dict[str, Any]:

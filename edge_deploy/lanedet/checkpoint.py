@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from ..errors import CheckpointError, ConvertError
+from .lane_family import asking_families, get_family
 
 
 def first(names: list[str], count: int = 3) -> str:
@@ -55,8 +56,6 @@ def checkpoint_path(path: Path | str, family_title: str) -> Path:
 def refuse_other_family(path: Path, state: Mapping[str, Tensor], family_name: str) -> None:
     """A CheckpointError naming the family a checkpoint belongs to when another family recognises its keys
     (`LaneFamily.recognizes_checkpoint`); nothing when none does."""
-    from .lane_family import asking_families, get_family
-
     keys = [key.removeprefix("module.") if isinstance(key, str) else key for key in state]
     others = asking_families("recognizes_checkpoint()", lambda f: f.recognizes_checkpoint(keys), skip=family_name)
     if others:

@@ -15,6 +15,8 @@ from typing import Any
 
 from ..errors import FrameError
 from .stamped import StampedFrame
+from .._deps import require
+from .video import frames_of as capture_frames
 
 IMAGE = "sensor_msgs/msg/Image"
 COMPRESSED = "sensor_msgs/msg/CompressedImage"
@@ -111,7 +113,6 @@ def frames_of(source: Any, max_frames: int = 0, *, topic: str | None = None) -> 
     cv2.VideoCapture (`open_video`) its BGR frames, as before recordings were a source."""
     if isinstance(source, (str, os.PathLike)):
         return read_frames(open_recording(source, topic), max_frames)
-    from .video import frames_of as capture_frames
 
     return capture_frames(source, max_frames)
 
@@ -128,8 +129,6 @@ class _reader:
         self.opened = False
 
     def __enter__(self) -> Any:
-        from .._deps import require
-
         highlevel = require("rosbags.highlevel", "reading a ROS recording")
         from rosbags.typesys import Stores, get_typestore
 

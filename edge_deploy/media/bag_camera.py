@@ -8,6 +8,8 @@ from typing import Any
 from ..errors import CalibrationError
 from .bag import CameraInfoRecord, Recording, Transform
 from .stamped import CameraSetup
+from ..geometry import Camera
+from ..geometry.camera import Mounting
 
 BASE_FRAME = "base_link"
 
@@ -16,8 +18,6 @@ def recording_camera(recording: Recording, calibration: Any = None) -> CameraSet
     """The camera of `recording`'s frames, or None when neither the recording nor `calibration` (a geometry Camera
     from --camera) knows it. Intrinsics: the recording's CameraInfo, else `calibration`'s. Mounting: /tf_static,
     else `calibration`'s; a CameraInfo with neither is refused. Without a CameraInfo, `calibration` as it is."""
-    from ..geometry import Camera
-
     frame_id = recording.frame_id
     chain = _chain(recording.static_transforms, BASE_FRAME, frame_id)
     info = recording.camera_info
@@ -74,7 +74,6 @@ def mounting_from_pose(translation: Any, rotation: Any) -> Any:
     axes in base_link); base_link is taken to lie on the road (its z: the camera's height)."""
     import numpy as np
 
-    from ..geometry.camera import Mounting
 
     to_camera = np.asarray(rotation).T  # vehicle vectors -> camera coordinates (Mounting.rotation's sense)
     d = to_camera[2]  # the optical axis in base_link

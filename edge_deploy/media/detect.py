@@ -13,6 +13,10 @@ from ..errors import FrameError
 from ..strict_json import dumps
 from .stamped import CameraSetup, FrameResult, Publish, StampedFrame
 from .video import VideoWriter, frames_of, open_video, source_fps
+from ..fsutil import write_json_atomic
+from ..geometry.birdseye import annotated_frame
+from ..lanedet.draw import save_png
+from .bag import read_frames
 
 Detect = Callable[[Any], list[Any]]  # an HxWx3 uint8 BGR frame -> its lanes (edge_deploy.lanedet.lane.Lane)
 
@@ -47,10 +51,6 @@ def detect_images(
     """Detect lanes in each (name, frame) and write OUT/<stem>.lanes.png and/or OUT/<stem>.lanes.json; with
     `geometry` (a LaneGeometry) each record gains the markers and figures and the PNG the bird's-eye panel.
     Returns the records (with the paths written under "png" and "json")."""
-    from ..fsutil import write_json_atomic
-    from ..geometry.birdseye import annotated_frame
-    from ..lanedet.draw import save_png
-
     out.mkdir(parents=True, exist_ok=True)
     records = []
     for (name, frame), stem in zip(frames, unique_stems([n for n, _ in frames])):
@@ -117,8 +117,6 @@ def detect_recording(
     """`detect_video` for a recording (a checked edge_deploy.media.bag.Recording): its frames with their header
     stamps; each JSON line gains "stamp_ns". `setup`: its camera (media.bag_camera.recording_camera), published
     with each frame."""
-    from .bag import read_frames
-
     return detect_stream(detect, read_frames(recording, max_frames), str(recording.path), recording.name, out,
                          model=model, fps=recording.fps, progress=progress, geometry=geometry, publish=publish, setup=setup,
                          stamps=True)
@@ -172,8 +170,6 @@ def finish_video(source: str, writer: VideoWriter, tmp_jsonl: Path, jsonl_path: 
 def _video_frame(detect: Detect, stamped: StampedFrame, writer: VideoWriter, log: Any, model: str, geometry: Any,
                  setup: CameraSetup | None, stamps: bool) -> FrameResult:
     """One frame of `detect_stream`: its lanes drawn into the video and written as a JSON line."""
-    from ..geometry.birdseye import annotated_frame
-
     index, frame = writer.frames, stamped.image
     lanes = detect(frame)
     found = geometry.frame_markers(lanes, frame) if geometry is not None else None

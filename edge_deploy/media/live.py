@@ -15,6 +15,7 @@ from .detect import VideoResult, _caption, finish_video
 from .stamped import CameraSetup, FrameResult, Publish, StampedFrame
 from .stream import LaneResult, LaneStream, StreamStats
 from .video import VideoWriter, frames_of, is_live_source, open_video, source_fps
+from ..geometry.birdseye import annotated_frame
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,6 @@ def detect_live(
     vehicle app gets them; writes OUT/<stem>.lanes.mp4 and OUT/<stem>.lanes.jsonl (under temporary names, renamed
     at the end: Ctrl-C keeps what was written). `progress(frames detected, seconds)` after each; `publish` (an MCAP
     file, a Foxglove server: edge_deploy.ros) gets each detected frame stamped with its capture time."""
-    from ..geometry.birdseye import annotated_frame
-
     capture = open_video(source)
     live = is_live_source(source)
     fps_in = source_fps(capture)

@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ClientError, EdgeDeployError, one_line
+from ..geometry.frame_markers import LaneGeometry
+from .video import frames_of, is_live_source, open_video, source_fps
 
 __all__ = ["STATES", "LaneResult", "LaneStream", "StreamStats"]
 
@@ -111,8 +113,6 @@ class _Frames:
         self._capture = None
         self.period = 0.0
         if isinstance(source, (str, Path)):
-            from .video import frames_of, is_live_source, open_video, source_fps
-
             text = str(source)
             self._capture = open_video(text)
             if not is_live_source(text):  # a file plays at its own rate (or fps=), like a camera would deliver it
@@ -194,8 +194,6 @@ class LaneStream:
         self._frames = _Frames(source, fps, self._stop)  # opens a file or camera now: its error comes here
         self.geometry = None
         if camera is not None:
-            from ..geometry.frame_markers import LaneGeometry
-
             self.geometry = LaneGeometry(camera, track=track, speed_mps=speed_mps,
                                          fps=fps or (1.0 / self._frames.period if self._frames.period else None))
         self._cond = threading.Condition()

@@ -36,6 +36,7 @@ from .pipeline_kind import PipelineKind
 from .pipelines import pipeline_versions
 from .install_record import INSTALL_RECORD, InstallRecord
 from .versions import PIPELINE_SUFFIXES, check_role_free, config_role
+from .triton_models import source
 
 DEFAULT_NAME = "lanedet"  # the name LaneDetClient and `convert --install` default to
 
@@ -51,8 +52,6 @@ def plan_versions(
     artifact: Path, manifest: Manifest, name: str, runtime: str, options: mc.ConfigOptions,
     pipeline: PipelineKind | None,
 ) -> list[NewVersion]:
-    from .triton_models import source
-
     manifest_bytes = _installed_manifest(artifact, manifest)
     manifest_sha = hashlib.sha256(manifest_bytes).hexdigest()
     files: dict[str, Path | bytes] = {MANIFEST_NAME: manifest_bytes}

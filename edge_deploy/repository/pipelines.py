@@ -20,10 +20,11 @@ from ..artifact import MANIFEST_NAME, Manifest
 from ..errors import EdgeDeployError, RepositoryError
 from . import model_config as mc
 from .files import NewVersion
-from .pipeline_kind import BLS_SPEC, PipelineKind
+from .pipeline_kind import BLS_SPEC, PipelineKind, kind_of_config
 from ..triton_layout import CONFIG, policy_now, read_config
 from .install_record import INSTALL_RECORD, InstallRecord
 from .versions import PIPELINE_SUFFIXES
+from .triton_models import model_files
 
 # record(runtime, role, pipeline kind or None) -> install.json bytes
 Record = Callable[[str, str, "PipelineKind | None"], bytes]
@@ -33,8 +34,6 @@ def pipeline_versions(
     kind: PipelineKind, manifest: Manifest, manifest_bytes: bytes, name: str, record: Record,
 ) -> list[NewVersion]:
     """The new versions of NAME's pipeline models, in the order they are written."""
-    from .triton_models import model_files
-
     family = manifest.lane_family()
     if family is None:
         raise RepositoryError(
@@ -74,8 +73,6 @@ def pipeline_versions(
 
 def installed_kind(repository: Path, name: str) -> PipelineKind | None:
     """The kind of NAME's installed pipeline, None without one (what `install` without --pipeline keeps)."""
-    from .pipeline_kind import kind_of_config
-
     pipe = Path(repository) / f"{name}_pipeline"
     if not (pipe / CONFIG).is_file():
         return None
@@ -89,8 +86,6 @@ def bls_unchanged(repository: Path, item: NewVersion, selected: list[int] | None
     """Whether the BLS pipeline version `item` would do exactly what the version NAME_pipeline's config selects now
     (or the one version in `selected`: what the server serves) does: same config but for its version policy,
     same files but for the manifest and install record."""
-    from .pipeline_kind import kind_of_config
-
     selected = policy_now(repository, item.model) if selected is None else selected
     if len(selected) != 1 or BLS_SPEC not in item.files:
         return False

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, Manifest
-from ..engine.fingerprint import plan_mismatch
+from ..machine.plan_fit import plan_mismatch
 from ..errors import EdgeDeployError, RepositoryError
 from ..precision import Precision
 from ..progress import Reporter
 from . import model_config as mc
+from .signature import check_onnx_signature, check_plan_signature
 
 
 @dataclass(frozen=True)
@@ -106,8 +107,6 @@ def check_model_signature(artifact: Path, manifest: Manifest, runtime: str, opti
                           force: bool, reporter: Reporter) -> None:
     """The file the runtime serves, and every ONNX file the artifact lists, must have the manifest's I/O (config.pbtxt
     is written from the manifest)."""
-    from .signature import check_onnx_signature, check_plan_signature
-
     io = mc.served_io(manifest, runtime, options)
     # Every ONNX file the artifact lists, not only the one served: the manifest must describe the artifact.
     for onnx_name in (ONNX_NAME, FP16_ONNX_NAME):

@@ -14,6 +14,8 @@ from typing import Any
 from .._deps import require
 from ..artifact import MANIFEST_NAME, ONNX_TRITON_DTYPES, IOSignature, TensorSpec
 from ..errors import EdgeDeployError, RepositoryError, one_line
+from ..machine import tensorrt_api
+from ..machine.plan_io import check_io
 
 
 def _onnx_tensors(path: Path) -> tuple[dict[str, tuple[str, list[int] | None]], dict[str, tuple[str, list[int] | None]]]:
@@ -74,9 +76,6 @@ def check_onnx_signature(onnx_path: Path, io: IOSignature) -> None:
 
 def check_plan_signature(plan_path: Path, io: IOSignature, dla_core: int | None = None) -> bool:
     """Where TensorRT is installed, RepositoryError unless the plan's I/O is the manifest's; False when not checked."""
-    from ..engine import tensorrt_api
-    from ..engine.verify import check_io
-
     if tensorrt_api.module_version() is None:
         return False
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifact import MANIFEST_NAME, PLAN_NAME, Manifest, PlanRecord, sha256_file
-from ..engine.fingerprint import plan_mismatch
+from ..machine.plan_fit import plan_mismatch
 from ..errors import EdgeDeployError, RepositoryError
 from ..lanedet import contract
 from .install_record import InstallRecord

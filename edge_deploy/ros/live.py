@@ -9,6 +9,7 @@ from typing import Any
 from ..errors import ClientError
 from .messages import Message
 from .types import schema
+from .._deps import require
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -59,8 +60,6 @@ class FoxgloveLive:
     advertised when its first message comes)."""
 
     def __init__(self, address: ListenAddress) -> None:
-        from .._deps import require
-
         foxglove = require("foxglove", "publishing live to Foxglove (--foxglove)")
         self._foxglove = foxglove
         self.address = address

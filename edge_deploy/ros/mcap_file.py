@@ -10,6 +10,8 @@ from typing import Any
 from ..errors import ClientError
 from .messages import TF_STATIC, Message
 from .types import schema
+from .._deps import require
+from .._version import __version__
 
 _INFINITE = {"sec": 2147483647, "nsec": 4294967295}  # rmw's infinite duration, as rosbag2 writes it
 
@@ -44,9 +46,6 @@ class McapRecording:
     """Messages (`write`) into `path`: channels and schemas registered as their first message comes."""
 
     def __init__(self, path: Path) -> None:
-        from .._deps import require
-        from .._version import __version__
-
         writer = require("mcap.writer", "writing an MCAP file (--mcap)")
         self.path = check_output(path)
         self.tmp = self.path.parent / f".{self.path.name}.tmp"

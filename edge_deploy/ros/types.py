@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from .._deps import require
 
 MSG_PACKAGE = Path(__file__).parent / "msg" / "edge_deploy_msgs"
 CUSTOM = ("edge_deploy_msgs/msg/LaneMarker", "edge_deploy_msgs/msg/LaneMarkers")
@@ -13,8 +14,6 @@ CUSTOM = ("edge_deploy_msgs/msg/LaneMarker", "edge_deploy_msgs/msg/LaneMarkers")
 @lru_cache(maxsize=1)
 def typestore() -> Any:
     """A rosbags Typestore with ROS 2 Humble's types and edge_deploy_msgs registered."""
-    from .._deps import require
-
     typesys = require("rosbags.typesys", "writing ROS 2 messages")
     store = typesys.get_typestore(typesys.Stores.ROS2_HUMBLE)
     found: dict[str, Any] = {}

@@ -1,7 +1,7 @@
 """Every tritonclient admin call edge-deploy makes: liveness, readiness, served versions, loading models.
 
 A running server is reached by URL; loading needs the key of the restricted
-model-repository protocol (see `edge_deploy.serve.record`). tritonclient is
+model-repository protocol (see `edge_deploy.serve.server_record`). tritonclient is
 imported when a call is made.
 """
 from __future__ import annotations
@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import RepositoryError, ServerError, one_line
+from ..tls import SOCKET_CLOSED, TLSConfig, explain_refusal
 from .addresses import dial_url
-from .record import ServerRecord, find_record, read_key
+from .server_record import ServerRecord, find_record, read_key
 
 LOAD_TIMEOUT_S = 300.0
 
@@ -68,7 +69,7 @@ class Health:
 
 def check_health(
     url: str, models: list[str] | tuple[str, ...] = (), timeout: float = 2.0, *, headers: dict[str, str] | None = None,
-    tls=None,  # noqa: ANN001 - edge_deploy.client.tls.TLSConfig
+    tls: TLSConfig | None = None,
 ) -> Health:
     """Ask the server at `url` whether it and each model in `models` are ready (never raises).
 
@@ -146,7 +147,7 @@ def wait_healthy(
     *,
     alive: "Callable[[], str | None] | None" = None,
     headers: dict[str, str] | None = None,
-    tls=None,  # noqa: ANN001 - edge_deploy.client.tls.TLSConfig
+    tls: TLSConfig | None = None,
     probe: "Callable[[], Health] | None" = None,
     settle: bool = False,
 ) -> Health:
@@ -180,8 +181,6 @@ def wait_healthy(
 
 
 def _short(exc: BaseException) -> str:
-    from ..client.tls import SOCKET_CLOSED, explain_refusal
-
     text = one_line(exc, 2000, first_line=True)
     if SOCKET_CLOSED in text.lower():
         return ("TLS handshake failed: the server closed the connection (it refused our client certificate, "
@@ -203,7 +202,7 @@ def key_headers(record: ServerRecord, key: str) -> dict[str, str]:
     return {header: key}
 
 
-def _client(url: str, tls=None):  # noqa: ANN001, ANN202 - TLSConfig | None
+def _client(url: str, tls: TLSConfig | None = None):  # noqa: ANN202
     import tritonclient.grpc as grpcclient
 
     if tls is None:
@@ -212,7 +211,7 @@ def _client(url: str, tls=None):  # noqa: ANN001, ANN202 - TLSConfig | None
     return grpcclient.InferenceServerClient(dial_url(url), **tls.client_kwargs(), channel_args=tls.channel_args([]))
 
 
-def server_live(url: str, timeout: float = 3.0, tls=None) -> bool:  # noqa: ANN001
+def server_live(url: str, timeout: float = 3.0, tls: TLSConfig | None = None) -> bool:
     """True when a tritonserver at `url` answers its liveness check (over TLS with `tls`)."""
     try:
         client = _client(url, tls)
@@ -226,7 +225,7 @@ def server_live(url: str, timeout: float = 3.0, tls=None) -> bool:  # noqa: ANN0
         client.close()
 
 
-def served_versions(url: str, name: str, tls=None) -> list[int]:  # noqa: ANN001
+def served_versions(url: str, name: str, tls: TLSConfig | None = None) -> list[int]:
     """Versions of `name` the server has loaded and ready ([] when none or not loaded)."""
     client = _client(url, tls)
     try:

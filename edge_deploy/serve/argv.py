@@ -5,6 +5,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..tls import TLSConfig
 from .discovery import TritonInstall
 
 DEFAULT_GRPC_PORT = 8001
@@ -27,10 +28,8 @@ class ServerTLS:
     client_cert: Path | None = None
     client_key: Path | None = None
 
-    def client(self):  # noqa: ANN201 - edge_deploy.client.tls.TLSConfig
+    def client(self) -> TLSConfig:
         """The TLSConfig edge-deploy's own admin calls use."""
-        from ..client.tls import TLSConfig
-
         return TLSConfig(ca=self.ca, cert=self.client_cert, key=self.client_key)
 
     def files(self) -> dict[str, Path]:

@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from ..errors import ServerError
 from ..state import state_dir
@@ -23,7 +23,7 @@ from .discovery import TritonInstall
 from .leftovers import Leftovers, become_subreaper
 from .logfile import DEFAULT_MAX_BYTES
 from .process import TritonProcess
-from .record import (
+from .server_record import (
     ServerRecord,
     tls_record,
     find_record,
@@ -35,9 +35,8 @@ from .record import (
     save_record,
 )
 from .systemd import write_private
+from ..progress import Reporter
 
-if TYPE_CHECKING:
-    from ..progress import Reporter
 
 
 def run_foreground(
@@ -60,8 +59,6 @@ def run_foreground(
     reported through `on_note`. tritonserver's output goes to `log_path` only (with `echo`, to stderr too);
     `reporter` shows the wait for readiness.
     """
-    from ..progress import Reporter
-
     reporter = reporter or Reporter()
     models = check_repository(options.model_repository)
     check_ports_free(options)

@@ -38,7 +38,7 @@ _JETPACK4 = TritonFit(
     "than the 8.5 edge-deploy's plans need", _JETSON_CONTAINERS, supported=False, igpu_builds=False,
     max_release=(2, 19))
 # JetPack 5.0 DP/5.0.1 DP (L4T R34) and 5.0.2 (R35.1) ship TensorRT 8.4: edge-deploy builds plans from 8.5
-# (engine/tensorrt_api.py SUPPORTED), and TensorRT imports the fused preprocessing's cubic Resize from 8.5.
+# (machine/tensorrt_api.py SUPPORTED), and TensorRT imports the fused preprocessing's cubic Resize from 8.5.
 _TENSORRT_84 = ("not supported: its TensorRT 8.4 is older than the 8.5 edge-deploy's plans need (and the fused "
                 "preprocessing's cubic Resize needs 8.5); upgrade to JetPack 5.1 (L4T R35.2.1) or newer")
 _JETPACK50_DP = TritonFit(

@@ -13,6 +13,7 @@ from . import systemd as su
 from ..state import state_dir
 from .foreground import foreground_log, latest_foreground_log
 from .service import foreground_scope, scope_of
+from .server_record import foreground_records
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,6 @@ class LogSource:
 def foreground_source(user: bool, lines: int) -> LogSource | None:
     """The log of the `serve --foreground` server that runs now (the first, when several do), else of the last
     one that ran; None when none has run here."""
-    from .record import foreground_records
-
     scope = foreground_scope(user)
     running = foreground_records((scope,))
     if running:

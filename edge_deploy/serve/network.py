@@ -10,14 +10,14 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import ServerError
 from .addresses import check_cidrs, is_loopback, local_subnets
 from .argv import ServerTLS
+from ..certs import ADMIN_CLIENT, SERVER, CertificateAuthority, cert_not_after
+from ..progress import Reporter
+from ..state import state_dir
 
-if TYPE_CHECKING:
-    from ..progress import Reporter
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,6 @@ def network_policy(
     `reporter.info`; `insecure` beyond loopback is warned about. `foreground`: no unit, so nothing
     enforces the allowed networks (IPAddressAllow= is the unit's), and that is said instead.
     """
-    from ..progress import Reporter
-
     reporter = reporter or Reporter()
     loopback = is_loopback(address)
     given = [p for p in (cert, key, ca) if p is not None]
@@ -63,9 +61,6 @@ def network_policy(
                               "writes them: issued/server.pem, issued/server.key, ca.pem).")
         tls = server_tls(Path(cert), Path(key), Path(ca), client_cert, client_key)
     elif not loopback and not insecure:
-        from ..certs import SERVER, CertificateAuthority
-        from ..state import state_dir
-
         authority = CertificateAuthority(state_dir(scope) / "tls")
         if not authority.cert_path(SERVER).is_file():
             raise ServerError(
@@ -101,8 +96,6 @@ def server_tls(cert: Path, key: Path, ca: Path, client_cert: Path | None = None,
     ServerError when a file is missing, only one of client_cert/client_key is given, or the server
     certificate has expired.
     """
-    from ..certs import ADMIN_CLIENT, cert_not_after
-
     cert, key, ca = cert.expanduser().absolute(), key.expanduser().absolute(), ca.expanduser().absolute()
     if (client_cert is None) != (client_key is None):
         raise ServerError("--tls-client-cert and --tls-client-key go together.")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, cast
+from typing import BinaryIO, cast
 
 from ..errors import ServerError
 from .addresses import dial_url
@@ -15,9 +15,8 @@ from .admin import GRPC_PROTOCOL_PREFIX, Health, wait_healthy
 from .argv import ServerOptions, tritonserver_argv
 from .discovery import INSTALL_HINT, TritonInstall
 from .log_reason import last_error_line
+from .logfile import CappedLog
 
-if TYPE_CHECKING:
-    from .logfile import CappedLog
 
 
 class TritonProcess:
@@ -62,8 +61,6 @@ class TritonProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log: CappedLog | BinaryIO
         if self._pumped and self.log_max_bytes is not None:
-            from .logfile import CappedLog
-
             log = CappedLog(self.log_path, self.log_max_bytes)
             self._log_start = log.size
         else:

@@ -24,6 +24,8 @@ from ..errors import EdgeDeployError, ServerError
 from ..triton_layout import CONFIG, policy_now
 from .discovery import TritonInstall
 from .elf import read_dynamic
+from ..machine.facts import default_root
+from ..machine.plan_fit import tensorrt_mismatch
 
 BACKEND_LIBRARY = Path("tensorrt") / "libtriton_tensorrt.so"
 _SYSTEM_DIRS = ("usr/lib/aarch64-linux-gnu", "usr/lib/x86_64-linux-gnu", "usr/lib/sbsa-linux-gnu", "lib",
@@ -81,8 +83,6 @@ def _search_dirs(install: TritonInstall, backend: Path, run_path: tuple[str, ...
 def server_tensorrt(install: TritonInstall, root: Path | None = None) -> ServerTensorRT | None:
     """The TensorRT the install's TensorRT backend links; None when the install has no TensorRT backend."""
     if root is None:
-        from ..engine.device import default_root
-
         root = default_root()
     root = Path(root)
     if install.backend_dir is None:
@@ -111,8 +111,6 @@ def server_tensorrt(install: TritonInstall, root: Path | None = None) -> ServerT
 
 def plan_refusal(label: str, manifest: Manifest | None, server: ServerTensorRT, install: TritonInstall) -> str | None:
     """One line saying why the plan of `label` would not load in this server (None: it would, or cannot tell)."""
-    from ..engine.fingerprint import tensorrt_mismatch
-
     if server.version is None:
         return None
     built = manifest.plan.tensorrt if manifest and manifest.plan else None

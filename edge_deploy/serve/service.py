@@ -20,11 +20,13 @@ from .discovery import TritonInstall, find_tritonserver
 from .logfile import MIN_MAX_BYTES
 from .network import NetworkPolicy, network_policy
 from ..state import state_dir
-from .record import claim_holder
+from .server_record import claim_holder, foreground_records
 from .server_tensorrt import check_plans_load
+from ..progress import Reporter
+from ..sizes import parse_size
+from .foreground import foreground_log, serve_foreground
 
 if TYPE_CHECKING:
-    from ..progress import Reporter
     from .admin import Health
 
 SYSTEM_CACHE = Path("/var/cache/edge-deploy")  # the bundle's backend directory for the system unit
@@ -48,8 +50,6 @@ def key_paths(scope: str) -> tuple[Path, Path]:
 
 def parse_log_max_size(text: str) -> int:
     """--log-max-size ("50M", "1G") in bytes; ServerError below 64K or when it is not a size."""
-    from ..engine.options import parse_size
-
     try:
         value = parse_size(text)
     except EdgeDeployError:
@@ -147,8 +147,6 @@ def serve(
     installed and started (root and systemd needed). `reporter.info` says which tritonserver
     and TLS are used and who may connect; `reporter.warn` what the user should know.
     """
-    from ..progress import Reporter
-
     reporter = reporter or Reporter()
     scope = options.scope
     env_file, key_file = key_paths(scope)
@@ -172,8 +170,6 @@ def serve(
     server = _server_options(options, policy.tls)
     outcome = ServeOutcome(scope=scope, install=install, repository=server.model_repository)
     if options.foreground:
-        from .foreground import foreground_log, serve_foreground
-
         fg_scope = foreground_scope(options.user)
         log_path = options.log_file or foreground_log(fg_scope, server.model_repository)
         if not options.verbose:
@@ -279,6 +275,4 @@ def stop(user: bool = False) -> None:
 
 def _foreground_servers(user: bool) -> list:  # list[ServerRecord]
     """The `serve --foreground` servers of this user's state dirs that run now."""
-    from .record import foreground_records
-
     return foreground_records(tuple(dict.fromkeys((foreground_scope(user), scope_of(user)))))

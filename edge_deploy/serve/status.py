@@ -10,17 +10,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import NotServingError, ServerError
+from ..certs import ADMIN_CLIENT, EXPIRY_WARN_DAYS, CertificateAuthority, cert_not_after, default_dir
+from ..errors import CertificateError, ClientError, NotServingError, ServerError
+from ..state import state_dir
+from ..tls import TLSConfig
 from . import systemd as su
 from .admin import UNKNOWN_MODEL, Health, check_health, repository_headers, wait_healthy
 from ..triton_layout import repository_models
-from .record import find_record
-from .service import key_paths, scope_of
+from .server_record import find_record, foreground_records
+from .service import foreground_scope, key_paths, scope_of
+from .addresses import is_loopback
+from .argv import GRPC_KEY_HEADER
 
 DEFAULT_URL = "127.0.0.1:8001"
 
 
-def record_tls(repository: Path | None) -> Any:
+def record_tls(repository: Path | None) -> TLSConfig | None:
     """The TLSConfig the server record of `repository` names (None: plaintext, or no record)."""
     record = find_record(repository) if repository is not None else None
     return record.client_tls() if record is not None else None
@@ -28,9 +33,6 @@ def record_tls(repository: Path | None) -> Any:
 
 def certificate_expiry(cert: Path) -> str:
     """"server certificate PATH expires 2028-11-22 (730 days)", "expires soon" inside 30 days, "EXPIRED" after."""
-    from ..certs import EXPIRY_WARN_DAYS, cert_not_after
-    from ..errors import CertificateError
-
     try:
         expires = cert_not_after(cert)
     except CertificateError as exc:
@@ -69,7 +71,7 @@ class UnitStatus:
 class ForegroundStatus:
     """A `serve --foreground` server that runs now (from its record) and what it says."""
 
-    record: Any  # edge_deploy.serve.record.ServerRecord
+    record: Any  # edge_deploy.serve.server_record.ServerRecord
     health: Health
 
     @property
@@ -105,9 +107,6 @@ class ServingStatus:
 
 def foreground_status(user: bool = False) -> list[ForegroundStatus]:
     """The `serve --foreground` servers running now (in this user's state dirs) and their health."""
-    from .record import foreground_records
-    from .service import foreground_scope
-
     out = []
     for record in foreground_records((foreground_scope(user), scope_of(user))):
         health = check_health(record.url, repository_models(record.repository),
@@ -142,14 +141,9 @@ def unit_status(user: bool = False) -> UnitStatus | None:
     return UnitStatus(scope=scope, unit=installed, properties=props, health=health)
 
 
-def certs_dir_tls(scope: str):  # noqa: ANN201 - TLSConfig | None
+def certs_dir_tls(scope: str) -> TLSConfig | None:
     """edge-deploy's own client identity from `edge-deploy certs`' directory (what `serve` beyond loopback
     uses unless told otherwise), when it is there: the scope's, else the one `certs` defaults to."""
-    from ..certs import ADMIN_CLIENT, CertificateAuthority, default_dir
-    from ..client.tls import TLSConfig
-    from ..errors import ClientError
-    from ..state import state_dir
-
     for directory in dict.fromkeys([state_dir(scope) / "tls", default_dir()]):
         authority = CertificateAuthority(directory)
         cert = authority.cert_path(ADMIN_CLIENT)
@@ -183,8 +177,6 @@ class HealthTarget:
 
 def unit_key_headers(scope: str) -> dict[str, str] | None:
     """The key headers of the scope's systemd unit, read from its key file; None when it cannot be read."""
-    from .argv import GRPC_KEY_HEADER
-
     try:
         key = key_paths(scope)[1].read_text().strip()
     except OSError:
@@ -203,8 +195,6 @@ def health_target(
     beyond loopback the identity of `edge-deploy certs`' directory first (serve speaks only mutual TLS
     there unless --insecure), then plaintext.
     """
-    from .addresses import is_loopback
-
     record = find_record(repository) if repository is not None else None
     target = url or (record.url if record is not None else installed.url if installed else DEFAULT_URL)
     if explicit_tls is not None:
@@ -260,8 +250,6 @@ def server_health(
 
     explicit = None
     if tls_ca or tls_cert or tls_key:
-        from ..client.tls import TLSConfig
-
         explicit = TLSConfig(ca=tls_ca, cert=tls_cert, key=tls_key)
 
     def probe() -> Health:

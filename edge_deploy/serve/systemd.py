@@ -21,19 +21,20 @@ import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import ServerError
 from ..fsutil import write_text_atomic
-from .admin import ModelHealth
+from .admin import ModelHealth, check_health
 from .logfile import DEFAULT_MAX_BYTES, pump_argv
 from .addresses import dial_url, is_loopback
-from .record import ServerRecord, find_record, record_path, save_record, tls_record
+from .server_record import ServerRecord, find_record, record_path, save_record, tls_record
 from .argv import GRPC_KEY_HEADER, KEY_ENV, RESTRICTED_KEY_NAME, ServerOptions, ServerTLS, tritonserver_argv
 from .discovery import TritonInstall
+import edge_deploy
+from ..progress import Reporter
+from .checks import check_ports_free, check_repository
+from .log_reason import last_error_line, reason_from_log
 
-if TYPE_CHECKING:
-    from ..progress import Reporter
 
 UNIT_NAME = "edge-deploy-triton.service"
 SERVICE_USER = "edge-deploy"
@@ -159,8 +160,6 @@ class UnitConfig:
 
 def readable_paths(config: UnitConfig) -> list[Path]:
     """Paths the service must read: interpreter, this package, tritonserver, backends, repository."""
-    import edge_deploy
-
     paths = [
         Path(sys.prefix), Path(sys.base_prefix), Path(edge_deploy.__file__).resolve().parent.parent,
         config.install.binary.resolve().parent.parent, Path(config.options.model_repository).resolve(),
@@ -443,8 +442,6 @@ def read_installed_unit(scope: str) -> InstalledUnit | None:
 
 def failure_reason(scope: str, log_file: Path | None, log_offset: int = 0, since: float | None = None) -> str:
     """Why the server did not come up: the most telling line of its output."""
-    from .log_reason import last_error_line, reason_from_log
-
     if log_file is not None:
         return last_error_line(log_file, log_offset) if log_file.is_file() else f"no server log at {log_file}"
     if not journald_available():
@@ -486,9 +483,6 @@ def install_and_start(
     """
     import time
 
-    from ..progress import Reporter
-    from .admin import check_health
-    from .checks import check_ports_free, check_repository
 
     reporter = reporter or Reporter()
     scope, options = config.scope, config.options

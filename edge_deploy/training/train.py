@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import EdgeDeployError, one_line
 from ..lanedet.laneatt import anchors as A
 from ..lanedet.laneatt.decode import nms_keep
-from .synthetic import EVAL_SEED_BASE, scene
+from ..synthetic_roads import EVAL_SEED_BASE, scene
 
 N_STRIPS = A.N_OFFSETS - 1
 # The 72 strip ys in 640x360 model pixels, bottom (360) to top (0).

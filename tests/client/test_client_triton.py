@@ -30,7 +30,7 @@ from edge_deploy.client.shm import NAME_PREFIX, leftover_regions
 from edge_deploy.client.sync_client import LaneDetClient
 from edge_deploy.errors import ModelChangedError, ModelMismatchError, ModelNotReadyError
 from edge_deploy.lanedet.laneatt.decode import decode_lanes
-from edge_deploy.training.synthetic import road_scene
+from edge_deploy.synthetic_roads import road_scene
 
 pytestmark = pytest.mark.triton
 
@@ -432,7 +432,7 @@ def test_a_client_left_open_is_cleaned_up_at_interpreter_exit(server):
 
     script = (
         "from edge_deploy.client.sync_client import LaneDetClient\n"
-        "from edge_deploy.training.synthetic import road_scene\n"
+        "from edge_deploy.synthetic_roads import road_scene\n"
         f"client = LaneDetClient({server.url!r}, 'tiny')\n"
         "client.detect(road_scene(seed=1)[0])\n"
         "print(' '.join(client.shm_regions), flush=True)\n"  # and exit without close()

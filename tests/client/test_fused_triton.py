@@ -23,7 +23,7 @@ from conftest import free_port
 
 from edge_deploy.client.sync_client import LaneDetClient
 from edge_deploy.errors import FrameError
-from edge_deploy.training.synthetic import road_scene
+from edge_deploy.synthetic_roads import road_scene
 from edge_deploy.parity import lane_dx
 
 pytestmark = pytest.mark.triton

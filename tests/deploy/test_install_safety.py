@@ -18,7 +18,7 @@ from edge_deploy.precision import Precision
 from edge_deploy.deploy.rollback import rollback
 from edge_deploy.triton_layout import read_config, versions
 from edge_deploy.serve import admin
-from edge_deploy.serve import record as control
+from edge_deploy.serve import server_record as control
 
 KEY_NAME = "edge-deploy-key"
 pytest_plugins = ["jetson_fixtures"]

@@ -117,7 +117,7 @@ def test_explicit_mode_with_key_install_rollback_and_refused_load(tmp_path, lane
     from edge_deploy.deploy.rollback import rollback
     from edge_deploy.repository.versions import read_config
     from edge_deploy.serve import admin
-    from edge_deploy.serve import record as control
+    from edge_deploy.serve import server_record as control
 
     monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "state"))
     anchors = laneatt_data / "anchors_2784x77.npy"
@@ -315,7 +315,7 @@ def rows_of(repo: Path, version: int, model: str = "lane") -> int:
 @pytest.fixture
 def keyed_server(tmp_path, start_triton, monkeypatch):
     """Factory: an explicit-mode server on `repo` with a model-repository key, recorded as `serve` records it."""
-    from edge_deploy.serve import record as control
+    from edge_deploy.serve import server_record as control
 
     monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "state"))  # the install subprocesses find it too
 

@@ -98,7 +98,7 @@ def server(tmp_path_factory):
     and the state directory holding the record install and rollback find it by."""
     from conftest import free_port
 
-    from edge_deploy.serve import record as control
+    from edge_deploy.serve import server_record as control
     from edge_deploy.serve.argv import ServerOptions
     from edge_deploy.serve.discovery import find_tritonserver
     from edge_deploy.serve.process import TritonProcess
@@ -173,7 +173,7 @@ def test_a_rollback_that_cannot_finish_leaves_what_served(served, two_kinds, dam
 def test_a_second_foreground_server_is_refused_whatever_its_state_directory(tmp_path, monkeypatch) -> None:
     from triton_helpers import write_model
 
-    from edge_deploy.serve.record import foreground_claim
+    from edge_deploy.serve.server_record import foreground_claim
 
     repo = tmp_path / "repo"
     write_model(repo, "add_one")

@@ -14,7 +14,7 @@ import pytest
 from trt_double import install_pycuda, make_tensorrt
 
 from edge_deploy.engine import plan as engine
-from edge_deploy.engine import tensorrt_api
+from edge_deploy.machine import tensorrt_api
 from edge_deploy.engine.calibration import calibration_images, make_calibration
 from edge_deploy.errors import EngineError
 

@@ -4,7 +4,7 @@ TensorRT cannot be installed here: there is no NVIDIA GPU, and while PyPI's x86_
 tensorrt bindings wheels are real, the libraries (tensorrt-cu*-libs) are source packages
 that download from NVIDIA at install time, which this environment cannot reach. So
 tests/support/trt_double.py replaces the `tensorrt` module under
-edge_deploy.engine.tensorrt_api (see tests/support/jetson_fixtures.py). Everything else is real: the ONNX file, ONNX Runtime, the
+edge_deploy.machine.tensorrt_api (see tests/support/jetson_fixtures.py). Everything else is real: the ONNX file, ONNX Runtime, the
 files, the fake Jetson roots of tests/data/jetson_root. The builders, verification,
 fingerprints and calibration have their own test modules; real builds are in
 tests/engine/test_tensorrt.py and run on a Jetson.
@@ -23,10 +23,9 @@ from lane_onnx import write_lane_onnx
 from trt_double import ENGINE_IO, ROWS, FakeEngineSpec, Recording, file_names
 
 from edge_deploy.artifact import file_entry, sha256_file
-from edge_deploy.engine import options
 from edge_deploy.engine import plan as engine
-from edge_deploy.engine.device import device_facts
-from edge_deploy.engine.plan import GiB, MiB
+from edge_deploy.machine.facts import device_facts
+from edge_deploy.sizes import GiB, MiB, parse_size
 from edge_deploy.errors import EngineError
 from edge_deploy.records import Fp16Node
 
@@ -59,12 +58,12 @@ def test_workspace_bad_values_are_one_line_errors(board) -> None:
 
 
 def test_parse_size() -> None:
-    assert options.parse_size("2G") == 2 * GiB
-    assert options.parse_size("512MiB") == 512 * MiB
-    assert options.parse_size("1.5g") == 3 * GiB // 2
-    assert options.parse_size("4096") == 4096
+    assert parse_size("2G") == 2 * GiB
+    assert parse_size("512MiB") == 512 * MiB
+    assert parse_size("1.5g") == 3 * GiB // 2
+    assert parse_size("4096") == 4096
     with pytest.raises(EngineError):
-        options.parse_size("lots")
+        parse_size("lots")
 
 
 def test_dla_needs_a_board_with_dla(board) -> None:

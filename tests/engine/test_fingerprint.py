@@ -7,13 +7,10 @@ from __future__ import annotations
 
 from edge_deploy.artifact import PlanRecord
 from edge_deploy.engine import plan as engine
-from edge_deploy.engine.device import device_facts
-from edge_deploy.engine.fingerprint import (
-    fingerprint_diff,
-    plan_fingerprint,
-    plan_mismatch,
-)
-from edge_deploy.engine.plan import GiB
+from edge_deploy.machine.facts import device_facts
+from edge_deploy.engine.fingerprint import plan_fingerprint
+from edge_deploy.machine.plan_fit import fingerprint_diff, plan_mismatch
+from edge_deploy.sizes import GiB
 
 pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, ... (shared fixtures)
 

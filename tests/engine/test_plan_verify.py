@@ -96,7 +96,7 @@ def test_parity_feeds_follow_the_manifest(artifact) -> None:
 
 def test_the_road_feed_is_the_clients_preprocessing_of_held_out_roads(artifact) -> None:
     from edge_deploy.lanedet.preprocess import Preprocessor
-    from edge_deploy.training.synthetic import EVAL_SEED_BASE, scene
+    from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene
 
     _, manifest = artifact
     (feed,) = road_feed(manifest)

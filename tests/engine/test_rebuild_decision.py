@@ -21,8 +21,9 @@ from trt_double import ENGINE_IO, FakeEngineSpec, Recording, settings
 
 from edge_deploy.artifact import Manifest, PlanFingerprint, PlanRecord, file_entry
 from edge_deploy.engine import plan as engine
-from edge_deploy.engine.device import device_facts
-from edge_deploy.engine.fingerprint import plan_fingerprint, plan_is_current, plan_mismatch
+from edge_deploy.machine.facts import device_facts
+from edge_deploy.engine.fingerprint import plan_fingerprint, plan_is_current
+from edge_deploy.machine.plan_fit import plan_mismatch
 
 pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt (shared fixtures)
 
@@ -234,7 +235,7 @@ def test_int8_plan_is_rebuilt_when_a_calibration_image_changes(fake_trt, board, 
 
 
 def test_version_numbers_are_read_up_to_the_first_part_without_digits() -> None:
-    from edge_deploy.engine.tensorrt_api import version_tuple
+    from edge_deploy.machine.tensorrt_api import version_tuple
 
     assert version_tuple("10.3.0.26") == (10, 3, 0, 26)
     assert version_tuple("8.6.1.post1")[:3] == (8, 6, 1)

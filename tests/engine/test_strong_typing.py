@@ -33,8 +33,9 @@ from trt_double import (
 
 from edge_deploy.artifact import FP16_ONNX_NAME, ONNX_NAME, file_entry
 from edge_deploy.engine import plan as engine
-from edge_deploy.engine import tensorrt_api, trtexec
-from edge_deploy.engine.device import device_facts
+from edge_deploy.engine import trtexec
+from edge_deploy.machine import tensorrt_api
+from edge_deploy.machine.facts import device_facts
 from edge_deploy.errors import EngineError
 
 pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, fake_trtexec (shared fixtures)

@@ -15,8 +15,8 @@ from trt_double import Recording
 from edge_deploy import parity
 from edge_deploy.artifact import Manifest, PlanRecord, file_entry
 from edge_deploy.engine import plan as engine
-from edge_deploy.engine import tensorrt_api
-from edge_deploy.engine import verify as plan_verify
+from edge_deploy.machine import tensorrt_api
+from edge_deploy.machine import plan_io
 from edge_deploy.errors import EngineError
 from edge_deploy.export.fp16_onnx import make_fp16_onnx
 
@@ -65,7 +65,7 @@ def test_deserialize_and_check_io(built) -> None:
     assert tensors["input"].is_input and tensors["input"].datatype == "FP32"
     assert tensors["input"].profile is not None and tensors["input"].profile[2][0] == 4
     assert tensors["predict_lanes"].shape == [-1, ROWS, 77]
-    plan_verify.check_io(list(tensors.values()), manifest.io)
+    plan_io.check_io(list(tensors.values()), manifest.io)
     engine.check_existing_plan(directory, manifest)
 
 

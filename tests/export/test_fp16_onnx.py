@@ -186,7 +186,7 @@ def test_an_output_made_by_a_kept_node_is_not_squeezed_through_fp16(tmp_path: Pa
 def test_convert_dir_makes_a_missing_fp16_model_before_building(tmp_path: Path, fake_trt, board, monkeypatch) -> None:
     # An artifact converted with --precision fp32 (or by an older edge-deploy) reaching a TensorRT 10 device.
     from edge_deploy.artifact import Manifest
-    from edge_deploy.engine import device
+    from edge_deploy.machine import facts as device
     from edge_deploy.convert import convert
     from edge_deploy.export.source import SourceSpec
 

@@ -20,7 +20,7 @@ from edge_deploy.errors import ConvertError
 from edge_deploy.export import fused_preprocess as fp
 from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
 from edge_deploy.lanedet.preprocess import Preprocessor, PreprocessSpec
-from edge_deploy.training.synthetic import road_scene
+from edge_deploy.synthetic_roads import road_scene
 from edge_deploy.parity import ort_session
 LANEATT_PREPROCESS = LANEATT.preprocess.to_dict()
 

@@ -13,7 +13,7 @@ from edge_deploy.errors import CalibrationError, GeometryError
 from edge_deploy.geometry import Camera, LaneGeometry, Mounting
 from edge_deploy.geometry.figures import lane_figures
 from edge_deploy.geometry.markers import fit_marker
-from edge_deploy.training.synthetic import EVAL_SEED_BASE, scene_truth
+from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene_truth
 
 HUGE = 10 ** 400
 

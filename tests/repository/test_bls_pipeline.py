@@ -28,7 +28,7 @@ from edge_deploy.deploy.options import InstallOptions
 from edge_deploy.precision import Precision
 from edge_deploy.repository.model_config import BLS_INSTANCES
 from edge_deploy.deploy.rollback import rollback
-from edge_deploy.training.synthetic import road_scene
+from edge_deploy.synthetic_roads import road_scene
 
 KEY_NAME = "edge-deploy-key"
 SIZE = (590, 1640)
@@ -187,7 +187,7 @@ def test_bls_lanes_equal_client_side_and_the_ensemble(tmp_path, anchors, start_t
 
 def explicit_server(tmp_path: Path, repo: Path, start_triton, monkeypatch):
     """An explicit-mode server with a key and the record `install`/`rollback` find it by."""
-    from edge_deploy.serve import record as control
+    from edge_deploy.serve import server_record as control
 
     monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "state"))
     key = "bls-key-0123456789"

@@ -32,7 +32,7 @@ def served(tmp_path_factory):
 
 
 def _frames() -> list[np.ndarray]:
-    from edge_deploy.training.synthetic import road_scene
+    from edge_deploy.synthetic_roads import road_scene
 
     return [road_scene(820, 295, seed=s)[0] for s in (1, 2, 3)]
 

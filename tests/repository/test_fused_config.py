@@ -61,7 +61,7 @@ def test_plan_verification_feeds_frames_to_a_fused_model():
     feeds = parity_feeds(manifest(True))
     # the parity batches (random frames), then held-out road frames as the camera gives them
     assert [f["FRAME"].shape for f in feeds] == [(1, 590, 1640, 3), (4, 590, 1640, 3), (4, 590, 1640, 3)]
-    from edge_deploy.training.synthetic import EVAL_SEED_BASE, scene
+    from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene
 
     assert (feeds[2]["FRAME"][1] == scene(EVAL_SEED_BASE + 1, 1640, 590).frame).all()
     assert all(f["FRAME"].dtype == "uint8" and f["FRAME"].max() > 200 for f in feeds)

@@ -11,7 +11,7 @@ from triton_helpers import failed_loads
 
 from edge_deploy.deploy.install import install
 from edge_deploy.deploy.options import InstallOptions
-from edge_deploy.serve import record as control
+from edge_deploy.serve import server_record as control
 
 pytestmark = pytest.mark.triton
 KEY_NAME = "edge-deploy-key"

@@ -24,7 +24,7 @@ from edge_deploy.deploy.rollback import prune, rollback
 from edge_deploy.deploy.models import list_models
 from edge_deploy.triton_layout import read_config, versions
 from edge_deploy.serve import admin
-from edge_deploy.serve import record as control
+from edge_deploy.serve import server_record as control
 
 
 @pytest.fixture(scope="module")

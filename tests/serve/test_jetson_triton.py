@@ -82,7 +82,7 @@ def test_jetpack_7_gets_the_agx_builds(board) -> None:
 
 
 def test_jetpack_5_before_5_1_is_not_supported_and_doctor_says_why(board) -> None:
-    # TensorRT 8.4 (JetPack 5.0 DP/5.0.1 DP on L4T R34, 5.0.2 on R35.1) is below engine/tensorrt_api.py's SUPPORTED
+    # TensorRT 8.4 (JetPack 5.0 DP/5.0.1 DP on L4T R34, 5.0.2 on R35.1) is below machine/tensorrt_api.py's SUPPORTED
     # 8.5, where the fused preprocessing's cubic Resize also starts.
     for l4t, jetpack in (("35.1.0", "JetPack 5.0.2"), ("34.1.1", "JetPack 5.0/5.0.1 DP")):
         fit = triton_for_l4t(l4t)

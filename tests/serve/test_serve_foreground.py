@@ -23,7 +23,7 @@ from conftest import free_port
 from triton_helpers import ADD_TWO, BROKEN, cli_env, run_cli, write_model
 
 from edge_deploy.serve import admin
-from edge_deploy.serve import record as control
+from edge_deploy.serve import server_record as control
 from edge_deploy.serve import systemd as su
 from edge_deploy.serve.checks import port_in_use
 

@@ -21,7 +21,7 @@ from conftest import free_port
 from triton_helpers import BROKEN, cli_env, run_cli, write_model
 
 from edge_deploy.serve import admin
-from edge_deploy.serve import record as control
+from edge_deploy.serve import server_record as control
 from edge_deploy.serve.leftovers import descendants, mapped_regions
 
 pytestmark = pytest.mark.triton

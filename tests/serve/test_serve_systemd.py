@@ -190,7 +190,7 @@ def test_serve_user_survives_a_crash_stops_and_uninstalls(user_manager, tmp_path
 
     # `install` finds the server through the record and can hot-load with the key.
     from edge_deploy.serve import admin
-    from edge_deploy.serve import record as control
+    from edge_deploy.serve import server_record as control
 
     record = _record_for(m, repo)
     assert record["url"] == url and record["unit"] == UNIT and record["scope"] == "user"

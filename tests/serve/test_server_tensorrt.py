@@ -20,7 +20,7 @@ from fake_triton import compile_library, fake_triton, libnvinfer, readelf_needed
 from manifest_files import manifest_json, write_manifest_json
 
 from edge_deploy.artifact import file_entry
-from edge_deploy.engine.fingerprint import tensorrt_mismatch
+from edge_deploy.machine.plan_fit import tensorrt_mismatch
 from edge_deploy.serve.discovery import find_tritonserver
 from edge_deploy.serve.elf import read_dynamic
 from edge_deploy.serve.server_tensorrt import server_tensorrt

@@ -4,7 +4,7 @@ TensorRT cannot be installed here: there is no NVIDIA GPU, and while PyPI's x86_
 tensorrt bindings wheels are real, the libraries (tensorrt-cu*-libs) are source packages
 that download from NVIDIA at install time, which this environment cannot reach. So the
 engine stage is tested against this double at the one module boundary,
-edge_deploy.engine.tensorrt_api. It has only
+edge_deploy.machine.tensorrt_api. It has only
 the names the Python bindings of the given version have (NVIDIA/TensorRT
 python/src/infer/pyCore.cpp per release branch: 8.5 has no
 builder_optimization_level; 10.0 dropped STRICT_TYPES and max_workspace_size;
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge_deploy.engine import tensorrt_api
+from edge_deploy.machine import tensorrt_api
 from edge_deploy.progress import Reporter
 
 

@@ -21,6 +21,7 @@ from ..source import SourceSpec
 from ..tensor_spec import FLOAT_DATATYPES, TensorSpec
 from .decode import NUM_POINTS, NUM_PRIORS, OUTPUT_NAME, PREDICTION_SIZE
 from .presets import BACKBONES, DEFAULT_BACKBONE, DEFAULT_DATASET, PRESETS, CLRNetPreset
+from ..._deps import require
 
 # Seeded random weights (no checkpoint) give class logits that barely differ between priors and fall below every
 # data set's threshold on road frames, and lengths of ~0 rows (no points): no lane to check, or near-ties that FP16

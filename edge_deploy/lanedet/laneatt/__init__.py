@@ -18,6 +18,8 @@ from ..preprocess import PreprocessSpec
 from ..source import SourceSpec
 from ..tensor_spec import FLOAT_DATATYPES, TensorSpec
 from .decode import CONF_THRESHOLD, N_OFFSETS, NMS_THRESHOLD, ROW_WIDTH, TOP_K
+from ..._deps import require
+from ...fsutil import sha256_file
 
 ANCHOR_ORDER_RULES = {
     "torch16": "torch.argsort(freq, descending=True)[:k] as PyTorch 1.6 computes it on the CPU "

@@ -21,6 +21,7 @@ from ...errors import CheckpointError, ConvertError
 from ..checkpoint import backbone_hint, checkpoint_path, fit_problems, refuse_other_family, state_dict_from, torch_load
 from . import anchors as A
 from ..resnet import BLOCKS_PER_STAGE, OUT_CHANNELS, resnet_features
+from .anchor_order import DATASETS, ORDERS, dataset_frequency, topk_anchor_indices
 
 BACKBONES = tuple(BLOCKS_PER_STAGE)
 ANCHOR_FEAT_CHANNELS = 64
@@ -173,8 +174,6 @@ def load_anchor_frequency(path: Path | str) -> np.ndarray:
 
 def anchor_frequency(dataset: str | None, anchors_freq: Path | str | None) -> np.ndarray | None:
     """The frequency table for the top-k anchors: a shipped official one (`dataset`) or a file; None for neither."""
-    from .anchor_order import DATASETS, dataset_frequency
-
     if dataset is not None and anchors_freq is not None:
         raise ConvertError("--dataset and --anchors-freq both give the anchor frequencies: pass one of them")
     if dataset is not None:
@@ -210,8 +209,6 @@ def build_laneatt(
     torch 1.6's argsort, what official checkpoints were trained with; "stable": ties
     by index, for models trained with that rule).
     """
-    from .anchor_order import ORDERS, topk_anchor_indices
-
     if dataset is not None and topk_anchors is None:
         topk_anchors = 1000  # every official config
     if topk_anchors is not None and dataset is None and anchors_freq is None:

@@ -193,7 +193,7 @@ def test_the_preprocessing_is_the_official_crop_and_resize(clrnet_artifact) -> N
     import cv2
 
     from edge_deploy.lanedet.preprocess import preprocess
-    from edge_deploy.training.synthetic import scene
+    from edge_deploy.synthetic_roads import scene
 
     _, artifact = clrnet_artifact
     frame = scene(7, 1640, 590).frame
@@ -239,7 +239,7 @@ def test_convert_cli_builds_an_untrained_clrnet_whose_lanes_can_be_checked(tmp_p
     """`convert clrnet --dataset culane --backbone resnet18` without a checkpoint: seeded random weights, made
     checkable (one score above the threshold for every prior, lanes with length), recorded in the source."""
     from edge_deploy.evaluate.runners import OnnxRunner
-    from edge_deploy.training.synthetic import scene
+    from edge_deploy.synthetic_roads import scene
 
     done = run_cli(tmp_path, "convert", "clrnet", "--dataset", "culane", "--backbone", "resnet18", "-o",
                    str(tmp_path / "art"), "--target", "onnx", "--precision", "fp32", "--no-simplify", "--batch", "1",

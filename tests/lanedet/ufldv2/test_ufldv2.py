@@ -48,7 +48,7 @@ def official_keys(backbone: str, fc_norm: bool) -> set[str]:
 
 
 def _frames(size: tuple[int, int]) -> list[np.ndarray]:
-    from edge_deploy.training.synthetic import scene
+    from edge_deploy.synthetic_roads import scene
 
     return [scene(9_000_000 + i, size[1], size[0]).frame for i in range(3)]
 

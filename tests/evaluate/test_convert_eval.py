@@ -63,7 +63,7 @@ def test_each_file_is_scored_on_its_own_and_the_retention_is_fp16_over_fp32(scor
 
     from small_artifact import make_artifact
 
-    from edge_deploy.evaluate.record import evaluate_artifact
+    from edge_deploy.evaluate.convert_eval import evaluate_artifact
 
     out, manifest, _ = scored
     copy = tmp_path / "artifact"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ClientError
+from .errors import ClientError
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ tests pass a fake root of real-looking Jetson files): the L4T release from
 /proc/meminfo, the power mode from ``nvpmodel -q``, the clock state from
 cpufreq, the CUDA toolkit from /usr/local/cuda, and tritonserver processes
 from /proc. GPU name, compute capability and DLA count come from TensorRT /
-pycuda when they import (edge_deploy.engine.tensorrt_api), otherwise from the SoC.
+pycuda when they import (edge_deploy.machine.tensorrt_api), otherwise from the SoC.
 """
 from __future__ import annotations
 
@@ -17,13 +17,14 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from . import tensorrt_api
 
 ROOT_ENV = "EDGE_DEPLOY_ROOT"
 
 # Jetson Linux (L4T) release -> JetPack. From NVIDIA's JetPack archive
 # (developer.nvidia.com/embedded/jetpack-archive), as jetson-stats transcribes it
 # (rbonghi/jetson_stats jtop/core/jetson_variables.py, NVIDIA_JETPACK, commit f41d5ca, 2026-07).
-# tests/engine/test_device.py checks every row from an nv_tegra_release line.
+# tests/machine/test_facts.py checks every row from an nv_tegra_release line.
 JETPACK_FOR_L4T = {
     "35.1.0": "5.0.2",
     "35.2.1": "5.1",
@@ -421,8 +422,6 @@ def device_facts(root: Path | None = None, *, probe_gpu: bool = True) -> DeviceF
 
 
 def _probe_runtime(facts: DeviceFacts) -> None:
-    from . import tensorrt_api
-
     version = tensorrt_api.module_version()
     if version:
         facts.tensorrt, facts.tensorrt_source = version, "python"

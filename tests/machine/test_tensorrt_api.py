@@ -4,7 +4,7 @@ TensorRT cannot be installed here: there is no NVIDIA GPU, and while PyPI's x86_
 tensorrt bindings wheels are real, the libraries (tensorrt-cu*-libs) are source packages
 that download from NVIDIA at install time, which this environment cannot reach. So
 tests/support/trt_double.py replaces the `tensorrt` module under
-edge_deploy.engine.tensorrt_api and records the calls a build makes. Real builds are in
+edge_deploy.machine.tensorrt_api and records the calls a build makes. Real builds are in
 tests/engine/test_tensorrt.py (a Jetson).
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 from trt_double import ENGINE_IO, ROWS, make_tensorrt, settings
 
 from edge_deploy.engine import plan as engine
-from edge_deploy.engine import tensorrt_api
-from edge_deploy.engine.plan import GiB, MiB
+from edge_deploy.machine import tensorrt_api
+from edge_deploy.sizes import GiB, MiB
 from edge_deploy.errors import EngineError
 
 pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, ... (shared fixtures)

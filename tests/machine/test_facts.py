@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_deploy.engine import device
+from edge_deploy.machine import facts as device
 
 pytest_plugins = ["jetson_fixtures"]  # board: a copy of a fixture board that tests may change
 

@@ -15,6 +15,9 @@ from ..artifact import FP16_ONNX_NAME, ONNX_NAME, Manifest
 from ..errors import EvaluationError
 from ..progress import Reporter
 from ..records import EvaluationRecord, F1Retention, Scores
+from . import datasets
+from .run import evaluate
+from .runners import OnnxRunner
 
 SYNTHETIC_PREFIX = "synthetic:"
 
@@ -32,8 +35,6 @@ def check_eval_data(spec: str) -> None:
 
 def eval_frames(spec: str) -> Any:
     """The labelled frames an --eval-data value names: synthetic:N, a CULane list file, or TuSimple JSON."""
-    from . import datasets
-
     check_eval_data(spec)
     if spec.startswith(SYNTHETIC_PREFIX):
         return datasets.synthetic_frames(int(spec[len(SYNTHETIC_PREFIX):]), 0)
@@ -49,9 +50,6 @@ def evaluate_artifact(artifact_dir: Path, manifest: Manifest, spec: str,
     """F1/precision/recall of each ONNX file of the artifact on the --eval-data frames (the manifest's section).
 
     With both ONNX files scored, fp16.onnx.f1 of `manifest` gets model_fp16.onnx's F1 retention."""
-    from .run import evaluate
-    from .runners import OnnxRunner
-
     reporter = reporter or Reporter()
     frames = 0
     scores: dict[str, dict[str, Scores]] = {}

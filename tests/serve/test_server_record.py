@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from edge_deploy.serve.record import ServerRecord, process_start, record_at, save_record
+from edge_deploy.serve.server_record import ServerRecord, process_start, record_at, save_record
 
 
 def test_a_url_finds_the_record_of_the_server_listening_there(tmp_path, monkeypatch) -> None:

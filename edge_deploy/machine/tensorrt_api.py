@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..errors import EngineError, one_line
 from ..precision import Precision
+from .._deps import require
 
 if TYPE_CHECKING:
     import numpy as np
@@ -140,8 +141,6 @@ _FACADES: dict[int, "TensorRT"] = {}
 
 def load() -> "TensorRT":
     """The installed TensorRT (one facade, hence one logger, per process), or MissingDependencyError."""
-    from .._deps import require
-
     module = require("tensorrt", "building a TensorRT plan with the Python API")
     # TensorRT keeps the first logger it is given process-wide; reuse ours.
     facade = _FACADES.get(id(module))
@@ -513,7 +512,6 @@ class TensorRT:
         """Run the engine once on host arrays with pycuda; returns host output arrays by name."""
         import numpy as np
 
-        from .._deps import require
 
         cuda = require("pycuda.driver", "running a TensorRT plan for verification")
         trt = self.trt
@@ -565,7 +563,6 @@ def make_calibrator(trt: Any, calibration: Calibration) -> Any:
     """An IInt8EntropyCalibrator2 feeding `calibration.batches()` through device memory (pycuda)."""
     import numpy as np
 
-    from .._deps import require
 
     class _EntropyCalibrator(trt.IInt8EntropyCalibrator2):
         def __init__(self) -> None:

@@ -32,6 +32,8 @@ from typing import Any, Iterator
 from ..errors import RepositoryError, ServerError
 from ..fsutil import write_json_atomic
 from ..state import state_dir
+from ..tls import TLSConfig
+from .addresses import dial_url
 
 
 
@@ -54,12 +56,10 @@ class ServerRecord:
     pid_start: int | None = None  # that process's start time (clock ticks after boot, /proc/PID/stat)
     tls: dict[str, str] | None = None  # {"ca", "cert", "key"}: the client identity to dial a TLS server with
 
-    def client_tls(self):  # noqa: ANN201 - edge_deploy.client.tls.TLSConfig | None
+    def client_tls(self) -> TLSConfig | None:
         """The TLSConfig for edge-deploy's own calls to this server (None: plaintext)."""
         if not self.tls:
             return None
-        from ..client.tls import TLSConfig
-
         return TLSConfig(ca=self.tls.get("ca"), cert=self.tls.get("cert"), key=self.tls.get("key"))
 
     @property
@@ -186,8 +186,6 @@ def record_at(url: str) -> ServerRecord | None:
     """The record of a running server edge-deploy started that listens where `url` dials (a `serve --foreground`
     server before a unit), in this user's and the system's state dirs; None when none does. How a command given
     only --url (bench) finds the server's key and TLS identity, as `status` does."""
-    from .addresses import dial_url
-
     def where(address: str) -> str:
         host, _, port = dial_url(address).rpartition(":")
         return f"{'127.0.0.1' if host == 'localhost' else host}:{port}"

@@ -1,0 +1,129 @@
+"""Whether a recorded plan fits this machine.
+
+A plan only runs where it was built: the manifest's "plan" section records the
+machine (TensorRT, CUDA, GPU, compute capability, L4T) and the build inputs
+(ONNX sha256 and build options). `fingerprint_diff` says what differs in one
+readable line per key; `plan_mismatch` is what the repository, serve and doctor
+ask ("does this plan run here?"); the rebuild decision built on it is
+`edge_deploy.engine.fingerprint.plan_is_current`.
+"""
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from ..artifact import MachineFingerprint, PlanFingerprint, PlanRecord
+from . import facts as machine_facts
+from . import tensorrt_api
+
+# Keys describing the machine: None here while the plan recorded one means this machine lacks it.
+MACHINE_KEYS = tuple(f.name for f in fields(MachineFingerprint))
+_LABELS = {
+    "tensorrt": "TensorRT",
+    "cuda": "CUDA",
+    "gpu": "GPU",
+    "compute_capability": "compute capability",
+    "l4t": "L4T release",
+    "onnx_sha256": "ONNX model (sha256)",
+    "precision": "precision",
+    "dla_core": "DLA core",
+    "profile": "optimisation profile",
+    "optimization_level": "builder optimisation level",
+    "fp32_layers": "FP32-pinned nodes",
+    "calibration": "INT8 calibration images",
+    "onnx": "ONNX file built",
+    "typing": "network typing",
+}
+
+
+def machine_fingerprint(
+    facts: machine_facts.DeviceFacts | None = None, tensorrt_version: str | None = None
+) -> MachineFingerprint:
+    """The machine part of a plan fingerprint: TensorRT, CUDA, GPU, compute capability, L4T."""
+    facts = facts or machine_facts.device_facts()
+    return MachineFingerprint(tensorrt=tensorrt_version or facts.tensorrt, cuda=facts.cuda, gpu=facts.gpu,
+                              compute_capability=facts.compute_capability, l4t=facts.l4t)
+
+
+
+
+def _major_minor(version: str | None) -> tuple[int, ...] | None:
+    return tensorrt_api.version_tuple(version)[:2] if version else None
+
+
+def _normalise(value: Any) -> Any:
+    """Tuples as lists, recursively: a profile read back from JSON compares equal to a fresh one."""
+    if isinstance(value, dict):
+        return {k: _normalise(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalise(v) for v in value]
+    return value
+
+
+def _same(key: str, old: Any, new: Any) -> bool:
+    if key == "cuda":
+        return _major_minor(old) == _major_minor(new)
+    if key == "tensorrt":
+        # The plan format changes with every TensorRT release but not with the build number.
+        return tensorrt_api.version_tuple(str(old))[:3] == tensorrt_api.version_tuple(str(new))[:3]
+    if key == "gpu":
+        return str(old).strip().lower() == str(new).strip().lower()
+    if key == "profile":
+        return _normalise(old) == _normalise(new)
+    return old == new
+
+
+def _dims(shape: Any) -> str:
+    return "x".join(str(int(d)) for d in shape)
+
+
+def _show(key: str, value: Any) -> str:
+    if value is None:
+        return "none"
+    if key in ("onnx_sha256", "calibration"):
+        return f"{str(value)[:12]}…"
+    if key == "profile":
+        ranges = [f"{n}: {_dims(r['min'])}..{_dims(r['max'])} opt {_dims(r['opt'])}" for n, r in value.items()]
+        return "; ".join(ranges) or "fixed"
+    if key == "fp32_layers":
+        return f"{len(value)} node(s)"
+    return str(value)
+
+
+def fingerprint_diff(recorded: PlanFingerprint | None, current: MachineFingerprint) -> list[str]:
+    """What differs between a recorded plan fingerprint and `current`, one readable line per key.
+
+    Only the fields of `current` are compared, so a machine-only
+    fingerprint (`machine_fingerprint`) asks "does this plan run here?" and a
+    full one (`plan_fingerprint`) asks "is this plan still what would be built?".
+    A key unknown on this machine (None) while the plan recorded it counts as a difference.
+    """
+    changes = []
+    for key, new in current.to_dict().items():
+        old = getattr(recorded, key) if recorded is not None else None
+        if old is None and new is None:
+            continue
+        if old is None or new is None or not _same(key, old, new):
+            label = _LABELS.get(key, key)
+            if new is None and key in MACHINE_KEYS:
+                changes.append(f"{label}: the plan was built with {_show(key, old)}, this machine has none")
+            else:
+                changes.append(f"{label}: {_show(key, old)} -> {_show(key, new)}")
+    return changes
+
+
+def tensorrt_mismatch(built: str, loading: str) -> bool:
+    """Whether a plan built with TensorRT `built` cannot be deserialized by TensorRT `loading`.
+
+    Compared on major.minor.patch as the rebuild decision does (`_same`); when `loading` is only a major
+    version (a libnvinfer.so.N whose full version file was not found), on the major version.
+    """
+    depth = min(3, len(tensorrt_api.version_tuple(loading)))
+    return tensorrt_api.version_tuple(built)[:depth] != tensorrt_api.version_tuple(loading)[:depth]
+
+
+def plan_mismatch(plan: PlanRecord | None, facts: machine_facts.DeviceFacts | None = None) -> list[str]:
+    """Why a recorded plan would not run on this machine (empty: it matches). For repository and doctor."""
+    if not plan:
+        return ["no plan fingerprint recorded (built by something other than edge-deploy)"]
+    return fingerprint_diff(plan, machine_fingerprint(facts))
