@@ -12,7 +12,8 @@ size); a TorchScript file or a package.module:factory is an `ExternalSource`. Th
   its class's `LAYOUT` (the keys in the order that loader has always written them, `NULLS` even when None),
   then its other set fields, its `extra` keys and last `family_package` (added once the family is known).
 
-Light (the standard library, edge_deploy.json_record and fsutil): lanedet/family.py, which the client imports, uses it.
+Light (the standard library, edge_deploy.json_record and fsutil): lanedet/lane_family.py, which the client imports,
+uses it.
 """
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ def synthetic_frames(
     """`n` evaluation frames (name, BGR uint8 frame, truth lanes, condition tags) of the widened generator;
     marker_truth=True adds the scene's `SceneTruth` (its camera and true markers) as a fifth item.
 
-    Frame i is `synthetic.scene(EVAL_SEED_BASE + seed + i)`: seeds training refuses, so evaluation
+    Frame i is `synthetic_roads.scene(EVAL_SEED_BASE + seed + i)`: seeds training refuses, so evaluation
     frames are unseen by construction. The name is `synthetic-<scene seed>`.
     """
     n, seed = _check_count("n", n), _check_count("seed", seed)
