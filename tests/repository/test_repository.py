@@ -218,8 +218,8 @@ def test_rollback_rebuilds_the_config_from_that_versions_manifest_and_install_op
 
 def test_rollback_to_a_version_whose_install_record_lost_its_runtime_names_the_record(tmp_path, artifacts) -> None:
     repo = tmp_path / "repo"
-    install(artifacts["a"], repo, "lane", runtime="python")
-    install(artifacts["b"], repo, "lane", runtime="python")
+    install(InstallOptions(artifacts["a"], repo, "lane", runtime="python"))
+    install(InstallOptions(artifacts["b"], repo, "lane", runtime="python"))
     record = repo / "lane" / "1" / "install.json"
     record.write_text(json.dumps({k: v for k, v in json.loads(record.read_text()).items() if k != "runtime"}))
     before = tree_hash(repo)
