@@ -15,8 +15,8 @@ from .config import BenchConfig
 from .frames import load_frames
 from .process_cpu import client_seconds
 from .results import MachineInfo
-from .runner import _targets, machine_info
-from .targets import grpc_client
+from .runner import machine_info
+from .targets import grpc_client, live_targets
 from ..client.sync_client import LaneDetClient
 from ..media.stream import LaneStream
 
@@ -78,7 +78,7 @@ def run_realtime(config: BenchConfig, fps: float, cameras: tuple[int, ...], max_
     frames = [frame for _name, frame in named]
     stats_client = grpc_client(config.url, config.tls)
     try:
-        targets = _targets(stats_client, config)
+        targets = live_targets(stats_client, config)
     finally:
         stats_client.close()
     report = RealtimeReport(url=config.url, frames=source, machine=machine_info())

@@ -8,7 +8,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import BenchError
 from .config import BenchConfig
 from .frames import load_frames
 from .jetson import JetsonLoad, JetsonMonitor
@@ -16,9 +15,8 @@ from .lanes_check import check_lanes_equal
 from .process_cpu import ServerCPU, client_seconds, find_server_pid
 from .results import BenchReport, CellResult, ClientSplit, Latency, MachineInfo
 from .server_stats import ServerTimes, server_times, settled_counters
-from .targets import BenchTarget, grpc_client, served_targets
+from .targets import BenchTarget, grpc_client, live_targets
 from ..client.async_client import AsyncLaneDetClient
-from ..client.base import to_client_error
 from ..client.sync_client import LaneDetClient
 
 # on_progress(cell label, cells done before this one, cells in all, fraction of this cell done)
@@ -120,7 +118,7 @@ def run_bench(config: BenchConfig, on_progress: Progress | None = None) -> Bench
     stats_client = grpc_client(config.url, config.tls)
     clients: dict[str, LaneDetClient] = {}
     try:
-        targets = _targets(stats_client, config)
+        targets = live_targets(stats_client, config)
         for target in targets:
             clients[target.name] = LaneDetClient(config.url, target.name, transport=config.transport,
                                                  client_timeout=config.timeout, tls=config.tls)
@@ -159,18 +157,6 @@ def run_bench(config: BenchConfig, on_progress: Progress | None = None) -> Bench
         for client in clients.values():
             client.close()
         stats_client.close()
-
-
-def _targets(stats_client: Any, config: BenchConfig) -> list[BenchTarget]:
-    from tritonclient.utils import InferenceServerException
-
-
-    try:
-        if not stats_client.is_server_live(client_timeout=config.timeout):
-            raise BenchError(f"Triton at {config.url} is not live; start it with `edge-deploy serve` or check --url.")
-        return served_targets(stats_client, config.models, config.repository, config.timeout)
-    except InferenceServerException as exc:
-        raise BenchError(str(to_client_error(exc, config.url, "(any)", config.timeout, config.tls))) from None
 
 
 def _cell(target: BenchTarget, width: int, latencies: list[float], wall: float, stages: list[Any],

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BenchError, ModelMismatchError, one_line
-from ..client.base import CHANNEL_ARGS
+from .config import BenchConfig
+from ..client.base import CHANNEL_ARGS, to_client_error
 from ..client.served_model import describe_model
 from ..lanedet.contract import PARAM_PIPELINE
 from ..serve.admin import repository_headers
@@ -92,3 +93,17 @@ def served_targets(client: Any, named: tuple[str, ...], repository: Path | None,
         raise BenchError(f"the server serves no lane model ({', '.join(names) or 'no models'}); install one with "
                          "`edge-deploy install`, or name it with --model.")
     return sorted(found, key=lambda t: (t.model, t.name != t.model, t.name))
+
+
+def live_targets(stats_client: Any, config: BenchConfig) -> list[BenchTarget]:
+    """The models to bench on the server `config.url` names (`served_targets`), or a BenchError when it is not live
+    or does not answer."""
+    from tritonclient.utils import InferenceServerException
+
+
+    try:
+        if not stats_client.is_server_live(client_timeout=config.timeout):
+            raise BenchError(f"Triton at {config.url} is not live; start it with `edge-deploy serve` or check --url.")
+        return served_targets(stats_client, config.models, config.repository, config.timeout)
+    except InferenceServerException as exc:
+        raise BenchError(str(to_client_error(exc, config.url, "(any)", config.timeout, config.tls))) from None
