@@ -126,6 +126,7 @@ class AsyncLaneDetClient(ClientBase):
     async def wait_until_ready(self, timeout: float = 60.0) -> "AsyncLaneDetClient":
         """Wait until the server and model are ready and the client is set up, or raise after `timeout` s."""
         backoff = Backoff(timeout, cap=0.5)
+        failure: Exception | None = None  # the latest attempt's that failed
         while True:
             self._check_open()
             step = backoff.rpc_timeout(self.client_timeout)
@@ -140,7 +141,7 @@ class AsyncLaneDetClient(ClientBase):
                     await self._register(self._unregistered(self._slots))
                     return self
             except server_errors() as exc:
-                last = self._error(exc)
+                last = failure = self._attempt_failure(exc, failure)
             await asyncio.sleep(self._wait_delay(backoff, last, timeout))
 
     # -- detection

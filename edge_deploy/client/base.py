@@ -488,6 +488,16 @@ class ClientBase:
             self._registered.clear()
         self._stale = True
 
+    def _attempt_failure(self, exc: Exception, earlier: Exception | None) -> Exception:
+        """The failure of one wait_until_ready attempt. A server an earlier attempt saw take the connection without
+        answering (`earlier`) stays so when a later attempt ends unreachable without a refusal: gRPC 1.67 reports an
+        attempt cut short by its timeout as "Timeout occurred: FD Shutdown", whatever the server did."""
+        error = self._error(exc)
+        if (isinstance(earlier, ServerTimeoutError) and isinstance(error, ServerUnavailableError)
+                and "refused" not in one_line(exc, 2000).lower()):
+            return earlier
+        return error
+
     def _wait_delay(self, backoff: Backoff, last: Exception | None, timeout: float) -> float:
         """The next sleep of wait_until_ready, or its error once `timeout` is over (`last`: the last failure)."""
         delay = backoff.next()

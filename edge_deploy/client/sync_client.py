@@ -165,6 +165,7 @@ class LaneDetClient(ClientBase):
     def wait_until_ready(self, timeout: float = 60.0) -> "LaneDetClient":
         """Block until the server and the model are ready (and the client is set up), or raise after `timeout` s."""
         backoff = Backoff(timeout, cap=0.5)
+        failure: Exception | None = None  # the latest attempt's that failed
         while True:
             self._check_open()
             step = backoff.rpc_timeout(self.client_timeout)
@@ -178,7 +179,7 @@ class LaneDetClient(ClientBase):
                         self._register(self._unregistered(self._slots))
                     return self
             except server_errors() as exc:
-                last = self._error(exc)
+                last = failure = self._attempt_failure(exc, failure)
             time.sleep(self._wait_delay(backoff, last, timeout))
 
     # -- detection

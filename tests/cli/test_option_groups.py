@@ -29,8 +29,13 @@ def _command(name: str):  # noqa: ANN202
 
 
 def _params(name: str, args: list[str]) -> dict:
-    """What the command line `edge-deploy NAME ARGS` gives the command (parsed as the command parses it)."""
-    return dict(_command(name).make_context(name, list(args)).params)
+    """What the command line `edge-deploy NAME ARGS` gives the command (parsed as the command parses it). A path
+    option's str becomes a Path as typer makes it before calling the command: typer 0.15 (the lowest version, in
+    the Python 3.10 run) does that after click's parsing, newer typers in it."""
+    command = _command(name)
+    params = command.make_context(name, list(args)).params
+    paths = {p.name for p in command.params if getattr(getattr(p, "type", None), "name", None) == "path"}  # click.Path
+    return {key: Path(value) if key in paths and isinstance(value, str) else value for key, value in params.items()}
 
 
 @pytest.fixture(scope="module")

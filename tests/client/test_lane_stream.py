@@ -13,6 +13,7 @@ times: the figures are in BENCHMARKS.md (benchmarks/bench_stream.py).
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import signal
 import threading
@@ -260,8 +261,9 @@ def test_a_stream_through_a_sigkill_and_a_restart(own_server):
                     killed_at = time.monotonic()
                 if killed_at and not restart.is_alive() and not ready and now - killed_at > 1.0:
                     restart.start()  # in the background: this thread goes on polling, as an app's would
-                if ready and now - ready[0] > 2.0:
-                    break
+                if ready and (now - ready[0] > 10.0 or now - ready[0] > 2.0 and any(
+                        t > ready[0] and s == "ok" for t, s, _ in timeline[-400:])):
+                    break  # lanes again after the restart (up to 10 s on a loaded machine, for the assertion below)
                 time.sleep(0.005)
         finally:
             stop_started = time.monotonic()
@@ -283,8 +285,8 @@ def test_a_stream_through_a_sigkill_and_a_restart(own_server):
     assert unavailable - killed_at < max_age + 1 / FPS + 0.4
     # no lanes while no server runs (the stream may be ok again a moment before wait_ready notices the server is ready)
     assert all(s != "ok" for t, s, _ in timeline if killed_at + max_age + 1 / FPS + 0.4 < t < restarted[0])
-    back = next(t for t, s, _ in timeline if t > ready_at and s == "ok")
-    assert back - ready_at < 1.0 + 1.0  # target 1 s after ready; +1 s for a loaded machine
+    back = next((t for t, s, _ in timeline if t > ready_at and s == "ok"), math.inf)
+    assert back - ready_at < 1.0 + 2.0  # target 1 s after ready (BENCHMARKS.md); +2 s for a loaded machine
     # the app's thread was never blocked, and stop() took at most about one deadline
     assert longest_call < max_age and stopped_in < max_age + 1.0
     assert stats.frames_failed > 0 and stats.states.get("unavailable", 0) > 0
