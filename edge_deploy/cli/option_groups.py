@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 import typer
 
-from ..client.base import DEFAULT_URL  # noqa: F401 - the commands' default --url (groups.DEFAULT_URL)
+from ..serve.status import DEFAULT_URL  # noqa: F401 - the commands' default --url (groups.DEFAULT_URL), serve/ being loaded already
 from ..tls import TLSConfig
 from ..precision import Precision
 
