@@ -1,6 +1,7 @@
 """Shared test fixtures."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,13 @@ from xdist_shared import exclusive, made_once
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO_ROOT / "tests" / "data"
+
+# glibc's malloc backs its large blocks with transparent huge pages (where the kernel offers them on request, as
+# Debian's "madvise" default does): the converts copy models of up to 825 MB many times, each copy faulting in 4 KiB
+# pages (8 M page faults for UFLDv2-CULane alone, 160 k with this). Set here, before pytest-xdist starts its workers,
+# so they and every process the tests start inherit it; glibc before 2.35 ignores it. Memory use is not what a test
+# measures except tests/media/test_bag.py's bound, which holds with it.
+os.environ.setdefault("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1")
 
 
 # The longest test files, longest first (docs/testing.md has their times). Under pytest-xdist (scripts/test.sh:

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from edge_deploy import doctor
 from edge_deploy.machine.facts import device_facts
-from edge_deploy.cli.app import app
+from edge_deploy.cli import app
 
 pytest_plugins = ["jetson_fixtures"]  # board, no_tensorrt, fake_trtexec (shared fixtures)
 runner = CliRunner()

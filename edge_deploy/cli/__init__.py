@@ -7,24 +7,53 @@ memory, a bug) so no failure escapes as a traceback unless EDGE_DEPLOY_DEBUG=1.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from typing import Any, Protocol, TypeGuard
 
 from ..errors import EdgeDeployError, one_line, os_error_message
 
-# Registering commands: each module adds its commands to `app` on import.
-from . import bench, certs, convert, doctor, evaluate, families, fleet, infer, repository, serve  # noqa: E402,F401
-from .app import app
+# The modules that register commands on the typer app (cli/typer_app.py) when imported, in the order of the help's
+# list, and the module of each top-level command. `edge-deploy NAME ...` imports only NAME's module, so a command
+# starts without the imports of all the others (the fleet role runs short commands on every vehicle).
+COMMAND_MODULES = ("bench", "certs", "convert", "doctor", "evaluate", "families", "fleet", "infer", "repository",
+                   "serve")
+MODULE_OF_COMMAND = {
+    "bench": "bench", "certs": "certs", "convert": "convert", "doctor": "doctor", "evaluate": "evaluate",
+    "families": "families", "fleet": "fleet", "rollout": "fleet", "infer": "infer", "sample": "infer",
+    "install": "repository", "models": "repository", "rollback": "repository", "serve": "serve", "stop": "serve",
+    "status": "serve", "logs": "serve", "health": "serve",
+}
 
 
 INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE: a bug of edge-deploy, not something the user did
+
+
+def register_commands(command: str | None = None) -> None:
+    """Import the module of `command` (a top-level command name), or every command module when None or unknown."""
+    module = MODULE_OF_COMMAND.get(command) if command is not None else None
+    for name in (module,) if module is not None else COMMAND_MODULES:
+        importlib.import_module(f"{__name__}.{name}")
+
+
+def __getattr__(name: str) -> Any:
+    # `from edge_deploy.cli import app`: the application with every command registered.
+    if name == "app":
+        register_commands()
+        from .typer_app import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     """Console-script entry point."""
     import typer
 
+    from .typer_app import app
+
+    register_commands(sys.argv[1] if len(sys.argv) > 1 else None)
     try:
         code = app(standalone_mode=False)  # usage errors come here too, to be printed in one line
     except (KeyboardInterrupt, typer.Abort):

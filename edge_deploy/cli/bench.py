@@ -10,7 +10,7 @@ import typer
 from .. import strict_json
 from ..errors import BenchError
 from . import option_groups as groups
-from .app import app
+from .typer_app import app
 from .infer import Transport
 from .options import takes_options
 

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import app
+from .typer_app import app
 from ..errors import CertificateError
 
 certs_app = typer.Typer(help="A small CA for mutual TLS: the server certificate and one client certificate per app.",

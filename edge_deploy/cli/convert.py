@@ -12,7 +12,7 @@ import typer
 from ..lanedet.source import OptionValue
 from ..precision import Precision
 from . import option_groups as groups
-from .app import app
+from .typer_app import app
 from .options import takes_options
 from ..errors import ConvertError, os_error_message
 from ..lanedet.family import known_families

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import strict_json
-from .app import app
+from .typer_app import app
 
 
 _STYLE = {"ok": "green", "warn": "yellow", "fail": "red", "info": "dim"}

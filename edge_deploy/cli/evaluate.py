@@ -10,7 +10,7 @@ import typer
 from ..tls import TLSConfig
 from ..errors import EvaluationError
 from . import option_groups as groups
-from .app import app
+from .typer_app import app
 from .options import takes_options
 from ..fsutil import write_json_atomic
 from ..progress import ConsoleReporter

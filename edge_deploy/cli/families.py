@@ -7,7 +7,7 @@ import typer
 
 from .. import strict_json
 from ..lanedet.description import FamilyDescription
-from .app import app
+from .typer_app import app
 from ..lanedet.family import known_families
 
 

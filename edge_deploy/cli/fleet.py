@@ -9,7 +9,7 @@ import typer
 
 from ..fleet.role_vars import parse_extra_vars
 from .. import strict_json
-from .app import app
+from .typer_app import app
 
 if TYPE_CHECKING:
     from ..fleet.rollout import HostResult

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from . import option_groups as groups
-from .app import app
+from .typer_app import app
 from .options import takes_options
 from ..errors import CalibrationError, ClientError
 from ..lanedet.decode_params import DecodeParamsError, ScoreNmsDecodeParams

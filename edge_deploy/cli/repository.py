@@ -13,7 +13,7 @@ from ..repository.model_config import SERVED_ONNX
 from ..repository.pipeline_kind import KINDS, PipelineKind
 from .. import strict_json
 from . import option_groups as groups
-from .app import app
+from .typer_app import app
 from .options import Only, options_of, takes_fields
 from ..progress import ConsoleReporter
 

@@ -15,7 +15,7 @@ import typer
 from ..progress import ConsoleReporter
 from ..serve.service import ServeOptions
 from . import option_groups as groups
-from .app import app
+from .typer_app import app
 from .options import Only, takes_fields
 
 

@@ -1,0 +1,34 @@
+"""`edge-deploy NAME` imports only NAME's command module (edge_deploy/cli/__init__.py: MODULE_OF_COMMAND), and the
+table behind it names the module that really registers each command, so no command is missing when run alone."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import edge_deploy.cli as cli
+
+
+def test_every_command_is_registered_by_the_module_its_table_names() -> None:
+    app = cli.app  # every command module imported
+    registered = {info.name or info.callback.__name__: info.callback.__module__ for info in app.registered_commands}
+    for group in app.registered_groups:
+        modules = {info.callback.__module__ for info in group.typer_instance.registered_commands}
+        assert len(modules) == 1, (group.name, modules)
+        registered[group.name] = modules.pop()
+    assert {name: f"edge_deploy.cli.{module}" for name, module in cli.MODULE_OF_COMMAND.items()} == registered
+    assert set(cli.COMMAND_MODULES) == set(cli.MODULE_OF_COMMAND.values())
+
+
+def test_a_command_run_alone_imports_only_its_own_command_module() -> None:
+    script = (
+        "import sys\n"
+        "sys.argv = ['edge-deploy', 'fleet', 'report', '--help']\n"
+        "from edge_deploy.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as done:\n    assert done.code == 0, done.code\n"
+        "print(sorted(set(cli.split('.')[2] for cli in sys.modules if cli.startswith('edge_deploy.cli.'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    loaded = eval(done.stdout.strip().splitlines()[-1])  # noqa: S307 - the list the script printed
+    assert "fleet" in loaded and "Usage" in done.stdout
+    assert not set(loaded) & (set(cli.COMMAND_MODULES) - {"fleet"}), loaded
