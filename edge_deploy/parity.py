@@ -9,6 +9,7 @@ lanes. onnxruntime is imported when used.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -17,7 +18,7 @@ import numpy as np
 
 from ._deps import require
 from .artifact import Manifest
-from .errors import ConvertError, EngineError, one_line
+from .errors import ConvertError, EdgeDeployError, EngineError, one_line
 from .records import Comparison, LaneComparison, OutputError
 from .lanedet.preprocess import Preprocessor
 from .synthetic_roads import EVAL_SEED_BASE, scene
@@ -28,11 +29,29 @@ PLAN_MAX_LANE_DX_PX = 2.0  # mean |dx| allowed between ONNX Runtime and plan lan
 ROAD_FRAMES = 4
 
 
+ORT_THREADS_ENV = "EDGE_DEPLOY_ORT_THREADS"
+
+
+def ort_threads() -> int | None:
+    """$EDGE_DEPLOY_ORT_THREADS: the intra-op threads of edge-deploy's own ONNX Runtime sessions (convert's checks,
+    evaluate, the Python-backend runner) on a machine shared with other work; None (unset): one per core."""
+    value = os.environ.get(ORT_THREADS_ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise EdgeDeployError(f"{ORT_THREADS_ENV}={value!r} is not a number of threads; set it to a whole number "
+                              "of 1 or more, or unset it for one thread per core.")
+    return int(value)
+
+
 def ort_session(model: Any) -> Any:
     """An ONNX Runtime CPU session for a path or ModelProto, quiet (errors only)."""
     ort = require("onnxruntime", "running the ONNX model")
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    threads = ort_threads()
+    if threads is not None:
+        options.intra_op_num_threads = threads
     source = str(model) if isinstance(model, (str, Path)) else model.SerializeToString()
     return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 

@@ -11,12 +11,17 @@ from xdist_shared import exclusive, made_once
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO_ROOT / "tests" / "data"
 
-# glibc's malloc backs its large blocks with transparent huge pages (where the kernel offers them on request, as
-# Debian's "madvise" default does): the converts copy models of up to 825 MB many times, each copy faulting in 4 KiB
-# pages (8 M page faults for UFLDv2-CULane alone, 160 k with this). Set here, before pytest-xdist starts its workers,
-# so they and every process the tests start inherit it; glibc before 2.35 ignores it. Memory use is not what a test
-# measures except tests/media/test_bag.py's bound, which holds with it.
+# How the suite's processes run, set before pytest-xdist starts its workers so that they and every process the tests
+# start inherit it. glibc's malloc backs its large blocks with transparent huge pages (where the kernel gives them
+# on request, Debian's "madvise" default): the converts copy models of up to 825 MB many times, each copy faulting
+# in 4 KiB pages (8 M page faults for UFLDv2-CULane alone, 160 k with this); glibc before 2.35 ignores it. Memory
+# use is measured only by tests/media/test_bag.py, whose bound holds with it.
 os.environ.setdefault("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1")
+# One compute thread per process: the two workers already fill the two cores, and torch's OpenMP pool and ONNX
+# Runtime's intra-op pool (edge-deploy's sessions and the Python-backend runner: $EDGE_DEPLOY_ORT_THREADS) would
+# otherwise each add a thread per core that spins waiting for work, taking 10-20 % more CPU for the same tests.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("EDGE_DEPLOY_ORT_THREADS", "1")
 
 
 # The longest test files, longest first (docs/testing.md has their times). Under pytest-xdist (scripts/test.sh:

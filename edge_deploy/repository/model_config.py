@@ -23,7 +23,8 @@ Parameters that edge-deploy writes (all values are strings, Triton's only kind):
 - ``edge_deploy.manifest_sha256``: sha256 of the manifest.json of the version
   the config was written for.
 - ``edge_deploy.ort_threads`` (optional, not written by install): ONNX Runtime
-  intra-op threads for the Python-backend runner; add it by hand to limit CPU use.
+  intra-op threads for the Python-backend runner; add it by hand to limit CPU use
+  (else $EDGE_DEPLOY_ORT_THREADS of the server's environment, else one per core).
 
 `LaneDetClient` reads the first two from `get_model_config` to configure
 itself; the server-side pipeline models read the same values from the

@@ -28,7 +28,8 @@ class TritonPythonModel:
         self.max_batch = int(config.get("max_batch_size", 0))
         self.inputs = [(t["name"], _NUMPY[t["data_type"].replace("TYPE_", "")]) for t in config["input"]]
         self.outputs = [t["name"] for t in config["output"]]
-        threads = config.get("parameters", {}).get("edge_deploy.ort_threads", {}).get("string_value")
+        threads = config.get("parameters", {}).get("edge_deploy.ort_threads", {}).get("string_value") \
+            or os.environ.get("EDGE_DEPLOY_ORT_THREADS", "")  # parity.ORT_THREADS_ENV, through tritonserver
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = int(threads)
