@@ -7,20 +7,26 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..errors import CalibrationError, brief
 from ..fsutil import write_text_atomic
 
-if TYPE_CHECKING:
-    from .camera import Camera  # camera.py reads and writes its files with this module
-
-__all__ = ["CameraArguments", "camera_arguments", "read_calibration", "write_calibration"]
+__all__ = ["Calibrated", "CameraArguments", "camera_arguments", "read_calibration", "write_calibration"]
 
 CameraArguments = dict  # Camera(**arguments) with "mounting" a dict of Mounting(**...) arguments
+
+
+class Calibrated(Protocol):
+    """What `write_calibration` writes: a geometry Camera (camera.py builds on this module, so it is not imported
+    here)."""
+
+    def to_mapping(self) -> Mapping[str, object]: ...
+
 
 _REQUIRED = ("image_width", "image_height", "camera_matrix", "distortion_model", "distortion_coefficients",
              "mounting")
@@ -55,7 +61,7 @@ def read_calibration(path: str | os.PathLike[str]) -> tuple[Any, str]:
     return data, str(path)
 
 
-def write_calibration(path: str | os.PathLike[str], camera: Camera) -> Path:
+def write_calibration(path: str | os.PathLike[str], camera: Calibrated) -> Path:
     """Write `camera` as a calibration file (camera_info YAML, its `to_mapping()`) that Camera.from_yaml reads
     back; returns the path."""
     import yaml
