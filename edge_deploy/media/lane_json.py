@@ -22,11 +22,9 @@ if TYPE_CHECKING:
 __all__ = ["FrameLanes", "ImageLanes", "LiveFrameLanes"]
 
 
-def _geometry(found: FrameMarkers | None) -> dict[str, Any]:
-    """The markers, figures and verdict of a frame (with a camera) as the records' keyword arguments."""
-    if found is None:
-        return {}
-    return {"markers": found.markers, "figures": found.figures, "plausibility": found.plausibility}
+def _geometry(found: FrameMarkers | None) -> tuple[LaneMarkers | None, LaneFigures | None, Plausibility | None]:
+    """The markers, figures and verdict of a frame (with a camera), in the records' field order."""
+    return (None, None, None) if found is None else (found.markers, found.figures, found.plausibility)
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,7 +53,7 @@ class ImageLanes(Record):
            found: FrameMarkers | None = None) -> ImageLanes:
         """The record of `lanes` found in `frame` (an HxWx3 array) named `name`."""
         h, w = frame.shape[:2]
-        return cls(name, int(h), int(w), model, tuple(lanes), **_geometry(found))
+        return cls(name, int(h), int(w), model, tuple(lanes), *_geometry(found))
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,7 +79,7 @@ class FrameLanes(Record):
     @classmethod
     def of(cls, frame: int, lanes: Sequence[Lane], found: FrameMarkers | None = None, *,
            stamp_ns: int | None = None) -> FrameLanes:
-        return cls(frame, stamp_ns, lanes=tuple(lanes), **_geometry(found))
+        return cls(frame, stamp_ns, None, None, None, None, tuple(lanes), *_geometry(found))
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,4 +94,4 @@ class LiveFrameLanes(FrameLanes):
     @classmethod
     def live(cls, frame: int, state: str, latency_s: float | None, dropped: int, error: str | None,
              lanes: Sequence[Lane], found: FrameMarkers | None = None) -> LiveFrameLanes:
-        return cls(frame, None, state, latency_s, dropped, error, tuple(lanes), **_geometry(found))
+        return cls(frame, None, state, latency_s, dropped, error, tuple(lanes), *_geometry(found))
