@@ -12,11 +12,13 @@ import importlib
 import os
 import platform
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .artifact import MANIFEST_NAME, PLAN_NAME, Manifest, PlanRecord
+from .artifact import MANIFEST_NAME, PLAN_NAME, MachineFingerprint, Manifest, PlanRecord
+from .json_record import Record
 from .machine import facts as machine_facts
 from .errors import EdgeDeployError, EngineError, one_line
 from .certs import EXPIRY_WARN_DAYS, CertificateAuthority, expiring
@@ -45,6 +47,41 @@ class Check:
     status: str  # ok | warn | fail | info
     detail: str
     needed_for: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "detail": self.detail, "needed_for": list(self.needed_for)}
+
+
+@dataclass(frozen=True)
+class HostFingerprint(MachineFingerprint):
+    """This machine's plan fingerprint (machine/plan_fit.py's machine part) and its JetPack: what fleet rollouts
+    compare to decide where a plan may be reused."""
+
+    jetpack: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class StageVerdict(Record):
+    """One judged stage: ready, or the names of the failed checks that block it (each once, in table order)."""
+
+    ready: bool
+    blockers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class DoctorReport(Record):
+    """`doctor --json` (also read by the fleet's Ansible role): whether every judged stage is ready, each stage's
+    verdict, this machine's fingerprint (None when it cannot be read), the plan builder (None: no plan can be built
+    here) and the checks."""
+
+    ready: bool
+    stages: Mapping[str, StageVerdict]
+    fingerprint: HostFingerprint | None = None
+    plan_builder: str | None = None
+    checks: tuple[Check, ...] = ()
+
+    _SECTION = "doctor report"
+    _ALWAYS = frozenset({"fingerprint", "plan_builder"})
 
 
 def stages_for(choice: str) -> tuple[str, ...]:
@@ -382,29 +419,23 @@ def run_checks(root: Path | None = None, repository: Path | None = None) -> list
     return checks
 
 
-def report(checks: list[Check], stages: Iterable[str], root: Path | None = None) -> dict[str, Any]:
+def report(checks: list[Check], stages: Iterable[str], root: Path | None = None) -> DoctorReport:
     """`doctor --json`: the checks, each judged stage's readiness and blockers, and this machine's plan fingerprint.
 
     "fingerprint" is what a TensorRT plan built here depends on (machine/plan_fit.py's machine part,
     plus JetPack); "plan_builder" says whether a plan can be built here at all (None: no TensorRT, the
     models are served with ONNX Runtime). Fleet rollouts read this to decide where a plan may be reused.
     """
-    stages = tuple(stages)
     verdicts = {}
-    for stage in stages:
+    for stage in tuple(stages):
         blockers = [c.name for c in checks if c.status == FAIL and stage in c.needed_for]
-        verdicts[stage] = {"ready": not blockers, "blockers": list(dict.fromkeys(blockers))}
+        verdicts[stage] = StageVerdict(not blockers, tuple(dict.fromkeys(blockers)))
     try:
         facts = machine_facts.device_facts(Path(root) if root is not None else machine_facts.default_root())
-        machine: dict[str, Any] | None = {**fp.machine_fingerprint(facts).to_dict(), "jetpack": facts.jetpack}
+        machine: HostFingerprint | None = HostFingerprint(**vars(fp.machine_fingerprint(facts)),
+                                                          jetpack=facts.jetpack)
     except Exception:  # noqa: BLE001 - doctor reports, it never crashes
         machine = None
     builder = next((c for c in checks if c.name == "plan builder"), None)
-    return {
-        "ready": all(v["ready"] for v in verdicts.values()),
-        "stages": verdicts,
-        "fingerprint": machine,
-        "plan_builder": builder.detail if builder is not None and builder.status == OK else None,
-        "checks": [{"name": c.name, "status": c.status, "detail": c.detail, "needed_for": list(c.needed_for)}
-                   for c in checks],
-    }
+    return DoctorReport(all(v.ready for v in verdicts.values()), verdicts, machine,
+                        builder.detail if builder is not None and builder.status == OK else None, tuple(checks))

@@ -147,3 +147,24 @@ def test_stage_choice() -> None:
     assert doctor.stages_for("serve") == ("serve",)
     with pytest.raises(Exception, match="--for must be"):
         doctor.stages_for("deploy")
+
+
+def test_the_json_report_keeps_its_keys_for_the_fleet_role(board) -> None:
+    """`doctor --json` is read by the fleet's Ansible role: its keys, their order and its nulls are a contract."""
+    checks = [doctor.Check("plan builder", "fail", "no TensorRT", ("convert",)), doctor.Check("disk", "ok", "plenty"),
+              doctor.Check("tritonserver", "fail", "missing", ("serve", "convert"))]
+    data = doctor.report(checks, ("convert", "serve"), board("orin_nano_jp62")).to_dict()
+    assert list(data) == ["ready", "stages", "fingerprint", "plan_builder", "checks"]
+    assert data["ready"] is False and data["plan_builder"] is None
+    assert data["stages"] == {"convert": {"ready": False, "blockers": ["plan builder", "tritonserver"]},
+                              "serve": {"ready": False, "blockers": ["tritonserver"]}}
+    assert list(data["fingerprint"]) == ["tensorrt", "cuda", "gpu", "compute_capability", "l4t", "jetpack"]
+    assert data["fingerprint"]["jetpack"] == "6.2"
+    assert data["checks"][2] == {"name": "tritonserver", "status": "fail", "detail": "missing",
+                                 "needed_for": ["serve", "convert"]}
+    built = doctor.report([doctor.Check("plan builder", "ok", "trtexec", ("convert",))], ("convert",))
+    assert built.to_dict()["plan_builder"] == "trtexec" and built.ready
+
+    result = invoke("--for", "serve", "--json", "--root", str(board("orin_nano_jp62")))
+    printed = json.loads(result.output)
+    assert list(printed) == list(data) and result.exit_code == (0 if printed["ready"] else 1)

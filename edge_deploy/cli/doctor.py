@@ -36,8 +36,8 @@ def doctor(
     checks = run_checks(root=root, repository=repository)
     if as_json:
         data = report(checks, stages, root)
-        typer.echo(strict_json.dumps(data, indent=2))
-        raise typer.Exit(0 if data["ready"] else 1)
+        typer.echo(strict_json.dumps(data.to_dict(), indent=2))
+        raise typer.Exit(0 if data.ready else 1)
     table = Table(title="edge-deploy doctor", show_lines=False)
     table.add_column("check")
     table.add_column("status")

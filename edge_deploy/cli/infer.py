@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -14,6 +14,10 @@ from .typer_app import app
 from .options import takes_options
 from ..errors import CalibrationError, ClientError
 from ..lanedet.decode_params import DecodeParamsError, ScoreNmsDecodeParams
+
+if TYPE_CHECKING:  # numpy and OpenCV: loaded when a command runs
+    from ..media.lane_json import ImageLanes
+    from ..media.live import DecodeOverrides
 
 
 class Transport(str, Enum):
@@ -144,6 +148,12 @@ class InferOptions:
 
         return [Path(s) for s in self.images or [] if not is_video_source(s) and not is_recording(s)]
 
+    def decode(self) -> DecodeOverrides:
+        """The decode parameters --conf, --nms and --top-k ask of every call (media.live.DecodeOverrides)."""
+        from ..media.live import DecodeOverrides
+
+        return DecodeOverrides(conf_threshold=self.conf, nms_threshold=self.nms, top_k=self.top_k)
+
     def client(self) -> Any:
         """The LaneDetClient these options ask for (not yet connected with --wait)."""
         from ..client.sync_client import LaneDetClient
@@ -171,8 +181,11 @@ def infer(**given: Any) -> None:
         if options.wait > 0:
             client.wait_until_ready(options.wait)
 
+        decode = options.decode()
+
         def detect(frame: Any) -> list[Any]:
-            return client.detect(frame, conf_threshold=options.conf, nms_threshold=options.nms, top_k=options.top_k)
+            return client.detect(frame, conf_threshold=decode.conf_threshold, nms_threshold=decode.nms_threshold,
+                                 top_k=decode.top_k)
 
         records = detect_images(detect, frames, options.out, model=client.model_name, write_png=options.png,
                                 write_json=options.json_out, geometry=geometry)
@@ -201,8 +214,7 @@ def _detect_live(client: Any, source: str, options: InferOptions, geometry: Any,
     return detect_live(client, source, options.out, model=client.model_name, max_frames=options.max_frames,
                        max_age=options.max_age, camera=geometry.camera if geometry is not None else None,
                        track=options.track, speed_mps=options.speed, progress=_progress(source),
-                       detect_options={"conf_threshold": options.conf, "nms_threshold": options.nms,
-                                       "top_k": options.top_k}, publish=publish)
+                       detect_options=options.decode(), publish=publish)
 
 
 def _frames(paths: list[Path], videos: list[str], synthetic: int, out: Path, geometry: Any) -> list[tuple[str, Any]]:
@@ -241,16 +253,16 @@ def _progress(source: str) -> Any:
     return progress
 
 
-def _print_results(records: list[dict[str, Any]], played: list[Any], client: Any, out: Path) -> None:
+def _print_results(records: list[ImageLanes], played: list[Any], client: Any, out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
     table = Table("image", "size", "lanes", "scores", "written")
     for rec in records:
-        scores = ", ".join(f"{lane['score']:.2f}" for lane in rec["lanes"]) or "-"
-        written = ", ".join(Path(rec[k]).name for k in ("png", "json") if k in rec)
-        table.add_row(Path(rec["image"]).name, f"{rec['width']}x{rec['height']}", str(len(rec["lanes"])), scores, written)
+        scores = ", ".join(f"{lane.score:.2f}" for lane in rec.lanes) or "-"
+        written = ", ".join(Path(path).name for path in (rec.png, rec.json) if path is not None)
+        table.add_row(Path(rec.image).name, f"{rec.width}x{rec.height}", str(len(rec.lanes)), scores, written)
     if records:
         console.print(table)
     for result in played:
@@ -292,6 +304,7 @@ def sample(
     """Write synthetic road frames (PNG, CULane size by default), or a synthetic drive as a video, to try
     `edge-deploy infer` on. The roads are drawn from seeds the demo weights were never trained on. Beside each
     frame (and the drive) its camera's calibration, <name>.calib.yaml, for `infer --camera`."""
+    from ..geometry import Camera
     from ..geometry.calibration_file import write_calibration
     from ..lanedet.draw import save_png
     from ..synthetic_roads import EVAL_SEED_BASE, drive_truth, scene_truth
@@ -303,9 +316,10 @@ def sample(
         frames = (scene.frame for scene in drive(EVAL_SEED_BASE + seed, count, width, height, fps=30.0))
         typer.echo(str(write_video(out / "drive.mp4", frames, width, height, fps=30.0)))
         first = next(drive_truth(EVAL_SEED_BASE + seed, 1, width, height))  # one camera for the whole drive
-        typer.echo(str(write_calibration(out / "drive.calib.yaml", first.camera)))
+        typer.echo(str(write_calibration(out / "drive.calib.yaml", Camera.from_mapping(first.camera))))
         return
     for i, (name, frame) in enumerate(synthetic_frames(count, width, height, seed)):
         typer.echo(str(save_png(out / name, frame)))
         truth = scene_truth(EVAL_SEED_BASE + seed + i, width, height)
-        typer.echo(str(write_calibration(out / f"{Path(name).stem}.calib.yaml", truth.camera)))
+        typer.echo(str(write_calibration(out / f"{Path(name).stem}.calib.yaml",
+                                           Camera.from_mapping(truth.camera))))

@@ -7,17 +7,26 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..errors import CalibrationError, brief
 from ..fsutil import write_text_atomic
 
-__all__ = ["CameraArguments", "camera_arguments", "read_calibration", "write_calibration"]
+__all__ = ["Calibrated", "CameraArguments", "camera_arguments", "read_calibration", "write_calibration"]
 
 CameraArguments = dict  # Camera(**arguments) with "mounting" a dict of Mounting(**...) arguments
+
+
+class Calibrated(Protocol):
+    """What `write_calibration` writes: a geometry Camera (camera.py builds on this module, so it is not imported
+    here)."""
+
+    def to_mapping(self) -> Mapping[str, object]: ...
+
 
 _REQUIRED = ("image_width", "image_height", "camera_matrix", "distortion_model", "distortion_coefficients",
              "mounting")
@@ -52,14 +61,14 @@ def read_calibration(path: str | os.PathLike[str]) -> tuple[Any, str]:
     return data, str(path)
 
 
-def write_calibration(path: str | os.PathLike[str], mapping: dict[str, Any]) -> Path:
-    """Write a camera's mapping (Camera.to_mapping()) as a calibration file (camera_info YAML); returns the path."""
+def write_calibration(path: str | os.PathLike[str], camera: Calibrated) -> Path:
+    """Write `camera` as a calibration file (camera_info YAML, its `to_mapping()`) that Camera.from_yaml reads
+    back; returns the path."""
     import yaml
-
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(mapping, sort_keys=False, default_flow_style=None)
+    text = yaml.safe_dump(camera.to_mapping(), sort_keys=False, default_flow_style=None)
     return write_text_atomic(path, text, 0o644)
 
 
@@ -87,8 +96,10 @@ def camera_arguments(data: Any, where: str = "calibration") -> CameraArguments:
         raise CalibrationError(f"{where}: mounting has unknown keys {', '.join(brief(k, 30) for k in unknown[:5])}; use height_m, "
                                "pitch_deg, roll_deg, yaw_deg.")
     values = {key: _number(mounting[key], f"mounting.{key}", where) for key in mounting}
+    name = data.get("camera_name")
     return {"width": width, "height": height, "camera_matrix": np.reshape(matrix, (3, 3)),
-            "distortion": np.asarray(coefficients), "mounting": values, "distortion_model": model}
+            "distortion": np.asarray(coefficients), "mounting": values, "distortion_model": model,
+            **({"name": name} if isinstance(name, str) else {})}
 
 
 # No calibration figure comes near these: focal lengths and centres are pixels, a mounting is metres and degrees, and a

@@ -77,7 +77,8 @@ class Mounting:
 
 @dataclass(frozen=True, eq=False)
 class Camera:
-    """A calibrated camera on a vehicle: K (3x3), distortion coefficients, the frame size, the mounting."""
+    """A calibrated camera on a vehicle: K (3x3), distortion coefficients, the frame size, the mounting; `name`: its
+    camera_info camera_name (kept from the file it was read from)."""
 
     width: int
     height: int
@@ -85,6 +86,7 @@ class Camera:
     distortion: np.ndarray
     mounting: Mounting
     distortion_model: str = "plumb_bob"
+    name: str = "edge_deploy"
     _rotation: np.ndarray = field(init=False, repr=False)
     _pixel_to_ray: np.ndarray | None = field(init=False, repr=False)
 
@@ -140,14 +142,14 @@ class Camera:
 
     def to_yaml(self, path: Any) -> Any:
         """Write this camera as a calibration file that `from_yaml` reads back; returns the path."""
-        return write_calibration(path, self.to_mapping())
+        return write_calibration(path, self)
 
     def to_mapping(self) -> dict[str, Any]:
         """The camera_info mapping (ROS camera_info YAML, plus `mounting`) that `from_mapping` reads back."""
         return {
             "image_width": int(self.width),
             "image_height": int(self.height),
-            "camera_name": "edge_deploy",
+            "camera_name": self.name,
             "camera_matrix": {"rows": 3, "cols": 3, "data": [float(v) for v in self.camera_matrix.ravel()]},
             "distortion_model": self.distortion_model,
             "distortion_coefficients": {"rows": 1, "cols": int(self.distortion.size),
@@ -160,7 +162,7 @@ class Camera:
         k = self.camera_matrix.copy()
         k[0] *= width / self.width
         k[1] *= height / self.height
-        return Camera(width, height, k, self.distortion, self.mounting, self.distortion_model)
+        return Camera(width, height, k, self.distortion, self.mounting, self.distortion_model, self.name)
 
     def check_frame(self, width: int, height: int) -> None:
         """A one-line CalibrationError when frames are not of the calibrated size."""

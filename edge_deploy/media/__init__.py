@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .bag import Recording, frames_of, is_recording, open_recording, read_frames
 from .detect import VideoResult, detect_images, detect_recording, detect_video, lanes_record, unique_stems
+from .lane_json import FrameLanes, ImageLanes, LiveFrameLanes
 from .images import IMAGE_SUFFIXES, image_paths, read_image, read_images
 from .stamped import CameraSetup, FrameResult, StampedFrame
 from .stream import STATES, LaneResult, LaneStream, StreamStats
@@ -21,8 +22,8 @@ from .video import (
 )
 
 __all__ = [
-    "FOURCC", "IMAGE_SUFFIXES", "STATES", "VIDEO_SUFFIXES", "CameraSetup", "FrameResult", "LaneResult", "LaneStream",
-    "Recording", "StampedFrame", "StreamStats", "VideoResult", "VideoWriter", "detect_images", "detect_recording",
+    "FOURCC", "IMAGE_SUFFIXES", "STATES", "VIDEO_SUFFIXES", "CameraSetup", "FrameLanes", "FrameResult", "ImageLanes",
+    "LaneResult", "LaneStream", "LiveFrameLanes", "Recording", "StampedFrame", "StreamStats", "VideoResult", "VideoWriter", "detect_images", "detect_recording",
     "detect_video", "frames_of", "image_paths", "is_live_source", "is_recording", "is_video_source", "lanes_record",
     "open_recording", "open_video", "read_frames", "read_image", "read_images", "source_fps", "unique_stems",
     "write_video",

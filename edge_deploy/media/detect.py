@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import FrameError
 from ..strict_json import dumps
+from .lane_json import FrameLanes, ImageLanes
 from .stamped import CameraSetup, FrameResult, Publish, StampedFrame
 from .video import VideoWriter, frames_of, open_video, source_fps
 from ..fsutil import write_json_atomic
@@ -21,11 +22,9 @@ from .bag import read_frames
 Detect = Callable[[Any], list[Any]]  # an HxWx3 uint8 BGR frame -> its lanes (edge_deploy.lanedet.lane.Lane)
 
 
-def lanes_record(name: str, frame: Any, lanes: list[Any], model: str) -> dict[str, Any]:
-    """The JSON written for one image."""
-    h, w = frame.shape[:2]
-    return {"image": name, "height": int(h), "width": int(w), "model": model,
-            "lanes": [lane.to_dict() for lane in lanes]}
+def lanes_record(name: str, frame: Any, lanes: list[Any], model: str) -> ImageLanes:
+    """The record written for one image (its `to_dict()` is the JSON)."""
+    return ImageLanes.of(name, frame, lanes, model)
 
 
 def unique_stems(names: list[str]) -> list[str]:
@@ -47,25 +46,23 @@ def _caption(model: str, lanes: list[Any]) -> str:
 def detect_images(
     detect: Detect, frames: list[tuple[str, Any]], out: Path, *, model: str, write_png: bool = True,
     write_json: bool = False, geometry: Any = None,
-) -> list[dict[str, Any]]:
+) -> list[ImageLanes]:
     """Detect lanes in each (name, frame) and write OUT/<stem>.lanes.png and/or OUT/<stem>.lanes.json; with
     `geometry` (a LaneGeometry) each record gains the markers and figures and the PNG the bird's-eye panel.
-    Returns the records (with the paths written under "png" and "json")."""
+    Returns the records (with the paths written in `png` and `json`)."""
     out.mkdir(parents=True, exist_ok=True)
     records = []
     for (name, frame), stem in zip(frames, unique_stems([n for n, _ in frames])):
         lanes = detect(frame)
-        record = lanes_record(name, frame, lanes, model)
         found = geometry.frame_markers(lanes, frame) if geometry is not None else None
-        if found is not None:
-            record.update(found.to_dict())
+        record = ImageLanes.of(name, frame, lanes, model, found)
         if write_png:
             picture = annotated_frame(frame, lanes, _caption(model, lanes), found)
-            record["png"] = str(save_png(out / f"{stem}.lanes.png", picture))
+            record = replace(record, png=str(save_png(out / f"{stem}.lanes.png", picture)))
         if write_json:
             path = out / f"{stem}.lanes.json"
-            write_json_atomic(path, record, 0o644, indent=1)
-            record["json"] = str(path)
+            write_json_atomic(path, record.to_dict(), 0o644, indent=1)
+            record = replace(record, json=str(path))
         records.append(record)
     return records
 
@@ -174,7 +171,6 @@ def _video_frame(detect: Detect, stamped: StampedFrame, writer: VideoWriter, log
     lanes = detect(frame)
     found = geometry.frame_markers(lanes, frame) if geometry is not None else None
     writer.write(annotated_frame(frame, lanes, f"{_caption(model, lanes)} (frame {index})", found))
-    line: dict[str, Any] = {"frame": index, **({"stamp_ns": stamped.stamp_ns} if stamps else {}),
-                            "lanes": [lane.to_dict() for lane in lanes]}
-    log.write(dumps({**line, **(found.to_dict() if found is not None else {})}) + "\n")
+    line = FrameLanes.of(index, lanes, found, stamp_ns=stamped.stamp_ns if stamps else None)
+    log.write(dumps(line.to_dict()) + "\n")
     return FrameResult(stamped, lanes, found, setup)

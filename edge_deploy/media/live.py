@@ -5,13 +5,14 @@ state, capture -> lanes latency and the frames dropped before it)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..strict_json import dumps
 from .detect import VideoResult, _caption, finish_video
+from .lane_json import LiveFrameLanes
 from .stamped import CameraSetup, FrameResult, Publish, StampedFrame
 from .stream import LaneResult, LaneStream, StreamStats
 from .video import VideoWriter, frames_of, is_live_source, open_video, source_fps
@@ -26,14 +27,25 @@ class LiveResult:
     stats: StreamStats
 
 
-class _Detector:
-    """A client's detect with this run's decode options (what LaneStream calls), and its release."""
+@dataclass(frozen=True)
+class DecodeOverrides:
+    """The decode parameters a run asks of every call, under the keywords `LaneDetClient.detect` takes (and
+    infer's --conf, --nms, --top-k give); None: the served model's own."""
 
-    def __init__(self, client: Any, options: Mapping[str, Any]) -> None:
-        self.client, self.options = client, dict(options)
+    conf_threshold: float | None = None
+    nms_threshold: float | None = None
+    top_k: int | None = None
+
+
+class _Detector:
+    """A client's detect with this run's decode parameters (what LaneStream calls), and its release."""
+
+    def __init__(self, client: Any, decode: DecodeOverrides) -> None:
+        self.client, self.decode = client, decode
 
     def detect(self, frame: Any, *, deadline: float | None = None) -> list[Any]:
-        return self.client.detect(frame, deadline=deadline, **self.options)
+        return self.client.detect(frame, deadline=deadline, conf_threshold=self.decode.conf_threshold,
+                                  nms_threshold=self.decode.nms_threshold, top_k=self.decode.top_k)
 
     def release(self) -> None:
         self.client.release()
@@ -42,13 +54,14 @@ class _Detector:
 def detect_live(
     client: Any, source: str, out: Path, *, model: str, max_frames: int = 0, max_age: float = 0.1,
     camera: Any = None, track: bool = False, speed_mps: float | None = None,
-    detect_options: Mapping[str, Any] | None = None, progress: Callable[[int, float], None] | None = None,
+    detect_options: DecodeOverrides | None = None, progress: Callable[[int, float], None] | None = None,
     publish: Publish | None = None,
 ) -> LiveResult:
     """Lanes of the newest frame of `source` (a camera, a pipeline, or a video file played at its frame rate), as a
     vehicle app gets them; writes OUT/<stem>.lanes.mp4 and OUT/<stem>.lanes.jsonl (under temporary names, renamed
     at the end: Ctrl-C keeps what was written). `progress(frames detected, seconds)` after each; `publish` (an MCAP
-    file, a Foxglove server: edge_deploy.ros) gets each detected frame stamped with its capture time."""
+    file, a Foxglove server: edge_deploy.ros) gets each detected frame stamped with its capture time; `detect_options`:
+    the decode parameters of every call (None: the served model's)."""
     capture = open_video(source)
     live = is_live_source(source)
     fps_in = source_fps(capture)
@@ -57,8 +70,8 @@ def detect_live(
     writer = VideoWriter(out / f"{stem}.lanes.mp4", fps_in)
     jsonl_path = out / f"{stem}.lanes.jsonl"
     tmp_jsonl = out / f".{jsonl_path.name}.tmp"
-    stream = LaneStream(_Detector(client, detect_options or {}), frames_of(capture, max_frames), max_age=max_age,
-                        fps=None if live else fps_in, camera=camera, track=track, speed_mps=speed_mps)
+    stream = LaneStream(_Detector(client, detect_options or DecodeOverrides()), frames_of(capture, max_frames),
+                        max_age=max_age, fps=None if live else fps_in, camera=camera, track=track, speed_mps=speed_mps)
     lanes_total, last_seq, started = 0, 0, time.monotonic()
     try:
         with open(tmp_jsonl, "w") as log, stream:
@@ -70,10 +83,9 @@ def detect_live(
                 writer.write(annotated_frame(result.frame, list(result.lanes),
                                              f"{_caption(model, list(result.lanes))} (frame {result.seq}, "
                                              f"{result.state})", found))
-                line = {"frame": result.seq, "state": result.state, "latency_s": result.latency_s,
-                        "dropped": result.dropped, "error": result.error,
-                        "lanes": [lane.to_dict() for lane in result.lanes]}
-                log.write(dumps({**line, **(found.to_dict() if found is not None else {})}) + "\n")
+                line = LiveFrameLanes.live(result.seq, result.state, result.latency_s, result.dropped, result.error,
+                                           result.lanes, found)
+                log.write(dumps(line.to_dict()) + "\n")
                 lanes_total += len(result.lanes)
                 if publish is not None:
                     publish(_frame_result(result, camera))

@@ -94,3 +94,19 @@ def test_pitch_from_the_vanishing_point_of_two_straight_lines():
     assert pitch_from_vanishing_point(guess, left, right) == pytest.approx(2.7, abs=1e-6)
     with pytest.raises(GeometryError, match="parallel"):
         pitch_from_vanishing_point(guess, np.array([[0.0, 0.0], [0.0, 10.0]]), np.array([[5.0, 0.0], [5.0, 10.0]]))
+
+
+def test_a_camera_is_written_back_as_the_mapping_it_was_read_from(tmp_path):
+    """`sample` writes the generator's camera through Camera: the YAML is the generator's mapping, camera_name
+    included (a file's camera_name is kept too)."""
+    import yaml
+
+    from edge_deploy.geometry.calibration_file import write_calibration
+    from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene_truth
+
+    mapping = scene_truth(EVAL_SEED_BASE, 640, 360).camera
+    path = write_calibration(tmp_path / "road.calib.yaml", Camera.from_mapping(mapping))
+    assert path.read_text() == yaml.safe_dump(mapping, sort_keys=False, default_flow_style=None)
+    front = Camera.from_mapping({**mapping, "camera_name": "front"}).scaled_to(320, 180)
+    assert Camera.from_yaml(front.to_yaml(tmp_path / "front.yaml")).name == "front"
+    assert make_camera().to_mapping()["camera_name"] == "edge_deploy"  # a camera made in code
