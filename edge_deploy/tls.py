@@ -120,12 +120,21 @@ _CLIENT_SIDE = (
 SOCKET_CLOSED = "socket closed"
 
 
-def _decode_cert(path: str | Path) -> dict[str, Any] | None:
+class _DecodedCert(TypedDict, total=False):
+    """The keys of the standard library's decoded certificate read here (as ssl.SSLSocket.getpeercert gives)."""
+
+    subject: tuple[tuple[tuple[str, str], ...], ...]
+    issuer: tuple[tuple[tuple[str, str], ...], ...]
+    notAfter: str
+
+
+def _decode_cert(path: str | Path) -> _DecodedCert | None:
     """subject, issuer, notAfter of a PEM certificate through the standard library (None if it cannot tell)."""
     import ssl
 
     try:
-        return ssl._ssl._test_decode_cert(str(path))  # type: ignore[attr-defined]  # stdlib's own decoder
+        decoded: _DecodedCert = ssl._ssl._test_decode_cert(str(path))  # type: ignore[attr-defined]  # stdlib's own
+        return decoded
     except Exception:  # noqa: BLE001 - private API or unreadable: no diagnosis
         return None
 
