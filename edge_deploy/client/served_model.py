@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import ClientError, ModelMismatchError, PluginError
-from ..json_record import JsonObject
 from ..lanedet.contract import (
     LANES,
     NUM_LANES,
@@ -90,9 +89,9 @@ class LaneModel:
         return int(self.outputs[0].shape[-2]) if self.outputs else 0
 
 
-def _config_json(config: Any, key: str) -> JsonObject | None:
+def _config_json(config: Any, key: str) -> dict[str, object] | None:
     """A config parameter holding a JSON object, read here into the types below (None: no such parameter, or not
-    an object)."""
+    an object); its values are checked where they are used."""
     if key not in config.parameters:
         return None
     text = config.parameters[key].string_value
@@ -162,7 +161,7 @@ def _server_decoded(name: str, config: Any) -> ServerDecodedFamily:
     return ServerDecodedFamily(name, preprocess, decode)
 
 
-def _frame_size(fused: JsonObject | None) -> tuple[int, int] | None:
+def _frame_size(fused: dict[str, object] | None) -> tuple[int, int] | None:
     """The (H, W) of the frames a fused model (or its pipeline) takes, from its edge_deploy.fused_preprocess
     parameter; None when it names none."""
     if not fused or "height" not in fused:
