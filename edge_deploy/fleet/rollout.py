@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ..records import json_value
+from ..records import RecordError, json_value
 from .ansible import playbook, run_playbook
 from .inventory import inventory_hosts
 from .payload import archive, make_payload, payload_id
@@ -176,6 +176,8 @@ def fleet_status(inventory: Path, extra_vars: RoleVars | None = None, limit: str
         for host in hosts:
             try:
                 out[host] = VehicleReport.from_dict(json.loads((reports / f"{host}.json").read_text()), host)
+            except RecordError as exc:  # JSON, but not a report this version reads
+                out[host] = VehicleReport.unreachable(f"its report is not readable: {exc}"[:200])
             except (OSError, ValueError):
                 log = (reports / "ansible.log").read_text(errors="replace")
                 reason = next((ln.strip() for ln in log.splitlines() if host in ln and
