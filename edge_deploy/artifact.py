@@ -46,7 +46,7 @@ import stat
 import time
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Mapping
+from typing import Any, BinaryIO, Callable, Mapping, Sequence
 
 from ._version import __version__
 from .errors import EdgeDeployError, ManifestError
@@ -60,7 +60,7 @@ from .lanedet.preprocess import PreprocessSpec, PreprocessSpecError
 from .model_source import EXTERNAL_KINDS, ModelSource
 from .precision import Precision
 from .records import (EvaluationRecord, ExportReport, Fp16OnnxRecord, Fp16Report, FusedPreprocessRecord,
-                      ParityReport, PlanVerify, Record, RecordError, json_value)
+                      ParityReport, PlanVerify, Record, RecordError, json_value, kind_of, read_ints)
 
 MANIFEST_NAME = "manifest.json"
 ONNX_NAME = "model.onnx"
@@ -122,6 +122,39 @@ class PlanRecordError(ValueError):
     """A manifest's "plan" section with a value of the wrong type (the message names the field)."""
 
 
+@dataclass(frozen=True, eq=False)
+class ShapeRange(Record):
+    """One input's shapes in a plan's optimisation profile: the smallest, the one TensorRT tunes for, the largest
+    (the "plan" section's profile: input name -> {"min", "opt", "max"})."""
+
+    min: tuple[int, ...] = ()
+    opt: tuple[int, ...] = ()
+    max: tuple[int, ...] = ()
+
+    _SECTION = "plan.profile"
+    _READERS = {"min": read_ints, "opt": read_ints, "max": read_ints}
+
+    @classmethod
+    def of(cls, low: Sequence[int], opt: Sequence[int], high: Sequence[int]) -> ShapeRange:
+        return cls(min=tuple(low), opt=tuple(opt), max=tuple(high))
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str | None = None) -> ShapeRange:
+        """The typed range; RecordError naming the key that is missing or not a list of integers."""
+        where = where or cls._SECTION
+        missing = [key for key in ("min", "opt", "max") if isinstance(data, Mapping) and data.get(key) is None]
+        if missing:
+            raise RecordError(f"{where}.{missing[0]} is missing, not a list of integers")
+        return super().from_dict(data, where)
+
+
+def read_profile(value: Any, where: str) -> dict[str, ShapeRange]:
+    """The "plan" section's profile: input name -> ShapeRange; RecordError naming what is malformed."""
+    if not isinstance(value, Mapping):
+        raise RecordError(f"{where} is {kind_of(value)}, not a mapping")
+    return {str(name): ShapeRange.from_dict(ranges, f"{where}.{name}") for name, ranges in value.items()}
+
+
 @dataclass(frozen=True)
 class MachineFingerprint:
     """The machine a TensorRT plan was built on (or this machine): a plan runs only where these match.
@@ -149,7 +182,7 @@ class PlanFingerprint(MachineFingerprint):
     typing: str | None = None  # "strong" | "weak"
     precision: Precision | None = None
     dla_core: int | None = None
-    profile: Mapping[str, Any] | None = None  # input name -> {"min", "opt", "max"} shapes
+    profile: Mapping[str, ShapeRange] | None = None  # input name -> its shapes
     optimization_level: int | None = None
     fp32_layers: list[str] | None = None
     calibration: str | None = None  # the INT8 calibration images' digest
@@ -186,11 +219,13 @@ class PlanRecord(PlanFingerprint):
         values = {k: v for k, v in data.items() if k in known}
         if values.get("precision") is not None:
             values["precision"] = Precision(values["precision"])  # checked above: one of its values
-        if values.get("verify") is not None:
-            try:
+        try:
+            if values.get("verify") is not None:
                 values["verify"] = PlanVerify.from_dict(values["verify"])
-            except RecordError as exc:
-                raise PlanRecordError(str(exc)) from None
+            if values.get("profile") is not None:
+                values["profile"] = read_profile(values["profile"], "plan.profile")
+        except RecordError as exc:
+            raise PlanRecordError(str(exc)) from None
         return cls(**values, extra={k: v for k, v in data.items() if k not in known}, key_order=tuple(data))
 
     def to_dict(self) -> dict[str, Any]:
@@ -239,7 +274,7 @@ _PLAN_TYPES = {
     **{key: (_is_int, "an integer") for key in ("dla_core", "optimization_level", "workspace_bytes")},
     "build_seconds": (_is_number, "a number"),
     "precision": (_is_precision, f"one of {', '.join(p.value for p in Precision)}"),
-    "profile": (_is_mapping, "a mapping"),
+    "profile": (_is_mapping, "a mapping of input names to {min, opt, max} shapes"),
     "verify": (_is_mapping, "a mapping"),
     "fp32_layers": (_is_names, "a list of node names"),
 }

@@ -10,12 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeAlias, TypeVar, Union
 
 
 class RecordError(ValueError):
     """A manifest section with a value of the wrong type (the message names the field)."""
 
+
+# A JSON document as json.loads gives it: what passes through edge-deploy to an outside tool unread (Ansible's
+# extra vars), or is read here into a typed object at once.
+JsonValue: TypeAlias = Union[str, int, float, bool, None, list["JsonValue"], dict[str, "JsonValue"]]
+JsonObject: TypeAlias = dict[str, JsonValue]
 
 R = TypeVar("R", bound="Record")
 Reader = Callable[[Any, str], Any]

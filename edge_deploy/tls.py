@@ -10,9 +10,33 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from .errors import ClientError
+
+ChannelArgs = list[tuple[str, Any]]  # gRPC channel options: (name, value), values of gRPC's types
+
+
+class TLSKwargs(TypedDict):
+    """tritonclient InferenceServerClient's TLS keyword arguments (grpc and grpc.aio): PEM file paths."""
+
+    ssl: bool
+    root_certificates: str | None
+    private_key: str | None
+    certificate_chain: str | None
+
+
+class _Channel(TypedDict):
+    channel_args: ChannelArgs
+
+
+class ClientOptions(_Channel, total=False):
+    """InferenceServerClient's keyword arguments for a connection: channel_args always, the TLS ones with TLS."""
+
+    ssl: bool
+    root_certificates: str | None
+    private_key: str | None
+    certificate_chain: str | None
 
 
 @dataclass(frozen=True)
@@ -39,7 +63,7 @@ class TLSConfig:
             if path is not None:
                 _check_pem(what, Path(path))
 
-    def client_kwargs(self) -> dict[str, Any]:
+    def client_kwargs(self) -> TLSKwargs:
         """Keyword arguments for tritonclient's InferenceServerClient (grpc and grpc.aio)."""
         return {
             "ssl": True,
@@ -48,7 +72,7 @@ class TLSConfig:
             "certificate_chain": str(self.cert) if self.cert is not None else None,
         }
 
-    def channel_args(self, base: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    def channel_args(self, base: ChannelArgs) -> ChannelArgs:
         """`base` plus the server-name override, when one is set."""
         if self.server_name:
             return [*base, ("grpc.ssl_target_name_override", self.server_name)]
@@ -71,11 +95,11 @@ def _check_pem(what: str, path: Path) -> None:
                           "the files `edge-deploy certs issue` wrote (ca.pem, NAME.pem, NAME.key).")
 
 
-def client_options(tls: TLSConfig | None, base: list[tuple[str, Any]]) -> dict[str, Any]:
+def client_options(tls: TLSConfig | None, base: ChannelArgs) -> ClientOptions:
     """InferenceServerClient keyword arguments for plaintext (tls None) or TLS."""
     if tls is None:
-        return {"channel_args": list(base)}
-    return {**tls.client_kwargs(), "channel_args": tls.channel_args(base)}
+        return ClientOptions(channel_args=list(base))
+    return ClientOptions(**tls.client_kwargs(), channel_args=tls.channel_args(base))
 
 
 # What gRPC's handshake errors say (grpc 1.6x with BoringSSL), and what they mean. A refusal by the
@@ -96,12 +120,21 @@ _CLIENT_SIDE = (
 SOCKET_CLOSED = "socket closed"
 
 
-def _decode_cert(path: str | Path) -> dict[str, Any] | None:
+class _DecodedCert(TypedDict, total=False):
+    """The keys of the standard library's decoded certificate read here (as ssl.SSLSocket.getpeercert gives)."""
+
+    subject: tuple[tuple[tuple[str, str], ...], ...]
+    issuer: tuple[tuple[tuple[str, str], ...], ...]
+    notAfter: str
+
+
+def _decode_cert(path: str | Path) -> _DecodedCert | None:
     """subject, issuer, notAfter of a PEM certificate through the standard library (None if it cannot tell)."""
     import ssl
 
     try:
-        return ssl._ssl._test_decode_cert(str(path))  # type: ignore[attr-defined]  # stdlib's own decoder
+        decoded: _DecodedCert = ssl._ssl._test_decode_cert(str(path))  # type: ignore[attr-defined]  # stdlib's own
+        return decoded
     except Exception:  # noqa: BLE001 - private API or unreadable: no diagnosis
         return None
 

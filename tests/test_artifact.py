@@ -132,6 +132,24 @@ def test_a_malformed_plan_section_is_refused_naming_the_field(key, value) -> Non
     assert "\n" not in str(info.value) and "re-run `edge-deploy convert`" in str(info.value)
 
 
+@pytest.mark.parametrize(("profile", "field"), [({"input": {"min": [1, 3], "opt": "1x3", "max": [4, 3]}}, "input.opt"),
+                                              ({"input": {"min": [1, 3], "max": [4, 3]}}, "input.opt"),
+                                              ({"input": [[1, 3], [1, 3], [4, 3]]}, "input"), ([1], "")])
+def test_a_malformed_profile_is_refused_naming_the_input_and_range(profile, field) -> None:
+    with pytest.raises(ManifestError, match=f"plan.profile{'.' if field else ''}{field} is ") as info:
+        Manifest.from_dict(_format1(plan=dict(BUILT_PLAN, profile=profile)))
+    assert "\n" not in str(info.value)
+
+
+def test_the_profile_is_typed_and_a_built_one_writes_min_opt_max() -> None:
+    from edge_deploy.artifact import PlanFingerprint, ShapeRange
+
+    plan = Manifest.from_dict(_format1(plan=BUILT_PLAN)).plan
+    assert plan.profile["input"].max == (4, 3, 360, 640) and plan.profile["input"].opt == (1, 3, 360, 640)
+    built = PlanFingerprint(profile={"input": ShapeRange.of([1, 3, 360, 640], [1, 3, 360, 640], [4, 3, 360, 640])})
+    assert json.dumps(built.to_dict()["profile"]) == json.dumps(BUILT_PLAN["profile"])
+
+
 def test_the_plan_records_its_precision_as_a_precision() -> None:
     """The manifest stores the string; the record holds the enum, and writes the string back."""
     from edge_deploy.records import PlanVerify

@@ -12,7 +12,7 @@ from .. import strict_json
 from .typer_app import app
 
 if TYPE_CHECKING:
-    from ..fleet.rollout import HostResult
+    from ..fleet.reports import HostResult
 
 fleet_app = typer.Typer(help="A fleet of vehicles: status, and the commands the Ansible role runs on a vehicle.",
                         no_args_is_help=True)
@@ -70,12 +70,12 @@ def rollout(
 
 
 def _result_line(host: str, r: HostResult) -> str:
-    if r.get("status") == "ok":
-        plan = r.get("plan") or {}
+    if r.ok:
+        plan = r.plan if isinstance(r.plan, dict) else {}
         how = " (plan reused)" if plan.get("reused") else " (plan built)" if plan.get("built") else ""
-        return f"{host} ok, serving version {r.get('serving')}{how}"
-    back = "rolled back, " if r.get("rolled_back") in (True, "True", "true") else ""
-    return f"{host} FAILED at {r.get('step')}: {r.get('message')} ({back}serving version {r.get('serving')})"
+        return f"{host} ok, serving version {r.serving}{how}"
+    back = "rolled back, " if r.rolled_back in (True, "True", "true") else ""
+    return f"{host} FAILED at {r.step}: {r.message} ({back}serving version {r.serving})"
 
 
 @fleet_app.command("status")
@@ -90,23 +90,23 @@ def status(
 
     reports = fleet_status(inventory, parse_extra_vars(extra_vars), limit)
     if as_json:
-        typer.echo(strict_json.dumps(reports, indent=2))
+        typer.echo(strict_json.dumps({host: r.to_dict() for host, r in reports.items()}, indent=2))
         return
     from rich.console import Console
     from rich.table import Table
 
     table = Table("host", "served version", "manifest sha256", "fingerprint", "health", "last rollout")
     for host, r in reports.items():
-        fp = r.get("fingerprint") or {}
-        finger = " ".join(str(fp[k]) for k in ("gpu", "tensorrt", "jetpack") if fp.get(k)) or (
-            "no TensorRT (ONNX Runtime)" if fp else "?")
-        last = r.get("last_rollout") or {}
-        last_text = f"{last.get('status')} {last.get('payload', '')}" if last else "-"
-        if last and last.get("status") != "ok":
-            last_text += f" at {last.get('step')}"
-        health = r.get("health", "?") + (f" ({r['health_detail']})" if r.get("health_detail") else "")
-        table.add_row(host, str(r.get("served_version") if r.get("served_version") is not None else "-"),
-                      (r.get("manifest_sha256") or "-")[:16], finger, health, last_text)
+        fp = r.fingerprint
+        finger = " ".join(str(v) for v in (fp.gpu, fp.tensorrt, fp.jetpack) if v) if fp is not None else ""
+        finger = finger or ("no TensorRT (ONNX Runtime)" if fp is not None else "?")
+        last = r.last_rollout
+        last_text = f"{last.status} {last.payload or ''}" if last is not None else "-"
+        if last is not None and not last.ok:
+            last_text += f" at {last.step}"
+        health = (r.health or "?") + (f" ({r.health_detail})" if r.health_detail else "")
+        table.add_row(host, str(r.served_version if r.served_version is not None else "-"),
+                      (r.manifest_sha256 or "-")[:16], finger, health, last_text)
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)
@@ -122,7 +122,7 @@ def report(
     """(on a vehicle, run by the role) This vehicle's state as JSON."""
     from ..fleet.device import report as device_report
 
-    typer.echo(strict_json.dumps(device_report(repository, name, "user" if user else "system"), indent=2))
+    typer.echo(strict_json.dumps(device_report(repository, name, "user" if user else "system").to_dict(), indent=2))
 
 
 @fleet_app.command("record", hidden=True)
@@ -135,12 +135,18 @@ def record(
     """(on a vehicle, run by the role) Keep the last rollout's result, with what is served now; print it."""
     from ..fleet.device import record_result
     from ..fleet.policy import FleetError
+    from ..fleet.reports import HostResult
+    from ..records import RecordError
 
     try:
         data = json.loads(result)
     except ValueError as exc:
         raise FleetError(f"the rollout result is not JSON ({exc}).") from exc
-    typer.echo(strict_json.dumps(record_result("user" if user else "system", data, repository, name)))
+    try:
+        data = HostResult.from_dict(data)
+    except RecordError as exc:
+        raise FleetError(f"the rollout result is not a JSON object ({exc}).") from exc
+    typer.echo(strict_json.dumps(record_result("user" if user else "system", data, repository, name).to_dict()))
 
 
 @fleet_app.command("smoke")

@@ -89,7 +89,9 @@ class LaneModel:
         return int(self.outputs[0].shape[-2]) if self.outputs else 0
 
 
-def _config_json(config: Any, key: str) -> dict[str, Any] | None:
+def _config_json(config: Any, key: str) -> dict[str, object] | None:
+    """A config parameter holding a JSON object, read here into the types below (None: no such parameter, or not
+    an object); its values are checked where they are used."""
     if key not in config.parameters:
         return None
     text = config.parameters[key].string_value
@@ -111,7 +113,7 @@ def _family(config: Any, server_decodes: bool) -> LaneFamily:
         return get_family(name)
     except KeyError as exc:
         if server_decodes:
-            return ServerDecodedFamily(name, _config_json(config, PARAM_PREPROCESS), _config_json(config, PARAM_DECODE))
+            return _server_decoded(name, config)
         package = config.parameters[PARAM_FAMILY_PACKAGE].string_value \
             if PARAM_FAMILY_PACKAGE in config.parameters else ""
         provider = package or "the package that provides it (the one `edge-deploy convert` had)"
@@ -129,19 +131,10 @@ class ServerDecodedFamily(LaneFamily):
 
     decoder_module = ""
 
-    def __init__(self, name: str, preprocess: dict[str, Any] | None, decode: dict[str, Any] | None) -> None:
-        from dataclasses import make_dataclass
-
+    def __init__(self, name: str, preprocess: PreprocessSpec, decode: DecodeParams) -> None:
         self.name = self.title = name
-        try:
-            self.preprocess = PreprocessSpec.from_dict(preprocess or {})
-            params = dict(decode or {})
-            kind = make_dataclass(f"{name}DecodeParams", [(key, Any) for key in params if key != "top_k"] +
-                                  [("top_k", int)], bases=(DecodeParams,), frozen=True)
-            self.decode_defaults = kind(**params)
-        except (PreprocessSpecError, DecodeParamsError, TypeError, ValueError) as exc:
-            raise ModelMismatchError(f"the pipeline's preprocessing or decode settings are not usable: {exc}; "
-                                     "reinstall it with `edge-deploy install --pipeline`.") from None
+        self.preprocess = preprocess
+        self.decode_defaults = decode
 
     def lane_outputs(self, outputs: Any, has_batch: bool) -> tuple[TensorSpec, ...]:
         raise ValueError(f"is of the lane-model family {self.name!r}, which this client does not have: only its "
@@ -149,6 +142,35 @@ class ServerDecodedFamily(LaneFamily):
 
     def max_points(self, lane_outputs: Any) -> int:
         return 0
+
+
+def _server_decoded(name: str, config: Any) -> ServerDecodedFamily:
+    """The pipeline's family from its config alone: its preprocessing, and its decode parameters as a DecodeParams
+    of their own keys (whatever they are: the family's code is not here)."""
+    from dataclasses import make_dataclass
+
+    try:
+        preprocess = PreprocessSpec.from_dict(_config_json(config, PARAM_PREPROCESS) or {})
+        params = _config_json(config, PARAM_DECODE) or {}
+        kind = make_dataclass(f"{name}DecodeParams", [(key, Any) for key in params if key != "top_k"] +
+                              [("top_k", int)], bases=(DecodeParams,), frozen=True)
+        decode = kind(**params)
+    except (PreprocessSpecError, DecodeParamsError, TypeError, ValueError) as exc:
+        raise ModelMismatchError(f"the pipeline's preprocessing or decode settings are not usable: {exc}; "
+                                 "reinstall it with `edge-deploy install --pipeline`.") from None
+    return ServerDecodedFamily(name, preprocess, decode)
+
+
+def _frame_size(fused: dict[str, object] | None) -> tuple[int, int] | None:
+    """The (H, W) of the frames a fused model (or its pipeline) takes, from its edge_deploy.fused_preprocess
+    parameter; None when it names none."""
+    if not fused or "height" not in fused:
+        return None
+    height, width = fused["height"], fused.get("width")
+    if not isinstance(height, (int, float, str)) or not isinstance(width, (int, float, str)):
+        raise ModelMismatchError(f"the fused preprocessing parameter {PARAM_FUSED} gives no frame size "
+                                 f"(height {height!r}, width {width!r}); reinstall the model with `edge-deploy install`.")
+    return int(height), int(width)
 
 
 def _settings(config: Any, family: LaneFamily) -> tuple[PreprocessSpec, DecodeParams]:
@@ -195,7 +217,7 @@ def describe_model(metadata: Any, config: Any) -> LaneModel:
     tin = inputs[0]
     in_shape = shape_of(tin)
     fused = _config_json(cfg, PARAM_FUSED)
-    frame_size = (int(fused["height"]), int(fused["width"])) if fused and "height" in fused else None
+    frame_size = _frame_size(fused)
     if tin.datatype == "UINT8" and fused and not set(PIPE_OUTPUTS) <= output_names:
         frame = sample(in_shape)
         frame = frame[1:] if max_batch == 0 and len(frame) == 4 else frame

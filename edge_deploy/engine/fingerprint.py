@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..artifact import ONNX_NAME, Manifest, PlanFingerprint, sha256_file
+from ..artifact import ONNX_NAME, Manifest, PlanFingerprint, ShapeRange, sha256_file
 from ..machine import facts as machine_facts
 from ..machine import tensorrt_api
 from ..machine.plan_fit import fingerprint_diff, machine_fingerprint
@@ -30,7 +30,7 @@ def plan_fingerprint(
         typing="strong" if settings.strongly_typed else "weak",
         precision=settings.precision,
         dla_core=settings.dla_core,
-        profile={k: {"min": v[0], "opt": v[1], "max": v[2]} for k, v in settings.profile.items()},
+        profile={name: ShapeRange.of(*ranges) for name, ranges in settings.profile.items()},
         optimization_level=settings.optimization_level,
         fp32_layers=sorted({node for node, _ in settings.fp32_pins}),
         calibration=calibration,

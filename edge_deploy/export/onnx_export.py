@@ -12,7 +12,7 @@ import tempfile
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypedDict
 
 from .._deps import require
 from ..artifact import ONNX_TRITON_DTYPES, BatchRange, IOSignature, TensorSpec
@@ -51,15 +51,22 @@ def _captured_fds() -> Iterator[None]:
                 sys.stderr.write(sink.read().decode(errors="replace"))
 
 
-def export_kwargs(settings: ExportSettings, output_names: Sequence[str]) -> dict[str, Any]:
-    """The torch.onnx.export keyword arguments `convert` uses (the benchmark reuses them): torch's API, untyped."""
+class ExportKwargs(TypedDict, total=False):
+    """The torch.onnx.export keyword arguments `convert` passes (torch's API)."""
+
+    opset_version: int
+    input_names: list[str]
+    output_names: list[str]
+    do_constant_folding: bool
+    dynamic_axes: dict[str, dict[int, str]]  # tensor name -> {axis: its name}
+    dynamo: bool
+
+
+def export_kwargs(settings: ExportSettings, output_names: Sequence[str]) -> ExportKwargs:
+    """The torch.onnx.export keyword arguments `convert` uses (the benchmark reuses them)."""
     torch = require("torch", "exporting to ONNX")
-    kwargs: dict[str, Any] = {
-        "opset_version": settings.opset,
-        "input_names": [settings.input_name],
-        "output_names": list(output_names),
-        "do_constant_folding": True,
-    }
+    kwargs = ExportKwargs(opset_version=settings.opset, input_names=[settings.input_name],
+                          output_names=list(output_names), do_constant_folding=True)
     if settings.batch.dynamic:
         kwargs["dynamic_axes"] = {name: {0: "batch"} for name in [settings.input_name, *output_names]}
     # The TorchScript-based exporter: its graphs are what TensorRT's ONNX parser is

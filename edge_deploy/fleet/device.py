@@ -7,8 +7,8 @@ result, kept in the state directory: ``<state dir>/fleet/last-rollout.json``).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from ..fsutil import write_json_atomic
 from ..errors import EdgeDeployError, one_line
@@ -16,6 +16,7 @@ from ..machine.facts import device_facts
 from ..machine.plan_fit import machine_fingerprint
 from ..serve import admin
 from ..state import state_dir
+from .reports import HostResult, VehicleFingerprint, VehicleReport
 
 LAST_ROLLOUT = "last-rollout.json"
 
@@ -25,70 +26,66 @@ def last_rollout_path(scope: str) -> Path:
     return state_dir(scope) / "fleet" / LAST_ROLLOUT
 
 
-def record_result(scope: str, result: dict[str, Any], repository: Path | None = None,
-                  name: str = "lanedet") -> dict[str, Any]:
+def record_result(scope: str, result: HostResult, repository: Path | None = None,
+                  name: str = "lanedet") -> HostResult:
     """Keep `result` (the role's per-host outcome, plus what is served now) as this vehicle's last rollout.
 
-    `result` is the JSON the role templates (`fleet record` prints what is kept); external JSON, kept as it is."""
+    `result` is read from the JSON the role templates (`fleet record` prints what is kept); its keys stay as
+    they came."""
     import datetime
 
-    result = dict(result)
     if repository is not None:
         now = report(repository, name, scope)
-        result.update(serving=now["served_version"], manifest_sha256=now["manifest_sha256"], health=now["health"])
-    result["finished"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        result = result.updated(serving=now.served_version, manifest_sha256=now.manifest_sha256, health=now.health)
+    result = result.updated(finished=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
     path = last_rollout_path(scope)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, result)
+    write_json_atomic(path, result.to_dict())
     return result
 
 
-def report(repository: Path, name: str, scope: str) -> dict[str, Any]:
+def report(repository: Path, name: str, scope: str) -> VehicleReport:
     """Served version, its manifest sha256, the server's health, this machine's fingerprint, the last rollout.
 
-    The JSON object `fleet report` prints for the role and `fleet status` (external JSON: its keys are what
-    rollout.yml and status.yml read)."""
+    What `fleet report` prints for the role and `fleet status` (its keys are what rollout.yml and status.yml
+    read)."""
     repository = Path(repository)
-    out: dict[str, Any] = {"name": name, "repository": str(repository), "url": None, "served": [],
-                           "served_version": None, "policy": [], "manifest_sha256": None, "versions": [],
-                           "health": "no server", "health_detail": "", "fingerprint": None, "last_rollout": None}
+    out = replace(VehicleReport.empty(name, str(repository)), last_rollout=_last_rollout(scope))
     try:
         facts = device_facts()
-        out["fingerprint"] = {**machine_fingerprint(facts).to_dict(), "jetpack": facts.jetpack}
+        machine = machine_fingerprint(facts)
+        out = replace(out, fingerprint=VehicleFingerprint(
+            tensorrt=machine.tensorrt, cuda=machine.cuda, gpu=machine.gpu,
+            compute_capability=machine.compute_capability, l4t=machine.l4t, jetpack=facts.jetpack))
     except Exception as exc:  # noqa: BLE001 - a report always comes back
-        out["fingerprint_error"] = one_line(exc, 200)
-    try:
-        out["last_rollout"] = json.loads(last_rollout_path(scope).read_text())
-    except (OSError, ValueError):
-        pass
+        out = replace(out, fingerprint_error=one_line(exc, 200))
     if not (repository / name / "config.pbtxt").is_file():
-        out["health"] = "no model"
-        out["health_detail"] = f"{repository} has no model {name!r}"
-        return out
+        return replace(out, health="no model", health_detail=f"{repository} has no model {name!r}")
     try:
         from ..deploy.models import list_models
 
         info = next(i for i in list_models(repository, name) if i.name == name)
     except (EdgeDeployError, StopIteration) as exc:
-        out["health"] = "unreadable"
-        out["health_detail"] = one_line(exc, 200)
-        return out
-    out["versions"] = [v.version for v in info.versions]
-    out["policy"] = info.policy
-    out["served"] = info.served or []
+        return replace(out, health="unreadable", health_detail=one_line(exc, 200))
     current = max(info.served) if info.served else None
-    out["served_version"] = current
     by_version = {v.version: v for v in info.versions}
     shown = current if current is not None else (max(info.policy) if info.policy else None)
-    if shown in by_version:
-        out["manifest_sha256"] = by_version[shown].manifest_sha256
+    out = replace(out, versions=tuple(v.version for v in info.versions), policy=tuple(info.policy),
+                  served=tuple(info.served or ()), served_version=current,
+                  manifest_sha256=by_version[shown].manifest_sha256 if shown in by_version else None)
     record = admin.live_server(repository)
     if record is None:
-        out["health_detail"] = f"no running edge-deploy server serves {repository}"
-        return out
-    out["url"] = record.url
+        return replace(out, health_detail=f"no running edge-deploy server serves {repository}")
     health = admin.check_health(record.url, [name], headers=admin.repository_headers(repository),
                                 tls=record.client_tls())
-    out["health"] = "ready" if health.all_ready else ("not ready" if health.live else "unreachable")
-    out["health_detail"] = "" if health.all_ready else (health.error or health.not_ready())
-    return out
+    return replace(out, url=record.url,
+                   health="ready" if health.all_ready else ("not ready" if health.live else "unreachable"),
+                   health_detail="" if health.all_ready else (health.error or health.not_ready()))
+
+
+def _last_rollout(scope: str) -> HostResult | None:
+    """The result `fleet record` kept, or None (none kept, or not a JSON object)."""
+    try:
+        return HostResult.from_dict(json.loads(last_rollout_path(scope).read_text()), str(last_rollout_path(scope)))
+    except (OSError, ValueError):
+        return None

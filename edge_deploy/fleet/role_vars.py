@@ -8,20 +8,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
+from ..json_record import JsonObject
 from .policy import FleetError
+
+# Ansible's extra vars: any variable of the role (roles/edge_deploy/defaults/main.yml, or Ansible's own) by name,
+# JSON handed to ansible-playbook as it is. Only the few checked here are read; the role owns the rest.
+RoleVars: TypeAlias = JsonObject
 
 # The role's variables whose defaults (roles/edge_deploy/defaults/main.yml) are lists or mappings.
 LIST_VARS = ("edge_deploy_command", "edge_deploy_install_args")
 MAPPING_VARS = ("edge_deploy_environment",)
 
 
-def parse_extra_vars(items: list[str] | None) -> dict[str, Any]:
+def parse_extra_vars(items: list[str] | None) -> RoleVars:
     """KEY=VALUE, a JSON object, or @FILE holding one, merged in order; FleetError for what is neither.
 
     The result is Ansible's extra vars (external JSON for the playbook: any variable of the role)."""
-    out: dict[str, Any] = {}
+    out: RoleVars = {}
     for item in items or []:
         try:
             if item.startswith("@"):
@@ -39,7 +44,7 @@ def parse_extra_vars(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def check_role_vars(variables: dict[str, Any]) -> None:
+def check_role_vars(variables: RoleVars) -> None:
     """FleetError naming the first list or mapping variable of the role given as something else."""
     for key, kind, example in [*((k, list, '["--fp16"]') for k in LIST_VARS),
                                *((k, dict, '{"EDGE_DEPLOY_STATE_DIR": "/var/lib/lanes"}') for k in MAPPING_VARS)]:
@@ -49,7 +54,7 @@ def check_role_vars(variables: dict[str, Any]) -> None:
                              f"e.g. -e '{key}={example}'.")
 
 
-def _object(value: Any) -> dict[str, Any]:
+def _object(value: Any) -> RoleVars:
     """A JSON object of extra vars, or ValueError."""
     if not isinstance(value, dict):
         raise ValueError("the JSON is not an object")

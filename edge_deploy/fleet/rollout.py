@@ -14,43 +14,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ..records import Record, json_value
+from ..records import RecordError, json_value
 from .ansible import playbook, run_playbook
 from .inventory import inventory_hosts
 from .payload import archive, make_payload, payload_id
 from .policy import Amount, FleetError, batches, exceeds
+from .reports import HostResult, VehicleReport
+from .role_vars import RoleVars
 
-
-@dataclass(frozen=True, eq=False)
-class HostResult(Record):
-    """One host's outcome of a rollout: what the role reported (its rollout.yml "result"; `fleet record` adds
-    serving, manifest_sha256, health, finished), or "unreachable" when no report came; `batch` is added here.
-
-    Its values come from Ansible templating (a version may be a number or a string, rolled_back "True"), so they
-    are kept as they came; keys not listed here stay in `extra`.
-    """
-
-    host: str | None = None
-    status: str | None = None  # "ok" | "failed"
-    payload: str | None = None
-    step: str | None = None
-    message: str | None = None
-    before: Any = None  # the version served before
-    rolled_back: Any = None
-    rollback_error: str | None = None
-    plan: Any = None  # {"built", "reused", "fingerprint_key"}
-    serving: Any = None
-    manifest_sha256: str | None = None
-    health: str | None = None
-    finished: str | None = None
-    batch: int | None = None
-
-    _SECTION = "rollout result"
-    _ALWAYS = frozenset({"serving"})
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
+__all__ = ["HostResult", "RolloutResult", "VehicleReport", "check_keep", "default_run_root", "fleet_status", "rollout"]
 
 
 @dataclass
@@ -108,7 +80,7 @@ def rollout(
     batch: str = "25%",
     max_fail: str = "0",
     limit: str | None = None,
-    extra_vars: dict[str, Any] | None = None,  # Ansible's extra vars (role_vars): JSON for the playbook
+    extra_vars: RoleVars | None = None,  # Ansible's extra vars (role_vars): JSON for the playbook
     run_root: Path | None = None,
     batch_timeout: float = 3600.0,
     on_batch: Callable[[int, list[str], dict[str, HostResult]], None] | None = None,
@@ -120,7 +92,7 @@ def rollout(
     an edge_deploy_keep in `extra_vars`, which is checked the same way.
     """
     started = time.monotonic()
-    extra_vars = dict(extra_vars or {})
+    extra_vars = dict(extra_vars or {})  # a copy: the caller's stays as given
     if keep is not None:
         extra_vars["edge_deploy_keep"] = keep
     if "edge_deploy_keep" in extra_vars:
@@ -183,12 +155,12 @@ def _host_result(path: Path, host: str, code: int, run_dir: Path) -> HostResult:
                           message=f"no result from the host (ansible-playbook exit {code}; see {run_dir / 'ansible.log'})")
 
 
-def fleet_status(inventory: Path, extra_vars: dict[str, Any] | None = None, limit: str | None = None,
-                 run_root: Path | None = None, timeout: float = 600.0) -> dict[str, dict[str, Any]]:
+def fleet_status(inventory: Path, extra_vars: RoleVars | None = None, limit: str | None = None,
+                 run_root: Path | None = None, timeout: float = 600.0) -> dict[str, VehicleReport]:
     """Each host's report (served version, manifest sha256, fingerprint, health, last rollout), or why none came.
 
-    The reports are the JSON `edge-deploy fleet report` printed on each vehicle (`fleet status --json` prints
-    them as they are), kept as that JSON."""
+    The reports are what `edge-deploy fleet report` printed on each vehicle, read with their keys as they came
+    (`fleet status --json` prints them so)."""
     import tempfile
 
     hosts = inventory_hosts(Path(inventory), limit)
@@ -200,13 +172,15 @@ def fleet_status(inventory: Path, extra_vars: dict[str, Any] | None = None, limi
         vars_file.write_text(json.dumps({**(extra_vars or {}), "edge_deploy_report_dir": str(reports)}))
         code = run_playbook(playbook("status.yml"), Path(inventory), hosts, vars_file, reports / "ansible.log",
                             forks=min(len(hosts), 32), timeout=timeout)
-        out = {}
+        out: dict[str, VehicleReport] = {}
         for host in hosts:
             try:
-                out[host] = json.loads((reports / f"{host}.json").read_text())
+                out[host] = VehicleReport.from_dict(json.loads((reports / f"{host}.json").read_text()), host)
+            except RecordError as exc:  # JSON, but not a report this version reads
+                out[host] = VehicleReport.unreachable(f"its report is not readable: {exc}"[:200])
             except (OSError, ValueError):
                 log = (reports / "ansible.log").read_text(errors="replace")
                 reason = next((ln.strip() for ln in log.splitlines() if host in ln and
                                ("UNREACHABLE" in ln or "FAILED" in ln)), f"ansible-playbook exit {code}")
-                out[host] = {"health": "unreachable", "health_detail": reason[:200]}
+                out[host] = VehicleReport.unreachable(reason[:200])
     return out

@@ -39,7 +39,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from importlib import resources
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -86,8 +86,14 @@ class LoadedModel:
             raise TypeError("LoadedModel.source says nothing of trained (true: trained weights, false: seeded ones)")
 
 
-class LaneFamily(ABC):
-    """One lane-detector family. Subclass it, set the class attributes, register an instance."""
+O = TypeVar("O")  # the family's own convert options (`options_type`); Any for a family without
+
+
+class LaneFamily(ABC, Generic[O]):
+    """One lane-detector family. Subclass it, set the class attributes, register an instance.
+
+    A family with its own convert options subclasses ``LaneFamily[ItsOptions]`` with ``options_type = ItsOptions``,
+    so that `options_from` and `build` are typed with them."""
 
     name: str  # as recorded in manifests and configs, and as `convert NAME`
     title: str  # for people: "LaneATT"
@@ -98,7 +104,7 @@ class LaneFamily(ABC):
     backbones: tuple[str, ...] = ()  # what `convert NAME --backbone` takes (empty: the family has no choice)
     default_backbone: str | None = None
     default_dataset: str | None = None  # the data set `convert NAME` builds for without --dataset (None: none)
-    options_type: type | None = None  # a dataclass of the family's own convert options (`family_options`)
+    options_type: type[O] | None = None  # a dataclass of the family's own convert options (`family_options`)
     source_type: type[ModelSource] = ModelSource  # the manifest's "source" of its models: a subclass for own keys
 
     @abstractmethod
@@ -121,7 +127,7 @@ class LaneFamily(ABC):
         """This family's own convert options (the CLI makes a flag of each)."""
         return family_options(self.options_type)
 
-    def options_from(self, spec: SourceSpec) -> Any:
+    def options_from(self, spec: SourceSpec) -> O | None:
         """spec.options as this family's typed options object (None without `options_type`), or ConvertError
         naming the options that belong to other families and the ones this family takes."""
         given = {name: value for name, value in spec.options.items() if value is not None}
@@ -255,7 +261,7 @@ class LaneFamily(ABC):
         spec = preset.preprocess if preset is not None and preset.preprocess is not None else self.preprocess
         return (3, spec.height, spec.width)
 
-    def build(self, spec: SourceSpec, *, backbone: str | None, dataset: str | None, options: Any,
+    def build(self, spec: SourceSpec, *, backbone: str | None, dataset: str | None, options: O | None,
               shape: tuple[int, int, int]) -> LoadedModel:
         """The model `load` returns, from what it read and checked: `backbone` and `dataset` (defaults applied),
         `options` (`options_from`'s object, None without `options_type`) and the input `shape` (C, H, W). torch is

@@ -51,15 +51,6 @@ def _major_minor(version: str | None) -> tuple[int, ...] | None:
     return tensorrt_api.version_tuple(version)[:2] if version else None
 
 
-def _normalise(value: Any) -> Any:
-    """Tuples as lists, recursively: a profile read back from JSON compares equal to a fresh one."""
-    if isinstance(value, dict):
-        return {k: _normalise(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_normalise(v) for v in value]
-    return value
-
-
 def _same(key: str, old: Any, new: Any) -> bool:
     if key == "cuda":
         return _major_minor(old) == _major_minor(new)
@@ -68,8 +59,8 @@ def _same(key: str, old: Any, new: Any) -> bool:
         return tensorrt_api.version_tuple(str(old))[:3] == tensorrt_api.version_tuple(str(new))[:3]
     if key == "gpu":
         return str(old).strip().lower() == str(new).strip().lower()
-    if key == "profile":
-        return _normalise(old) == _normalise(new)
+    if key == "fp32_layers":
+        return list(old) == list(new)
     return old == new
 
 
@@ -83,7 +74,7 @@ def _show(key: str, value: Any) -> str:
     if key in ("onnx_sha256", "calibration"):
         return f"{str(value)[:12]}…"
     if key == "profile":
-        ranges = [f"{n}: {_dims(r['min'])}..{_dims(r['max'])} opt {_dims(r['opt'])}" for n, r in value.items()]
+        ranges = [f"{n}: {_dims(r.min)}..{_dims(r.max)} opt {_dims(r.opt)}" for n, r in value.items()]
         return "; ".join(ranges) or "fixed"
     if key == "fp32_layers":
         return f"{len(value)} node(s)"
@@ -99,7 +90,8 @@ def fingerprint_diff(recorded: PlanFingerprint | None, current: MachineFingerpri
     A key unknown on this machine (None) while the plan recorded it counts as a difference.
     """
     changes = []
-    for key, new in current.to_dict().items():
+    for key in (f.name for f in fields(current)):
+        new = getattr(current, key)
         old = getattr(recorded, key) if recorded is not None else None
         if old is None and new is None:
             continue

@@ -542,3 +542,24 @@ def test_fit_frame_resizes_as_the_spec_says_antialiased_bilinear_included():
                                   cv2.resize(frame, (320, 200), interpolation=cv2.INTER_AREA))
     with pytest.raises(FrameError, match="500x300"):
         fit_frame(frame, (200, 320), "antialiased_bilinear", True)
+
+
+
+def test_a_pipeline_of_a_family_this_client_lacks_takes_the_configs_settings():
+    from edge_deploy.lanedet import contract
+
+    outputs = [(name, "FP32", [-1]) for name in (contract.LANES, contract.SCORES, contract.NUM_POINTS,
+                                                 contract.NUM_LANES)]
+    params = {contract.PARAM_FAMILY: "stripes", contract.PARAM_PREPROCESS: '{"height": 200, "width": 320}',
+              contract.PARAM_DECODE: '{"stripe_gap": 0.5, "top_k": 3}'}
+    model = _describe(_custom([(contract.FRAME, "UINT8", [-1, -1, 3])], outputs, max_batch=0, params=params))
+    assert model.kind == "pipeline" and model.family.name == "stripes"
+    assert (model.family.preprocess.height, model.family.preprocess.width) == (200, 320)
+    assert model.decode.to_dict() == {"stripe_gap": 0.5, "top_k": 3}
+    with pytest.raises(ModelMismatchError, match="decode settings are not usable") as info:
+        _describe(_custom([(contract.FRAME, "UINT8", [-1, -1, 3])], outputs, max_batch=0,
+                          params={**params, contract.PARAM_DECODE: '{"stripe_gap": 0.5}'}))  # no top_k
+    assert "\n" not in str(info.value)
+    fused = {**params, contract.PARAM_FUSED: '{"height": 288}'}  # a frame size without its width
+    with pytest.raises(ModelMismatchError, match="gives no frame size") as info:
+        _describe(_custom([(contract.FRAME, "UINT8", [-1, -1, 3])], outputs, max_batch=0, params=fused))

@@ -54,3 +54,38 @@ def test_the_smoke_summary_names_the_first_frame_that_differs() -> None:
         "smoke: 1 of 2 reference frame(s) differ; b.png: 1 lane(s) served, 2 recorded, mean |dx| inf")
     assert SmokeResult(passed=True, frames=frames[:1], lanes=2).summary() == (
         "smoke: 1 reference frame(s), 2 lane(s), all match")
+
+
+# The keys `fleet report` prints, in order: rollout.yml reads served_version, served and url, status.yml hands the
+# object to `fleet status` (issue 47 typed it as VehicleReport; the JSON must not change).
+REPORT_KEYS = ["name", "repository", "url", "served", "served_version", "policy", "manifest_sha256", "versions",
+               "health", "health_detail", "fingerprint", "last_rollout"]
+
+
+def test_the_vehicle_report_keeps_its_keys_and_the_last_rollout_as_recorded(tmp_path: Path, monkeypatch) -> None:
+    from dataclasses import fields
+
+    from edge_deploy.artifact import MachineFingerprint
+    from edge_deploy.fleet.device import record_result, report
+    from edge_deploy.fleet.reports import VehicleReport
+
+    monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "state"))
+    (tmp_path / "repo").mkdir()
+    data = json.loads(json.dumps(report(tmp_path / "repo", "lanedet", "user").to_dict()))
+    assert list(data) == REPORT_KEYS
+    assert data["served"] == data["policy"] == data["versions"] == [] and data["last_rollout"] is None
+    assert data["health"] == "no model" and data["url"] is None and data["served_version"] is None
+    assert list(data["fingerprint"]) == [*(f.name for f in fields(MachineFingerprint)), "jetpack"]
+    # `fleet record`: the role's keys as they came (its own "finished" keeps its place), then what is served now
+    role = {k: v for k, v in FAILED.items() if k not in ("serving", "manifest_sha256", "health")}
+    kept = record_result("user", HostResult.from_dict(role), tmp_path / "repo", "lanedet").to_dict()
+    assert list(kept) == [*role, "serving", "manifest_sha256", "health"]
+    assert kept["serving"] is None and kept["health"] == "no model" and kept["future"] == [1]
+    again = report(tmp_path / "repo", "lanedet", "user")
+    assert again.last_rollout is not None and again.last_rollout.to_dict() == kept
+    assert list(record_result("user", HostResult.from_dict({"host": "v"}), None).to_dict()) == ["host", "finished"]
+    # a row of `fleet status`: as the vehicle's JSON came (Ansible's to_nice_json sorts the keys), or unreachable
+    row = json.loads(json.dumps(again.to_dict(), sort_keys=True))
+    assert json.dumps(VehicleReport.from_dict(row).to_dict()) == json.dumps(row)
+    assert list(VehicleReport.unreachable("ssh: no route").to_dict().items()) == [
+        ("health", "unreachable"), ("health_detail", "ssh: no route")]

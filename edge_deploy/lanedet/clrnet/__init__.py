@@ -85,7 +85,7 @@ def preset_decode_params(preset: CLRNetPreset, backbone: str = DEFAULT_BACKBONE)
                         cut_fraction=preset.cut_fraction)
 
 
-class CLRNetFamily(LaneFamily):
+class CLRNetFamily(LaneFamily[None]):  # no options of its own
     name = "clrnet"
     title = "CLRNet"
     backbones = BACKBONES
@@ -118,7 +118,7 @@ class CLRNetFamily(LaneFamily):
     def recognizes_checkpoint(self, keys: Sequence[str]) -> bool:
         return {"heads.priors", "heads.cls_layers.weight", "heads.reg_layers.weight"} <= set(keys)
 
-    def build(self, spec: SourceSpec, *, backbone: str | None, dataset: str | None, options: Any,
+    def build(self, spec: SourceSpec, *, backbone: str | None, dataset: str | None, options: None,
               shape: tuple[int, int, int]) -> LoadedModel:
         from .model import build_clrnet
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 from ...json_record import Record, read_int, read_record, read_str
 from ...model_source import ModelSource, SourceFile
@@ -71,7 +71,7 @@ class LaneATTSource(ModelSource):
     NULLS = frozenset(LAYOUT) - {"untrained_lanes"}
 
 
-class LaneATTFamily(LaneFamily):
+class LaneATTFamily(LaneFamily[LaneATTOptions]):
     name = "laneatt"
     title = "LaneATT"
     # Input [B, 3, 360, 640], BGR as OpenCV reads it, value/255, bicubic resize, no crop.
@@ -110,12 +110,13 @@ class LaneATTFamily(LaneFamily):
     def recognizes_checkpoint(self, keys: Sequence[str]) -> bool:
         return {"attention_layer.weight", "cls_layer.weight", "reg_layer.weight"} <= set(keys)
 
-    def build(self, spec: SourceSpec, *, backbone: str | None, dataset: str | None, options: Any,
+    def build(self, spec: SourceSpec, *, backbone: str | None, dataset: str | None, options: LaneATTOptions | None,
               shape: tuple[int, int, int]) -> LoadedModel:
         from .anchors import N_ANCHORS
         from .model import UNTRAINED_LANES, build_laneatt, give_untrained_lanes
 
         assert backbone is not None  # LaneATT has a default backbone
+        assert options is not None  # and options_type: options_from makes one
         anchor_order = options.anchor_order
         module = build_laneatt(backbone, checkpoint=spec.checkpoint, anchors_freq=options.anchors_freq,
                                dataset=dataset, topk_anchors=options.topk_anchors, anchor_order=anchor_order,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, Sequence
+from typing import ClassVar, Sequence
 
 from ..datasets import DatasetPreset
 from ..decode_params import DecodeParams, DecodeParamsError
@@ -66,7 +66,7 @@ def preset_decode_params(preset: UFLDv2Preset) -> UFLDv2DecodeParams:
     return UFLDv2DecodeParams(row_anchor=preset.row_anchor, col_anchor=preset.col_anchor)
 
 
-class UFLDv2Family(LaneFamily):
+class UFLDv2Family(LaneFamily[None]):  # no options of its own
     name = "ufldv2"
     title = "UFLDv2"
     preprocess = preset_preprocess(PRESETS[DEFAULT_DATASET])
@@ -101,7 +101,7 @@ class UFLDv2Family(LaneFamily):
     def recognizes_checkpoint(self, keys: Sequence[str]) -> bool:
         return {"pool.weight", "cls.1.weight", "model.conv1.weight"} <= set(keys)
 
-    def build(self, spec: SourceSpec, *, backbone: str | None, dataset: str | None, options: Any,
+    def build(self, spec: SourceSpec, *, backbone: str | None, dataset: str | None, options: None,
               shape: tuple[int, int, int]) -> LoadedModel:
         from .model import build_ufldv2
 

@@ -24,9 +24,17 @@ the Triton Python-backend models. Errors are `DecodeError` with one-line message
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:  # numpy only at run time: this file is also copied beside a Triton Python-backend model
+    from typing import TypeAlias, Union
+
+    from numpy.typing import ArrayLike
+
+    # One image's four outputs: arrays (or what np.asarray takes) in OUTPUT_NAMES order, or by those names.
+    Outputs: TypeAlias = Union[Sequence[ArrayLike], Mapping[str, ArrayLike]]
 
 try:
     from ..lane import DecodeError, Lane, check_image_size
@@ -50,7 +58,7 @@ ANCHOR_COUNTS = {"culane": (72, 81), "tusimple": (56, 41)}  # (row, column) anch
 __all__ = ["OUTPUT_NAMES", "DecodeError", "Lane", "decode_outputs", "decode_ufldv2", "validate_outputs"]
 
 
-def validate_outputs(outputs: Sequence[Any] | Mapping[str, Any]) -> tuple[np.ndarray, ...]:
+def validate_outputs(outputs: Outputs) -> tuple[np.ndarray, ...]:
     """The four outputs of one image (a sequence in OUTPUT_NAMES order, or a mapping by those names) as
     float arrays, checked: loc_row [cells_row, rows, 4], loc_col [cells_col, cols, 4], exist_row
     [2, rows, 4], exist_col [2, cols, 4], finite."""
@@ -133,7 +141,7 @@ def _lanes_on(loc: np.ndarray, exist: np.ndarray, lanes: tuple[int, ...], min_fr
     return found
 
 
-def decode_outputs(outputs: Sequence[Any] | Mapping[str, Any], *, row_anchor: Sequence[float],
+def decode_outputs(outputs: Outputs, *, row_anchor: Sequence[float],
                    col_anchor: Sequence[float], local_width: int = LOCAL_WIDTH, top_k: int = TOP_K,
                    image_size: tuple[float, float], model_width: float | None = None) -> list[Lane]:
     """One image's four outputs -> up to `top_k` lanes in an image of `image_size` (H, W), in the official order
@@ -163,7 +171,7 @@ def decode_outputs(outputs: Sequence[Any] | Mapping[str, Any], *, row_anchor: Se
     return [lane for _, _, lane in found]
 
 
-def decode_ufldv2(outputs: Sequence[Any] | Mapping[str, Any], *, image_size: tuple[float, float] | None = None,
+def decode_ufldv2(outputs: Outputs, *, image_size: tuple[float, float] | None = None,
                   dataset: str = "culane", local_width: int = LOCAL_WIDTH, top_k: int = TOP_K,
                   row_anchor: Sequence[float] | None = None, col_anchor: Sequence[float] = COL_ANCHOR) -> list[Lane]:
     """Lanes of one image from UFLDv2's four outputs (no batch axis; a sequence in the order loc_row, loc_col,
