@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .artifact import MANIFEST_NAME, PLAN_NAME, MachineFingerprint, Manifest, PlanRecord
+from .artifact import MANIFEST_NAME, PLAN_NAME, Manifest, PlanRecord
 from .json_record import Record
 from .machine import facts as machine_facts
 from .errors import EdgeDeployError, EngineError, one_line
@@ -52,14 +52,6 @@ class Check:
         return {"name": self.name, "status": self.status, "detail": self.detail, "needed_for": list(self.needed_for)}
 
 
-@dataclass(frozen=True)
-class HostFingerprint(MachineFingerprint):
-    """This machine's plan fingerprint (machine/plan_fit.py's machine part) and its JetPack: what fleet rollouts
-    compare to decide where a plan may be reused."""
-
-    jetpack: str | None = None
-
-
 @dataclass(frozen=True, eq=False)
 class StageVerdict(Record):
     """One judged stage: ready, or the names of the failed checks that block it (each once, in table order)."""
@@ -76,7 +68,7 @@ class DoctorReport(Record):
 
     ready: bool
     stages: Mapping[str, StageVerdict]
-    fingerprint: HostFingerprint | None = None
+    fingerprint: fp.HostFingerprint | None = None
     plan_builder: str | None = None
     checks: tuple[Check, ...] = ()
 
@@ -432,8 +424,7 @@ def report(checks: list[Check], stages: Iterable[str], root: Path | None = None)
         verdicts[stage] = StageVerdict(not blockers, tuple(dict.fromkeys(blockers)))
     try:
         facts = machine_facts.device_facts(Path(root) if root is not None else machine_facts.default_root())
-        machine: HostFingerprint | None = HostFingerprint(**vars(fp.machine_fingerprint(facts)),
-                                                          jetpack=facts.jetpack)
+        machine: fp.HostFingerprint | None = fp.host_fingerprint(facts)
     except Exception:  # noqa: BLE001 - doctor reports, it never crashes
         machine = None
     builder = next((c for c in checks if c.name == "plan builder"), None)

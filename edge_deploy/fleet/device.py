@@ -13,10 +13,10 @@ from pathlib import Path
 from ..fsutil import write_json_atomic
 from ..errors import EdgeDeployError, one_line
 from ..machine.facts import device_facts
-from ..machine.plan_fit import machine_fingerprint
+from ..machine.plan_fit import host_fingerprint
 from ..serve import admin
 from ..state import state_dir
-from .reports import HostResult, VehicleFingerprint, VehicleReport
+from .reports import HostResult, VehicleReport
 
 LAST_ROLLOUT = "last-rollout.json"
 
@@ -53,10 +53,7 @@ def report(repository: Path, name: str, scope: str) -> VehicleReport:
     out = replace(VehicleReport.empty(name, str(repository)), last_rollout=_last_rollout(scope))
     try:
         facts = device_facts()
-        machine = machine_fingerprint(facts)
-        out = replace(out, fingerprint=VehicleFingerprint(
-            tensorrt=machine.tensorrt, cuda=machine.cuda, gpu=machine.gpu,
-            compute_capability=machine.compute_capability, l4t=machine.l4t, jetpack=facts.jetpack))
+        out = replace(out, fingerprint=host_fingerprint(facts))
     except Exception as exc:  # noqa: BLE001 - a report always comes back
         out = replace(out, fingerprint_error=one_line(exc, 200))
     if not (repository / name / "config.pbtxt").is_file():

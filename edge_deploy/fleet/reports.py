@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..machine.plan_fit import HostFingerprint
 from ..records import Record, read_int, read_ints, read_record, read_str
 
 
@@ -52,22 +53,6 @@ class HostResult(Record):
 
 
 @dataclass(frozen=True, eq=False)
-class VehicleFingerprint(Record):
-    """The vehicle's machine, as a plan fingerprint records it (`MachineFingerprint`'s keys), plus its JetPack."""
-
-    tensorrt: str | None = None
-    cuda: str | None = None
-    gpu: str | None = None
-    compute_capability: str | None = None
-    l4t: str | None = None
-    jetpack: str | None = None
-
-    _SECTION = "fingerprint"
-    _READERS = {name: read_str for name in ("tensorrt", "cuda", "gpu", "compute_capability", "l4t", "jetpack")}
-    _ALWAYS = frozenset(_READERS)
-
-
-@dataclass(frozen=True, eq=False)
 class VehicleReport(Record):
     """One vehicle's state: `fleet report` prints it (the role reads served_version, served, url), `fleet status`
     shows one per host.
@@ -86,7 +71,7 @@ class VehicleReport(Record):
     versions: tuple[int, ...] | None = None
     health: str | None = None  # "ready" | "not ready" | "unreachable" | "no server" | "no model" | "unreadable"
     health_detail: str | None = None
-    fingerprint: VehicleFingerprint | None = None
+    fingerprint: HostFingerprint | None = None
     last_rollout: HostResult | None = None
     fingerprint_error: str | None = None  # written only when this machine's facts could not be read
 
@@ -96,7 +81,7 @@ class VehicleReport(Record):
                                        "fingerprint_error")},
         **{name: read_ints for name in ("served", "policy", "versions")},
         "served_version": read_int,
-        "fingerprint": read_record(VehicleFingerprint),
+        "fingerprint": read_record(HostFingerprint),
         "last_rollout": read_record(HostResult),
     }
     _ALWAYS = frozenset({"url", "served_version", "manifest_sha256", "fingerprint", "last_rollout"})

@@ -9,10 +9,11 @@ ask ("does this plan run here?"); the rebuild decision built on it is
 """
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ..artifact import MachineFingerprint, PlanFingerprint, PlanRecord
+from ..json_record import Record, read_str
 from . import facts as machine_facts
 from . import tensorrt_api
 
@@ -43,6 +44,28 @@ def machine_fingerprint(
     facts = facts or machine_facts.device_facts()
     return MachineFingerprint(tensorrt=tensorrt_version or facts.tensorrt, cuda=facts.cuda, gpu=facts.gpu,
                               compute_capability=facts.compute_capability, l4t=facts.l4t)
+
+
+@dataclass(frozen=True, eq=False)
+class HostFingerprint(Record):
+    """A machine's plan fingerprint (`MachineFingerprint`'s keys) and its JetPack, as `doctor --json` and `fleet
+    report` show it: what fleet rollouts compare to decide where a plan may be reused. Every key is written."""
+
+    tensorrt: str | None = None
+    cuda: str | None = None
+    gpu: str | None = None
+    compute_capability: str | None = None
+    l4t: str | None = None
+    jetpack: str | None = None
+
+    _SECTION = "fingerprint"
+    _READERS = {name: read_str for name in ("tensorrt", "cuda", "gpu", "compute_capability", "l4t", "jetpack")}
+    _ALWAYS = frozenset(_READERS)
+
+
+def host_fingerprint(facts: machine_facts.DeviceFacts) -> HostFingerprint:
+    """This machine's `HostFingerprint`, from its facts."""
+    return HostFingerprint(**vars(machine_fingerprint(facts)), jetpack=facts.jetpack)
 
 
 
