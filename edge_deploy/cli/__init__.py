@@ -14,27 +14,33 @@ from typing import Any, Protocol, TypeGuard
 
 from ..errors import EdgeDeployError, one_line, os_error_message
 
-# The modules that register commands on the typer app (cli/typer_app.py) when imported, in the order of the help's
-# list, and the module of each top-level command. `edge-deploy NAME ...` imports only NAME's module, so a command
+# The modules that register commands on the typer app (cli/typer_app.py) when imported, and the module of each
+# top-level command, in the order of the help's list. `edge-deploy NAME ...` imports only NAME's module, so a command
 # starts without the imports of all the others (the fleet role runs short commands on every vehicle).
 COMMAND_MODULES = ("bench", "certs", "convert", "doctor", "evaluate", "families", "fleet", "infer", "repository",
                    "serve")
 MODULE_OF_COMMAND = {
-    "bench": "bench", "certs": "certs", "convert": "convert", "doctor": "doctor", "evaluate": "evaluate",
-    "families": "families", "fleet": "fleet", "rollout": "fleet", "infer": "infer", "sample": "infer",
-    "install": "repository", "models": "repository", "rollback": "repository", "serve": "serve", "stop": "serve",
-    "status": "serve", "logs": "serve", "health": "serve",
+    "infer": "infer", "sample": "infer", "bench": "bench", "convert": "convert", "doctor": "doctor",
+    "evaluate": "evaluate", "families": "families", "rollout": "fleet", "install": "repository",
+    "models": "repository", "rollback": "repository", "serve": "serve", "stop": "serve", "status": "serve",
+    "logs": "serve", "health": "serve", "certs": "certs", "fleet": "fleet",
 }
-
 
 INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE: a bug of edge-deploy, not something the user did
 
 
 def register_commands(command: str | None = None) -> None:
-    """Import the module of `command` (a top-level command name), or every command module when None or unknown."""
+    """Import the module of `command` (a top-level command name), or every command module when None or unknown;
+    the commands listed in MODULE_OF_COMMAND's order, whichever module was imported first."""
+    from .typer_app import app
+
     module = MODULE_OF_COMMAND.get(command) if command is not None else None
     for name in (module,) if module is not None else COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}")
+    order = {name: i for i, name in enumerate(MODULE_OF_COMMAND)}
+    app.registered_commands.sort(key=lambda info: order.get(str(info.name or getattr(info.callback, "__name__", "")),
+                                                            -1))
+    app.registered_groups.sort(key=lambda info: order.get(str(info.name), -1))
 
 
 def __getattr__(name: str) -> Any:

@@ -32,3 +32,15 @@ def test_a_command_run_alone_imports_only_its_own_command_module() -> None:
     loaded = eval(done.stdout.strip().splitlines()[-1])  # noqa: S307 - the list the script printed
     assert "fleet" in loaded and "Usage" in done.stdout
     assert not set(loaded) & (set(cli.COMMAND_MODULES) - {"fleet"}), loaded
+
+
+def test_the_help_lists_the_commands_in_the_tables_order_whichever_module_came_first() -> None:
+    script = (
+        "import edge_deploy.cli.serve, edge_deploy.cli.fleet, edge_deploy.cli.infer  # a test or a library first\n"
+        "import typer\n"
+        "from edge_deploy.cli import app\n"
+        "print(list(typer.main.get_command(app).commands))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert eval(done.stdout.strip()) == list(cli.MODULE_OF_COMMAND)  # noqa: S307 - the list the script printed
