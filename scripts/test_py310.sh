@@ -68,5 +68,5 @@ if wrong:
     sys.exit("test_py310: not the lowest versions: " + ", ".join(wrong))
 print(f"test_py310: Python {sys.version.split()[0]} with the lowest versions of {sys.argv[1]}")
 EOF
-# Two pytest-xdist workers, a test file at a time, as scripts/test.sh.
-exec .venv310/bin/python -m pytest -q -p no:cacheprovider -n 2 --durations=15 "$@"
+# Three pytest-xdist workers, a test file at a time, as scripts/test.sh.
+exec .venv310/bin/python -m pytest -q -p no:cacheprovider -n 3 --durations=15 "$@"

@@ -17,7 +17,7 @@ DATA_DIR = REPO_ROOT / "tests" / "data"
 # in 4 KiB pages (8 M page faults for UFLDv2-CULane alone, 160 k with this); glibc before 2.35 ignores it. Memory
 # use is measured only by tests/media/test_bag.py, whose bound holds with it.
 os.environ.setdefault("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1")
-# One compute thread per process: the two workers already fill the two cores, and torch's OpenMP pool and ONNX
+# One compute thread per process: the workers already fill the two cores, and torch's OpenMP pool and ONNX
 # Runtime's intra-op pool (edge-deploy's sessions and the Python-backend runner: $EDGE_DEPLOY_ORT_THREADS) would
 # otherwise each add a thread per core that spins waiting for work, taking 10-20 % more CPU for the same tests.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -25,7 +25,7 @@ os.environ.setdefault("EDGE_DEPLOY_ORT_THREADS", "1")
 
 
 # The longest test files, longest first (docs/testing.md has their times). Under pytest-xdist (scripts/test.sh:
-# `-n 2 --dist loadfile`) they start first, so the two workers finish together rather than one running a long
+# `-n 3 --dist loadfile`) they start first, so the workers finish together rather than one running a long
 # file alone at the end. Only the order of files changes; a file's tests keep theirs. Missing one costs time only.
 LONGEST_FIRST = (
     "tests/fleet/test_rollout.py",

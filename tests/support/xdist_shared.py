@@ -1,4 +1,4 @@
-"""What the pytest-xdist workers of one run share (scripts/test.sh runs the suite with `-n 2 --dist loadfile`).
+"""What the pytest-xdist workers of one run share (scripts/test.sh runs the suite with `-n 3 --dist loadfile`).
 
 Every worker runs session fixtures for itself, and tests of two workers run at the same time. Here:
 - `made_once`: a costly session fixture (a converted artifact, a checkpoint) made once per run: the first
