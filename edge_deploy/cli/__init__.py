@@ -14,17 +14,16 @@ from typing import Any, Protocol, TypeGuard
 
 from ..errors import EdgeDeployError, one_line, os_error_message
 
-# The modules that register commands on the typer app (cli/typer_app.py) when imported, and the module of each
-# top-level command, in the order of the help's list. `edge-deploy NAME ...` imports only NAME's module, so a command
-# starts without the imports of all the others (the fleet role runs short commands on every vehicle).
-COMMAND_MODULES = ("bench", "certs", "convert", "doctor", "evaluate", "families", "fleet", "infer", "repository",
-                   "serve")
+# The module of each top-level command (each registers its commands on the typer app, cli/typer_app.py, when
+# imported), in the order of the help's list. `edge-deploy NAME ...` imports only NAME's module, so a command starts
+# without the imports of all the others (the fleet role runs short commands on every vehicle).
 MODULE_OF_COMMAND = {
     "infer": "infer", "sample": "infer", "bench": "bench", "convert": "convert", "doctor": "doctor",
     "evaluate": "evaluate", "families": "families", "rollout": "fleet", "install": "repository",
     "models": "repository", "rollback": "repository", "serve": "serve", "stop": "serve", "status": "serve",
     "logs": "serve", "health": "serve", "certs": "certs", "fleet": "fleet",
 }
+COMMAND_MODULES = tuple(dict.fromkeys(MODULE_OF_COMMAND.values()))
 
 INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE: a bug of edge-deploy, not something the user did
 
