@@ -82,7 +82,8 @@ def report(repository: Path, name: str, scope: str) -> VehicleReport:
 
 def _last_rollout(scope: str) -> HostResult | None:
     """The result `fleet record` kept, or None (none kept, or not a JSON object)."""
+    path = last_rollout_path(scope)
     try:
-        return HostResult.from_dict(json.loads(last_rollout_path(scope).read_text()), str(last_rollout_path(scope)))
+        return HostResult.from_dict(json.loads(path.read_text()), str(path))
     except (OSError, ValueError):
         return None

@@ -2,10 +2,18 @@
 table behind it names the module that really registers each command, so no command is missing when run alone."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import edge_deploy.cli as cli
+
+
+def last_line_of(script: str) -> tuple[object, str]:
+    """Run `script` in a fresh interpreter (nothing imported yet); the JSON of its last line, and its output."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stdout
 
 
 def test_every_command_is_registered_by_the_module_its_table_names() -> None:
@@ -24,22 +32,19 @@ def test_a_command_run_alone_imports_only_its_own_command_module() -> None:
         "sys.argv = ['edge-deploy', 'fleet', 'report', '--help']\n"
         "from edge_deploy.cli import main\n"
         "try:\n    main()\nexcept SystemExit as done:\n    assert done.code == 0, done.code\n"
-        "print(sorted(set(cli.split('.')[2] for cli in sys.modules if cli.startswith('edge_deploy.cli.'))))\n"
+        "import json\n"
+        "print(json.dumps(sorted({m.split('.')[2] for m in sys.modules if m.startswith('edge_deploy.cli.')})))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    loaded = eval(done.stdout.strip().splitlines()[-1])  # noqa: S307 - the list the script printed
-    assert "fleet" in loaded and "Usage" in done.stdout
+    loaded, output = last_line_of(script)
+    assert isinstance(loaded, list) and "fleet" in loaded and "Usage" in output
     assert not set(loaded) & (set(cli.COMMAND_MODULES) - {"fleet"}), loaded
 
 
 def test_the_help_lists_the_commands_in_the_tables_order_whichever_module_came_first() -> None:
     script = (
         "import edge_deploy.cli.serve, edge_deploy.cli.fleet, edge_deploy.cli.infer  # a test or a library first\n"
-        "import typer\n"
+        "import json, typer\n"
         "from edge_deploy.cli import app\n"
-        "print(list(typer.main.get_command(app).commands))\n"
+        "print(json.dumps(list(typer.main.get_command(app).commands)))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert eval(done.stdout.strip()) == list(cli.MODULE_OF_COMMAND)  # noqa: S307 - the list the script printed
+    assert last_line_of(script)[0] == list(cli.MODULE_OF_COMMAND)
