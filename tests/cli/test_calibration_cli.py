@@ -3,12 +3,12 @@ nothing sent to a server (none runs: every check comes first). `sample` writes c
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
+from cli_process import run_cli
 import yaml
 
 from edge_deploy.geometry import Camera
@@ -18,8 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True, timeout=120,
-                          cwd=REPO_ROOT, check=False)
+    return run_cli(args, timeout=120, cwd=REPO_ROOT)
 
 
 def good() -> dict:

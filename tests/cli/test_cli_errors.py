@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 from needs import torch_or_skip
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -21,8 +21,7 @@ def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
         timeout: float = 180) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k != "EDGE_DEPLOY_DEBUG"}
     base["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *(p for p in [base.get("PYTHONPATH")] if p)])
-    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True,
-                          env={**base, **(env or {})}, cwd=cwd, timeout=timeout)
+    return run_cli(args, env={**base, **(env or {})}, cwd=cwd, timeout=timeout)
 
 
 def one_line(result: subprocess.CompletedProcess[str], *needles: str) -> str:

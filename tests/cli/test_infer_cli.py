@@ -4,19 +4,18 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 
 import cv2
 import numpy as np
 import pytest
+from cli_process import run_cli
 from conftest import free_port
 
 from edge_deploy.client.sync_client import LaneDetClient
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return run_cli(args, timeout=timeout)
 
 
 def one_line_error(result: subprocess.CompletedProcess) -> str:

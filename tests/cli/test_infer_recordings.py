@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 pytest.importorskip("rosbags")
 pytest.importorskip("mcap_ros2")
 
+from cli_process import run_cli  # noqa: E402
 from conftest import free_port  # noqa: E402
 from recordings import FRAME_ID, bayer_rggb, mono, stamp_of, write_recording  # noqa: E402
 
@@ -34,8 +34,7 @@ LANE_DX_PX_AT_640 = 1.0  # the FP16 lane check's limit: mean |dx| at 640 wide (d
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return run_cli(args, timeout=timeout)
 
 
 def one_line_error(result: subprocess.CompletedProcess) -> str:

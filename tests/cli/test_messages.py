@@ -4,11 +4,11 @@ from __future__ import annotations
 import os
 import pickle
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -16,8 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def cli(*args: str, cwd: Path | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "EDGE_DEPLOY_DEBUG"}
     env["PYTHONPATH"] = str(REPO_ROOT)
-    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=timeout)
+    return run_cli(args, env=env, cwd=cwd, timeout=timeout)
 
 
 def error(result: subprocess.CompletedProcess[str]) -> str:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 from small_artifact import make_artifact
 
 from edge_deploy.deploy.install import install
@@ -29,8 +29,7 @@ KEY_NAME = "edge-deploy-key"
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "EDGE_DEPLOY_DEBUG"}
-    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return run_cli(args, env=env, timeout=120)
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_process import run_cli
 from small_artifact import make_artifact, make_unloadable
 
 from edge_deploy.errors import RepositoryError
@@ -132,7 +132,7 @@ def _edit_manifest(artifact: Path, edit) -> None:  # noqa: ANN001
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "EDGE_DEPLOY_DEBUG"}
-    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True, env=env)
+    return run_cli(args, env=env)
 
 
 @pytest.mark.parametrize("edit, needle", [

@@ -8,10 +8,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 from small_artifact import make_artifact
 
 from edge_deploy.errors import EdgeDeployError
@@ -39,8 +39,7 @@ def art(tmp_path, pristine) -> Path:
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "EDGE_DEPLOY_DEBUG"}
-    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return run_cli(args, env=env, timeout=120)
 
 
 def _refused(art: Path, repo: Path, needle: str) -> None:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 from small_artifact import make_artifact
 
 from edge_deploy.errors import RepositoryError
@@ -38,8 +39,7 @@ def artifacts(tmp_path_factory, laneatt_data) -> tuple[Path, Path]:
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in (env or os.environ).items() if k != "EDGE_DEPLOY_DEBUG"}
-    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return run_cli(args, env=env, timeout=120)
 
 
 def snapshot(repo: Path) -> dict[str, bytes]:

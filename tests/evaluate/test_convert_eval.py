@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 from needs import torch_or_skip
 
 from edge_deploy.artifact import Manifest
@@ -23,8 +23,7 @@ WEIGHTS = Path(__file__).resolve().parents[2] / "weights" / "laneatt_r18_synthet
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=900, check=False)
+    return run_cli(args, cwd=cwd, timeout=900)
 
 
 @pytest.fixture(scope="module")

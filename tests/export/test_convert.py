@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import cli_process
 from manifest_files import manifest_json
 
 from edge_deploy.artifact import Manifest, PlanRecord, sha256_file
@@ -111,10 +112,7 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "EDGE_DEPLOY_DEBUG"}
-    return subprocess.run(
-        [sys.executable, "-m", "edge_deploy", "convert", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
-    )
+    return cli_process.run_cli(["convert", *args], cwd=cwd, env=env, timeout=300)
 
 
 def leftovers(parent: Path, name: str) -> list[str]:

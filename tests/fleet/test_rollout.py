@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import cli_process
 from manifest_files import manifest_json, write_manifest_json
 from fleet_hosts import Fleet, controller_env, missing_parts
 from small_artifact import build_onnx, make_artifact
@@ -59,8 +60,7 @@ def broken_artifact(out: Path, anchors: Path) -> Path:
 
 
 def run_cli(workdir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], env=controller_env(workdir),
-                          capture_output=True, text=True, timeout=timeout)
+    return cli_process.run_cli(args, env=controller_env(workdir), timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import cli_process
 from manifest_files import manifest_json, write_manifest_json
 from small_artifact import make_artifact
 
@@ -58,7 +58,7 @@ def tree_hash(root: Path) -> str:
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "EDGE_DEPLOY_DEBUG"}
-    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True, env=env)
+    return cli_process.run_cli(args, env=env)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:

@@ -14,7 +14,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Iterator
 
 import numpy as np
 import pytest
+from cli_process import run_cli
 from conftest import free_port
 from triton_helpers import ADD_TWO, BROKEN, remove_orphaned_python_backend_regions, write_model
 from xdist_shared import exclusive
@@ -48,9 +48,7 @@ class UserManager:
         return subprocess.run(["systemctl", "--user", *args], env=self.env, capture_output=True, text=True, timeout=timeout)
 
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "edge_deploy", *args], env=self.env, capture_output=True, text=True, timeout=timeout
-        )
+        return run_cli(args, env=self.env, timeout=timeout)
 
     def main_pid(self) -> int:
         return int(self.systemctl("show", "--property=MainPID", "--value", UNIT).stdout.strip() or 0)

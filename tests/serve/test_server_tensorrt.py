@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 from fake_triton import compile_library, fake_triton, libnvinfer, readelf_needed
 from manifest_files import manifest_json, write_manifest_json
 
@@ -36,8 +37,7 @@ BUILT_ON_JP60 = {"tensorrt": "8.6.2.3", "cuda": "12.2.140", "gpu": "Orin", "comp
 def cli(*args: str, root: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("EDGE_DEPLOY_DEBUG", "TRITONSERVER")}
     env.update(PYTHONPATH=str(REPO_ROOT), EDGE_DEPLOY_ROOT=str(root), XDG_CACHE_HOME=str(root / "cache"))
-    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    return run_cli(args, env=env, timeout=timeout)
 
 
 def one_line_error(result: subprocess.CompletedProcess[str]) -> str:

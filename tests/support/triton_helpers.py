@@ -4,10 +4,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+
+import cli_process
 
 # Errors a GPU-less machine always logs (no CUDA driver): at startup, and when an ensemble loads.
 CPU_ONLY_NOISE = ("CudaDriverHelper has not been initialized", "CUDA driver version is insufficient")
@@ -107,8 +108,7 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
 
 def run_cli(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """`python -m edge_deploy ARGS` in cli_env(tmp_path)."""
-    return subprocess.run([sys.executable, "-m", "edge_deploy", *args], env=cli_env(tmp_path), capture_output=True,
-                          text=True, timeout=timeout)
+    return cli_process.run_cli(args, env=cli_env(tmp_path), timeout=timeout)
 
 
 @contextmanager

@@ -1,0 +1,243 @@
+"""`python -m edge_deploy ARGS` for the tests, in a process that starts warm.
+
+`run_cli(args, env=..., cwd=..., timeout=..., input=...)` gives what `subprocess.run([sys.executable, "-m",
+"edge_deploy", *args], capture_output=True, text=True, ...)` gives: a CompletedProcess of a separate process, with
+its exit status, stdout and stderr (text, universal newlines), run in `env` and `cwd`, killed at `timeout`. The
+difference is where the process comes from: each worker of the suite keeps one server interpreter that has already
+imported edge_deploy's command modules and the packages they load (torch, ONNX, ONNX Runtime, OpenCV, the
+tritonclient); a call forks it, and the child sets the environment, directory and standard streams and runs
+edge_deploy the way `python -m` does (runpy), then exits the way the interpreter does (threads joined, atexit
+handlers run, streams flushed). A command then costs its own work, not 0.5-3 s of imports: the suite makes about
+400 such calls.
+
+What a forked child does not repeat is the interpreter's start and those imports. Tests that are about them start
+real new interpreters: tests/test_package.py, tests/cli/test_command_modules.py (what each command imports), the
+README walk, the fleet role's commands on the vehicles, the demos. A call whose environment changes how Python
+starts or imports (PYTHON*, LD_*, GLIBC_TUNABLES, the locale), or that is made with EDGE_DEPLOY_TEST_NEW_INTERPRETER=1
+in the environment, runs a new interpreter as before: run the suite with it set to see that nothing depends on the
+warm start.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Mapping, Sequence
+
+NEW_INTERPRETER_ENV = "EDGE_DEPLOY_TEST_NEW_INTERPRETER"
+# What the server imports once: each command module and the heavy packages the commands import when they run.
+PRELOAD = ("typer.main", "typer._adapters", "typer.rich_utils", "numpy", "cv2", "onnx", "onnxruntime", "torch", "torchvision", "tritonclient.grpc", "tritonclient.http",
+           "edge_deploy.cli", *(f"edge_deploy.cli.{m}" for m in ("infer", "bench", "convert", "doctor", "evaluate",
+                                                                  "families", "fleet", "repository", "serve", "certs")),
+           "edge_deploy.convert", "edge_deploy.export.pipeline", "edge_deploy.lanedet.laneatt.model")
+_STARTUP_PREFIXES = ("PYTHON", "LD_", "LC_")
+_STARTUP_NAMES = {"GLIBC_TUNABLES", "LANG", "LANGUAGE", NEW_INTERPRETER_ENV}
+
+
+def run_cli(args: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None,
+            cwd: str | os.PathLike[str] | None = None, timeout: float | None = None, input: str | None = None,
+            check: bool = False) -> subprocess.CompletedProcess[str]:
+    """`python -m edge_deploy *args`, output captured as text (see the module's docstring)."""
+    argv = [str(a) for a in args]
+    environ = dict(os.environ if env is None else env)
+    server = None if NEW_INTERPRETER_ENV in os.environ else _server()
+    if server is None or not server.starts_like(environ):
+        return subprocess.run([sys.executable, "-m", "edge_deploy", *argv], env=environ, cwd=cwd, timeout=timeout,
+                              input=input, capture_output=True, text=True, check=check)
+    with tempfile.TemporaryDirectory(prefix="cli-") as scratch:
+        streams = {name: os.path.join(scratch, name) for name in ("stdin", "stdout", "stderr")}
+        Path(streams["stdin"]).write_text(input or "")
+        request = {"argv": argv, "env": environ, "cwd": os.path.abspath(cwd or os.getcwd()), **streams}
+        code = server.run(request, timeout)
+        out, err = (_text(Path(streams[name]).read_bytes()) for name in ("stdout", "stderr"))
+    full = [sys.executable, "-m", "edge_deploy", *argv]
+    if code is None:
+        raise subprocess.TimeoutExpired(full, timeout or 0, output=out, stderr=err)
+    if check and code != 0:
+        raise subprocess.CalledProcessError(code, full, out, err)
+    return subprocess.CompletedProcess(full, code, out, err)
+
+
+def _text(data: bytes) -> str:
+    # subprocess.run(text=True): the locale's encoding, universal newlines
+    return data.decode().replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _startup(env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if (k.startswith(_STARTUP_PREFIXES) or k in _STARTUP_NAMES)
+            and k != "PYTHONPATH"}
+
+
+class _Server:
+    """The test process's side: the warm interpreter, started on the first call, stopped when the process exits."""
+
+    _one: _Server | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.env = dict(os.environ)
+        self.dir = tempfile.mkdtemp(prefix="cli-server-")
+        self.address = os.path.join(self.dir, "socket")
+        # its stdin is the lifeline: the server exits when this process is gone
+        self.proc = subprocess.Popen([sys.executable, __file__, self.address], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=self.env, cwd=self.dir)
+        ready = self.proc.stdout.readline() if self.proc.stdout else b""
+        if not ready.startswith(b"{"):
+            raise RuntimeError(f"the warm edge-deploy interpreter did not start (exit {self.proc.wait()})")
+        self.import_path = set(json.loads(ready)["import_path"])
+        atexit.register(self.stop)
+
+    def starts_like(self, env: Mapping[str, str]) -> bool:
+        """Whether a new interpreter in `env` would start as this one did: the same settings of the interpreter,
+        loader and locale, and nothing on $PYTHONPATH that this one cannot import from already."""
+        wanted = {os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p}
+        return _startup(env) == _startup(self.env) and wanted <= self.import_path
+
+    def stop(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+    def run(self, request: dict, timeout: float | None) -> int | None:
+        """The child's exit status (negative: killed by that signal), or None when `timeout` passed first."""
+        with socket.socket(socket.AF_UNIX) as conn:
+            conn.connect(self.address)
+            conn.sendall(json.dumps(request).encode() + b"\n")
+            replies = conn.makefile("rb")
+            pid = int(replies.readline())
+            conn.settimeout(timeout)
+            try:
+                return int(replies.readline())
+            except (TimeoutError, socket.timeout):
+                os.kill(pid, signal.SIGKILL)
+                conn.settimeout(None)
+                replies.readline()
+                return None
+
+
+def _server() -> _Server:
+    with _Server._lock:
+        if _Server._one is None:
+            _Server._one = _Server()
+        return _Server._one
+
+
+# --------------------------------------------------------------------------- the warm interpreter's side
+
+
+def _serve(address: str) -> None:
+    import importlib
+
+    sys.path[0] = os.getcwd()  # as `python -m` leaves it; set again to the command's directory in each child
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional package this environment lacks: the child imports what it finds
+            pass
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(address)
+    listener.listen(64)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
+    waiting: dict[int, socket.socket] = {}
+    events = selectors.DefaultSelector()
+    events.register(listener, selectors.EVENT_READ)
+    events.register(wake_r, selectors.EVENT_READ)
+    events.register(sys.stdin, selectors.EVENT_READ)
+    import edge_deploy
+
+    # where it imports from: sys.path, and the directory holding edge_deploy (an editable install's finder is not
+    # on sys.path); the test process compares a call's $PYTHONPATH with these
+    import_path = {os.path.abspath(p) for p in sys.path if p} | {os.path.dirname(os.path.dirname(edge_deploy.__file__))}
+    sys.stdout.write(json.dumps({"import_path": sorted(import_path)}) + "\n")
+    sys.stdout.flush()
+    while True:
+        for key, _ in events.select():
+            if key.fileobj is sys.stdin:
+                return  # the test process is gone (its end of the pipe closed): so is every reason to stay
+            if key.fileobj is listener:
+                conn, _ = listener.accept()
+                request = json.loads(conn.makefile("rb").readline())
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    _child(request, [listener.fileno(), wake_r, wake_w, conn.fileno(), *(c.fileno() for c in waiting.values())])
+                conn.sendall(f"{pid}\n".encode())
+                waiting[pid] = conn
+            else:
+                os.read(wake_r, 512)
+        while waiting:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            conn = waiting.pop(pid, None)
+            if conn is not None:
+                with conn:
+                    conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+
+
+def _child(request: dict, server_fds: list[int]) -> None:
+    import atexit as child_atexit
+    import importlib
+    import runpy
+
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in server_fds:
+            os.close(fd)
+        stdin = os.open(request["stdin"], os.O_RDONLY)
+        os.dup2(stdin, 0)
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            os.dup2(os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.path[0] = request["cwd"]
+        importlib.invalidate_caches()
+        sys.argv = ["-m", *request["argv"]]
+        try:
+            runpy.run_module("edge_deploy", run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exc:
+            code = _exit_code(exc.code)
+        except BaseException:  # noqa: BLE001 - what the interpreter does with an exception nobody caught
+            sys.excepthook(*sys.exc_info())
+            code = 1
+        threading._shutdown()  # type: ignore[attr-defined]  # non-daemon threads, as at the interpreter's exit
+        child_atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                code = code or 120
+    finally:
+        os._exit(code)
+
+
+def _exit_code(value: object) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    print(value, file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1])
