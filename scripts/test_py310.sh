@@ -68,5 +68,7 @@ if wrong:
     sys.exit("test_py310: not the lowest versions: " + ", ".join(wrong))
 print(f"test_py310: Python {sys.version.split()[0]} with the lowest versions of {sys.argv[1]}")
 EOF
-# Three pytest-xdist workers, a test file at a time, as scripts/test.sh.
+# Three pytest-xdist workers, a test file at a time, as scripts/test.sh. Every `edge-deploy` call of the tests
+# starts a new interpreter here (the 3.11 run forks a warm one: tests/support/cli_process.py), so CI sees both.
+export EDGE_DEPLOY_TEST_NEW_INTERPRETER=1
 exec .venv310/bin/python -m pytest -q -p no:cacheprovider -n 3 --durations=15 "$@"

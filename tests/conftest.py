@@ -122,20 +122,12 @@ def laneatt_checkpoint(tmp_path_factory, laneatt_data) -> Path:
 @pytest.fixture(scope="session")
 def laneatt_artifact(tmp_path_factory, laneatt_data, laneatt_checkpoint) -> Path:
     """A real `edge-deploy convert` artifact of `laneatt_checkpoint`: resnet18, CULane top-1000 anchors, batch 1..4."""
-    import subprocess
-    import sys
+    from cli_process import run_cli
 
     def make(work: Path) -> Path:
-        cmd = [
-            sys.executable, "-m", "edge_deploy", "convert", "laneatt",
-            "--backbone", "resnet18",
-            "--checkpoint", str(laneatt_checkpoint),
-            "--dataset", "culane",
-            "--min-batch", "1", "--opt-batch", "1", "--max-batch", "4",
-            "--target", "onnx",
-            "--output", str(work / "lanedet"),
-        ]
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        result = run_cli(["convert", "laneatt", "--backbone", "resnet18", "--checkpoint", str(laneatt_checkpoint),
+                          "--dataset", "culane", "--min-batch", "1", "--opt-batch", "1", "--max-batch", "4",
+                          "--target", "onnx", "--output", str(work / "lanedet")], timeout=600)
         assert result.returncode == 0, f"convert failed: {result.stderr[-2000:]}"
         return work / "lanedet"
 
@@ -145,16 +137,12 @@ def laneatt_artifact(tmp_path_factory, laneatt_data, laneatt_checkpoint) -> Path
 @pytest.fixture(scope="session")
 def laneatt_fused_artifact(tmp_path_factory, laneatt_checkpoint) -> Path:
     """`laneatt_artifact`'s model converted with --fuse-preprocess (FRAME uint8 [B, 590, 1640, 3])."""
-    import subprocess
-    import sys
+    from cli_process import run_cli
 
     def make(work: Path) -> Path:
-        cmd = [
-            sys.executable, "-m", "edge_deploy", "convert", "laneatt",
-            "--backbone", "resnet18", "--checkpoint", str(laneatt_checkpoint), "--dataset", "culane",
-            "--fuse-preprocess", "--frame-size", "1640x590", "--target", "onnx", "--output", str(work / "lanedet"),
-        ]
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        result = run_cli(["convert", "laneatt", "--backbone", "resnet18", "--checkpoint", str(laneatt_checkpoint),
+                          "--dataset", "culane", "--fuse-preprocess", "--frame-size", "1640x590", "--target", "onnx",
+                          "--output", str(work / "lanedet")], timeout=900)
         assert result.returncode == 0, f"convert failed: {result.stderr[-2000:]}"
         return work / "lanedet"
 

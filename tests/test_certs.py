@@ -5,13 +5,12 @@ import datetime as dt
 import grp
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("cryptography")
+from cli_process import run_cli  # noqa: E402
 from cryptography import x509  # noqa: E402
 from cryptography.x509.oid import ExtendedKeyUsageOID  # noqa: E402
 
@@ -158,8 +157,7 @@ def test_service_copies_are_0640_with_the_service_group(tmp_path) -> None:
 
 
 def test_certs_cli_init_issue_list(tmp_path) -> None:
-    run = lambda *a: subprocess.run([sys.executable, "-m", "edge_deploy", "certs", *a, "--dir", str(tmp_path / "d")],  # noqa: E731
-                                    capture_output=True, text=True, timeout=60)
+    run = lambda *a: run_cli(["certs", *a, "--dir", str(tmp_path / "d")], timeout=60)  # noqa: E731
     made = run("init", "--name", "orin", "--ip", "192.168.7.2")
     assert made.returncode == 0, made.stderr
     assert "192.168.7.2" in made.stdout and "server" in made.stdout

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 from needs import torch_or_skip
 from typer.testing import CliRunner
 
@@ -129,16 +128,12 @@ def test_cli_subprocess_never_shows_a_traceback(board, tmp_path) -> None:
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), TRITONSERVER=str(tmp_path / "missing"),
                COLUMNS="250", PATH="/usr/bin:/bin")
     env.pop("TRTEXEC", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "edge_deploy", "doctor", "--root", str(board("x86_desktop")), "--repository",
-         str(tmp_path / "no-repo")],
-        capture_output=True, text=True, env=env, timeout=120,
-    )
+    done = run_cli(["doctor", "--root", str(board("x86_desktop")), "--repository", str(tmp_path / "no-repo")],
+                   env=env, timeout=120)
     assert done.returncode == 1
     assert "Traceback" not in done.stdout + done.stderr
     assert "not a Jetson" in done.stdout and "is not a directory" in done.stdout
-    bad = subprocess.run([sys.executable, "-m", "edge_deploy", "doctor", "--for", "everything"],
-                         capture_output=True, text=True, env=env, timeout=120)
+    bad = run_cli(["doctor", "--for", "everything"], env=env, timeout=120)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
 

@@ -138,11 +138,10 @@ def test_the_plot_axis_has_round_ticks_written_out() -> None:
 
 def test_the_families_table_is_readable_at_80_columns(tmp_path) -> None:
     import os
-    import subprocess
-    import sys
 
-    run = subprocess.run([sys.executable, "-m", "edge_deploy", "families"], capture_output=True, text=True,
-                         env={**os.environ, "COLUMNS": "80"}, timeout=60)
+    import cli_process
+
+    run = cli_process.run_cli(["families"], env={**os.environ, "COLUMNS": "80"}, timeout=60)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert max(map(len, lines)) <= 80 and "…" not in run.stdout, run.stdout

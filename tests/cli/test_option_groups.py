@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 import typer.main
 
 from edge_deploy.certs import CertificateAuthority
@@ -107,11 +108,7 @@ def test_install_precision_is_convert_s_choice_less_what_install_cannot_serve() 
 
 
 def test_install_refuses_int8_in_one_line_with_the_usage_exit_code() -> None:
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, "-m", "edge_deploy", "install", str(TINY), "--precision", "int8"],
-                          capture_output=True, text=True, timeout=120)
+    proc = run_cli(["install", str(TINY), "--precision", "int8"], timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1 and "'int8'" in proc.stderr
 
@@ -168,12 +165,9 @@ def test_a_library_field_without_its_option_is_refused_at_import() -> None:
 def test_the_old_spelling_installs_what_it_did(tmp_path) -> None:
     """`install ART --no-fp16`, as the fleet role's edge_deploy_install_args may still say: the FP32 file serves."""
     import json
-    import subprocess
-    import sys
 
-    proc = subprocess.run([sys.executable, "-m", "edge_deploy", "install", str(TINY), "-r", str(tmp_path / "repo"),
-                           "--name", "lane", "--runtime", "python", "--no-fp16"], capture_output=True, text=True,
-                          timeout=120)
+    proc = run_cli(["install", str(TINY), "-r", str(tmp_path / "repo"), "--name", "lane", "--runtime", "python",
+                    "--no-fp16"], timeout=120)
     assert proc.returncode == 0, proc.stderr
     options = json.loads((tmp_path / "repo" / "lane" / "1" / "install.json").read_text())["options"]
     assert options["precision"] == "fp32" and options["fp16"] is False

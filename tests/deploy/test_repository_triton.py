@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_process import run_cli
 from small_artifact import make_artifact, make_unloadable
 from triton_helpers import failed_loads
 
@@ -179,13 +180,11 @@ def test_explicit_mode_with_key_install_rollback_and_refused_load(tmp_path, lane
                                              key_file=key_file, scope="user"))
 
     # the CLI reports the served version too
-    proc = subprocess.run([sys.executable, "-m", "edge_deploy", "install", str(arts[200]), "--repository", str(repo),
-                           "--name", "lane", "--keep", "2"], capture_output=True, text=True)
+    proc = run_cli(["install", str(arts[200]), "--repository", str(repo), "--name", "lane", "--keep", "2"])
     assert proc.returncode == 0, proc.stderr
     assert f"server {server.url} now serves: lane 4" in proc.stdout
     assert _served_output_rows(server.url) == 200
-    models = subprocess.run([sys.executable, "-m", "edge_deploy", "models", "--repository", str(repo), "--json"],
-                            capture_output=True, text=True)
+    models = run_cli(["models", "--repository", str(repo), "--json"])
     (info_json,) = json.loads(models.stdout)
     # --keep 2 let the failed versions go (2 rolled back from, 3 refused), never 1, the version it replaced
     assert info_json["served"] == [4] and [v["version"] for v in info_json["versions"]] == [1, 4]

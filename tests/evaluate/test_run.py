@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_process import run_cli
 from small_artifact import make_artifact
 
 from edge_deploy.evaluate.datasets import synthetic_frames
@@ -75,8 +74,7 @@ def test_against_names_the_reference(tmp_path, laneatt_data) -> None:
     (at05, _) = report.retention
     assert at05.candidate.f1 == 1.0 and at05.reference.f1 < 1.0 and at05.f1_retention > 1.0
     model, against = (make_artifact(tmp_path / name, laneatt_data / "anchors_2784x77.npy", n=100, seed=s) for name, s in (("A", 1), ("B", 2)))
-    shown = subprocess.run([sys.executable, "-m", "edge_deploy", "evaluate", str(model), "--synthetic", "1",
-                            "--against", str(against)], capture_output=True, text=True, timeout=120)
+    shown = run_cli(["evaluate", str(model), "--synthetic", "1", "--against", str(against)], timeout=120)
     assert f"retention: {model}:fp32 against {against}:fp32 (the reference)" in shown.stdout, shown.stdout
 
 
@@ -151,9 +149,8 @@ def test_onnx_runner_decodes_what_onnxruntime_computes(tiny_artifact: Path) -> N
 
 def test_cli_writes_the_report_and_the_worst_frames(tiny_artifact: Path, tmp_path: Path) -> None:
     out = tmp_path / "eval"
-    cmd = [sys.executable, "-m", "edge_deploy", "evaluate", str(tiny_artifact), "--synthetic", "3",
-           "--json", str(out / "report.json"), "--show", "2", "--out", str(out)]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    result = run_cli(["evaluate", str(tiny_artifact), "--synthetic", "3", "--json", str(out / "report.json"),
+                      "--show", "2", "--out", str(out)], timeout=300)
     assert result.returncode == 0, result.stderr
     report = json.loads((out / "report.json").read_text())
     assert report["frames"] == 3 and [r["iou_threshold"] for r in report["culane"]] == [0.5, 0.7]
@@ -181,15 +178,13 @@ def test_worst_frames_grid_has_one_tile_per_frame(tmp_path: Path, count: int, sh
     (["--synthetic", "2", "--model", "lanedet"], "give its server with --url"),
 ])
 def test_cli_errors_are_one_line(tiny_artifact: Path, args: list[str], message: str) -> None:
-    result = subprocess.run([sys.executable, "-m", "edge_deploy", "evaluate", str(tiny_artifact), *args],
-                            capture_output=True, text=True, timeout=120)
+    result = run_cli(["evaluate", str(tiny_artifact), *args], timeout=120)
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_missing_artifact_is_one_line(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "edge_deploy", "evaluate", str(tmp_path / "nope"), "--synthetic", "1"],
-                            capture_output=True, text=True, timeout=120)
+    result = run_cli(["evaluate", str(tmp_path / "nope"), "--synthetic", "1"], timeout=120)
     assert result.returncode == 2 and "not an artifact directory" in result.stderr
 
 

@@ -7,12 +7,11 @@ Models: the tiny lane model of tests/support/small_artifact.py (fused by the pro
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_process import run_cli
 from manifest_files import manifest_json
 
 from edge_deploy.artifact import FP16_ONNX_NAME, IOSignature, Manifest
@@ -142,9 +141,8 @@ def test_a_model_without_an_image_input_is_refused(tmp_path):
 
 
 def test_convert_cli_refuses_int8_with_fused_preprocessing(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "edge_deploy", "convert", "laneatt", "--fuse-preprocess",
-                             "--precision", "int8", "-o", str(tmp_path / "a")], capture_output=True, text=True,
-                            timeout=120)
+    result = run_cli(["convert", "laneatt", "--fuse-preprocess", "--precision", "int8", "-o", str(tmp_path / "a")],
+                     timeout=120)
     assert result.returncode != 0 and "--fuse-preprocess does not support --precision int8" in result.stderr
     assert not (tmp_path / "a").exists()
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_process import run_cli
 from needs import torch_or_skip
 
 torch = torch_or_skip()
@@ -25,9 +25,8 @@ from edge_deploy.parity import ort_session
 def _convert(args: list[str], out: Path) -> subprocess.CompletedProcess[str]:
     # What is checked is model.onnx and the manifest's source/decode: no simplifier and no model_fp16.onnx
     # (--precision fp32), stages the suite's LaneATT-R18 artifact (conftest.py `laneatt_artifact`) goes through.
-    cmd = [sys.executable, "-m", "edge_deploy", "convert", "laneatt", "--backbone", "resnet18", "--batch", "1",
-           "--target", "onnx", "--no-simplify", "--precision", "fp32", "-o", str(out), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    return run_cli(["convert", "laneatt", "--backbone", "resnet18", "--batch", "1", "--target", "onnx",
+                    "--no-simplify", "--precision", "fp32", "-o", str(out), *args], timeout=600)
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 
 from edge_deploy.fleet import ansible as fa
 from edge_deploy.fleet.policy import Amount, FleetError, batches, exceeds
@@ -83,8 +84,7 @@ def test_wheel_ships_the_role(tmp_path) -> None:
 
 def test_doctor_json_for_a_comma_list(tmp_path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO), EDGE_DEPLOY_ROOT=str(REPO / "tests/data/jetson_root/orin_nano_jp62"))
-    done = subprocess.run([sys.executable, "-m", "edge_deploy", "doctor", "--for", "convert,serve", "--json"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    done = run_cli(["doctor", "--for", "convert,serve", "--json"], env=env, timeout=120)
     data = json.loads(done.stdout)
     assert set(data["stages"]) == {"convert", "serve"}
     assert done.returncode == (0 if data["ready"] else 1)
@@ -92,8 +92,7 @@ def test_doctor_json_for_a_comma_list(tmp_path) -> None:
     assert "plan builder" in data["stages"]["convert"]["blockers"] and data["plan_builder"] is None
     assert data["fingerprint"]["tensorrt"] == "10.3.0" and data["fingerprint"]["jetpack"]  # read from the board's files
     assert any(c["name"] == "tritonserver" for c in data["checks"])
-    bad = subprocess.run([sys.executable, "-m", "edge_deploy", "doctor", "--for", "convert,deploy", "--json"],
-                         capture_output=True, text=True, env=env, timeout=120)
+    bad = run_cli(["doctor", "--for", "convert,deploy", "--json"], env=env, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("error: --for must be")
 
 

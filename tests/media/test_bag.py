@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("rosbags")
 
+from cli_process import run_cli  # noqa: E402
 from recordings import FRAME_ID, bayer_rggb, mono, stamp_of, write_recording  # noqa: E402
 
 from edge_deploy.errors import CalibrationError, FrameError  # noqa: E402
@@ -29,8 +30,7 @@ KINDS = {"mcap": "", "sqlite3": "", "bare-mcap": ".mcap", "ros1": ".bag"}
 def sample(tmp_path_factory) -> tuple[list[np.ndarray], Camera]:
     """Three frames from `edge-deploy sample` (small, to stay fast) and the first one's calibration."""
     out = tmp_path_factory.mktemp("sample")
-    result = subprocess.run([sys.executable, "-m", "edge_deploy", "sample", "-o", str(out), "-n", "3", "--width",
-                             "328", "--height", "120"], capture_output=True, text=True, check=False)
+    result = run_cli(["sample", "-o", str(out), "-n", "3", "--width", "328", "--height", "120"])
     assert result.returncode == 0, result.stderr
     frames = [cv2.imread(str(out / f"road-00{i}.png")) for i in range(3)]
     return frames, Camera.from_yaml(out / "road-000.calib.yaml")

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_process import run_cli
 
 from edge_deploy.serve import systemd as su
 from edge_deploy.serve.logfile import CappedLog
@@ -110,8 +111,7 @@ def test_logs_without_journald_or_a_log_file_tells_the_truth(tmp_path) -> None:
            "HOME": str(home), "PYTHONPATH": str(REPO_ROOT), "EDGE_DEPLOY_STATE_DIR": str(tmp_path / "state")}
 
     def logs() -> str:
-        result = subprocess.run([sys.executable, "-m", "edge_deploy", "logs", "--user"], capture_output=True,
-                                text=True, env=env, timeout=60)
+        result = run_cli(["logs", "--user"], env=env, timeout=60)
         lines = result.stderr.strip().splitlines()
         assert result.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
         return lines[0]

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_process import run_cli
 from triton_helpers import BROKEN, write_model
 
 from edge_deploy.errors import ServerError
@@ -138,9 +137,8 @@ def test_serve_warns_that_an_old_servers_http_repository_api_is_open(tmp_path, v
     install.binary.write_text("#!/bin/sh\nexit 1\n")
     install.binary.chmod(0o755)
     (tmp_path / "repo").mkdir()
-    done = subprocess.run([sys.executable, "-m", "edge_deploy", "serve", "--print-unit", "--user", "--http",
-                           "--tritonserver", str(install.binary), "--repository", str(tmp_path / "repo")],
-                          capture_output=True, text=True, timeout=120)
+    done = run_cli(["serve", "--print-unit", "--user", "--http", "--tritonserver", str(install.binary),
+                    "--repository", str(tmp_path / "repo")], timeout=120)
     assert done.returncode == 0, done.stderr
     assert ("cannot restrict its HTTP model-repository API" in " ".join(done.stderr.split())) is warned, done.stderr
 
