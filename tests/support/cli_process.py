@@ -8,7 +8,7 @@ imported edge_deploy's command modules and the packages they load (torch, ONNX, 
 tritonclient); a call forks it, and the child sets the environment, directory and standard streams and runs
 edge_deploy the way `python -m` does (runpy), then exits the way the interpreter does (threads joined, atexit
 handlers run, streams flushed). A command then costs its own work, not 0.5-3 s of imports: the suite makes about
-400 such calls.
+300 such calls.
 
 What a forked child does not repeat is the interpreter's start and those imports. Tests that are about them start
 real new interpreters: tests/test_package.py, tests/cli/test_command_modules.py (what each command imports), the
