@@ -23,6 +23,7 @@ import atexit
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -107,6 +108,7 @@ class WarmServer:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def run(self, request: dict, timeout: float | None) -> int | None:
         """The child's exit status (negative: killed by that signal), or None when `timeout` passed first."""
