@@ -58,9 +58,10 @@ from .lanedet.lane_family import family_for_outputs, get_family
 from .lanedet.tensor_spec import TensorSpec
 from .lanedet.preprocess import PreprocessSpec, PreprocessSpecError
 from .model_source import EXTERNAL_KINDS, ModelSource
+from .detect.record import DetectionRecord
 from .precision import Precision
-from .records import (EvaluationRecord, ExportReport, Fp16OnnxRecord, Fp16Report, FusedPreprocessRecord,
-                      ParityReport, PlanVerify, Record, RecordError, json_value, kind_of, read_ints)
+from .records import (EvaluationRecord, ExportReport, Fp16OnnxRecord, Fp16Report,
+                      FusedPreprocessRecord, ParityReport, PlanVerify, Record, RecordError, json_value, kind_of, read_ints)
 
 MANIFEST_NAME = "manifest.json"
 ONNX_NAME = "model.onnx"
@@ -76,7 +77,8 @@ ONNX_TRITON_DTYPES = {
 FORMAT = 2
 # section -> the stage report it holds (edge_deploy.records)
 _RECORDS: dict[str, type[Record]] = {"export": ExportReport, "parity": ParityReport, "fp16": Fp16Report,
-                                     "evaluation": EvaluationRecord, "fused_preprocess": FusedPreprocessRecord}
+                                     "evaluation": EvaluationRecord, "fused_preprocess": FusedPreprocessRecord,
+                                     "detection": DetectionRecord}
 
 
 # --------------------------------------------------------------------------- typed sections
@@ -343,6 +345,7 @@ class Manifest:
     timings: dict[str, float] = field(default_factory=dict)
     evaluation: EvaluationRecord | None = None
     fused_preprocess: FusedPreprocessRecord | None = None
+    detection: DetectionRecord | None = None  # an object detector's (convert MODEL.onnx): edge_deploy.detect
 
     # ----------------------------------------------------------------- reading and writing
 
@@ -432,7 +435,7 @@ class Manifest:
             "plan": self.plan.to_dict() if self.plan is not None else None,
             "timings": self.timings,
         }
-        for key in ("evaluation", "fused_preprocess"):
+        for key in ("evaluation", "fused_preprocess", "detection"):
             if getattr(self, key) is not None:
                 data[key] = json_value(getattr(self, key))
         return data

@@ -29,6 +29,7 @@ from .precision import Precision
 from .progress import Reporter
 from .evaluate.convert_eval import check_eval_data, evaluate_artifact
 from .export.fp16_onnx import make_fp16_onnx
+from .export.onnx_import import DetectionOptions, import_onnx_artifact
 
 
 @dataclass
@@ -135,6 +136,7 @@ def convert(
     force: bool = False,
     eval_data: str | None = None,
     reporter: Reporter | None = None,
+    detection: DetectionOptions | None = None,
 ) -> ConvertResult:
     """Convert MODEL to an artifact directory (model.onnx, manifest.json, model.plan when built).
 
@@ -143,9 +145,12 @@ def convert(
     builder is available here; "tensorrt" requires it. `engine_options` says how
     to build the plan (defaults: `EngineOptions()`). When MODEL is an
     existing artifact directory, the export is skipped and only the plan is built
-    (in place, or in a copy at `output`).
+    (in place, or in a copy at `output`). When MODEL is an ONNX file it is checked and brought to the device's
+    opsets instead of exported (export/onnx_import.py); `detection` says how a detector's frames and outputs are
+    read when its outputs do not tell.
     """
     reporter = reporter or Reporter()
+    detection = detection or DetectionOptions()
     settings, engine_options = _one_precision(settings, engine_options)
     if target not in ("auto", "onnx", "tensorrt"):
         raise ConvertError(f"--target must be auto, onnx or tensorrt (got {target!r}).")
@@ -164,8 +169,17 @@ def convert(
         raise ConvertError("--output DIR is required: where to write model.onnx and manifest.json.")
     if target == "tensorrt":
         _require_builder(engine_options)  # fail before the export work, not after it
+    kind = classify_model(source.model)
+    if kind == "onnx":
+        _refuse_onnx_options(source, settings)
+    elif detection != DetectionOptions():
+        raise ConvertError("--layout and --resize describe an object detector given as an ONNX file (MODEL.onnx); "
+                           f"{source.model} is not one: drop them.")
     with StagingDir(Path(output), force) as staging:
-        manifest = export_artifact(source, settings, staging.path, reporter)
+        if kind == "onnx":
+            manifest = import_onnx_artifact(source, settings, staging.path, reporter, detection)
+        else:
+            manifest = export_artifact(source, settings, staging.path, reporter)
         manifest.plan = _plan_stage(staging.path, manifest, target, engine_options, reporter)
         if manifest.plan is not None:
             manifest.files[PLAN_NAME] = file_entry(staging.path / PLAN_NAME)
@@ -200,6 +214,18 @@ def _refuse_export_options(source: SourceSpec, settings: ExportSettings) -> None
             "is converted already (only its TensorRT plan is built): drop them, or convert the torch model again "
             "with them."
         )
+
+
+def _refuse_onnx_options(source: SourceSpec, settings: ExportSettings) -> None:
+    """An ONNX MODEL keeps its own tensor names and graph: the options that shape a torch export do not apply."""
+    flags = [*source.family_options_given,
+             *(flag for flag in settings.export_options_given
+               if flag in ("--opset", "--input-name", "--output-name", "--fuse-preprocess"))]
+    if flags:
+        raise ConvertError(
+            f"{', '.join(flags)} shape{'s' if len(flags) == 1 else ''} an export from PyTorch, but {source.model} is "
+            "an ONNX file, converted with its own tensor names and opset (taken to opset 17 where needed): drop "
+            f"{'it' if len(flags) == 1 else 'them'}.")
 
 
 def _result(artifact_dir: Path, manifest: Manifest, reporter: Reporter, started: float) -> ConvertResult:

@@ -59,10 +59,11 @@ class ServerUnavailableError(ClientError):
     """The server cannot be reached (or stayed unreachable past the deadline)."""
 
 
-class LanesUnavailable(ClientError):
-    """A call's `deadline` ran out before its lanes came back. `reason` says why, in a word: "unreachable" (no
-    server answers), "not_ready" (the server answers but the model is not ready), "slow" (the server did not answer
-    in time) or "busy" (another call of the same client held it past the deadline)."""
+class ModelUnavailable(ClientError):
+    """A call's `deadline` ran out before the model's answer came back (`ModelClient.infer`, any served model).
+    `reason` says why, in a word: "unreachable" (no server answers), "not_ready" (the server answers but the model
+    is not ready), "slow" (the server did not answer in time) or "busy" (another call of the same client held it
+    past the deadline)."""
 
     def __init__(self, message: str, reason: str = "unreachable") -> None:
         super().__init__(message)
@@ -70,6 +71,10 @@ class LanesUnavailable(ClientError):
 
     def __reduce__(self):  # noqa: ANN204 - pickled with its reason (multiprocessing, logging handlers)
         return type(self), (str(self), self.reason)
+
+
+class LanesUnavailable(ModelUnavailable):
+    """A lane client's call ran out of its `deadline` before its lanes came back (`reason` as for ModelUnavailable)."""
 
 
 class ServerTimeoutError(ServerUnavailableError):
@@ -106,6 +111,11 @@ class GeometryError(EdgeDeployError):
 
 class CalibrationError(GeometryError, ValueError):
     """A camera calibration file (camera_info YAML + mounting) is missing, malformed, or does not fit the frames."""
+
+
+class DetectionError(EdgeDeployError, ValueError):
+    """An object detector's outputs cannot be decoded: an unknown or unsupported output layout, a missing or wrongly
+    shaped output, decode parameters out of range, or a letterbox that does not fit the frames."""
 
 
 class PluginError(EdgeDeployError):

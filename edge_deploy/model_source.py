@@ -96,10 +96,10 @@ _COMMON = frozenset(f.name for f in fields(ModelSource))
 
 @dataclass(frozen=True, eq=False)
 class ExternalSource(ModelSource):
-    """The source of a model edge-deploy did not build: a TorchScript `file` (kind "torchscript") or a
-    package.module:factory (kind "factory")."""
+    """The source of a model edge-deploy did not build: a TorchScript `file` (kind "torchscript"), a
+    package.module:factory (kind "factory") or an ONNX `file` (kind "onnx", e.g. an object detector's export)."""
 
-    file: SourceFile | None = None  # the TorchScript file
+    file: SourceFile | None = None  # the TorchScript or ONNX file
     num_anchors: int | None = None  # always null: the key LaneATT's sources have, written as it always was
 
     _READERS = {**ModelSource._READERS, "file": read_record(SourceFile), "num_anchors": read_int}
@@ -108,7 +108,8 @@ class ExternalSource(ModelSource):
 
 
 # source kinds that are not a family's name -> their record
-EXTERNAL_KINDS: Mapping[str, type[ModelSource]] = {"torchscript": ExternalSource, "factory": ExternalSource}
+EXTERNAL_KINDS: Mapping[str, type[ModelSource]] = {"torchscript": ExternalSource, "factory": ExternalSource,
+                                                   "onnx": ExternalSource}
 
 
 def source_fields(source_type: type[S], values: Mapping[str, Any]) -> S:

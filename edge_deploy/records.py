@@ -1,5 +1,5 @@
 """The stage reports a manifest holds ("export", "parity", "fp16", "plan.verify", "evaluation",
-"fused_preprocess"), one frozen dataclass each, read and checked once by `from_dict`.
+"fused_preprocess"; an object detector's "detection" is edge_deploy.detect.record's), one frozen dataclass each, read and checked once by `from_dict`.
 
 Every report is a `Record` (edge_deploy.json_record, the base the "source" section shares):
 
@@ -361,3 +361,4 @@ class FusedPreprocessRecord(Record):
     _SECTION = "fused_preprocess"
     _READERS = {"input": read_str, "frame": read_record(FrameRecord), "graph": read_str, "substituted": read_record(Substitution),
                 "parity": read_record(FusedParity)}
+

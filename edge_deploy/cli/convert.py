@@ -21,6 +21,7 @@ from ..sizes import parse_size
 
 if TYPE_CHECKING:  # pragma: no cover - the library's types, imported when the command runs
     from ..engine.options import EngineOptions
+    from ..export.onnx_import import DetectionOptions
     from ..export.settings import ExportSettings
     from ..lanedet.source import SourceSpec
 
@@ -42,6 +43,7 @@ _FAMILY = "Lane-model families"
 _BATCH = "Batch"
 _FUSED = "Fused preprocessing"
 _DECODE = "Decode defaults (recorded for clients)"
+_DETECTOR = "Object detectors (MODEL.onnx)"
 _FAMILY_DEFAULT = "the family's for the data set"
 
 
@@ -93,8 +95,8 @@ class ConvertOptions:
     `export_settings()`, `engine_options()` (each checks its part, with one-line errors)."""
 
     model: Annotated[str, typer.Argument(
-        help=f"A lane-model family ({', '.join(f.name for f in _families())}), a TorchScript file, "
-             "package.module:factory (returns an nn.Module), or an artifact directory made by convert (then only the "
+        help=f"A lane-model family ({', '.join(f.name for f in _families())}), an ONNX file (e.g. an object "
+             "detector's export), a TorchScript file, package.module:factory (returns an nn.Module), or an artifact directory made by convert (then only the "
              "TensorRT plan is built)."
     )]
     output: Annotated[Optional[Path], typer.Option(
@@ -111,7 +113,13 @@ class ConvertOptions:
              "for it (model geometry, preprocessing, decode defaults).", rich_help_panel=_FAMILY, show_default=False)] = None
     input_shape: Annotated[Optional[str], typer.Option(
         help="Input shape for TorchScript/factory models, e.g. 1,3,360,640 (the batch dimension comes from "
-             "--batch or --min/--max-batch).")] = None
+             "--batch or --min/--max-batch); for an ONNX MODEL, the sizes of its symbolic dimensions.")] = None
+    layout: Annotated[Optional[str], typer.Option(
+        help="An ONNX detector's outputs: yolo ([B, 4+C, A]) or efficient_nms (TensorRT's EfficientNMS outputs); "
+             "default: read from the outputs.", rich_help_panel=_DETECTOR, show_default=False)] = None
+    resize: Annotated[str, typer.Option(
+        help="How a detector's frames fit its input: letterbox (aspect kept, padded) or stretch.",
+        rich_help_panel=_DETECTOR)] = "letterbox"
     opset: Annotated[int, typer.Option(help="ONNX opset.")] = 17
     batch: Annotated[Optional[int], typer.Option(
         help="Fixed batch size (a static batch dimension).", rich_help_panel=_BATCH)] = None
@@ -207,6 +215,12 @@ class ConvertOptions:
             nms_threshold=self.nms, top_k=self.top_k,
         )
 
+    def detection(self) -> DetectionOptions:
+        """How an ONNX detector's frames and outputs are read (export.onnx_import.DetectionOptions)."""
+        from ..export.onnx_import import DetectionOptions
+
+        return DetectionOptions(layout=self.layout, resize=self.resize)
+
     def engine_options(self) -> EngineOptions:
         """How to build the plan (engine.options.EngineOptions)."""
         from ..engine.options import EngineOptions
@@ -224,20 +238,22 @@ class ConvertOptions:
 @_with_family_options
 @takes_options(ConvertOptions, var_keyword="family_options")
 def convert(**given: Any) -> None:
-    """Convert a PyTorch lane model to a verified ONNX model (and a TensorRT plan on the device)."""
+    """Convert a PyTorch lane model, or a model exported to ONNX (an object detector), to a verified ONNX model
+    (and a TensorRT plan on the device)."""
     from rich.console import Console
 
     from ..convert import convert as run_convert
 
     options = ConvertOptions.of(given)
     source, settings, engine_options = options.source(), options.export_settings(), options.engine_options()
+    detection = options.detection()
     # Progress and results go to stdout; stderr carries only the error line.
     console = Console(soft_wrap=True)  # long lines stay whole in logs and pipes; the terminal wraps them
     reporter = ConsoleReporter(console)
     try:
         result = run_convert(source, options.output, settings, target=options.target.value,
                              engine_options=engine_options, force=options.force, eval_data=options.eval_data,
-                             reporter=reporter)
+                             reporter=reporter, detection=detection)
     except OSError as exc:
         # Disk full or a file system gone read-only mid-way: the staging directory was discarded.
         where = options.output if options.output is not None else Path(options.model)

@@ -9,7 +9,7 @@ from typer.core import TyperCommand
 
 from ..deploy.options import InstallOptions
 from ..errors import RepositoryError
-from ..repository.model_config import SERVED_ONNX
+from ..repository.model_config import MAX_THREADS, SERVED_ONNX
 from ..repository.pipeline_kind import KINDS, PipelineKind
 from .. import strict_json
 from . import option_groups as groups
@@ -55,6 +55,12 @@ INSTALL_PARAMETERS = {
     "no_pipeline": Only(Annotated[bool, typer.Option("--no-pipeline", help="Install NAME without a pipeline.")], False),
     "max_queue_delay_us": typer.Option(help="Dynamic batching: longest wait (microseconds) to form a batch."),
     "instances": typer.Option(help="Model instances (instance_group count)."),
+    "priority": typer.Option(case_sensitive=False, help=(
+        "The model's priority beside others on the server: optimization.priority PRIORITY_MAX|DEFAULT|MIN (a TensorRT "
+        "plan's CUDA stream priority) and, with dynamic batching, default priority level 1|2|3 of 3.")),
+    "threads": typer.Option(show_default=False, help=(
+        f"ONNX Runtime intra- and inter-op threads, 1 to {MAX_THREADS} (onnxruntime and python runtimes; default: "
+        "one per core).")),
     "warmup": typer.Option(help="Warm the model up with a zero input when it loads."),
     "keep": typer.Option(help="Keep only the newest K versions (removes older ones)."),
     "force": typer.Option(help="Install a plan built for another device / TensorRT."),
@@ -129,6 +135,13 @@ def models(
     if not console.is_terminal:
         console = Console(width=200)  # piped: do not wrap hashes and fingerprints into narrow columns
     console.print(table)
+    placed = [i for i in infos if i.instances is not None]  # ensembles have no instances of their own
+    if placed:
+        # How the server runs each model, from its config.pbtxt (narrow: within 80 columns).
+        serving = Table("model", "priority", "instances", "placement")
+        for info in placed:
+            serving.add_row(info.name, info.priority or "?", str(info.instances), info.placement or "?")
+        console.print(serving)
     for info in infos:
         if info.warning:
             typer.echo(f"warning: {info.warning}")

@@ -27,7 +27,24 @@ class _Reporter(ConsoleReporter):
         typer.echo(message, err=True)
 
 
-def _print_models(models: list, repository: Path | None = None) -> None:
+def scheduling_line(repository: Path | None, model: str) -> str | None:
+    """How MODEL's config.pbtxt in `repository` has the server run it, as `status` shows it under the model:
+    "priority high, 2 instances on DLA core 0" (repository.model_config.scheduling); None without a repository or a
+    readable config, and for an ensemble."""
+    from ..errors import RepositoryError
+    from ..repository.model_config import scheduling
+    from ..triton_layout import read_config
+
+    if repository is None:
+        return None
+    try:
+        shown = scheduling(read_config(repository, model))
+    except RepositoryError:
+        return None
+    return shown.describe() if shown is not None else None
+
+
+def _print_models(models: list, repository: Path | None = None, *, scheduling: bool = False) -> None:
     from ..triton_layout import config_disagreement
 
     for model in models:
@@ -37,6 +54,9 @@ def _print_models(models: list, repository: Path | None = None) -> None:
             typer.echo(f"  {model.name}: ready, versions served: {versions}{note}")
         else:
             typer.echo(f"  {model.name}: NOT ready{' (' + model.reason + ')' if model.reason else ''}, versions served: {versions}")
+        shown = scheduling_line(repository, model.name) if scheduling else None
+        if shown:
+            typer.echo(f"    {shown}")
         differs = config_disagreement(repository, model.name, model.versions) if repository is not None else None
         if differs:
             typer.echo(f"  warning: {differs}")
@@ -144,8 +164,8 @@ def stop(user: UserOpt = False) -> None:
 
 @app.command()
 def status(user: UserOpt = False) -> None:
-    """Unit state (and any `serve --foreground` server), server and model readiness, the versions served
-    (exit 3 when not serving)."""
+    """Unit state (and any `serve --foreground` server), server and model readiness, the versions served and
+    each model's priority, instances and placement from its config (exit 3 when not serving)."""
     from ..serve.service import scope_of
     from ..serve.status import serving_status
     from ..serve.systemd import UNIT_NAME
@@ -164,13 +184,13 @@ def status(user: UserOpt = False) -> None:
         )
         typer.echo(f"server {state.unit.url}: {state.server_state}; repository {state.unit.repository}")
         _print_certificate(state.certificate())
-        _print_models(state.health.models, state.unit.repository)
+        _print_models(state.health.models, state.unit.repository, scheduling=True)
     for server in report.foreground:
         record = server.record
         typer.echo(f"{record.describe()}: server {record.url}: {server.server_state}; repository {record.repository}"
                    f"{'; mutual TLS' if record.tls else ''}")
         _print_certificate(server.certificate())
-        _print_models(server.health.models, record.repository)
+        _print_models(server.health.models, record.repository, scheduling=True)
     if not report.serving:
         raise typer.Exit(3)
 

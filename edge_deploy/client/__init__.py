@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["LaneDetClient", "AsyncLaneDetClient", "TLSConfig"]
+__all__ = ["LaneDetClient", "AsyncLaneDetClient", "ModelClient", "DetectorClient", "AsyncModelClient",
+           "AsyncDetectorClient", "TLSConfig"]
 
 
 def __getattr__(name: str) -> Any:
@@ -21,6 +22,14 @@ def __getattr__(name: str) -> Any:
         from .async_client import AsyncLaneDetClient
 
         return AsyncLaneDetClient
+    if name == "ModelClient":
+        from .model_client import ModelClient
+
+        return ModelClient
+    if name in ("DetectorClient", "AsyncModelClient", "AsyncDetectorClient"):
+        from . import detector_client
+
+        return getattr(detector_client, name)
     if name == "TLSConfig":
         from ..tls import TLSConfig
 

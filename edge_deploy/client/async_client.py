@@ -33,7 +33,6 @@ from .base import (
     ClientBase,
     ClientSettings,
     StageTimes,
-    lanes_unavailable,
     release_slots,
     server_errors,
     unregister_is_final,
@@ -258,7 +257,7 @@ class AsyncLaneDetClient(ClientBase):
         try:
             return await asyncio.wait_for(self._free.get(), max(0.0, budget.left()))
         except asyncio.TimeoutError:
-            raise lanes_unavailable("busy", deadline or 0.0, self.url, self.model_name) from None
+            raise self._unavailable("busy", deadline) from None
 
     async def _detect_chunk(self, frames: list[np.ndarray], color: str, call: tuple[Any, Any, Any],
                             budget: Backoff | None = None, deadline: float | None = None) -> list[list[Lane]]:
@@ -269,7 +268,7 @@ class AsyncLaneDetClient(ClientBase):
             await self.connect()
         backoff = budget or Backoff(self.retry_deadline, cap=1.0)
         while True:
-            slot = None
+            slot: Slot | None = None
             try:
                 if self._stale or self.model is None:
                     await self._load_model(budget)
@@ -296,6 +295,6 @@ class AsyncLaneDetClient(ClientBase):
             except server_errors() as exc:
                 delay = self._after_failure(backoff, exc, deadline)
             finally:
-                if slot in self._slots:
+                if slot is not None and slot in self._slots:
                     self._free.put_nowait(slot)
             await asyncio.sleep(delay)

@@ -22,6 +22,7 @@ from ..errors import (
     ClientError,
     LanesUnavailable,
     ModelChangedError,
+    ModelUnavailable,
     ModelNotReadyError,
     ServerTimeoutError,
     ServerUnavailableError,
@@ -153,8 +154,10 @@ def unavailability(exc: Exception) -> str | None:
     return None
 
 
-def lanes_unavailable(reason: str, deadline: float, url: str, model: str) -> LanesUnavailable:
-    """The one-line LanesUnavailable of a call whose `deadline` (seconds) ran out for `reason`."""
+def lanes_unavailable(reason: str, deadline: float, url: str, model: str,
+                      kind: type[ModelUnavailable] = LanesUnavailable) -> ModelUnavailable:
+    """The one-line LanesUnavailable (or another `kind` of ModelUnavailable) of a call whose `deadline` (seconds)
+    ran out for `reason`."""
     why = {
         "unreachable": f"Triton at {url} is unreachable (stopped or restarting)",
         "not_ready": f"model {model!r} is not ready on {url} (loading, restarting or not installed)",
@@ -162,8 +165,9 @@ def lanes_unavailable(reason: str, deadline: float, url: str, model: str) -> Lan
                 "deadline)",
         "busy": "another call of this client was still running",
     }[reason]
-    return LanesUnavailable(f"no lanes within the deadline of {deadline * 1000:g} ms: {why}; the next call "
-                            "carries on (reconnecting if needed).", reason)
+    what = "lanes" if issubclass(kind, LanesUnavailable) else f"answer from {model!r}"
+    return kind(f"no {what} within the deadline of {deadline * 1000:g} ms: {why}; the next call carries on "
+                "(reconnecting if needed).", reason)
 
 
 # Not plain "timeout": gRPC 1.67 reports a connect attempt to a refused port cut short by the call's deadline as
@@ -263,7 +267,7 @@ def forget_regions(regions: Sequence[ShmRegion], registered: set[str]) -> list[s
     return names
 
 
-def release_slots(slots: list[Slot], registered: set[str], *, every_name: bool = False) -> list[str]:
+def release_slots(slots: list[Any], registered: set[str], *, every_name: bool = False) -> list[str]:
     """Close the regions of every slot and empty `slots`; returns the names to unregister: those the server is known
     to have, or with `every_name` all of them (after a failed call the client cannot know which a server kept)."""
     for slot in slots:
@@ -338,6 +342,7 @@ class ClientBase:
     """
 
     max_in_flight = 1
+    unavailable_error: type[ModelUnavailable] = LanesUnavailable  # what a call whose deadline ran out raises
 
     def __init__(self, settings: ClientSettings) -> None:
         self.settings = settings
@@ -348,10 +353,10 @@ class ClientBase:
         self.transport = settings.transport
         self.client_timeout = settings.client_timeout
         self.retry_deadline = settings.retry_deadline
-        self.model: LaneModel | None = None  # set once the server has described it
+        self.model: Any = None  # set once the server has described it (a LaneModel for a lane client)
         self.recoveries = 0  # calls that succeeded after the server had been unavailable
         self._overrides = settings.overrides  # this client's conf_threshold, nms_threshold, top_k (None: the model's)
-        self._slots: list[Slot] = []  # shared with the finalizer
+        self._slots: list[Any] = []  # Slots (a lane client) or TensorSlots (ModelClient); shared with the finalizer
         self._registered: set[str] = set()  # names of our regions the server has
         self._stale = False  # the server may have restarted: re-read the model before the next request
         self._closed = False
@@ -375,6 +380,13 @@ class ClientBase:
                               "camera=Camera.from_yaml(path).")
         return self.geometry.frame_markers(lanes, frame)
 
+    def _unavailable(self, reason: str, deadline: float | None) -> ModelUnavailable:
+        return lanes_unavailable(reason, deadline or 0.0, self.url, self.model_name, self.unavailable_error)
+
+    def _describe(self, metadata: Any, config: Any) -> Any:
+        """The served model as this client understands it (a lane client: a `LaneModel`)."""
+        return describe_model(metadata, config)
+
     def _check_open(self) -> None:
         if self._closed:
             raise ClientError(f"this {type(self).__name__} is closed; create a new one.")
@@ -391,7 +403,7 @@ class ClientBase:
                 f"model {self.model_name!r} is loaded on {self.url} but not ready; check `edge-deploy models` "
                 "and the server log."
             )
-        model = describe_model(metadata, config)
+        model = self._describe(metadata, config)
         gone: list[str] = []
         if model != self.model or not self._slots:
             gone = release_slots(self._slots, self._registered)
@@ -403,7 +415,7 @@ class ClientBase:
     def _make_slots(self, model: LaneModel) -> None:
         self._slots.extend(Slot(model, self.transport == "shm") for _ in range(self.max_in_flight))
 
-    def _unregistered(self, slots: Sequence[Slot]) -> list[ShmRegion]:
+    def _unregistered(self, slots: Sequence[Any]) -> list[ShmRegion]:
         """The regions of `slots` the server does not have yet."""
         return [r for slot in slots for r in slot.regions if r.name not in self._registered and not r.closed]
 
@@ -467,7 +479,7 @@ class ClientBase:
                     # an RPC to a server that went away can end in a timeout while gRPC reconnects: what an
                     # earlier attempt saw says more than "slow"
                     worst = next(r for r in ("unreachable", "not_ready", "slow") if r in backoff.reasons)
-                    raise lanes_unavailable(worst, deadline, self.url, self.model_name) from None
+                    raise self._unavailable(worst, deadline) from None
                 return delay
         retry = is_retryable(exc, self.model is not None)
         error = self._error(exc)

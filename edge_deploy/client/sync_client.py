@@ -20,70 +20,36 @@ with the new server process. When the server answers for another version of
 the model than the one the client read (an install changed its rows, input
 size or datatype), the client re-reads the model and repeats the request.
 Failures are `ClientError` subclasses with
-one-line messages. Everything but the calls to the server is shared with
-AsyncLaneDetClient (base.py, served_model.py, buffers.py, request.py).
+one-line messages. The connection, the retries and the deadlines are ModelClient's
+(model_client.py), which LaneDetClient extends with the lane decode; everything but the
+calls to the server is shared with AsyncLaneDetClient (base.py, served_model.py,
+buffers.py, request.py).
 """
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
-import weakref
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from ..errors import LanesUnavailable
 from ..lanedet.lane import Lane
-from .base import (
-    CHANNEL_ARGS,
-    DEFAULT_MODEL,
-    DEFAULT_URL,
-    UNREGISTER_GRACE,
-    Backoff,
-    ClientBase,
-    ClientSettings,
-    StageTimes,
-    lanes_unavailable,
-    release_slots,
-    server_errors,
-    unregister_is_final,
-)
+from ..tls import TLSConfig
+from .base import DEFAULT_MODEL, DEFAULT_URL, Backoff, ClientSettings, StageTimes
 from .buffers import Slot
 from .frames import check_frames
+from .model_client import ModelClient, unregister
 from .request import read_lanes
-from .shm import ShmRegion
-from ..tls import TLSConfig, client_options
+from .served_model import LaneModel, describe_model
 
 if TYPE_CHECKING:
     from ..geometry.frame_markers import FrameMarkers
 
 __all__ = ["DEFAULT_URL", "DEFAULT_MODEL", "LaneDetClient"]
 
-T = TypeVar("T")
 
 
-def _unregister(grpc_client: Any, names: list[str], timeout: float | None, grace: float = UNREGISTER_GRACE) -> None:
-    for name in names:
-        backoff = Backoff(grace, cap=0.2)
-        while True:
-            try:
-                grpc_client.unregister_system_shared_memory(name, client_timeout=timeout)
-                break
-            except Exception as exc:  # noqa: BLE001 - best effort, see unregister_is_final
-                delay = None if unregister_is_final(exc) else backoff.next()
-                if delay is None:
-                    break
-                time.sleep(delay)
-
-
-def _release_all(grpc_client: Any, slots: list[Slot], registered: set[str], timeout: float) -> None:
-    """close() and the finalizer: unlink our regions, unregister them if the server is there, close the channel."""
-    _unregister(grpc_client, release_slots(slots, registered, every_name=True), timeout)
-    with contextlib.suppress(Exception):
-        grpc_client.close()
-
-
-class LaneDetClient(ClientBase):
+class LaneDetClient(ModelClient):
     """Detect lanes in camera frames with a lane model served by Triton.
 
     >>> with LaneDetClient("127.0.0.1:8001", "lanedet") as client:   # doctest: +SKIP
@@ -132,55 +98,19 @@ class LaneDetClient(ClientBase):
         fps: float | None = None,
     ) -> None:
         import tritonclient.grpc as grpcclient
-
-        super().__init__(ClientSettings.of(
+        self._open(ClientSettings.of(
             url, model, version=version, transport=transport, client_timeout=client_timeout,
             retry_deadline=retry_deadline, conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k,
-            tls=tls, strict=strict, camera=camera, track=track, fps=fps))
-        self._grpc = grpcclient.InferenceServerClient(url, **client_options(tls, CHANNEL_ARGS))
-        self._lock = threading.RLock()
-        self._call: Backoff | None = None  # the running call's own deadline, when it has one (RPC timeouts are cut)
-        self._finalizer = weakref.finalize(self, _release_all, self._grpc, self._slots, self._registered,
-                                          self.client_timeout)
-        if connect:
-            try:
-                self._connect()
-            except server_errors() as exc:
-                raise self._error(exc) from None
+            tls=tls, strict=strict, camera=camera, track=track, fps=fps), connect)
 
-    # -- lifecycle
+    unavailable_error = LanesUnavailable
+    shares_frame_input = False  # it writes its own preprocessing straight into its request buffer
 
-    def __enter__(self) -> "LaneDetClient":
-        return self
+    def _describe(self, metadata: Any, config: Any) -> LaneModel:
+        return describe_model(metadata, config)
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Unlink the shared memory regions, unregister them from the server and close the channel (idempotent)."""
-        with self._lock:
-            self._closed = True
-            self._finalizer()
-
-    def wait_until_ready(self, timeout: float = 60.0) -> "LaneDetClient":
-        """Block until the server and the model are ready (and the client is set up), or raise after `timeout` s."""
-        backoff = Backoff(timeout, cap=0.5)
-        failure: Exception | None = None  # the latest attempt's that failed
-        while True:
-            self._check_open()
-            step = backoff.rpc_timeout(self.client_timeout)
-            last = None
-            try:
-                if self._grpc.is_server_live(client_timeout=step) and self._grpc.is_model_ready(
-                    self.model_name, self.version, client_timeout=step
-                ):
-                    with self._lock:
-                        self._connect()
-                        self._register(self._unregistered(self._slots))
-                    return self
-            except server_errors() as exc:
-                last = failure = self._attempt_failure(exc, failure)
-            time.sleep(self._wait_delay(backoff, last, timeout))
+    def _make_slots(self, model: Any) -> None:
+        self._slots.extend(Slot(model, self.transport == "shm") for _ in range(self.max_in_flight))
 
     # -- detection
 
@@ -223,50 +153,17 @@ class LaneDetClient(ClientBase):
         for detect, for all of them)."""
         checked = check_frames(frames, color)
         call = (conf_threshold, nms_threshold, top_k)
-        budget = self._call_backoff(deadline) if deadline is not None else None
-        if not self._lock.acquire(timeout=max(0.0, budget.left()) if budget else -1):
-            raise lanes_unavailable("busy", deadline or 0.0, self.url, self.model_name)
-        try:
-            self._check_open()
-            self._call = budget
+
+        def run(budget: Backoff | None) -> list[list[Lane]]:
             if self.model is None:  # connect=False: the server may still be starting
                 self._with_retry(self._connect, budget, deadline)
             return [lanes for chunk in self._chunks(checked)
                     for lanes in self._with_retry(lambda: self._run(chunk, color, call), budget, deadline)]
-        finally:
-            self._call = None
-            self._lock.release()
 
-    def release(self) -> None:
-        """Unregister this client's shared memory from the server and unlink it, keeping the client usable: its
-        next call sets the regions up again (what `LaneStream.stop()` leaves behind: nothing)."""
-        with self._lock:
-            gone = release_slots(self._slots, self._registered, every_name=True)
-            self._stale = True
-            _unregister(self._grpc, gone, min(self.client_timeout, 1.0), grace=0.5)
+        return self._locked(run, deadline)
 
-    # -- calls to the server
 
-    def _timeout(self) -> float:
-        """An RPC's timeout: client_timeout, cut to what is left of the running call's own deadline."""
-        return self._call.rpc_timeout(self.client_timeout) if self._call is not None else self.client_timeout
-
-    def _grace(self) -> float:
-        """How long to keep asking the server to drop a region it still holds, within the call's deadline."""
-        return UNREGISTER_GRACE if self._call is None else max(0.0, min(UNREGISTER_GRACE, self._call.left()))
-
-    def _connect(self) -> None:
-        """Read metadata + config, validate, and (re)build the buffers if the model changed."""
-        args = (self.model_name, self.version)
-        metadata = self._grpc.get_model_metadata(*args, client_timeout=self._timeout())
-        config = self._grpc.get_model_config(*args, client_timeout=self._timeout())
-        ready = self._grpc.is_model_ready(*args, client_timeout=self._timeout())
-        _unregister(self._grpc, self._adopt(metadata, config, ready), self._timeout(), self._grace())
-
-    def _register(self, regions: list[ShmRegion]) -> None:
-        for region in regions:
-            with self._registering(region):
-                region.register(self._grpc, self._timeout())
+    # -- the calls to the server
 
     def _run(self, frames: list[np.ndarray], color: str, call: tuple[Any, Any, Any]) -> list[list[Lane]]:
         """One attempt: (re)connect if needed, fill the slot, infer, decode."""
@@ -276,7 +173,7 @@ class LaneDetClient(ClientBase):
         params = self._params(call)
         start = time.perf_counter()
         request, gone, new = self._prepare(slot, frames, color)
-        _unregister(self._grpc, gone, self._timeout(), self._grace())
+        unregister(self._grpc, gone, self._timeout(), self._grace())
         self._register(new)
         prepared = time.perf_counter()
         result = self._grpc.infer(slot.model.name, request.inputs, model_version=self.version,
@@ -288,13 +185,3 @@ class LaneDetClient(ClientBase):
                                              len(frames)))
         return lanes
 
-    def _with_retry(self, attempt: Callable[[], T], budget: Backoff | None = None, deadline: float | None = None) -> T:
-        backoff = budget or Backoff(self.retry_deadline, cap=1.0)
-        while True:
-            try:
-                result = attempt()
-            except server_errors() as exc:
-                time.sleep(self._after_failure(backoff, exc, deadline))
-                continue
-            self.recoveries += backoff.retried
-            return result

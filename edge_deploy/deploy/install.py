@@ -134,7 +134,8 @@ def _plan(options: InstallOptions, reporter: Reporter) -> _Plan:
     choice = choose_runtime(artifact, manifest, options.runtime, backends, precision=options.precision,
                             pipeline=kind is not None)
     config = mc.ConfigOptions(max_queue_delay_us=options.max_queue_delay_us, instances=options.instances,
-                              warmup=options.warmup, precision=choice.precision)
+                              warmup=options.warmup, precision=choice.precision, priority=options.priority,
+                              threads=options.threads)
     if choice.runtime == "tensorrt":
         check_plan_for_server(manifest, options.tritonserver, options.force, reporter)
     check_model_signature(artifact, manifest, choice.runtime, config, options.force, reporter)

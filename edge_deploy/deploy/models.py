@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import RepositoryError
+from ..repository.model_config import scheduling
 from ..repository.versions import (
     DEFAULT_REPOSITORY,
     PIPELINE_SUFFIXES,
@@ -30,6 +31,7 @@ def list_models(repository: Path = DEFAULT_REPOSITORY, name: str | None = None) 
     infos = []
     for model in names:
         avail = versions(repository, model)
+        shown = None
         try:
             config = read_config(repository, model)
         except RepositoryError:
@@ -37,6 +39,7 @@ def list_models(repository: Path = DEFAULT_REPOSITORY, name: str | None = None) 
         else:
             role = config_role(config)
             policy = policy_versions(config, avail)
+            shown = scheduling(config)
         served = admin.served_versions(record.url, model, record.client_tls()) if record else None
         infos.append(ModelInfo(
             name=model,
@@ -45,5 +48,8 @@ def list_models(repository: Path = DEFAULT_REPOSITORY, name: str | None = None) 
             policy=policy,
             served=served,
             warning=config_disagreement(repository, model, served) if served else None,
+            priority=shown.priority if shown else None,
+            instances=shown.instances if shown else None,
+            placement=shown.placement if shown else None,
         ))
     return infos

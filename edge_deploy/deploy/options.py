@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..errors import RepositoryError
 from ..precision import Precision
-from ..repository.model_config import SERVED_ONNX
+from ..repository.model_config import SERVED_ONNX, Priority, check_threads, priority_of
 from ..repository.new_version import DEFAULT_NAME
 from ..repository.pipeline_kind import PipelineKind, pipeline_kind
 from ..repository.versions import DEFAULT_REPOSITORY, check_name
@@ -21,6 +21,9 @@ class InstallOptions:
     pipeline; False none. precision: the ONNX file an ONNX runtime serves: None as converted (model_fp16.onnx for
     an FP16 artifact where no plan is served), FP16 model_fp16.onnx (`--precision fp16`), FP32 model.onnx or the
     plan (`--precision fp32`). tritonserver: the binary whose backends and TensorRT decide the runtime and check a plan.
+    priority: high, normal or low (a Priority or its name): the model's optimization.priority and, with dynamic
+    batching, its default priority level. threads: ONNX Runtime's intra- and inter-op threads (1 to
+    model_config.MAX_THREADS; ONNX runtimes only, refused for a plan); None leaves ONNX Runtime's default.
     """
 
     artifact: Path
@@ -35,6 +38,8 @@ class InstallOptions:
     force: bool = False
     tritonserver: Path | str | None = None
     precision: Precision | None = None
+    priority: Priority = Priority.NORMAL
+    threads: int | None = None
     kind: PipelineKind | None = field(init=False)  # the pipeline asked for (None: none, or as installed)
 
     def __post_init__(self) -> None:
@@ -44,6 +49,8 @@ class InstallOptions:
         object.__setattr__(self, "kind", pipeline_kind(self.pipeline))
         if self.precision is not None:
             object.__setattr__(self, "precision", _precision(self.precision))
+        object.__setattr__(self, "priority", priority_of(self.priority))
+        check_threads(self.threads)
         if self.instances < 1:
             raise RepositoryError(f"--instances must be at least 1 (got {self.instances}).")
         if self.keep is not None and self.keep < 1:

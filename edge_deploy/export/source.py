@@ -39,17 +39,19 @@ def parse_input_shape(text: str) -> tuple[int, ...]:
 
 
 def classify_model(model: str) -> str:
-    """'family' (a lane-model family's name), 'artifact' (an existing convert output), 'torchscript' (a file)
-    or 'factory'."""
+    """'family' (a lane-model family's name), 'artifact' (an existing convert output), 'onnx' (a .onnx file: an
+    exported model, e.g. an object detector), 'torchscript' (another file) or 'factory'."""
     if family_named(model) is not None:
         return "family"
     path = Path(model)
+    if model.lower().endswith(".onnx") and not path.is_dir():
+        return "onnx"  # read (and refused when it is no ONNX file, or missing) by export/onnx_import.py
     if path.is_dir():
         if (path / MANIFEST_NAME).is_file() and (path / ONNX_NAME).is_file():
             return "artifact"
         raise ConvertError(
             f"{model} is a directory but not an edge-deploy artifact (no {MANIFEST_NAME} + {ONNX_NAME}); "
-            f"pass {'|'.join(family_names())}, a TorchScript file, package.module:factory, or a directory made by "
+            f"pass {'|'.join(family_names())}, an ONNX or TorchScript file, package.module:factory, or a directory made by "
             "convert."
         )
     if path.is_file():
@@ -57,7 +59,8 @@ def classify_model(model: str) -> str:
     if ":" in model and os.sep not in model.split(":", 1)[0]:
         return "factory"
     raise ConvertError(
-        f"MODEL {model!r} is not {' or '.join(family_names())}, an existing TorchScript file, package.module:factory "
+        f"MODEL {model!r} is not {' or '.join(family_names())}, an existing ONNX or TorchScript file, "
+        "package.module:factory "
         "or an artifact directory; check the spelling or the path."
     )
 
@@ -99,8 +102,9 @@ def load_source(spec: SourceSpec) -> LoadedModel:
     kind = classify_model(spec.model)
     if kind == "family":
         return _load_family(spec)
-    if kind == "artifact":
-        raise ConvertError(f"{spec.model} is already converted (an artifact directory), not a torch model.")
+    if kind in ("artifact", "onnx"):
+        raise ConvertError(f"{spec.model} is already {'converted (an artifact directory)' if kind == 'artifact' else 'ONNX'}"
+                           ", not a torch model.")
     family_only = spec.family_options_given
     if family_only:
         raise ConvertError(

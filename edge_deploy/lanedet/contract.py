@@ -19,6 +19,8 @@ PARAM_MANIFEST_SHA256 = "edge_deploy.manifest_sha256"
 # A model with the preprocessing fused in (convert --fuse-preprocess): JSON {"input", "height", "width", "color"},
 # the UINT8 [B, height, width, 3] camera frame it takes instead of the preprocessed image.
 PARAM_FUSED = "edge_deploy.fused_preprocess"
+# An object detector's layout and frame fitting (the manifest's "detection"): what DetectorClient decodes with.
+PARAM_DETECTION = "edge_deploy.detection"
 # NAME_pipeline's kind: "ensemble" (absent: configs written before kinds) or "bls" (one Python model calling NAME).
 PARAM_PIPELINE = "edge_deploy.pipeline"
 

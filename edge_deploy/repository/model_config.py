@@ -22,9 +22,16 @@ Parameters that edge-deploy writes (all values are strings, Triton's only kind):
   client then sends frames as they are and only decodes.
 - ``edge_deploy.manifest_sha256``: sha256 of the manifest.json of the version
   the config was written for.
-- ``edge_deploy.ort_threads`` (optional, not written by install): ONNX Runtime
-  intra-op threads for the Python-backend runner; add it by hand to limit CPU use
-  (else $EDGE_DEPLOY_ORT_THREADS of the server's environment, else one per core).
+- ``edge_deploy.ort_threads`` (the ``python`` runtime, written by `install --threads N`; else
+  absent): ONNX Runtime intra- and inter-op threads of the Python-backend runner (absent:
+  $EDGE_DEPLOY_ORT_THREADS of the server's environment, else one per core). For the
+  ``onnxruntime`` runtime `--threads N` writes the ONNX Runtime backend's own parameters
+  ``intra_op_thread_count`` and ``inter_op_thread_count`` instead.
+
+`install --priority high|normal|low` writes ``optimization { priority: PRIORITY_MAX |
+PRIORITY_DEFAULT | PRIORITY_MIN }`` (the TensorRT backend's CUDA stream priority) and, for a
+dynamic-batch model, ``dynamic_batching { priority_levels: 3 default_priority_level: 1 | 2 | 3 }``
+(level 1 is Triton's highest); `scheduling` reads them back.
 
 `LaneDetClient` reads the first two from `get_model_config` to configure
 itself; the server-side pipeline models read the same values from the
@@ -32,6 +39,7 @@ manifest.json stored in their version directory.
 """
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +88,45 @@ DATATYPES = ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "IN
 SERVED_ONNX = {Precision.FP16: FP16_ONNX_NAME, Precision.FP32: ONNX_NAME}
 
 
+class Priority(str, enum.Enum):
+    """`install --priority`: how the lane model goes before other models co-served with it."""
+
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+
+PRIORITIES = tuple(p.value for p in Priority)
+# ModelOptimizationPolicy.ModelPriority of model_config.proto, by --priority (PRIORITY_DEFAULT is proto3's 0: not
+# printed, so a normal config reads as one written before --priority).
+PRIORITY_NAMES = {Priority.HIGH: "PRIORITY_MAX", Priority.NORMAL: "PRIORITY_DEFAULT", Priority.LOW: "PRIORITY_MIN"}
+# dynamic_batching's priority levels (Triton's level 1 is the highest) and each --priority's default level.
+PRIORITY_LEVELS = 3
+PRIORITY_LEVEL = {Priority.HIGH: 1, Priority.NORMAL: 2, Priority.LOW: 3}
+# `install --threads N`: ONNX Runtime's intra- and inter-op threads, 1..MAX_THREADS.
+MAX_THREADS = 64
+PARAM_ORT_THREADS = "edge_deploy.ort_threads"  # the python runtime's (triton_models/onnx_runner.py reads it)
+ORT_THREAD_PARAMS = ("intra_op_thread_count", "inter_op_thread_count")  # Triton's onnxruntime backend's
+
+
+def priority_of(value: Priority | str) -> Priority:
+    """A --priority value checked: a Priority or its name; RepositoryError (one line) otherwise."""
+    try:
+        return Priority(value.lower() if isinstance(value, str) else value)
+    except ValueError:
+        raise RepositoryError(f"unknown priority {str(value)!r}: use --priority {'|'.join(PRIORITIES)}.") from None
+
+
+def check_threads(threads: int | None) -> int | None:
+    """A --threads value checked: None (not set) or a whole number from 1 to MAX_THREADS."""
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+        raise RepositoryError(f"--threads must be a whole number from 1 to {MAX_THREADS} (got {threads}); "
+                              "leave it out to let ONNX Runtime use one thread per core.")
+    return threads
+
+
 @dataclass
 class ConfigOptions:
     """The install options that shape a lane model's config (stored per version for rollback)."""
@@ -88,8 +135,12 @@ class ConfigOptions:
     instances: int = 1
     warmup: bool = False
     precision: Precision = Precision.FP32  # of the ONNX file ONNX runtimes serve: FP16 is model_fp16.onnx
+    priority: Priority = Priority.NORMAL
+    threads: int | None = None  # ONNX Runtime's intra- and inter-op threads (ONNX runtimes only); None: its default
 
     def __post_init__(self) -> None:
+        self.priority = priority_of(self.priority)
+        self.threads = check_threads(self.threads)
         if self.precision not in SERVED_ONNX:
             raise RepositoryError(f"an ONNX runtime serves {' or '.join(map(str, SERVED_ONNX))}, not {self.precision}.")
 
@@ -101,7 +152,8 @@ class ConfigOptions:
     def to_dict(self) -> dict[str, Any]:
         # "fp16" too: what an older edge-deploy reads when it rolls back to this version.
         return {"max_queue_delay_us": self.max_queue_delay_us, "instances": self.instances, "warmup": self.warmup,
-                "precision": self.precision.value, "fp16": self.precision is Precision.FP16}
+                "precision": self.precision.value, "fp16": self.precision is Precision.FP16,
+                "priority": self.priority.value, "threads": self.threads}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ConfigOptions":
@@ -110,6 +162,8 @@ class ConfigOptions:
             instances=int(data.get("instances", 1)),
             warmup=bool(data.get("warmup", False)),
             precision=_stored_precision(data),
+            priority=data.get("priority") or Priority.NORMAL,  # absent in records written before --priority
+            threads=data.get("threads"),
         )
 
 
@@ -199,10 +253,20 @@ def model_config(
             "--max-queue-delay-us needs a model with a dynamic batch axis, but this one has a fixed batch "
             "(max_batch_size 0); install without it, or convert with --min-batch/--max-batch."
         )
+    if options.threads is not None and runtime == "tensorrt":
+        raise RepositoryError(
+            f"--threads {options.threads} sets ONNX Runtime's thread counts, but this model is served as a TensorRT "
+            "plan (runtime tensorrt), which has none; install without --threads, or with --runtime onnxruntime "
+            "or --runtime python."
+        )
+    if options.priority is not Priority.NORMAL:  # else no `optimization {}` at all: the config as before --priority
+        config.optimization.priority = pb.ModelOptimizationPolicy.ModelPriority.Value(PRIORITY_NAMES[options.priority])
     if has_batch:
         config.dynamic_batching.SetInParent()
         if options.max_queue_delay_us:
             config.dynamic_batching.max_queue_delay_microseconds = int(options.max_queue_delay_us)
+        config.dynamic_batching.priority_levels = PRIORITY_LEVELS
+        config.dynamic_batching.default_priority_level = PRIORITY_LEVEL[options.priority]
     kind = {"tensorrt": pb.ModelInstanceGroup.KIND_GPU, "python": pb.ModelInstanceGroup.KIND_CPU}.get(
         runtime, pb.ModelInstanceGroup.KIND_AUTO
     )
@@ -234,7 +298,48 @@ def model_config(
     _set_family(config, manifest)
     if manifest.fused_frame is not None:
         _set_params(config, {PARAM_FUSED: manifest.fused_frame.to_dict()})
+    if options.threads is not None:
+        names = ORT_THREAD_PARAMS if runtime == "onnxruntime" else (PARAM_ORT_THREADS,)
+        _set_params(config, {key: str(options.threads) for key in names})
     return config
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """How a model's config has Triton run it (`edge-deploy models` and `status` show it): priority (high, normal,
+    low: its optimization.priority), instances (the instance groups' counts) and placement (GPU, CPU, auto: GPU
+    where there is one, or "DLA core N" from a group's secondary device; groups that differ are joined with "+")."""
+
+    priority: str
+    instances: int
+    placement: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"priority": self.priority, "instances": self.instances, "placement": self.placement}
+
+    def describe(self) -> str:
+        """"priority high, 2 instances on DLA core 0"."""
+        return (f"priority {self.priority}, {self.instances} instance{'' if self.instances == 1 else 's'} "
+                f"on {self.placement}")
+
+
+def scheduling(config: Any) -> Scheduling | None:
+    """The Scheduling a ModelConfig asks for; None for a model without instances of its own (an ensemble)."""
+    pb = _pb()
+    if config.platform == "ensemble" or not config.instance_group:
+        return None
+    names = {v: k for k, v in PRIORITY_NAMES.items()}
+    priority = names.get(pb.ModelOptimizationPolicy.ModelPriority.Name(config.optimization.priority), Priority.NORMAL)
+    kinds = {pb.ModelInstanceGroup.KIND_GPU: "GPU", pb.ModelInstanceGroup.KIND_CPU: "CPU",
+             pb.ModelInstanceGroup.KIND_AUTO: "auto", pb.ModelInstanceGroup.KIND_MODEL: "model"}
+    places = []
+    for group in config.instance_group:
+        dla = [d.device_id for d in group.secondary_devices if d.kind == pb.ModelInstanceGroup.SecondaryDevice.KIND_NVDLA]
+        place = f"DLA core {dla[0]}" if dla else kinds.get(group.kind, "?")
+        if place not in places:
+            places.append(place)
+    # count 0 is Triton's default: one instance (per GPU)
+    return Scheduling(priority.value, sum(max(int(g.count), 1) for g in config.instance_group), "+".join(places))
 
 
 def _set_family(config: Any, manifest: Manifest) -> None:

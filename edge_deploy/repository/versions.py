@@ -55,6 +55,11 @@ class ModelInfo:
     policy: list[int]  # versions the config's version_policy selects
     served: list[int] | None  # from the running server; None without one
     warning: str | None = None  # the config selects other versions than the server serves (triton_layout)
+    # From its config (model_config.scheduling): high|normal|low, instance count, GPU|CPU|auto|"DLA core N"; None
+    # for an ensemble or an unreadable config.
+    priority: str | None = None
+    instances: int | None = None
+    placement: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (`repository list --json`)."""

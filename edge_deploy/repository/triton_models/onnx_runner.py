@@ -31,8 +31,8 @@ class TritonPythonModel:
         threads = config.get("parameters", {}).get("edge_deploy.ort_threads", {}).get("string_value") \
             or os.environ.get("EDGE_DEPLOY_ORT_THREADS", "")  # parity.ORT_THREADS_ENV, through tritonserver
         options = ort.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = int(threads)
+        if threads:  # intra-op; inter-op too (used only when a session runs graph branches in parallel)
+            options.intra_op_num_threads = options.inter_op_num_threads = int(threads)
         self.session = ort.InferenceSession(
             os.path.join(version_dir, "model.onnx"), options, providers=["CPUExecutionProvider"]
         )

@@ -1,0 +1,311 @@
+"""ModelClient: any model Triton serves, with the guarantees LaneDetClient has (it is LaneDetClient's base).
+
+It reads the served model's metadata and config once (`TensorModel`), sends named arrays (or, when the model
+declares image preprocessing, a camera frame) through system shared memory on this host, bounds every call by
+`deadline=` (`ModelUnavailable` with a `reason` when it runs out), reconnects after a server restart (re-reading
+the model and registering its regions again) and follows a new version of the model. The connection, retry and
+deadline logic lives here and in base.py; LaneDetClient (sync_client.py) adds the lane decode on top and
+DetectorClient (detector_client.py) the box decode.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import weakref
+from typing import Any, Callable, Mapping, TypeVar
+
+import numpy as np
+
+from ..errors import ClientError, FrameError, ModelChangedError, ModelUnavailable
+from ..tls import TLSConfig, client_options
+from .base import (
+    CHANNEL_ARGS,
+    DEFAULT_URL,
+    UNREGISTER_GRACE,
+    Backoff,
+    ClientBase,
+    ClientSettings,
+    forget_regions,
+    release_slots,
+    server_errors,
+    unregister_is_final,
+)
+from .shm import ShmRegion
+from .tensor_model import NUMPY_OF, FrameInput, TensorModel, TensorSlot, describe_tensor_model
+
+__all__ = ["ModelClient"]
+
+T = TypeVar("T")
+
+
+def unregister(grpc_client: Any, names: list[str], timeout: float | None, grace: float = UNREGISTER_GRACE) -> None:
+    """Ask the server to drop the regions `names`, repeating briefly while it still holds one (unregister_is_final)."""
+    for name in names:
+        backoff = Backoff(grace, cap=0.2)
+        while True:
+            try:
+                grpc_client.unregister_system_shared_memory(name, client_timeout=timeout)
+                break
+            except Exception as exc:  # noqa: BLE001 - best effort, see unregister_is_final
+                delay = None if unregister_is_final(exc) else backoff.next()
+                if delay is None:
+                    break
+                time.sleep(delay)
+
+
+def _release_all(grpc_client: Any, slots: list[Any], registered: set[str], timeout: float) -> None:
+    """close() and the finalizer: unlink our regions, unregister them if the server is there, close the channel."""
+    unregister(grpc_client, release_slots(slots, registered, every_name=True), timeout)
+    with contextlib.suppress(Exception):
+        grpc_client.close()
+
+
+class ModelClient(ClientBase):
+    """Run any model Triton serves: named arrays in, named arrays out.
+
+    >>> with ModelClient("127.0.0.1:8001", "objects") as client:   # doctest: +SKIP
+    ...     outputs = client.infer({"images": batch}, deadline=0.05)
+
+    url, model, version: where and what to ask (version "" = the server's choice). transport: "auto" (shared memory
+    when the server is on this host, else gRPC), "shm" or "grpc". client_timeout: seconds for every RPC.
+    retry_deadline: how long a call without its own `deadline` keeps retrying while the server is unavailable.
+    connect=False defers reading the model to the first call or `wait_until_ready`. tls: a `TLSConfig` beyond
+    loopback. One request at a time per client (calls are serialised by a lock).
+    """
+
+    unavailable_error = ModelUnavailable
+
+    def __init__(self, url: str = DEFAULT_URL, model: str = "model", *, version: str = "", transport: str = "auto",
+                 client_timeout: float = 10.0, retry_deadline: float = 30.0, connect: bool = True,
+                 tls: TLSConfig | None = None) -> None:
+        self._open(ClientSettings.of(url, model, version=version, transport=transport, client_timeout=client_timeout,
+                                     retry_deadline=retry_deadline, tls=tls), connect)
+
+    def _open(self, settings: ClientSettings, connect: bool) -> None:
+        """The constructors' shared part: the channel, the lock, the finalizer; the model read unless connect=False."""
+        import tritonclient.grpc as grpcclient
+
+        super().__init__(settings)
+        self._grpc = grpcclient.InferenceServerClient(settings.url, **client_options(settings.tls, CHANNEL_ARGS))
+        self._lock = threading.RLock()
+        self._call: Backoff | None = None  # the running call's own deadline, when it has one (RPC timeouts are cut)
+        self._finalizer = weakref.finalize(self, _release_all, self._grpc, self._slots, self._registered,
+                                          self.client_timeout)
+        if connect:
+            try:
+                self._connect()
+            except server_errors() as exc:
+                raise self._error(exc) from None
+
+    # -- lifecycle
+
+    def __enter__(self: T) -> T:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Unlink the shared memory regions, unregister them from the server and close the channel (idempotent)."""
+        with self._lock:
+            self._closed = True
+            self._finalizer()
+
+    def wait_until_ready(self: Any, timeout: float = 60.0) -> Any:
+        """Block until the server and the model are ready (and the client is set up), or raise after `timeout` s."""
+        backoff = Backoff(timeout, cap=0.5)
+        failure: Exception | None = None  # the latest attempt's that failed
+        while True:
+            self._check_open()
+            step = backoff.rpc_timeout(self.client_timeout)
+            last = None
+            try:
+                if self._grpc.is_server_live(client_timeout=step) and self._grpc.is_model_ready(
+                    self.model_name, self.version, client_timeout=step
+                ):
+                    with self._lock:
+                        self._connect()
+                        self._register(self._unregistered(self._slots))
+                    return self
+            except server_errors() as exc:
+                last = failure = self._attempt_failure(exc, failure)
+            time.sleep(self._wait_delay(backoff, last, timeout))
+
+    def release(self) -> None:
+        """Unregister this client's shared memory from the server and unlink it, keeping the client usable: its
+        next call sets the regions up again (what a stream's `stop()` leaves behind: nothing)."""
+        with self._lock:
+            gone = release_slots(self._slots, self._registered, every_name=True)
+            self._stale = True
+            unregister(self._grpc, gone, min(self.client_timeout, 1.0), grace=0.5)
+
+    # -- inference
+
+    def _describe(self, metadata: Any, config: Any) -> Any:
+        return describe_tensor_model(metadata, config)
+
+    def _make_slots(self, model: Any) -> None:
+        self._slots.extend(TensorSlot(model, self.transport == "shm") for _ in range(self.max_in_flight))
+
+    shares_frame_input = True  # a PerceptionStream converts a frame once for every client with the same key
+
+    def frame_input_key(self, *, deadline: float | None = None) -> tuple[Any, ...]:
+        """What another model must share with this one to take the same frame input (`FrameInput.key_of`); reads
+        the model first when the client has not yet."""
+        if self.model is None:
+            self._locked(lambda budget: self._with_retry(self._connect, budget, deadline), deadline)
+        return FrameInput.key_of(self.model)
+
+    def frame_input(self, frame: np.ndarray, *, color: str = "bgr", deadline: float | None = None) -> FrameInput:
+        """`frame` made into this model's image input (reading the model first when needed): what `infer` sends
+        for a frame, and what a PerceptionStream makes once for every model that shares it."""
+        self.frame_input_key(deadline=deadline)
+        return FrameInput.of(frame, self.model, color)
+
+    def infer(self, inputs: Mapping[str, np.ndarray] | np.ndarray | FrameInput, *,
+              deadline: float | None = None) -> dict[str, np.ndarray]:
+        """The model's outputs (name -> array, copies) for `inputs`: a dict of named arrays (with the batch axis
+        when the model has one), or a frame (HxWx3 BGR uint8) when the model declares image preprocessing.
+
+        deadline: seconds for the whole call, retries included; when it runs out (server unreachable, model not
+        ready, or too slow an answer) the call raises `ModelUnavailable` (its `reason` says which) and the next
+        call carries on where this one stopped. None: retry until `retry_deadline`."""
+        return self._locked(lambda budget: self._infer_locked(inputs, budget, deadline), deadline)
+
+    def _locked(self, work: Callable[[Backoff | None], T], deadline: float | None) -> T:
+        """Run `work` holding this client's lock, within `deadline` (the wait for the lock included)."""
+        budget = self._call_backoff(deadline) if deadline is not None else None
+        if not self._lock.acquire(timeout=max(0.0, budget.left()) if budget else -1):
+            raise self._unavailable("busy", deadline)
+        try:
+            self._check_open()
+            self._call = budget
+            return work(budget)
+        finally:
+            self._call = None
+            self._lock.release()
+
+    def _infer_locked(self, inputs: Any, budget: Backoff | None, deadline: float | None) -> dict[str, np.ndarray]:
+        if self.model is None:
+            self._with_retry(self._connect, budget, deadline)
+        return self._with_retry(lambda: self._infer_once(inputs), budget, deadline)
+
+    def _arrays(self, inputs: Any) -> dict[str, np.ndarray]:
+        """The request's arrays by input name, checked against the model (one-line ClientErrors)."""
+        model: TensorModel = self.model
+        if isinstance(inputs, FrameInput):
+            if inputs.key != FrameInput.key_of(model):
+                raise FrameError(f"this frame input was made for another model's preprocessing than {model.name!r}'s.")
+            return {model.inputs[0].name: inputs.tensor}
+        if isinstance(inputs, np.ndarray):
+            return {model.inputs[0].name: FrameInput.of(inputs, model).tensor}
+        if not isinstance(inputs, Mapping):
+            raise ClientError(f"inputs must be a dict of arrays by input name (or a frame), not "
+                              f"{type(inputs).__name__}.")
+        names = [t.name for t in model.inputs]
+        if sorted(inputs) != sorted(names):
+            raise ClientError(f"model {model.name!r} takes the inputs {', '.join(names)}; got "
+                              f"{', '.join(map(str, inputs)) or 'none'}.")
+        arrays = {}
+        for tensor in model.inputs:
+            array = np.ascontiguousarray(inputs[tensor.name], dtype=NUMPY_OF[tensor.datatype])
+            sample = array.shape[1:] if model.max_batch_size > 0 else array.shape
+            batch_ok = model.max_batch_size == 0 or 1 <= array.shape[0] <= model.max_batch_size if array.ndim else False
+            if len(sample) != len(tensor.shape) or not batch_ok or any(
+                    d > 0 and d != s for d, s in zip(tensor.shape, sample)):
+                want = ([f"1..{model.max_batch_size}"] if model.max_batch_size > 0 else []) + list(tensor.shape)
+                raise ClientError(f"input {tensor.name!r} of {model.name!r} takes {want} (-1: any), not "
+                                  f"{list(array.shape)}.")
+            arrays[tensor.name] = array
+        return arrays
+
+    def _infer_once(self, inputs: Any) -> dict[str, np.ndarray]:
+        """One attempt: (re)connect if needed, fill the slot, infer, copy the outputs out."""
+        import tritonclient.grpc as grpcclient
+
+        if self._stale:
+            self._connect()
+        model: TensorModel = self.model
+        slot: TensorSlot = self._slots[0]
+        arrays = self._arrays(inputs)
+        batch = next(iter(arrays.values())).shape[0] if model.max_batch_size > 0 else 1
+        request = []
+        for name, array in arrays.items():
+            tensor = grpcclient.InferInput(name, list(array.shape), next(t.datatype for t in model.inputs
+                                                                          if t.name == name))
+            if slot.use_shm:
+                region, old = slot.input_region(name, array.nbytes)
+                if old is not None:
+                    unregister(self._grpc, forget_regions([old], self._registered), self._timeout(), self._grace())
+                np.copyto(region.array(array.dtype, array.shape), array)
+                tensor.set_shared_memory(region.name, array.nbytes)
+            else:
+                tensor.set_data_from_numpy(array)
+            request.append(tensor)
+        self._register(self._unregistered([slot]))
+        wanted = []
+        for spec in model.outputs:
+            output = grpcclient.InferRequestedOutput(spec.name)
+            out_region = slot.outputs.get(spec.name)
+            if out_region is not None:
+                output.set_shared_memory(out_region.name, self._output_bytes(spec, batch))
+            wanted.append(output)
+        result = self._grpc.infer(model.name, request, model_version=self.version, outputs=wanted,
+                                  client_timeout=self._timeout())
+        return {spec.name: self._output(result, slot, spec, batch) for spec in model.outputs}
+
+    def _output_bytes(self, spec: Any, batch: int) -> int:
+        shape = self.model.sample_shape(spec)
+        count = int(np.prod(shape)) * (batch if self.model.max_batch_size > 0 else 1)
+        return count * np.dtype(NUMPY_OF[spec.datatype]).itemsize
+
+    def _output(self, result: Any, slot: TensorSlot, spec: Any, batch: int) -> np.ndarray:
+        """An output as a new array; one of another shape or datatype than the model's means another version."""
+        answered = result.get_output(spec.name)
+        shape = [int(d) for d in answered.shape] if answered is not None else []
+        want = ([batch] if self.model.max_batch_size > 0 else []) + list(spec.shape)
+        if answered is None or answered.datatype != spec.datatype or len(shape) != len(want) or any(
+                w > 0 and w != s for w, s in zip(want, shape)):
+            got = f"{answered.datatype} {shape}" if answered is not None else f"no {spec.name!r}"
+            raise ModelChangedError(f"model {self.model.name!r} answered with {got}, not the {spec.datatype} {want} "
+                                    f"{spec.name!r} it had when the client read it: the server loaded another version; "
+                                    "the next call re-reads the model.")
+        region = slot.outputs.get(spec.name)
+        if region is not None:
+            return region.array(NUMPY_OF[spec.datatype], tuple(shape)).copy()
+        return np.array(result.as_numpy(spec.name), copy=True)
+
+    # -- calls to the server
+
+    def _timeout(self) -> float:
+        """An RPC's timeout: client_timeout, cut to what is left of the running call's own deadline."""
+        return self._call.rpc_timeout(self.client_timeout) if self._call is not None else self.client_timeout
+
+    def _grace(self) -> float:
+        """How long to keep asking the server to drop a region it still holds, within the call's deadline."""
+        return UNREGISTER_GRACE if self._call is None else max(0.0, min(UNREGISTER_GRACE, self._call.left()))
+
+    def _connect(self) -> None:
+        """Read metadata + config, validate, and (re)build the buffers if the model changed."""
+        args = (self.model_name, self.version)
+        metadata = self._grpc.get_model_metadata(*args, client_timeout=self._timeout())
+        config = self._grpc.get_model_config(*args, client_timeout=self._timeout())
+        ready = self._grpc.is_model_ready(*args, client_timeout=self._timeout())
+        unregister(self._grpc, self._adopt(metadata, config, ready), self._timeout(), self._grace())
+
+    def _register(self, regions: list[ShmRegion]) -> None:
+        for region in regions:
+            with self._registering(region):
+                region.register(self._grpc, self._timeout())
+
+    def _with_retry(self, attempt: Callable[[], T], budget: Backoff | None = None, deadline: float | None = None) -> T:
+        backoff = budget or Backoff(self.retry_deadline, cap=1.0)
+        while True:
+            try:
+                result = attempt()
+            except server_errors() as exc:
+                time.sleep(self._after_failure(backoff, exc, deadline))
+                continue
+            self.recoveries += backoff.retried
+            return result

@@ -1,0 +1,293 @@
+"""PerceptionStream: one camera, several served models (a lane model beside an object detector, ...), each with its
+own deadline and state: LaneStream generalized to a stack.
+
+A reader thread keeps only the newest frame (older ones not yet taken are dropped and counted). One worker thread
+per model takes the newest frame as soon as its previous call returned and calls its client, bounded by the
+stream's `deadline`, so a slow, unloaded or crashed model never holds the others back. Models whose clients make
+the same input from a frame (same size, preprocessing, datatype and fitting: `FrameInput.key_of`) share it: the
+frame is converted once per frame for all of them. `latest()` returns at once a `PerceptionResult`: per model its
+newest result with its own seq, capture time, latency, age and state ("ok", "stale", "unavailable" as in
+LaneStream: a model that fails, or has had no answer for longer than `max_age`, is "unavailable" on its own).
+
+Any client works: one with `frame_input` and `shares_frame_input` (ModelClient, DetectorClient) gets the shared
+input; one with `detect(frame, deadline=)` (LaneDetClient) gets the frame. So this module imports no client.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from ..errors import ClientError, EdgeDeployError, one_line
+from .stream import STATES, _Frames
+
+__all__ = ["ModelResult", "PerceptionResult", "PerceptionStream", "STATES"]
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    """One model's newest answer. seq and captured_at: of the frame it answered (0 before its first answer).
+    result: what its client returned (lanes, `Detections`, a dict of arrays); None when unavailable. latency_s:
+    capture -> answer. age_s: now - captured_at when handed out. state: "ok", "stale" or "unavailable". error: why it
+    is unavailable, in one line."""
+
+    seq: int
+    captured_at: float
+    result: Any = None
+    latency_s: float | None = None
+    age_s: float = 0.0
+    state: str = "unavailable"
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+
+@dataclass(frozen=True)
+class PerceptionResult:
+    """The stack's newest answers: `seq` and `captured_at` of the newest frame any model answered, and per model
+    (by the name given to the stream) its own `ModelResult`."""
+
+    seq: int
+    captured_at: float
+    models: Mapping[str, ModelResult] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> ModelResult:
+        return self.models[name]
+
+    @property
+    def states(self) -> dict[str, str]:
+        return {name: result.state for name, result in self.models.items()}
+
+
+class _SharedInputs:
+    """The newest frame's inputs by `FrameInput` key, each made once by the first worker that needs it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seq = -1
+        self._made: dict[Any, tuple[threading.Event, list[Any]]] = {}
+        self.made = 0  # inputs converted (what the tests count)
+
+    def get(self, seq: int, key: Any, make: Callable[[], Any], timeout: float) -> Any:
+        with self._lock:
+            if seq != self._seq:
+                self._seq, self._made = seq, {}
+            entry = self._made.get(key)
+            first = entry is None
+            if first:
+                entry = self._made[key] = (threading.Event(), [])
+        assert entry is not None
+        done, box = entry
+        if first:
+            try:
+                box.append(make())
+                self.made += 1
+            except BaseException as exc:  # noqa: BLE001 - handed to every waiter, then raised here too
+                box.append(exc)
+            finally:
+                done.set()
+        elif not done.wait(timeout):
+            raise ClientError("the frame's shared input was not made within the deadline")
+        value = box[0]
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+
+class _Worker:
+    """One model's thread: its newest result and the call in flight."""
+
+    def __init__(self, name: str, client: Any) -> None:
+        self.name = name
+        self.client = client
+        self.result = ModelResult(seq=0, captured_at=time.monotonic(), error="no frame answered yet")
+        self.call_started: float | None = None
+        self.taken = 0  # the seq of the last frame this worker took
+        self.thread: threading.Thread | None = None
+        self.answered = self.failed = 0
+
+
+class PerceptionStream:
+    """The newest frame of `source` to every model of `models` (name -> client), each model's newest answer with its
+    age and state (module docstring).
+
+    source: as for LaneStream (a video file, camera or pipeline, an iterable of frames, or a callable returning the
+    newest frame). max_age: seconds after capture that an answer counts as "ok", and the default `deadline` of each
+    call. fps: the rate a file or iterable is read at (a callable: polled at 30/s). on_result: called with each
+    model's new result as (name, ModelResult), in that model's worker thread.
+
+        with PerceptionStream(camera, {"lanes": lane_client, "objects": detector_client}) as stream:
+            while driving:
+                now = stream.latest()              # at once, never waits for a server
+                if now["lanes"].ok: steer(now["lanes"].result)
+    """
+
+    def __init__(self, source: Any, models: Mapping[str, Any], *, max_age: float = 0.1, deadline: float | None = None,
+                 fps: float | None = None,
+                 on_result: Callable[[str, ModelResult], Any] | None = None) -> None:
+        if not isinstance(models, Mapping) or not models:
+            raise ClientError("models must be a dict of name -> client (e.g. {'lanes': LaneDetClient(...), "
+                              "'objects': DetectorClient(...)}), with at least one.")
+        for name, client in models.items():
+            if not callable(getattr(client, "detect", None)) and not callable(getattr(client, "infer", None)):
+                raise ClientError(f"model {name!r}: {type(client).__name__} has neither detect(frame, deadline=) nor "
+                                  "infer(inputs, deadline=); pass a LaneDetClient, DetectorClient or ModelClient.")
+        for label, value in (("max_age", max_age), ("fps", fps), ("deadline", deadline)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not 0 < value <= 3600):
+                raise ClientError(f"{label} must be a number of seconds{' per frame' if label == 'fps' else ''} "
+                                  f"above 0 and at most 3600, not {value!r}.")
+        self.max_age = float(max_age)
+        self.deadline = float(deadline) if deadline is not None else self.max_age
+        self.on_result = on_result
+        self._stop = threading.Event()
+        self._frames = _Frames(source, fps, self._stop)
+        self._cond = threading.Condition()
+        self._newest: tuple[int, float, Any] | None = None
+        self._source_done = False
+        self._read = self._dropped = 0
+        self._workers = {str(name): _Worker(str(name), client) for name, client in models.items()}
+        self._shared = _SharedInputs()
+        self._reader: threading.Thread | None = None
+
+    # -- lifecycle
+
+    def start(self) -> "PerceptionStream":
+        if self._reader is not None:
+            raise ClientError("this PerceptionStream was started already; make a new one to start again.")
+        self._reader = threading.Thread(target=self._read_frames, name="perception-reader", daemon=True)
+        self._reader.start()
+        for worker in self._workers.values():
+            worker.thread = threading.Thread(target=self._serve, args=(worker,), name=f"perception-{worker.name}",
+                                             daemon=True)
+            worker.thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop reading and calling: returns within one deadline (the threads are daemons; a call still hung on a
+        server is abandoned), and releases each client's shared memory registrations where the server answers."""
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
+        end = time.monotonic() + self.deadline + 0.05
+        for thread in [self._reader, *(w.thread for w in self._workers.values())]:
+            if thread is not None:
+                thread.join(timeout=max(0.0, end - time.monotonic()))
+        for worker in self._workers.values():
+            release = getattr(worker.client, "release", None)
+            if release is not None and worker.call_started is None:
+                try:
+                    release()
+                except EdgeDeployError:
+                    pass
+
+    def __enter__(self) -> "PerceptionStream":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- what the app reads
+
+    def latest(self) -> PerceptionResult:
+        """Every model's newest answer, its age and state as of now; returns at once."""
+        now = time.monotonic()
+        models = {}
+        for name, worker in self._workers.items():
+            result = worker.result
+            models[name] = replace(result, age_s=now - result.captured_at, state=self._state_of(worker, result, now))
+        newest = max(models.values(), key=lambda r: r.seq)
+        return PerceptionResult(newest.seq, newest.captured_at, models)
+
+    @property
+    def inputs_made(self) -> int:
+        """Frame inputs converted so far (one per frame and shared key, however many models use it)."""
+        return self._shared.made
+
+    @property
+    def frames_dropped(self) -> int:
+        return self._dropped
+
+    def _state_of(self, worker: _Worker, result: ModelResult, now: float) -> str:
+        if result.seq == 0 or result.error is not None:
+            return "unavailable"
+        if now - result.captured_at <= self.max_age:
+            return "ok"
+        started = worker.call_started
+        if started is not None and now - started > self.max_age:
+            return "unavailable"
+        return "stale"
+
+    # -- threads
+
+    def _read_frames(self) -> None:
+        try:
+            for frame in self._frames:
+                with self._cond:
+                    self._read += 1
+                    if self._newest is not None and all(w.taken < self._newest[0] for w in self._workers.values()):
+                        self._dropped += 1  # no model took it
+                    self._newest = (self._read, time.monotonic(), frame)
+                    self._cond.notify_all()
+                if self._stop.is_set():
+                    break
+        except EdgeDeployError as exc:
+            for worker in self._workers.values():
+                self._publish(worker, ModelResult(seq=self._read, captured_at=time.monotonic(), error=one_line(exc)))
+        finally:
+            self._frames.close()
+            with self._cond:
+                self._source_done = True
+                self._cond.notify_all()
+
+    def _serve(self, worker: _Worker) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._stop.is_set() or self._source_done or (
+                    self._newest is not None and self._newest[0] > worker.taken))
+                if self._stop.is_set() or self._newest is None or self._newest[0] <= worker.taken:
+                    return
+                seq, captured, frame = self._newest
+                worker.taken = seq
+                worker.call_started = time.monotonic()
+            try:
+                self._publish(worker, self._call(worker, seq, captured, frame))
+            finally:
+                worker.call_started = None
+
+    def _call(self, worker: _Worker, seq: int, captured: float, frame: Any) -> ModelResult:
+        client, deadline = worker.client, self.deadline
+        try:
+            if getattr(client, "shares_frame_input", False):
+                started = time.monotonic()
+                key = client.frame_input_key(deadline=deadline)  # connects first when needed
+                prepared = self._shared.get(seq, key, lambda: client.frame_input(frame), deadline)
+                left = max(0.001, deadline - (time.monotonic() - started))
+                call = client.detect if callable(getattr(client, "detect", None)) else client.infer
+                answer = call(prepared, deadline=left)
+            elif callable(getattr(client, "detect", None)):
+                answer = client.detect(frame, deadline=deadline)
+            else:
+                answer = client.infer(frame, deadline=deadline)
+        except Exception as exc:  # noqa: BLE001 - a model's failure is its own, never the stream's end
+            worker.failed += 1
+            error = one_line(exc) if isinstance(exc, EdgeDeployError) else f"{type(exc).__name__}: {one_line(exc)}"
+            return ModelResult(seq=seq, captured_at=captured, error=error)
+        worker.answered += 1
+        latency = time.monotonic() - captured
+        return ModelResult(seq=seq, captured_at=captured, result=answer, latency_s=latency, age_s=latency,
+                           state="ok" if latency <= self.max_age else "stale")
+
+    def _publish(self, worker: _Worker, result: ModelResult) -> None:
+        worker.result = result
+        if self.on_result is not None:
+            try:
+                self.on_result(worker.name, result)
+            except Exception as exc:  # noqa: BLE001 - the app's callback must not stop the stream
+                warnings.warn(f"PerceptionStream on_result raised {type(exc).__name__}: {one_line(exc)}",
+                              RuntimeWarning, stacklevel=2)
