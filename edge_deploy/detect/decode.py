@@ -109,7 +109,7 @@ def _real(array: np.ndarray, name: str) -> np.ndarray:
     return array
 
 
-def _yolo_output(arrays: dict[str, np.ndarray]) -> tuple[str, np.ndarray]:
+def _yolo_output(arrays: dict[str, np.ndarray]) -> np.ndarray:
     candidates = list(arrays.items()) if len(arrays) == 1 else [(n, a) for n, a in arrays.items() if a.ndim == 3]
     if len(candidates) != 1:
         raise DetectionError(f"a YOLO detector has one output [batch, 4 + classes, anchors] (got {len(arrays)} "
@@ -118,11 +118,11 @@ def _yolo_output(arrays: dict[str, np.ndarray]) -> tuple[str, np.ndarray]:
     if array.ndim != 3 or array.shape[1] < 5:
         raise DetectionError(f"YOLO output {brief(name)} must be [batch, 4 + classes, anchors] with at least one "
                              f"class (got shape {list(array.shape)}); check the model or pass the other --layout.")
-    return name, _real(array, name)
+    return _real(array, name)
 
 
-def _yolo(named: tuple[str, np.ndarray], params: DetectParams) -> list[Detections]:
-    out = named[1].astype(np.float32, copy=False)
+def _yolo(output: np.ndarray, params: DetectParams) -> list[Detections]:
+    out = output.astype(np.float32, copy=False)
     found = []
     for item in out:  # [4 + C, A]
         finite = np.isfinite(item).all(axis=0)
@@ -135,7 +135,7 @@ def _yolo(named: tuple[str, np.ndarray], params: DetectParams) -> list[Detection
         keep = finite & np.isfinite(boxes).all(axis=1) & (scores.astype(np.float64) > params.conf_threshold)
         candidates = np.flatnonzero(keep)
         kept = [cand[nms(boxes[cand], scores[cand], params.iou_threshold)]
-                for cand in [candidates]]
+                for cls in np.unique(classes[candidates]) for cand in [candidates[classes[candidates] == cls]]]
         chosen = np.sort(np.concatenate(kept)) if kept else np.zeros(0, np.int64)
         chosen = chosen[np.argsort(-scores[chosen], kind="stable")][:params.max_detections]
         found.append(Detections(boxes[chosen], scores[chosen], classes[chosen]))

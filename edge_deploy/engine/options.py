@@ -13,6 +13,9 @@ from ..precision import Precision
 BUILDERS = ("auto", "python", "trtexec")
 
 
+DLA_CORES = (0, 1)  # NVDLA engines of AGX Orin and Orin NX (Orin Nano has none)
+
+
 @dataclass
 class EngineOptions:
     """What the user asked of the TensorRT build (CLI options of `convert`)."""
@@ -34,4 +37,8 @@ class EngineOptions:
         except ValueError:
             raise EngineError(f"--precision must be one of "
                               f"{', '.join(p.value for p in Precision)} (got {self.precision!r}).") from None
+        if self.dla_core is not None and (isinstance(self.dla_core, bool) or self.dla_core not in DLA_CORES):
+            raise EngineError(f"--dla-core {self.dla_core!r}: a Jetson Orin has DLA cores "
+                              f"{' and '.join(map(str, DLA_CORES))} (AGX Orin and Orin NX; Orin Nano has none); pass 0 "
+                              "or 1, or leave it out to build for the GPU.")
 

@@ -57,6 +57,7 @@ from ..lanedet.contract import (
     NUM_POINTS,
     ORIGINAL_SIZE,
     PARAM_DECODE,
+    PARAM_DETECTION,
     PARAM_FAMILY,
     PARAM_FAMILY_PACKAGE,
     PARAM_FUSED,
@@ -298,6 +299,8 @@ def model_config(
     _set_family(config, manifest)
     if manifest.fused_frame is not None:
         _set_params(config, {PARAM_FUSED: manifest.fused_frame.to_dict()})
+    if manifest.detection is not None:
+        _set_params(config, {PARAM_DETECTION: manifest.detection.to_dict()})
     if options.threads is not None:
         names = ORT_THREAD_PARAMS if runtime == "onnxruntime" else (PARAM_ORT_THREADS,)
         _set_params(config, {key: str(options.threads) for key in names})
