@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..bench.results import BenchReport
 
 _REALTIME = "Realtime"
+_STACK = "Perception stack"
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,16 @@ class BenchOptions:
                                          rich_help_panel=_REALTIME)] = "1"
     max_age: Annotated[float, typer.Option(help="Seconds after capture that lanes count as fresh (--realtime): "
                                                 "the streams' state and deadline.", rich_help_panel=_REALTIME)] = 0.1
+    stack: Annotated[bool, typer.Option(
+        "--stack", help="Measure what the other served models cost the lane model: its p50/p99 alone, then beside "
+                        "every --model driven at its maximum rate; client CPU per frame for one frame to every "
+                        "model against one; with the settings install wrote and without them.",
+        rich_help_panel=_STACK)] = False
+    lane_model: Annotated[str, typer.Option(help="The lane model of --stack.", rich_help_panel=_STACK)] = "lanedet"
+    compare_settings: Annotated[bool, typer.Option(
+        "--compare-settings/--no-compare-settings", help="--stack: also measure with install's --priority, "
+        "--instances and --threads taken out (the models reloaded with defaults, then from their files).",
+        rich_help_panel=_STACK)] = True
 
     def config(self) -> "BenchConfig":
         """The BenchConfig, with the server bench.config.find_server finds; BenchError for what cannot work, before
@@ -96,6 +107,9 @@ def bench(**given: Any) -> None:
     options = BenchOptions(**given)
     config = options.config()
     console = Console(stderr=True)
+    if options.stack:
+        _bench_stack(options, config, console)
+        return
     if options.realtime:
         from ..bench.realtime import print_realtime, run_realtime
 
@@ -133,3 +147,30 @@ def _run_with_progress(config: "BenchConfig", console: "Console") -> "BenchRepor
             progress.update(task, description=f"{label} ({done + 1}/{total})", completed=(done + fraction) / total)
 
         return run_bench(config, on_progress)
+
+
+def _bench_stack(options: BenchOptions, config: "BenchConfig", console: "Console") -> None:
+    """`bench --stack`: the lane model beside the other models (bench/stack.py)."""
+    from rich.console import Console
+
+    from ..bench.stack import other_models, role, run_stack, stack_lines
+    from ..bench.targets import grpc_client, model_names
+
+    others = list(options.model or ())
+    if not others:
+        client = grpc_client(config.url, config.tls)
+        try:
+            names = model_names(client, config.repository, config.timeout)
+            others = other_models(names, options.lane_model, lambda name: role(client, name, config.timeout))
+        finally:
+            client.close()
+    runs = 2 if options.compare_settings else 1
+    with console.status(f"stack: {options.lane_model} alone and beside {', '.join(others) or '-'}, "
+                        f"{config.seconds:g} s each, {runs} setting(s)"):
+        report = run_stack(config, options.lane_model, others, compare_settings=options.compare_settings)
+    if options.json_out:
+        typer.echo(strict_json.dumps(report.to_dict(), indent=1))
+    else:
+        out = Console(soft_wrap=True)
+        for line in stack_lines(report):
+            out.print(line, highlight=False)

@@ -2,6 +2,7 @@
 video and JSON lines); `edge-deploy sample`: synthetic frames or a synthetic drive to try it on."""
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -70,6 +71,9 @@ class InferOptions:
         show_default=False)] = None
     url: Annotated[str, groups.url("Triton gRPC address.")] = groups.DEFAULT_URL
     model: Annotated[str, typer.Option(help="Served model: the lane model NAME or NAME_pipeline.")] = "lanedet"
+    detector: Annotated[Optional[str], typer.Option(
+        help="A served object detector beside the lane model (docs/stack.md): its boxes are drawn, written to the "
+             "JSON (\"detections\") and published on /edge_deploy/detections.", show_default=False)] = None
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for <image>.lanes.png / .lanes.json.")] = Path("lanes")
     json_out: Annotated[bool, typer.Option("--json", help="Also write <image>.lanes.json (points in image pixels).")] = False
     png: Annotated[bool, typer.Option("--png/--no-png", help="Write <image>.lanes.png with the lanes drawn.")] = True
@@ -122,6 +126,14 @@ class InferOptions:
             raise ClientError("no images given; pass image files or --synthetic N.")
         if not self.png and not self.json_out:
             raise ClientError("--no-png without --json writes nothing; add --json.")
+        if self.detector is not None:
+            from ..media import is_live_source
+
+            live = next((v for v in self.videos() if self.realtime or is_live_source(v)), None)
+            if live is not None:
+                raise ClientError(f"--detector works on images, video files and recordings; {live} is read live "
+                                  "(a camera, a pipeline or --realtime): use PerceptionStream (docs/stack.md) for a "
+                                  "live stack.")
         from .recordings import check_ros_options
 
         check_ros_options(topic=self.topic, mcap=self.mcap, foxglove=self.foxglove, recordings=self.recordings(),
@@ -161,6 +173,15 @@ class InferOptions:
         return LaneDetClient(self.url, self.model, transport=self.transport.value, client_timeout=self.timeout,
                              connect=self.wait <= 0, tls=groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key))
 
+    def detector_client(self) -> Any:
+        """The DetectorClient of --detector, or None (not yet connected with --wait)."""
+        if self.detector is None:
+            return None
+        from ..client.detector_client import DetectorClient
+
+        return DetectorClient(self.url, self.detector, transport=self.transport.value, client_timeout=self.timeout,
+                              connect=self.wait <= 0, tls=groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key))
+
 
 @app.command()
 @takes_options(InferOptions)
@@ -177,9 +198,15 @@ def infer(**given: Any) -> None:
     frames = _frames(options.image_paths(), options.videos(), options.synthetic, options.out, geometry)
     opened = open_recordings(bags, options.topic, geometry.camera if geometry else None, options.track, options.speed)
     client = options.client()
-    with client, publishing(options.mcap, options.foxglove) as publish:
+    objects = options.detector_client()
+    with client, contextlib.ExitStack() as stack, publishing(options.mcap, options.foxglove) as publish:
+        if objects is not None:
+            stack.enter_context(objects)
         if options.wait > 0:
             client.wait_until_ready(options.wait)
+            if objects is not None:
+                objects.wait_until_ready(options.wait)
+        detect_objects = objects.detect if objects is not None else None
 
         decode = options.decode()
 
@@ -188,7 +215,7 @@ def infer(**given: Any) -> None:
                                  top_k=decode.top_k)
 
         records = detect_images(detect, frames, options.out, model=client.model_name, write_png=options.png,
-                                write_json=options.json_out, geometry=geometry)
+                                write_json=options.json_out, geometry=geometry, detect_objects=detect_objects)
         played, streamed = [], []
         for video in options.videos():
             if options.realtime or is_live_source(video):
@@ -197,11 +224,12 @@ def infer(**given: Any) -> None:
                 continue
             played.append(detect_video(detect, video, options.out, model=client.model_name,
                                        max_frames=options.max_frames, progress=_progress(video), geometry=geometry,
-                                       publish=publish))
+                                       publish=publish, detect_objects=detect_objects))
         for bag in opened:
             played.append(detect_recording(detect, bag.recording, options.out, model=client.model_name,
                                            max_frames=options.max_frames, progress=_progress(str(bag.recording.path)),
-                                           geometry=bag.geometry, publish=publish, setup=bag.setup))
+                                           geometry=bag.geometry, publish=publish, setup=bag.setup,
+                                           detect_objects=detect_objects))
     _print_results(records, played, client, options.out)
     for live in streamed:
         typer.echo(f"{live.video.source}: {live.stats.line()}")
@@ -300,6 +328,9 @@ def sample(
                                       max=10**8)] = 0,
     video: Annotated[bool, typer.Option("--video", help="Write one drive along a road (OUT/drive.mp4, 30 frames/s) "
                                                         "instead of separate frames.")] = False,
+    stack: Annotated[bool, typer.Option("--stack", help="Also write OUT/detector.onnx, a stand-in object detector "
+                                                        "(it finds bright quadrants; YOLO layout) to try "
+                                                        "docs/stack.md with.")] = False,
 ) -> None:
     """Write synthetic road frames (PNG, CULane size by default), or a synthetic drive as a video, to try
     `edge-deploy infer` on. The roads are drawn from seeds the demo weights were never trained on. Beside each
@@ -309,6 +340,10 @@ def sample(
     from ..lanedet.draw import save_png
     from ..synthetic_roads import EVAL_SEED_BASE, drive_truth, scene_truth
 
+    if stack:
+        from ..export.stand_in_detector import write_stand_in_detector
+
+        typer.echo(str(write_stand_in_detector(out / "detector.onnx")))
     if video:
         from ..media import write_video
         from ..synthetic_roads import drive

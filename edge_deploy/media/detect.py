@@ -20,6 +20,8 @@ from ..lanedet.draw import save_png
 from .bag import read_frames
 
 Detect = Callable[[Any], list[Any]]  # an HxWx3 uint8 BGR frame -> its lanes (edge_deploy.lanedet.lane.Lane)
+# an HxWx3 uint8 BGR frame -> an object detector's boxes beside the lanes (an edge_deploy.detect.Detections)
+DetectObjects = Callable[[Any], Any]
 
 
 def lanes_record(name: str, frame: Any, lanes: list[Any], model: str) -> ImageLanes:
@@ -45,19 +47,21 @@ def _caption(model: str, lanes: list[Any]) -> str:
 
 def detect_images(
     detect: Detect, frames: list[tuple[str, Any]], out: Path, *, model: str, write_png: bool = True,
-    write_json: bool = False, geometry: Any = None,
+    write_json: bool = False, geometry: Any = None, detect_objects: DetectObjects | None = None,
 ) -> list[ImageLanes]:
     """Detect lanes in each (name, frame) and write OUT/<stem>.lanes.png and/or OUT/<stem>.lanes.json; with
-    `geometry` (a LaneGeometry) each record gains the markers and figures and the PNG the bird's-eye panel.
-    Returns the records (with the paths written in `png` and `json`)."""
+    `geometry` (a LaneGeometry) each record gains the markers and figures and the PNG the bird's-eye panel; with
+    `detect_objects`, the detector's boxes (drawn, and in the JSON). Returns the records (with the paths written in
+    `png` and `json`)."""
     out.mkdir(parents=True, exist_ok=True)
     records = []
     for (name, frame), stem in zip(frames, unique_stems([n for n, _ in frames])):
         lanes = detect(frame)
         found = geometry.frame_markers(lanes, frame) if geometry is not None else None
-        record = ImageLanes.of(name, frame, lanes, model, found)
+        objects = detect_objects(frame) if detect_objects is not None else None
+        record = ImageLanes.of(name, frame, lanes, model, found, objects)
         if write_png:
-            picture = annotated_frame(frame, lanes, _caption(model, lanes), found)
+            picture = _with_boxes(annotated_frame(frame, lanes, _caption(model, lanes), found), objects)
             record = replace(record, png=str(save_png(out / f"{stem}.lanes.png", picture)))
         if write_json:
             path = out / f"{stem}.lanes.json"
@@ -86,6 +90,7 @@ class VideoResult:
 def detect_video(
     detect: Detect, source: str, out: Path, *, model: str, max_frames: int = 0,
     progress: Callable[[int, float], None] | None = None, geometry: Any = None, publish: Publish | None = None,
+    detect_objects: DetectObjects | None = None,
 ) -> VideoResult:
     """Detect lanes in every frame of `source` (a video file, a camera, a GStreamer pipeline: `open_video`); write
     OUT/<stem>.lanes.mp4 and OUT/<stem>.lanes.jsonl. With `geometry` (a LaneGeometry) each line gains the markers
@@ -101,7 +106,7 @@ def detect_video(
     try:
         frames = (StampedFrame.now(frame, i) for i, frame in enumerate(frames_of(capture, max_frames)))
         return detect_stream(detect, frames, source, stem, out, model=model, fps=source_fps(capture),
-                             progress=progress, geometry=geometry, publish=publish)
+                             progress=progress, geometry=geometry, publish=publish, detect_objects=detect_objects)
     finally:
         capture.release()
 
@@ -109,22 +114,23 @@ def detect_video(
 def detect_recording(
     detect: Detect, recording: Any, out: Path, *, model: str, max_frames: int = 0,
     progress: Callable[[int, float], None] | None = None, geometry: Any = None, publish: Publish | None = None,
-    setup: CameraSetup | None = None,
+    setup: CameraSetup | None = None, detect_objects: DetectObjects | None = None,
 ) -> VideoResult:
     """`detect_video` for a recording (a checked edge_deploy.media.bag.Recording): its frames with their header
     stamps; each JSON line gains "stamp_ns". `setup`: its camera (media.bag_camera.recording_camera), published
     with each frame."""
     return detect_stream(detect, read_frames(recording, max_frames), str(recording.path), recording.name, out,
                          model=model, fps=recording.fps, progress=progress, geometry=geometry, publish=publish, setup=setup,
-                         stamps=True)
+                         stamps=True, detect_objects=detect_objects)
 
 
 def detect_stream(
     detect: Detect, frames: Iterable[StampedFrame], source: str, stem: str, out: Path, *, model: str, fps: float,
     progress: Callable[[int, float], None] | None = None, geometry: Any = None, publish: Publish | None = None,
-    setup: CameraSetup | None = None, stamps: bool = False,
+    setup: CameraSetup | None = None, stamps: bool = False, detect_objects: DetectObjects | None = None,
 ) -> VideoResult:
-    """The loop of `detect_video` and `detect_recording` over any StampedFrames: OUT/<stem>.lanes.mp4 and .jsonl."""
+    """The loop of `detect_video` and `detect_recording` over any StampedFrames: OUT/<stem>.lanes.mp4 and .jsonl
+    (with `detect_objects`, each frame's boxes drawn and in its line, and published)."""
     out.mkdir(parents=True, exist_ok=True)
     if geometry is not None:
         geometry.reset()  # each video is its own drive: no tracks, no earlier frame to judge a jump from
@@ -139,7 +145,7 @@ def detect_stream(
     try:
         with open(tmp_jsonl, "w") as log:
             for frame in frames:
-                result = _video_frame(detect, frame, writer, log, model, geometry, setup, stamps)
+                result = _video_frame(detect, frame, writer, log, model, geometry, setup, stamps, detect_objects)
                 lanes_total += len(result.lanes)
                 if publish is not None:
                     publish(result)
@@ -165,12 +171,23 @@ def finish_video(source: str, writer: VideoWriter, tmp_jsonl: Path, jsonl_path: 
 
 
 def _video_frame(detect: Detect, stamped: StampedFrame, writer: VideoWriter, log: Any, model: str, geometry: Any,
-                 setup: CameraSetup | None, stamps: bool) -> FrameResult:
-    """One frame of `detect_stream`: its lanes drawn into the video and written as a JSON line."""
+                 setup: CameraSetup | None, stamps: bool, detect_objects: DetectObjects | None = None) -> FrameResult:
+    """One frame of `detect_stream`: its lanes (and boxes) drawn into the video and written as a JSON line."""
     index, frame = writer.frames, stamped.image
     lanes = detect(frame)
     found = geometry.frame_markers(lanes, frame) if geometry is not None else None
-    writer.write(annotated_frame(frame, lanes, f"{_caption(model, lanes)} (frame {index})", found))
-    line = FrameLanes.of(index, lanes, found, stamp_ns=stamped.stamp_ns if stamps else None)
+    objects = detect_objects(frame) if detect_objects is not None else None
+    writer.write(_with_boxes(annotated_frame(frame, lanes, f"{_caption(model, lanes)} (frame {index})", found),
+                             objects))
+    line = FrameLanes.of(index, lanes, found, stamp_ns=stamped.stamp_ns if stamps else None, detections=objects)
     log.write(dumps(line.to_dict()) + "\n")
-    return FrameResult(stamped, lanes, found, setup)
+    return FrameResult(stamped, lanes, found, setup, objects)
+
+
+def _with_boxes(picture: Any, detections: Any) -> Any:
+    """`picture` (the annotated frame: the frame's pixels at its top left) with the detector's boxes drawn."""
+    if detections is None:
+        return picture
+    from ..detect.draw import draw_detections
+
+    return draw_detections(picture, detections)

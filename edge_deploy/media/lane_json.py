@@ -1,5 +1,5 @@
 """What `edge-deploy infer` writes for machines, one typed record each: an image's lanes (<stem>.lanes.json, and the
-rows `detect_images` returns), a video's or a recording's frame (a line of <stem>.lanes.jsonl) and a live frame's
+rows `detect_images` returns; with `infer --detector`, the detector's boxes too), a video's or a recording's frame (a line of <stem>.lanes.jsonl) and a live frame's
 (the same, with the stream's state, latency, drops and error). `to_dict()` is the JSON document, key for key.
 
 Written, not read here: `from_dict` (the Record base) checks the plain values and keeps lanes, markers, figures and
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from ..json_record import Record, read_int, read_number, read_str
 
 if TYPE_CHECKING:
+    from ..detect.detections import Detections
     from ..geometry.figures import LaneFigures
     from ..geometry.frame_markers import FrameMarkers
     from ..geometry.markers import LaneMarkers
@@ -41,6 +42,7 @@ class ImageLanes(Record):
     markers: LaneMarkers | None = None
     figures: LaneFigures | None = None
     plausibility: Plausibility | None = None
+    detections: Detections | None = None  # an object detector's boxes beside the lanes (infer --detector)
     png: str | None = None
     json: str | None = None
 
@@ -50,10 +52,10 @@ class ImageLanes(Record):
 
     @classmethod
     def of(cls, name: str, frame: Any, lanes: Sequence[Lane], model: str,
-           found: FrameMarkers | None = None) -> ImageLanes:
-        """The record of `lanes` found in `frame` (an HxWx3 array) named `name`."""
+           found: FrameMarkers | None = None, detections: Detections | None = None) -> ImageLanes:
+        """The record of `lanes` (and `detections`) found in `frame` (an HxWx3 array) named `name`."""
         h, w = frame.shape[:2]
-        return cls(name, int(h), int(w), model, tuple(lanes), *_geometry(found))
+        return cls(name, int(h), int(w), model, tuple(lanes), *_geometry(found), detections)
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,6 +73,7 @@ class FrameLanes(Record):
     markers: LaneMarkers | None = None
     figures: LaneFigures | None = None
     plausibility: Plausibility | None = None
+    detections: Detections | None = None
 
     _SECTION = "frame lanes"
     _READERS = {"frame": read_int, "stamp_ns": read_int, "state": read_str, "latency_s": read_number,
@@ -78,8 +81,8 @@ class FrameLanes(Record):
 
     @classmethod
     def of(cls, frame: int, lanes: Sequence[Lane], found: FrameMarkers | None = None, *,
-           stamp_ns: int | None = None) -> FrameLanes:
-        return cls(frame, stamp_ns, None, None, None, None, tuple(lanes), *_geometry(found))
+           stamp_ns: int | None = None, detections: Detections | None = None) -> FrameLanes:
+        return cls(frame, stamp_ns, None, None, None, None, tuple(lanes), *_geometry(found), detections)
 
 
 @dataclass(frozen=True, eq=False)

@@ -40,12 +40,14 @@ class CameraSetup:
 @dataclass(frozen=True)
 class FrameResult:
     """One frame's lanes (edge_deploy.lanedet.lane.Lane), its markers (geometry FrameMarkers, None without a
-    camera) and its camera (None when not known)."""
+    camera), its camera (None when not known) and an object detector's boxes beside the lanes (an
+    edge_deploy.detect.Detections; None without a detector)."""
 
     frame: StampedFrame
     lanes: list[Any]
     found: Any = None
     setup: CameraSetup | None = None
+    detections: Any = None
 
 
 Publish = Callable[[FrameResult], None]

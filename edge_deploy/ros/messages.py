@@ -6,6 +6,8 @@
 /edge_deploy/lanes             visualization_msgs/msg/ImageMarker  every lane's segments in pixels (LINE_LIST)
 /edge_deploy/markers           visualization_msgs/msg/MarkerArray  the lane markers' cubics in base_link (camera)
 /edge_deploy/lane_markers      edge_deploy_msgs/msg/LaneMarkers    the markers as in the JSON (camera)
+/edge_deploy/detections        vision_msgs/msg/Detection2DArray    an object detector's boxes (infer --detector)
+/edge_deploy/detections/image  visualization_msgs/msg/ImageMarker  the same boxes as an overlay (LINE_LIST)
 
 Every message carries the frame's stamp; /tf_static is repeated with each frame so a viewer that joins late (or a
 scrub to the middle of the file) still has it.
@@ -24,6 +26,8 @@ TF_STATIC = "/tf_static"
 LANES = "/edge_deploy/lanes"
 MARKERS = "/edge_deploy/markers"
 LANE_MARKERS = "/edge_deploy/lane_markers"
+DETECTIONS = "/edge_deploy/detections"
+DETECTION_BOXES = "/edge_deploy/detections/image"
 CHANNELS = {
     IMAGE: "sensor_msgs/msg/CompressedImage",
     CAMERA_INFO: "sensor_msgs/msg/CameraInfo",
@@ -31,6 +35,8 @@ CHANNELS = {
     LANES: "visualization_msgs/msg/ImageMarker",
     MARKERS: "visualization_msgs/msg/MarkerArray",
     LANE_MARKERS: "edge_deploy_msgs/msg/LaneMarkers",
+    DETECTIONS: "vision_msgs/msg/Detection2DArray",
+    DETECTION_BOXES: "visualization_msgs/msg/ImageMarker",
 }
 BASE_FRAME = "base_link"
 JPEG_QUALITY = 90
@@ -63,6 +69,9 @@ def frame_messages(result: FrameResult) -> list[Message]:
         markers = result.found.markers
         built.append((MARKERS, _marker_array(markers, result.setup, frame.stamp_ns)))
         built.append((LANE_MARKERS, _lane_markers(markers, header)))
+    if result.detections is not None:
+        built.append((DETECTIONS, _detections(result.detections, header)))
+        built.append((DETECTION_BOXES, _box_marker(result.detections, header)))
     return [Message(topic, CHANNELS[topic], serialize(msg, CHANNELS[topic]), frame.stamp_ns) for topic, msg in built]
 
 
@@ -184,3 +193,36 @@ def _lane_markers(markers: Any, header: Any) -> Any:
                 has_ego_right=markers.ego_right is not None, ego_right=_lane_marker(markers.ego_right),
                 next_left=[_lane_marker(m) for m in markers.next_left],
                 next_right=[_lane_marker(m) for m in markers.next_right])
+
+
+def _detections(detections: Any, header: Any) -> Any:
+    """An edge_deploy.detect.Detections as vision_msgs/Detection2DArray: each box by its centre and size in the
+    frame's pixels, one hypothesis (the class number as class_id, the score), ids "0", "1", ... best first."""
+    items = []
+    for index, ((x1, y1, x2, y2), score, cls) in enumerate(zip(detections.boxes.astype(float).tolist(),
+                                                             detections.scores.astype(float).tolist(),
+                                                             detections.classes.tolist())):
+        center = make("vision_msgs/msg/Pose2D", position=make("vision_msgs/msg/Point2D", x=(x1 + x2) / 2,
+                                                               y=(y1 + y2) / 2))
+        bbox = make("vision_msgs/msg/BoundingBox2D", center=center, size_x=x2 - x1, size_y=y2 - y1)
+        hypothesis = make("vision_msgs/msg/ObjectHypothesisWithPose",
+                          hypothesis=make("vision_msgs/msg/ObjectHypothesis", class_id=str(int(cls)), score=score))
+        items.append(make("vision_msgs/msg/Detection2D", header=header, results=[hypothesis], bbox=bbox,
+                          id=str(index)))
+    return make("vision_msgs/msg/Detection2DArray", header=header, detections=items)
+
+
+def _box_marker(detections: Any, header: Any) -> Any:
+    """The boxes' four edges each as LINE_LIST segments, coloured by score (as the lanes are)."""
+    point = message_class("geometry_msgs/msg/Point")
+    points, colors = [], []
+    for (x1, y1, x2, y2), score in zip(detections.boxes.astype(float).tolist(), detections.scores.tolist()):
+        color = _color(score_color(score))
+        corners = [point(x=x1, y=y1, z=0.0), point(x=x2, y=y1, z=0.0), point(x=x2, y=y2, z=0.0),
+                   point(x=x1, y=y2, z=0.0)]
+        for a, b in zip(corners, corners[1:] + corners[:1]):
+            points += [a, b]
+            colors += [color, color]
+    return make("visualization_msgs/msg/ImageMarker", header=header, ns="edge_deploy/detections", id=0, type=2,
+                action=0, scale=LINE_WIDTH_PX, outline_color=_color((0.0, 0.6, 1.0)), points=points,
+                outline_colors=colors)

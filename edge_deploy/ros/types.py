@@ -1,5 +1,5 @@
 """The ROS 2 message types edge-deploy publishes: the standard ones (ROS 2 Humble's definitions, as rosbags knows
-them) and edge_deploy_msgs (the .msg files shipped in msg/), their full ros2msg schemas and CDR serialization."""
+them), edge_deploy_msgs and the vision_msgs subset of /edge_deploy/detections (the .msg files shipped in msg/), their full ros2msg schemas and CDR serialization."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -7,8 +7,13 @@ from pathlib import Path
 from typing import Any
 from .._deps import require
 
-MSG_PACKAGE = Path(__file__).parent / "msg" / "edge_deploy_msgs"
-CUSTOM = ("edge_deploy_msgs/msg/LaneMarker", "edge_deploy_msgs/msg/LaneMarkers")
+MSG_DIR = Path(__file__).parent / "msg"
+MSG_PACKAGE = MSG_DIR / "edge_deploy_msgs"
+# Types ROS 2 Humble's store lacks, from the .msg files in msg/<package>/msg/ (vision_msgs: /edge_deploy/detections),
+# in an order where each comes after the types it uses.
+CUSTOM = ("edge_deploy_msgs/msg/LaneMarker", "edge_deploy_msgs/msg/LaneMarkers", "vision_msgs/msg/Point2D",
+          "vision_msgs/msg/Pose2D", "vision_msgs/msg/BoundingBox2D", "vision_msgs/msg/ObjectHypothesis",
+          "vision_msgs/msg/ObjectHypothesisWithPose", "vision_msgs/msg/Detection2D", "vision_msgs/msg/Detection2DArray")
 
 
 @lru_cache(maxsize=1)
@@ -18,7 +23,8 @@ def typestore() -> Any:
     store = typesys.get_typestore(typesys.Stores.ROS2_HUMBLE)
     found: dict[str, Any] = {}
     for name in CUSTOM:
-        text = (MSG_PACKAGE / "msg" / f"{name.rsplit('/', 1)[1]}.msg").read_text()
+        package, _, kind = name.split("/")
+        text = (MSG_DIR / package / "msg" / f"{kind}.msg").read_text()
         found.update(typesys.get_types_from_msg(text, name))
     store.register(found)
     return store

@@ -187,3 +187,98 @@ def test_one_frame_to_every_model_one_input_for_the_detectors_and_each_model_on_
         admin.close()
         for client in clients.values():
             client.close()
+
+
+def test_bench_stack_measures_the_lanes_alone_and_beside_with_and_without_the_settings(stack):
+    import tritonclient.grpc as grpcclient
+
+    from edge_deploy.bench.config import BenchConfig
+    from edge_deploy.bench.stack import run_stack, stack_lines
+
+    proc, _, _ = stack
+    config = BenchConfig(url=proc.url, seconds=0.5, warmup_seconds=0.2, max_frames=2)
+    report = run_stack(config, "lanedet", ["objects", "nms_objects"], cpu_frames=5)
+    assert [run.settings for run in report.runs] == ["installed", "defaults"], report.notes
+    for run in report.runs:
+        assert run.lane_alone.frames > 0 and run.lane_beside.frames > 0 and run.p99_ratio > 0
+        assert set(run.others_frames_per_s) == {"objects", "nms_objects"}
+        assert all(rate > 0 for rate in run.others_frames_per_s.values())
+    assert report.cpu is not None and report.cpu.shared == ("objects", "nms_objects") and report.cpu.ratio > 0
+    lines = stack_lines(report)
+    assert all(len(line) <= 80 for line in lines) and any("beside / alone" in line for line in lines)
+    # the models are served from their files again: the lane model keeps the priority install wrote
+    admin = grpcclient.InferenceServerClient(proc.url)
+    try:
+        config_now = admin.get_model_config("lanedet").config
+        assert config_now.optimization.priority == 1  # PRIORITY_MAX
+        assert config_now.dynamic_batching.default_priority_level == 1
+    finally:
+        admin.close()
+
+
+def test_the_defaults_run_takes_out_what_install_wrote():
+    from edge_deploy.bench.stack import _defaults_of
+
+    installed = {"name": "objects", "optimization": {"priority": "PRIORITY_MIN"},
+                 "dynamic_batching": {"priority_levels": "3", "default_priority_level": "3"},
+                 "instance_group": [{"count": 2, "kind": "KIND_CPU"}],
+                 "parameters": {"edge_deploy.ort_threads": {"string_value": "1"},
+                                "edge_deploy.role": {"string_value": "model"}}}
+    defaults = _defaults_of(installed)
+    assert "optimization" not in defaults and defaults["dynamic_batching"] == {}
+    assert defaults["instance_group"] == [{"count": 1, "kind": "KIND_CPU"}]
+    assert set(defaults["parameters"]) == {"edge_deploy.role"}
+    assert installed["instance_group"][0]["count"] == 2  # a copy: the config read is not changed
+
+
+def test_infer_with_a_detector_writes_and_publishes_its_boxes(stack, tmp_path):
+    """`infer --detector`: the boxes in the JSON (frame pixels), on the picture, and in the MCAP file as
+    vision_msgs/Detection2DArray plus an ImageMarker overlay, decoded by mcap's own ROS 2 decoder."""
+    pytest.importorskip("mcap_ros2")
+    import json
+
+    import cv2
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    proc, _, _ = stack
+    image = tmp_path / "road.png"
+    cv2.imwrite(str(image), frame_with_bright([3], FRAME_HW))
+    video = tmp_path / "drive.mp4"
+    from edge_deploy.media import write_video
+
+    write_video(video, iter([frame_with_bright([3], FRAME_HW)] * 2), FRAME_HW[1], FRAME_HW[0], fps=10.0)
+    out = tmp_path / "out"
+    done = run_cli(tmp_path, "infer", str(image), "--url", proc.url, "--detector", "objects", "--json", "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert (out / "road.lanes.png").is_file()
+    done = run_cli(tmp_path, "infer", str(video), "--url", proc.url, "--detector", "objects", "-o", str(out),
+                   "--mcap", str(tmp_path / "stack.mcap"))
+    assert done.returncode == 0, done.stderr
+    boxes, classes = expected_boxes(3)
+    record = json.loads((out / "road.lanes.json").read_text())
+    found = sorted(record["detections"], key=lambda d: d["class_id"])
+    assert [d["class_id"] for d in found] == classes.tolist()
+    np.testing.assert_allclose([d["box"] for d in found], boxes, atol=1e-3)
+    line = json.loads((out / "drive.lanes.jsonl").read_text().splitlines()[0])
+    assert len(line["detections"]) == 2 and "lanes" in line
+    with open(tmp_path / "stack.mcap", "rb") as f:
+        decoded = [(c.topic, m) for _, c, _, m in make_reader(f, decoder_factories=[DecoderFactory()])
+                   .iter_decoded_messages()]
+    arrays = [m for topic, m in decoded if topic == "/edge_deploy/detections"]
+    overlays = [m for topic, m in decoded if topic == "/edge_deploy/detections/image"]
+    assert len(arrays) == len(overlays) == 2  # the video's two frames
+    first = sorted(arrays[0].detections, key=lambda d: d.results[0].hypothesis.class_id)
+    assert [d.results[0].hypothesis.class_id for d in first] == ["0", "1"]
+    centre = ((boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2)
+    np.testing.assert_allclose([d.bbox.center.position.x for d in first], centre[0], atol=1e-3)
+    np.testing.assert_allclose([d.bbox.size_y for d in first], boxes[:, 3] - boxes[:, 1], atol=1e-3)
+    assert len(overlays[0].points) == 2 * 4 * 2  # two boxes, four edges, two points each
+
+
+def test_infer_refuses_a_detector_on_a_live_source_before_reading_anything(stack, tmp_path):
+    proc, _, _ = stack
+    done = run_cli(tmp_path, "infer", "/dev/video0", "--url", proc.url, "--detector", "objects",
+                   "-o", str(tmp_path / "out"))
+    assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1
+    assert "PerceptionStream" in done.stderr and not (tmp_path / "out").exists()

@@ -137,3 +137,28 @@ def test_a_dla_core_the_orin_does_not_have_is_refused(tmp_path, bad):
     done = run_cli(tmp_path, "convert", str(model), "-o", str(tmp_path / "art"), "--dla-core", bad)
     assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1 and "DLA" in done.stderr
     assert not (tmp_path / "art").exists()
+
+
+def test_sample_stack_writes_a_stand_in_detector_that_converts_and_finds_its_bright_quadrant(tmp_path):
+    """The docs' flow on a fresh machine (docs/stack.md): `sample --stack`, `convert samples/detector.onnx`; then the
+    converted model in ONNX Runtime finds the bright quadrant of a letterboxed frame, decoded as DetectorClient does."""
+    import onnxruntime as ort
+
+    from edge_deploy.detect import Letterbox, decode_detections
+    from edge_deploy.export.stand_in_detector import stand_in_anchors
+
+    done = run_cli(tmp_path, "sample", "--stack", "-o", str(tmp_path / "samples"), "-n", "1")
+    assert done.returncode == 0, done.stderr
+    done = run_cli(tmp_path, "convert", str(tmp_path / "samples" / "detector.onnx"), "-o", str(tmp_path / "det"))
+    assert done.returncode == 0, done.stderr
+    assert manifest(tmp_path / "det")["detection"]["layout"] == "yolo"
+    frame = np.zeros((480, 640, 3), np.uint8)
+    frame[:, 320:] = 255  # the right half: quadrants 1 and 3 after the letterbox
+    fit = Letterbox.of(frame.shape[:2], (64, 64))
+    tensor = (fit.apply(frame)[:, :, ::-1].astype(np.float32) / 255).transpose(2, 0, 1)[None].copy()
+    session = ort.InferenceSession(str(tmp_path / "det" / "model.onnx"), providers=["CPUExecutionProvider"])
+    found = decode_detections({"output0": session.run(None, {"images": tensor})[0]}, letterbox=fit)[0]
+    anchors = stand_in_anchors()
+    assert sorted(found.classes.tolist()) == [0, 0, 1, 1]
+    np.testing.assert_allclose(np.sort(found.boxes, axis=0), np.sort(fit.undo(anchors[[1, 3, 5, 7]]), axis=0),
+                               atol=1e-3)

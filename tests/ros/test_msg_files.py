@@ -24,7 +24,8 @@ def test_the_docs_show_the_msg_files_as_shipped():
 
 def test_the_ament_package_generates_both_messages():
     cmake = (MSG_PACKAGE / "CMakeLists.txt").read_text()
-    assert all(f'"msg/{name.rsplit("/", 1)[1]}.msg"' in cmake for name in CUSTOM)
+    ours = [name for name in CUSTOM if name.startswith("edge_deploy_msgs/")]
+    assert len(ours) == 2 and all(f'"msg/{name.rsplit("/", 1)[1]}.msg"' in cmake for name in ours)
     assert "<name>edge_deploy_msgs</name>" in (MSG_PACKAGE / "package.xml").read_text()
 
 
@@ -32,3 +33,15 @@ def test_the_lane_markers_schema_carries_the_lane_marker_definition():
     text = schema("edge_deploy_msgs/msg/LaneMarkers").decode()
     assert text.startswith("std_msgs/Header header\nbool has_ego_left\nedge_deploy_msgs/LaneMarker ego_left\n")
     assert "MSG: edge_deploy_msgs/LaneMarker\nint32 id\nfloat64 c0\n" in text and "MSG: std_msgs/Header" in text
+
+
+def test_the_vision_msgs_subset_is_the_humble_definition():
+    """vision_msgs 4.1.1's Detection2DArray as ROS 2 Humble ships it: the schema a recording names."""
+    text = schema("vision_msgs/msg/Detection2DArray").decode()
+    assert text.startswith("std_msgs/Header header\nvision_msgs/Detection2D[] detections\n")
+    for part in ("MSG: vision_msgs/Detection2D\nstd_msgs/Header header\nvision_msgs/ObjectHypothesisWithPose[] results\n"
+                 "vision_msgs/BoundingBox2D bbox\nstring id\n",
+                 "MSG: vision_msgs/ObjectHypothesis\nstring class_id\nfloat64 score\n",
+                 "MSG: vision_msgs/BoundingBox2D\nvision_msgs/Pose2D center\nfloat64 size_x\nfloat64 size_y\n",
+                 "MSG: vision_msgs/Pose2D\nvision_msgs/Point2D position\nfloat64 theta\n"):
+        assert part in text, part

@@ -20,16 +20,14 @@ import numpy as np
 
 SIZE = 64
 QUADRANT_THRESHOLD = 0.3
-SHIFT = 2.0
 
 
 def anchor_boxes(size: int = SIZE) -> np.ndarray:
-    """The eight anchors' (x1, y1, x2, y2) in model-input pixels."""
-    half = size / 2
-    quads = [(0, 0), (half, 0), (0, half), (half, half)]  # top-left, top-right, bottom-left, bottom-right
-    boxes = [(x, y, x + half, y + half) for x, y in quads]
-    boxes += [(x + SHIFT, y + SHIFT, x + half + SHIFT, y + half + SHIFT) for x, y in quads]
-    return np.array(boxes, np.float32)
+    """The eight anchors' (x1, y1, x2, y2) in model-input pixels: those of the product's stand-in
+    (`edge-deploy sample --stack`), whose graph onnx.helper writes; these models compute the same with torch."""
+    from edge_deploy.export.stand_in_detector import stand_in_anchors
+
+    return stand_in_anchors(size)
 
 
 def _torch_modules(size: int):
