@@ -249,9 +249,11 @@ class PlanVerify(Record):
     reason: str | None = None
     io: str | None = None
     run: Comparison | None = None
+    device_memory_bytes: int | None = None  # an execution context's device memory (serve adds up the stack's)
 
     _SECTION = "plan.verify"
-    _READERS = {"status": read_str, "reason": read_str, "io": read_str, "run": read_record(Comparison)}
+    _READERS = {"status": read_str, "reason": read_str, "io": read_str, "run": read_record(Comparison),
+                "device_memory_bytes": read_int}
 
 
 # --------------------------------------------------------------------------- evaluation

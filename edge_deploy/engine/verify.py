@@ -31,10 +31,11 @@ def verify_plan(plan_path: Path, onnx_path: Path, manifest: Manifest, trt: tenso
     reporter = reporter or Reporter()
     engine = trt.deserialize(Path(plan_path).read_bytes(), where=str(plan_path), dla_core=dla_core)
     check_io(trt.io_tensors(engine), io if io is not None else manifest.io, where=str(plan_path))
+    device_memory = trt.device_memory_bytes(engine)
     if not tensorrt_api.has_pycuda():
         reason = "pycuda is not installed (pip install 'edge-deploy[jetson]')"
         reporter.warn(f"the plan's I/O matches the manifest, but it was not run: {reason}")
-        return PlanVerify(status="passed", io="ok", run=Comparison.skipped(reason))
+        return PlanVerify(status="passed", io="ok", run=Comparison.skipped(reason), device_memory_bytes=device_memory)
 
     feeds = parity_feeds(manifest)
     session = ort_session(Path(onnx_path))
@@ -58,5 +59,5 @@ def verify_plan(plan_path: Path, onnx_path: Path, manifest: Manifest, trt: tenso
         )
     run = replace(report, status="passed", passed=None, problems=None,
                   batches=tuple(int(next(iter(f.values())).shape[0]) for f in feeds))
-    return PlanVerify(status="passed", io="ok", run=run)
+    return PlanVerify(status="passed", io="ok", run=run, device_memory_bytes=device_memory)
 

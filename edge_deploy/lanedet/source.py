@@ -137,7 +137,8 @@ CONVERT_OPTION_NAMES = frozenset({
     "opt_batch", "max_batch", "input_name", "output_name", "target", "force", "seed", "atol", "rtol", "simplify",
     "no_simplify", "builder", "precision", "workspace", "dla_core", "timing_cache", "calibration_images",
     "builder_optimization_level", "verify", "no_verify", "fp16_io", "no_fp16_io", "weak_typing", "no_weak_typing",
-    "eval_data", "fuse_preprocess", "no_fuse_preprocess", "frame_size", "conf", "nms", "top_k", "install",
+    "eval_data", "fuse_preprocess", "no_fuse_preprocess", "frame_size", "conf", "nms", "top_k", "install", "layout",
+    "resize",
     "repository", "name", "family_options", "help", "version",
 })
 

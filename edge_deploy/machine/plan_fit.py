@@ -141,4 +141,11 @@ def plan_mismatch(plan: PlanRecord | None, facts: machine_facts.DeviceFacts | No
     """Why a recorded plan would not run on this machine (empty: it matches). For repository and doctor."""
     if not plan:
         return ["no plan fingerprint recorded (built by something other than edge-deploy)"]
-    return fingerprint_diff(plan, machine_fingerprint(facts))
+    facts = facts or machine_facts.device_facts()
+    found = fingerprint_diff(plan, machine_fingerprint(facts))
+    if plan.dla_core is not None:
+        cores = facts.dla_cores or 0
+        if plan.dla_core >= cores:
+            found.append(f"DLA core: the plan runs on DLA core {plan.dla_core}, this board has "
+                         f"{cores} DLA core{'s' if cores != 1 else ''}")
+    return found

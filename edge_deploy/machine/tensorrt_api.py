@@ -486,6 +486,16 @@ class TensorRT:
         name = getattr(dtype, "name", str(dtype)).split(".")[-1].upper()
         return _TRITON_DTYPE.get(name, name)
 
+    @staticmethod
+    def device_memory_bytes(engine: Any) -> int | None:
+        """The device memory an execution context of `engine` takes (activations, scratch), or None when the bindings
+        do not say: `device_memory_size_v2` from TensorRT 10.1 (the only one in 11), `device_memory_size` before."""
+        for name in ("device_memory_size_v2", "device_memory_size"):
+            value = getattr(engine, name, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                return value
+        return None
+
     def io_tensors(self, engine: Any) -> list[TensorInfo]:
         """The engine's inputs and outputs (names, Triton dtypes, shapes, profile-0 ranges)."""
         infos: list[TensorInfo] = []

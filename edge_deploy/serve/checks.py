@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Callable
 
 from ..errors import ServerError
 from ..triton_layout import repository_models
@@ -47,8 +48,9 @@ def check_ports_free(options: ServerOptions) -> None:
             )
 
 
-def check_repository(repository: Path) -> list[str]:
-    """The models of `repository`; ServerError when it is missing or holds no model."""
+def check_repository(repository: Path, warn: Callable[[str], object] | None = None) -> list[str]:
+    """The models of `repository`; ServerError when it is missing, holds no model, or (on a Jetson) serves plans that
+    do not fit the board's memory together (memory_fit.py; elsewhere `warn` gets that)."""
     repository = Path(repository)
     if not repository.is_dir():
         raise ServerError(
@@ -61,4 +63,8 @@ def check_repository(repository: Path) -> list[str]:
             f"model repository {repository} has no models (no <model>/config.pbtxt); "
             "install one with `edge-deploy install ARTIFACT --repository DIR`."
         )
+    from ..machine.facts import device_facts
+    from .memory_fit import check_stack_fits
+
+    check_stack_fits(repository, device_facts(probe_gpu=False), warn)
     return models

@@ -60,7 +60,7 @@ def run_foreground(
     `reporter` shows the wait for readiness.
     """
     reporter = reporter or Reporter()
-    models = check_repository(options.model_repository)
+    models = check_repository(options.model_repository, reporter.warn)
     check_ports_free(options)
     server = TritonProcess(install, options, log_path, echo=echo, die_with_parent=True, log_max_bytes=log_max_bytes)
     stop_requested = threading.Event()

@@ -486,7 +486,7 @@ def install_and_start(
 
     reporter = reporter or Reporter()
     scope, options = config.scope, config.options
-    models = check_repository(options.model_repository)
+    models = check_repository(options.model_repository, reporter.warn)
     other = find_record(options.model_repository)
     if other is not None and other.kind == "foreground":
         raise ServerError(

@@ -151,6 +151,8 @@ def test_verify_runs_the_plan_on_the_parity_inputs(fake_gpu, board, artifact) ->
     assert typed.passed is None and typed.problems is None  # said by the build (it passed), not recorded
     assert gpu.pushes == gpu.pops == 3  # one context push per feed
     assert sorted(gpu.freed) == sorted(gpu.buffers)  # every device buffer was freed
+    # an execution context's device memory, as TensorRT 8.6 reports it (serve adds up the stack's: memory_fit.py)
+    assert section.verify.device_memory_bytes == FakeEngineSpec(ENGINE_IO.tensors).device_memory_bytes > 0
 
 
 def test_verify_failure_names_the_worst_output_and_keeps_the_old_plan(fake_gpu, board, artifact) -> None:

@@ -116,6 +116,7 @@ class FakeEngineSpec:
     tensors: list[tuple[str, bool, str, tuple, tuple | None]]
     compute: Any = None
     memory: Any = None  # the FakePycuda whose allocations the engine reads and writes
+    device_memory_bytes: int = 48 * 2**20  # what an execution context would take on the device
 
 
 def make_tensorrt(
@@ -303,6 +304,12 @@ def make_tensorrt(
 
         def create_execution_context(self) -> "Context":
             return Context(self)
+
+    # ICudaEngine.device_memory_size: 8.x to 10.x (deprecated in 10.1, gone in 11); device_memory_size_v2 from 10.1.
+    if major_minor < (11, 0):
+        Engine.device_memory_size = property(lambda self: self.spec_obj.device_memory_bytes)  # type: ignore[attr-defined]
+    if major_minor >= (10, 1):
+        Engine.device_memory_size_v2 = property(lambda self: self.spec_obj.device_memory_bytes)  # type: ignore[attr-defined]
 
     class Context:
         def __init__(self, owner: Engine) -> None:
