@@ -31,7 +31,7 @@ from .config import BenchConfig
 from .frames import load_frames
 from .process_cpu import client_seconds
 
-__all__ = ["StackLatency", "StackReport", "StackRun", "run_stack", "stack_lines"]
+__all__ = ["StackCpu", "StackLatency", "StackReport", "StackRun", "cpu_per_frame", "run_stack", "stack_lines"]
 
 # What install writes to keep a model first in line (or out of the way), and what bench takes out for "defaults".
 _SETTING_PARAMETERS = ("intra_op_thread_count", "inter_op_thread_count", "edge_deploy.ort_threads")
@@ -240,7 +240,7 @@ class _Loader:
                                        client_timeout=self.timeout)
 
 
-def _cpu_per_frame(clients: dict[str, ModelClient], frames: list[np.ndarray], count: int) -> StackCpu | None:
+def cpu_per_frame(clients: dict[str, ModelClient], frames: list[np.ndarray], count: int) -> StackCpu | None:
     """Client CPU per frame: the first image model alone, then every image model sharing its input with it."""
     image = {name: c for name, c in clients.items() if c.model.preprocess is not None}
     if not image:
@@ -277,7 +277,7 @@ def run_stack(config: BenchConfig, lane_model: str, others: list[str], *, compar
     clients = {name: _client(config, name) for name in others}
     try:
         runs = [_one_run(config, "installed", lane, clients, frames, config.warmup_seconds)]
-        cpu = _cpu_per_frame(clients, frames, cpu_frames)
+        cpu = cpu_per_frame(clients, frames, cpu_frames)
         if compare_settings:
             loader = _Loader(config)
             try:

@@ -148,8 +148,9 @@ class ConvertOptions:
     workspace: Annotated[Optional[str], typer.Option(
         help="TensorRT workspace limit, e.g. 2G or 512M (default: derived from MemAvailable).",
         rich_help_panel=_TRT)] = None
-    dla_core: Annotated[Optional[int], typer.Option(help="Run on this DLA core (Orin: 0 or 1).",
-                                                    rich_help_panel=_TRT)] = None
+    dla_core: Annotated[Optional[int], typer.Option(
+        "--dla-core", "--dla", help="Build the plan for this DLA core with GPU fallback (AGX Orin, Orin NX: 0 or 1).",
+        rich_help_panel=_TRT)] = None
     timing_cache: Annotated[Optional[Path], typer.Option(help="TensorRT timing cache file (read and updated).",
                                                          rich_help_panel=_TRT)] = None
     calibration_images: Annotated[Optional[Path], typer.Option(

@@ -64,6 +64,17 @@ class PerceptionResult:
         return {name: result.state for name, result in self.models.items()}
 
 
+def _release(clients: list[Any]) -> None:
+    """Each client's `release()` (unregister and unlink its shared memory), where it has one."""
+    for client in clients:
+        release = getattr(client, "release", None)
+        if release is not None:
+            try:
+                release()
+            except EdgeDeployError:
+                pass  # a client closed meanwhile has released everything already
+
+
 class _SharedInputs:
     """The newest frame's inputs by `FrameInput` key, each made once by the first worker that needs it."""
 
@@ -169,8 +180,10 @@ class PerceptionStream:
         return self
 
     def stop(self) -> None:
-        """Stop reading and calling: returns within one deadline (the threads are daemons; a call still hung on a
-        server is abandoned), and releases each client's shared memory registrations where the server answers."""
+        """Stop reading and calling. Returns within one deadline plus 50 ms whatever the servers do: the threads are
+        daemons, and a call still hung on a server is abandoned. Each client's shared memory registrations are
+        released afterwards in a daemon thread of their own, never on the caller's time (a hung server would hold
+        that call too); a client whose call is still in flight releases on its next use or close()."""
         self._stop.set()
         with self._cond:
             self._cond.notify_all()
@@ -178,13 +191,8 @@ class PerceptionStream:
         for thread in [self._reader, *(w.thread for w in self._workers.values())]:
             if thread is not None:
                 thread.join(timeout=max(0.0, end - time.monotonic()))
-        for worker in self._workers.values():
-            release = getattr(worker.client, "release", None)
-            if release is not None and worker.call_started is None:
-                try:
-                    release()
-                except EdgeDeployError:
-                    pass
+        idle = [w.client for w in self._workers.values() if w.call_started is None]
+        threading.Thread(target=_release, args=(idle,), name="perception-release", daemon=True).start()
 
     def __enter__(self) -> "PerceptionStream":
         return self.start()

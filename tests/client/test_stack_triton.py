@@ -282,3 +282,43 @@ def test_infer_refuses_a_detector_on_a_live_source_before_reading_anything(stack
                    "-o", str(tmp_path / "out"))
     assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1
     assert "PerceptionStream" in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_hung_server_then_a_killed_one_mid_stream(stack):
+    """SIGSTOP: every model "unavailable" within max_age plus a frame, and stop() returns within its deadline plus
+    50 ms (and a margin for a busy machine). SIGKILL and a restart: "unavailable", then "ok" again on the same
+    clients (they reconnect). Last in the module: the server is restarted here."""
+    import os
+    import signal
+
+    proc, _, _ = stack
+    frame = frame_with_bright([0], FRAME_HW)
+    clients = {"lanes": LaneDetClient(proc.url, "lanedet"), "objects": DetectorClient(proc.url, "objects")}
+    max_age, fps, slack = 0.5, 10.0, 1.0
+    try:
+        stream = PerceptionStream(lambda: frame, clients, max_age=max_age, fps=fps).start()
+        wait_for(lambda: set(stream.latest().states.values()) == {"ok"}, 30)
+        os.kill(proc.proc.pid, signal.SIGSTOP)
+        try:
+            hung = time.monotonic()
+            wait_for(lambda: set(stream.latest().states.values()) == {"unavailable"}, max_age + 1 / fps + slack)
+            assert time.monotonic() - hung <= max_age + 1 / fps + slack
+            began = time.monotonic()
+            stream.stop()
+            assert time.monotonic() - began <= max_age + 0.05 + 0.25  # its deadline + 50 ms; 0.25 s for the load
+        finally:
+            os.kill(proc.proc.pid, signal.SIGCONT)
+
+        stream = PerceptionStream(lambda: frame, clients, max_age=max_age, fps=fps).start()
+        wait_for(lambda: set(stream.latest().states.values()) == {"ok"}, 30)
+        proc.proc.kill()
+        killed = time.monotonic()
+        wait_for(lambda: set(stream.latest().states.values()) == {"unavailable"}, max_age + 1 / fps + slack)
+        assert time.monotonic() - killed <= max_age + 1 / fps + slack
+        proc.proc.wait()
+        proc.start().wait_ready(120)
+        wait_for(lambda: set(stream.latest().states.values()) == {"ok"}, 60)
+        stream.stop()
+    finally:
+        for client in clients.values():
+            client.close()

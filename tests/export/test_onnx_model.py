@@ -131,10 +131,10 @@ def test_options_of_a_torch_export_are_refused_for_an_onnx_file(tmp_path):
     assert done.returncode != 0 and "--layout 'ssd'" in done.stderr and not (tmp_path / "art").exists()
 
 
-@pytest.mark.parametrize("bad", ["2", "-1"])
-def test_a_dla_core_the_orin_does_not_have_is_refused(tmp_path, bad):
+@pytest.mark.parametrize("flag, bad", [("--dla", "2"), ("--dla-core", "2"), ("--dla", "-1")])
+def test_a_dla_core_the_orin_does_not_have_is_refused(tmp_path, flag, bad):
     model = yolo_like(tmp_path / "det.onnx")
-    done = run_cli(tmp_path, "convert", str(model), "-o", str(tmp_path / "art"), "--dla-core", bad)
+    done = run_cli(tmp_path, "convert", str(model), "-o", str(tmp_path / "art"), flag, bad)
     assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1 and "DLA" in done.stderr
     assert not (tmp_path / "art").exists()
 
@@ -162,3 +162,39 @@ def test_sample_stack_writes_a_stand_in_detector_that_converts_and_finds_its_bri
     assert sorted(found.classes.tolist()) == [0, 0, 1, 1]
     np.testing.assert_allclose(np.sort(found.boxes, axis=0), np.sort(fit.undo(anchors[[1, 3, 5, 7]]), axis=0),
                                atol=1e-3)
+
+
+# --------------------------------------------------------------------------- the reader against any bytes
+
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from edge_deploy.errors import ConvertError  # noqa: E402
+from edge_deploy.export.onnx_import import read_onnx  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def good_onnx(tmp_path_factory) -> bytes:
+    return yolo_like(tmp_path_factory.mktemp("good") / "det.onnx").read_bytes()
+
+
+@settings(derandomize=True, max_examples=150, deadline=None, phases=(Phase.explicit, Phase.generate),
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cut=st.integers(min_value=0, max_value=10**6), flips=st.lists(st.tuples(st.integers(0, 10**6),
+                                                                               st.integers(1, 255)), max_size=8),
+       junk=st.binary(max_size=64))
+def test_damaged_onnx_bytes_are_read_or_refused_in_one_line(tmp_path, good_onnx, cut, flips, junk):
+    """A model file cut short, with bytes flipped or junk appended: read_onnx returns a model or raises one
+    ConvertError line, never another exception (the checks after it get a ModelProto or nothing)."""
+    data = bytearray(good_onnx[: cut % (len(good_onnx) + 1)])
+    for where, value in flips:
+        if data:
+            data[where % len(data)] ^= value
+    path = tmp_path / "damaged.onnx"
+    path.write_bytes(bytes(data) + junk)
+    try:
+        model = read_onnx(path)
+    except ConvertError as exc:
+        assert "\n" not in str(exc) and str(path) in str(exc)
+    else:
+        assert len(model.graph.node) > 0
