@@ -62,14 +62,44 @@ def test_an_onnx_file_converts_with_its_source_recorded(tmp_path):
     assert data["parity"]["outputs"]["output0"]["max_abs"] <= 1e-6
 
 
+def newer_opset_model(path: Path, *, mish: bool = False) -> Path:
+    """An opset-19 model (IR 9) of ops onnx's version converter takes to opset 17 from onnx 1.15 on (pooling,
+    Flatten, MatMul); with `mish`, Mish (new in opset 18), which no adapter takes below its first opset."""
+    import onnx
+
+    if mish:
+        nodes = [helper.make_node("Mish", ["images"], ["output0"])]
+        inits, out_shape = [], ["batch", 3, 8, 8]
+    else:
+        nodes = [helper.make_node("GlobalAveragePool", ["images"], ["pooled"]),
+                 helper.make_node("Flatten", ["pooled"], ["flat"], axis=1),
+                 helper.make_node("MatMul", ["flat", "W"], ["output0"])]
+        inits = [numpy_helper.from_array(np.random.default_rng(0).normal(size=(3, 48)).astype(np.float32), "W")]
+        out_shape = ["batch", 48]
+    graph = helper.make_graph(nodes, "newer", [helper.make_tensor_value_info("images", TensorProto.FLOAT,
+                                                                             ["batch", 3, 8, 8])],
+                              [helper.make_tensor_value_info("output0", TensorProto.FLOAT, out_shape)],
+                              initializer=inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9), str(path))
+    return path
+
+
 def test_a_newer_opset_is_converted_down_and_checked_against_the_file_as_given(tmp_path):
-    model = yolo_like(tmp_path / "det19.onnx", opset=19, ir_version=9)
+    model = newer_opset_model(tmp_path / "det19.onnx")
     done = run_cli(tmp_path, "convert", str(model), "-o", str(tmp_path / "art"))
     assert done.returncode == 0, done.stderr
     data = manifest(tmp_path / "art")
     assert data["export"]["opset"] == 17 and data["export"]["ir_version"] == 8
     assert "opset 19, converted" in data["export"]["exporter"]
     assert "as given" in data["parity"]["reference"]
+
+
+def test_an_opset_the_converter_cannot_take_down_names_the_tensorrt_that_parses_it(tmp_path):
+    model = newer_opset_model(tmp_path / "mish19.onnx", mish=True)
+    done = run_cli(tmp_path, "convert", str(model), "-o", str(tmp_path / "art"))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode != 0 and len(lines) == 1 and "opset 19" in lines[0] and "TensorRT parses from 9.2" in lines[0]
+    assert not (tmp_path / "art").exists()
 
 
 def test_lowest_tensorrt_per_opset():
