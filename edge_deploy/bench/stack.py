@@ -8,8 +8,8 @@ one instance, no thread budget; then with the config it had):
 - the same while every other model is driven at its own maximum rate by a client of its own (a thread each);
 - the frames/s each other model reached meanwhile.
 
-And the client CPU per frame of one frame sent to every other model that shares one input (converted once,
-`FrameInput`) against one model alone.
+And the client CPU per frame of one frame sent to every other model that shares one input (converted and uploaded
+once: `FrameInput`, `ModelClient.share`) against one model alone.
 """
 from __future__ import annotations
 
@@ -253,8 +253,12 @@ def cpu_per_frame(clients: dict[str, ModelClient], frames: list[np.ndarray], cou
         start = client_seconds()
         for i in range(count):
             prepared = client.frame_input(frames[i % len(frames)])
+            if len(models) > 1:
+                prepared = client.share(prepared)  # uploaded once for all of them, as a PerceptionStream does
             for c in models.values():
                 c.infer(prepared)
+            if prepared.upload is not None:
+                prepared.upload.give_back()
         return (client_seconds() - start) / count * 1000.0
 
     per_frame(shared)  # warm: buffers made, regions registered

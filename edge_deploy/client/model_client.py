@@ -13,6 +13,7 @@ import contextlib
 import threading
 import time
 import weakref
+from dataclasses import replace
 from typing import Any, Callable, Mapping, TypeVar
 
 import numpy as np
@@ -31,6 +32,7 @@ from .base import (
     server_errors,
     unregister_is_final,
 )
+from .shared_input import SharedInputPool
 from .shm import ShmRegion
 from .tensor_model import NUMPY_OF, FrameInput, TensorModel, TensorSlot, describe_tensor_model
 
@@ -54,11 +56,20 @@ def unregister(grpc_client: Any, names: list[str], timeout: float | None, grace:
                 time.sleep(delay)
 
 
-def _release_all(grpc_client: Any, slots: list[Any], registered: set[str], timeout: float) -> None:
+def _release_all(grpc_client: Any, slots: list[Any], registered: set[str], timeout: float,
+                 pools: list[SharedInputPool]) -> None:
     """close() and the finalizer: unlink our regions, unregister them if the server is there, close the channel."""
-    unregister(grpc_client, release_slots(slots, registered, every_name=True), timeout)
+    unregister(grpc_client, [*release_slots(slots, registered, every_name=True), *_close_pools(pools, registered)],
+               timeout)
     with contextlib.suppress(Exception):
         grpc_client.close()
+
+
+def _close_pools(pools: list[SharedInputPool], registered: set[str]) -> list[str]:
+    """Unlink the shared-input regions this client uploaded into; their names, to unregister."""
+    names = [region.name for pool in pools for region in pool.close()]
+    registered.difference_update(names)
+    return names
 
 
 class ModelClient(ClientBase):
@@ -90,8 +101,10 @@ class ModelClient(ClientBase):
         self._grpc = grpcclient.InferenceServerClient(settings.url, **client_options(settings.tls, CHANNEL_ARGS))
         self._lock = threading.RLock()
         self._call: Backoff | None = None  # the running call's own deadline, when it has one (RPC timeouts are cut)
+        self._pools: list[SharedInputPool] = []  # where `share` uploads (one, made on first use)
+        self.input_copies = 0  # frame inputs copied into this client's own region (a shared upload is not)
         self._finalizer = weakref.finalize(self, _release_all, self._grpc, self._slots, self._registered,
-                                          self.client_timeout)
+                                          self.client_timeout, self._pools)
         if connect:
             try:
                 self._connect()
@@ -136,7 +149,8 @@ class ModelClient(ClientBase):
         """Unregister this client's shared memory from the server and unlink it, keeping the client usable: its
         next call sets the regions up again (what a stream's `stop()` leaves behind: nothing)."""
         with self._lock:
-            gone = release_slots(self._slots, self._registered, every_name=True)
+            gone = [*release_slots(self._slots, self._registered, every_name=True),
+                    *_close_pools(self._pools, self._registered)]
             self._stale = True
             unregister(self._grpc, gone, min(self.client_timeout, 1.0), grace=0.5)
 
@@ -162,6 +176,22 @@ class ModelClient(ClientBase):
         for a frame, and what a PerceptionStream makes once for every model that shares it."""
         self.frame_input_key(deadline=deadline)
         return FrameInput.of(frame, self.model, color)
+
+    def share(self, prepared: FrameInput) -> FrameInput:
+        """`prepared` with its tensor uploaded once into a shared region of this client's (`shared_input.py`): every
+        client of this server with shared memory then sends it by name, copying nothing. As it is over gRPC."""
+        if self.transport != "shm":
+            return prepared
+        with self._lock:
+            if not self._pools:
+                self._pools.append(SharedInputPool(self.url))
+            pool = self._pools[0]
+        return replace(prepared, upload=pool.upload(prepared.tensor))
+
+    @property
+    def shared_uploads(self) -> int:
+        """Frame inputs this client uploaded for every model that takes them (`share`)."""
+        return sum(pool.uploads for pool in self._pools)
 
     def infer(self, inputs: Mapping[str, np.ndarray] | np.ndarray | FrameInput, *,
               deadline: float | None = None) -> dict[str, np.ndarray]:
@@ -230,11 +260,20 @@ class ModelClient(ClientBase):
         slot: TensorSlot = self._slots[0]
         arrays = self._arrays(inputs)
         batch = next(iter(arrays.values())).shape[0] if model.max_batch_size > 0 else 1
+        upload = inputs.upload if isinstance(inputs, FrameInput) and slot.use_shm else None
+        if upload is not None and upload.url != self.url:
+            upload = None  # uploaded for another server: copied here as any frame input
         request = []
         for name, array in arrays.items():
             tensor = grpcclient.InferInput(name, list(array.shape), next(t.datatype for t in model.inputs
                                                                           if t.name == name))
-            if slot.use_shm:
+            if upload is not None:
+                if upload.name not in self._registered:
+                    with self._registering(upload.region):
+                        upload.region.register(self._grpc, self._timeout())
+                tensor.set_shared_memory(upload.name, upload.nbytes)
+            elif slot.use_shm:
+                self.input_copies += isinstance(inputs, (FrameInput, np.ndarray))
                 region, old = slot.input_region(name, array.nbytes)
                 if old is not None:
                     unregister(self._grpc, forget_regions([old], self._registered), self._timeout(), self._grace())

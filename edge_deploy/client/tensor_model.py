@@ -110,11 +110,13 @@ def describe_tensor_model(metadata: Any, config: Any) -> TensorModel:
 class FrameInput:
     """A camera frame made into an image model's input tensor, once: what every model of a `PerceptionStream` with
     the same input size, preprocessing and datatype shares. `letterbox`: how the frame was fitted (boxes are mapped
-    back through it)."""
+    back through it). `upload`: the tensor in a shared-memory region (`ModelClient.share`), which every client of
+    that server sends by name instead of copying it."""
 
     key: tuple[Any, ...]
     tensor: np.ndarray  # [1, 3, H, W] in the model's input datatype
     letterbox: Any  # an edge_deploy.detect.Letterbox
+    upload: Any = None  # a shared_input.SharedUpload
 
     @staticmethod
     def key_of(model: TensorModel) -> tuple[Any, ...]:

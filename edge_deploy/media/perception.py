@@ -5,7 +5,8 @@ A reader thread keeps only the newest frame (older ones not yet taken are droppe
 per model takes the newest frame as soon as its previous call returned and calls its client, bounded by the
 stream's `deadline`, so a slow, unloaded or crashed model never holds the others back. Models whose clients make
 the same input from a frame (same size, preprocessing, datatype and fitting: `FrameInput.key_of`) share it: the
-frame is converted once per frame for all of them. `latest()` returns at once a `PerceptionResult`: per model its
+frame is converted once per frame for all of them and, on shared memory, uploaded once (`ModelClient.share`): the
+others send that region by name. `latest()` returns at once a `PerceptionResult`: per model its
 newest result with its own seq, capture time, latency, age and state ("ok", "stale", "unavailable" as in
 LaneStream: a model that fails, or has had no answer for longer than `max_age`, is "unavailable" on its own).
 
@@ -75,39 +76,88 @@ def _release(clients: list[Any]) -> None:
                 pass  # a client closed meanwhile has released everything already
 
 
+@dataclass(eq=False)
+class _Entry:
+    """One frame's input for one key: made once (`done` set when it is), taken by `users` calls not yet returned;
+    `retired` once a newer frame came."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    value: Any = None
+    failure: BaseException | None = None
+    users: int = 0
+    retired: bool = False
+
+
 class _SharedInputs:
-    """The newest frame's inputs by `FrameInput` key, each made once by the first worker that needs it."""
+    """Each frame's inputs by `FrameInput` key, made (converted, and uploaded once where the client shares) by the
+    first worker that needs it, and handed to every other worker of that key. An upload's region is given back to
+    its pool only when its frame was replaced by a newer one and every call that took it has returned, so no region
+    is written while a request may read it. A worker still on an older frame than the newest makes its own input,
+    not shared."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._seq = -1
-        self._made: dict[Any, tuple[threading.Event, list[Any]]] = {}
-        self.made = 0  # inputs converted (what the tests count)
+        self._seq = 0
+        self._entries: dict[tuple[int, Any], _Entry] = {}
+        self.made = 0  # shared inputs made (one per frame and key, however many models take it)
+        self.private = 0  # inputs made for one worker on an older frame
 
-    def get(self, seq: int, key: Any, make: Callable[[], Any], timeout: float) -> Any:
+    def take(self, seq: int, key: Any, make: Callable[[], Any], own: Callable[[], Any],
+             timeout: float) -> tuple[_Entry | None, Any]:
+        """(the entry to `give_back` after the call, or None for an input of the caller's own; the input)."""
         with self._lock:
-            if seq != self._seq:
-                self._seq, self._made = seq, {}
-            entry = self._made.get(key)
-            first = entry is None
-            if first:
-                entry = self._made[key] = (threading.Event(), [])
-        assert entry is not None
-        done, box = entry
+            if seq > self._seq:
+                self._seq = seq
+                for (old, _), older in list(self._entries.items()):
+                    if old < seq:
+                        older.retired = True
+                        self._free_if_unused(older)
+            if seq < self._seq:
+                self.private += 1
+                found: _Entry | None = None
+            else:
+                found = self._entries.get((seq, key))
+                first = found is None
+                if found is None:
+                    found = self._entries[(seq, key)] = _Entry()
+                found.users += 1
+        if found is None:
+            return None, own()
+        entry = found
         if first:
             try:
-                box.append(make())
-                self.made += 1
-            except BaseException as exc:  # noqa: BLE001 - handed to every waiter, then raised here too
-                box.append(exc)
+                entry.value = make()
+                with self._lock:
+                    self.made += 1
+            except BaseException as exc:  # noqa: BLE001 - handed to every taker, then raised here too
+                entry.failure = exc
             finally:
-                done.set()
-        elif not done.wait(timeout):
+                entry.done.set()
+        elif not entry.done.wait(timeout):
+            self.give_back(entry)
             raise ClientError("the frame's shared input was not made within the deadline")
-        value = box[0]
-        if isinstance(value, BaseException):
-            raise value
-        return value
+        if entry.failure is not None:
+            self.give_back(entry)
+            raise entry.failure
+        return entry, entry.value
+
+    def give_back(self, entry: _Entry | None) -> None:
+        """A call that took `entry` returned."""
+        if entry is None:
+            return
+        with self._lock:
+            entry.users -= 1
+            self._free_if_unused(entry)
+
+    def _free_if_unused(self, entry: _Entry) -> None:
+        """(under the lock) Forget a retired entry nobody uses, and give its upload's region back."""
+        if entry.retired and entry.users <= 0:
+            for k, found in list(self._entries.items()):
+                if found is entry:
+                    del self._entries[k]
+            upload = getattr(entry.value, "upload", None)
+            if upload is not None:
+                upload.give_back()
 
 
 class _Worker:
@@ -214,8 +264,14 @@ class PerceptionStream:
 
     @property
     def inputs_made(self) -> int:
-        """Frame inputs converted so far (one per frame and shared key, however many models use it)."""
+        """Frame inputs converted (and, on shared memory, uploaded) for every model of their key: one per frame and
+        key, however many models take it."""
         return self._shared.made
+
+    @property
+    def private_inputs(self) -> int:
+        """Frame inputs made for one model alone: a worker still on a frame older than the newest another took."""
+        return self._shared.private
 
     @property
     def frames_dropped(self) -> int:
@@ -274,10 +330,15 @@ class PerceptionStream:
             if getattr(client, "shares_frame_input", False):
                 started = time.monotonic()
                 key = client.frame_input_key(deadline=deadline)  # connects first when needed
-                prepared = self._shared.get(seq, key, lambda: client.frame_input(frame), deadline)
-                left = max(0.001, deadline - (time.monotonic() - started))
-                call = client.detect if callable(getattr(client, "detect", None)) else client.infer
-                answer = call(prepared, deadline=left)
+                share = getattr(client, "share", lambda prepared: prepared)
+                entry, prepared = self._shared.take(seq, key, lambda: share(client.frame_input(frame)),
+                                                    lambda: client.frame_input(frame), deadline)
+                try:
+                    left = max(0.001, deadline - (time.monotonic() - started))
+                    call = client.detect if callable(getattr(client, "detect", None)) else client.infer
+                    answer = call(prepared, deadline=left)
+                finally:
+                    self._shared.give_back(entry)
             elif callable(getattr(client, "detect", None)):
                 answer = client.detect(frame, deadline=deadline)
             else:

@@ -9,6 +9,7 @@ boxes), converted by `edge-deploy convert MODEL.onnx`, installed by `edge-deploy
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -164,6 +165,8 @@ def test_one_frame_to_every_model_one_input_for_the_detectors_and_each_model_on_
                       deadline=30)
     max_age, fps = 2.0, 5.0
     admin = grpcclient.InferenceServerClient(proc.url)
+    detectors = [clients["objects"], clients["nms"]]
+    copies_before = sum(c.input_copies for c in detectors)
     try:
         with PerceptionStream(lambda: frame, clients, max_age=max_age, fps=fps) as stream:
             now = wait_for(lambda: (r := stream.latest()) and all(m.seq for m in r.models.values()) and r, 30)
@@ -182,11 +185,19 @@ def test_one_frame_to_every_model_one_input_for_the_detectors_and_each_model_on_
             others = stream.latest()
             assert others["lanes"].state == "ok" and others["objects"].state == "ok", others.states
             assert took <= max_age + 1.0 / fps + 2.0  # the frame period plus scheduling slack on 2 busy cores
+        # (stopped: the counts are final) each shared input uploaded once, by whichever detector made it, and the
+        # other sends it by name: nothing is copied into a detector's own region but the inputs of a worker that was
+        # on an older frame than the newest
+        assert sum(c.shared_uploads for c in detectors) == stream.inputs_made > 0
+        assert sum(c.input_copies for c in detectors) - copies_before == stream.private_inputs
     finally:
         admin.load_model("nms_objects")
         admin.close()
         for client in clients.values():
             client.close()
+    from edge_deploy.client.shm import leftover_regions
+
+    assert leftover_regions(os.getpid()) == []  # the shared uploads' regions too
 
 
 def test_bench_stack_measures_the_lanes_alone_and_beside_with_and_without_the_settings(stack):
