@@ -13,6 +13,7 @@ times: the figures are in BENCHMARKS.md (benchmarks/bench_stream.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import signal
@@ -64,10 +65,20 @@ def serve(repo: Path, log: Path, port: int | None = None):
     proc.start()
     try:
         proc.wait_ready(120)
+        warm(proc.url)
     except Exception:
         proc.stop(timeout=15)
         raise
     return proc
+
+
+def warm(url: str) -> None:
+    """A few calls to `tiny` on a fresh server, untimed: the first requests of a Python-backend model load ONNX
+    Runtime's session and take up to a second on a busy machine, which no stream test is about."""
+    frame = np.zeros((SIZE[0], SIZE[1], 3), np.uint8)
+    with contextlib.suppress(Exception), LaneDetClient(url, "tiny") as client:
+        for _ in range(3):
+            client.detect(frame)
 
 
 def sigkill(proc) -> None:
@@ -175,7 +186,9 @@ def test_the_async_client_keeps_its_deadline_too(own_server):
                 with pytest.raises(LanesUnavailable) as caught:
                     await client.detect(frame, deadline=0.05)
                 times.append(time.monotonic() - start)
-                assert caught.value.reason == "unreachable"
+                # refused (unreachable), or on a busy machine cut by the 50 ms deadline inside the attempt (slow):
+                # both are true of a server that was just killed
+                assert caught.value.reason in ("unreachable", "slow")
             await asyncio.to_thread(lambda: own_server.start().wait_ready(120))
             got = await client.detect(frame)
             assert [lane.score for lane in got] == [lane.score for lane in want]
@@ -234,7 +247,12 @@ def test_a_stream_through_a_sigkill_and_a_restart(own_server):
     server; states, time to "unavailable" and back to "ok", and what is left behind after stop()."""
     import tritonclient.grpc as grpcclient
 
-    max_age = 0.1
+    # max_age from this machine's speed now: the test is about the outage's timeline, not about how fast the
+    # model is (before the kill, "ok" needs the lanes within max_age of capture)
+    with LaneDetClient(own_server.url, "tiny") as probe:
+        frame = np.zeros((SIZE[0], SIZE[1], 3), np.uint8)
+        latency = sorted(timed(lambda: probe.detect(frame))[1] for _ in range(5))[2]
+    max_age = max(0.1, 3 * latency)
     camera = Camera()
     timeline: list[tuple[float, str, int]] = []
     longest_call = 0.0
