@@ -10,12 +10,15 @@ off the lane model's core). The lane model's latency is measured beside `objects
 "defaults" reloads both without those settings (ONNX Runtime then takes a thread per core in each). The client CPU
 per frame compares `objects` alone with `objects` + `objects_b` given one frame (one input).
 
-    python3 benchmarks/bench_stack.py [--seconds 60] [--json benchmarks/stack.json]   # ~8 min here
+    python3 benchmarks/bench_stack.py [--seconds 60] [--json benchmarks/stack.json]   # ~9 min here
+    python3 benchmarks/bench_stack.py --cpu-only [--json benchmarks/stack_cpu.json]   # the CPU figure alone, ~2 min
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import socket
 import sys
 import tempfile
@@ -104,6 +107,49 @@ def shared_input_cpu(config, names: list[str]):
             client.close()
 
 
+def cpu_only(work: Path, args: argparse.Namespace) -> None:
+    """Only the client CPU per frame of the two detectors, on a server of their own (no lane model)."""
+    from edge_deploy.bench.config import BenchConfig
+    from edge_deploy.convert import convert
+    from edge_deploy.deploy.install import install
+    from edge_deploy.deploy.options import InstallOptions
+    from edge_deploy.export.settings import ExportSettings
+    from edge_deploy.export.source import SourceSpec
+
+    detector = convert(SourceSpec(str(resnet50_detector(work / "det.onnx"))), work / "det", ExportSettings(),
+                       target="onnx").artifact_dir
+    repo = work / "repo"
+    for name in ("objects", "objects_b"):
+        install(InstallOptions(detector, repo, name, runtime="python", priority="low", threads=1))
+    with served(repo, work) as url:
+        cpu = shared_input_cpu(BenchConfig(url=url, timeout=60), ["objects", "objects_b"])
+    assert cpu is not None
+    print(f"client CPU per frame: {cpu.one} alone {cpu.one_ms:.2f} ms; {len(cpu.shared)} models on one input "
+          f"{cpu.shared_ms:.2f} ms ({cpu.ratio:.2f}x); load average {os.getloadavg()[0]:.1f}")
+    if args.json:
+        args.json.write_text(json.dumps({"client_cpu": cpu.to_dict(), "load": os.getloadavg()}, indent=1) + "\n")
+
+
+@contextlib.contextmanager
+def served(repo: Path, work: Path):
+    """The bundled tritonserver serving `repo` on a free loopback port; yields its URL."""
+    from edge_deploy.serve.argv import ServerOptions
+    from edge_deploy.serve.discovery import find_tritonserver
+    from edge_deploy.serve.process import TritonProcess
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = TritonProcess(find_tritonserver(cache_dir=work / "cache"),
+                         ServerOptions(model_repository=repo, grpc_port=port), work / "triton.log")
+    proc.start()
+    try:
+        proc.wait_ready(300)
+        yield proc.url
+    finally:
+        proc.stop(timeout=15)
+
+
 def main() -> None:
     from edge_deploy.bench.config import BenchConfig
     from edge_deploy.bench.stack import run_stack, stack_lines
@@ -112,16 +158,15 @@ def main() -> None:
     from edge_deploy.deploy.options import InstallOptions
     from edge_deploy.export.settings import ExportSettings
     from edge_deploy.export.source import SourceSpec
-    from edge_deploy.serve.argv import ServerOptions
-    from edge_deploy.serve.discovery import find_tritonserver
-    from edge_deploy.serve.process import TritonProcess
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="seconds timed per measurement")
     parser.add_argument("--json", type=Path, help="also write the report to this JSON file")
+    parser.add_argument("--cpu-only", action="store_true", help="only the client CPU per frame (detectors only)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        if args.cpu_only:
+            return cpu_only(work, args)
         lane = convert(SourceSpec("laneatt", backbone="resnet18", dataset="culane",
                                   checkpoint=ROOT / "weights" / "laneatt_r18_synthetic.pt"),
                        work / "lane", ExportSettings(top_k=6), target="onnx").artifact_dir
@@ -131,22 +176,11 @@ def main() -> None:
         install(InstallOptions(lane, repo, "lanedet", runtime="python", priority="high"))
         for name in ("objects", "objects_b"):
             install(InstallOptions(detector, repo, name, runtime="python", priority="low", threads=1))
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        proc = TritonProcess(find_tritonserver(cache_dir=work / "cache"),
-                             ServerOptions(model_repository=repo, grpc_port=port), work / "triton.log")
-        proc.start()
-        try:
-            proc.wait_ready(300)
-            config = BenchConfig(url=proc.url, seconds=args.seconds, warmup_seconds=3.0, max_frames=8, timeout=60)
+        with served(repo, work) as url:
+            config = BenchConfig(url=url, seconds=args.seconds, warmup_seconds=3.0, max_frames=8, timeout=60)
             report = run_stack(config, "lanedet", ["objects"], cpu_frames=30)
             report = replace(report, cpu=shared_input_cpu(config, ["objects", "objects_b"]))
-            latest = latest_p99(proc.url, min(args.seconds, 10.0))
-        finally:
-            proc.stop(timeout=15)
-    import os
-
+            latest = latest_p99(url, min(args.seconds, 10.0))
     load = os.getloadavg()
     print("\n".join(stack_lines(report)))
     print(f"PerceptionStream.latest(): p50 {latest['p50_ms']:.3f} ms, p99 {latest['p99_ms']:.3f} ms, "
