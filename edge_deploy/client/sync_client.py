@@ -78,6 +78,9 @@ class LaneDetClient(ModelClient):
     the GPU and the camera), or pass transport="grpc".
     """
 
+    unavailable_error = LanesUnavailable
+    shares_frame_input = False  # it writes its own preprocessing straight into its request buffer
+
     def __init__(
         self,
         url: str = DEFAULT_URL,
@@ -97,14 +100,10 @@ class LaneDetClient(ModelClient):
         track: bool = False,
         fps: float | None = None,
     ) -> None:
-        import tritonclient.grpc as grpcclient
         self._open(ClientSettings.of(
             url, model, version=version, transport=transport, client_timeout=client_timeout,
             retry_deadline=retry_deadline, conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k,
             tls=tls, strict=strict, camera=camera, track=track, fps=fps), connect)
-
-    unavailable_error = LanesUnavailable
-    shares_frame_input = False  # it writes its own preprocessing straight into its request buffer
 
     def _describe(self, metadata: Any, config: Any) -> LaneModel:
         return describe_model(metadata, config)
