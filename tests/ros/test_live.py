@@ -126,3 +126,11 @@ def test_a_port_in_use_is_one_line():
             FoxgloveLive(parse_listen(str(live.port)))
     finally:
         live.close()
+
+
+def test_the_documented_ipv6_form_is_accepted():
+    """`--foxglove [::1]:8765` (docs/recordings.md): the brackets come off, the port stays (issue 55 item 15; plant
+    `host = host if sep else DEFAULT_HOST` in ros/live.py and this fails)."""
+    address = parse_listen("[::1]:8765")
+    assert (address.host, address.port) == ("::1", 8765)
+    assert parse_listen("[::]:8765").host == "::"
