@@ -14,7 +14,8 @@ from ..detect.decode import DetectParams, decode_detections
 from ..detect.detections import Detections
 from ..errors import ClientError, DetectionError, ModelMismatchError
 from .model_client import ModelClient
-from .tensor_model import FrameInput
+from ..lanedet.contract import PARAM_DECODE
+from .tensor_model import FrameInput, config_json
 
 __all__ = ["AsyncDetectorClient", "AsyncModelClient", "DetectorClient"]
 
@@ -44,7 +45,8 @@ class DetectorClient(ModelClient):
             raise ModelMismatchError(f"model {model.name!r} is not an object detector edge-deploy installed (no "
                                      "edge_deploy.detection in its config): convert its ONNX file with `edge-deploy "
                                      "convert MODEL.onnx` and install that, or use ModelClient for raw outputs.")
-        self._decode_defaults = _config_decode(config)
+        found = config_json(getattr(config, "config", config), PARAM_DECODE)
+        self._decode_defaults = found if isinstance(found, dict) else {}
         return model
 
     def _detect_params(self, call: tuple[Any, Any, Any] | None) -> DetectParams:
@@ -79,21 +81,6 @@ class DetectorClient(ModelClient):
                                      letterbox=prepared.letterbox)[0]
 
         return self._locked(run, deadline)
-
-
-def _config_decode(config: Any) -> dict[str, Any]:
-    import json
-
-    from ..lanedet.contract import PARAM_DECODE
-
-    cfg = getattr(config, "config", config)
-    if PARAM_DECODE not in cfg.parameters:
-        return {}
-    try:
-        found = json.loads(cfg.parameters[PARAM_DECODE].string_value or "{}")
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
 
 
 class _AsyncPool(Generic[C]):

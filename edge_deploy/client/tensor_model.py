@@ -62,7 +62,8 @@ class TensorModel:
         return tuple(tensor.shape)
 
 
-def _config_json(config: Any, key: str) -> Any:
+def config_json(config: Any, key: str) -> Any:
+    """A config parameter holding JSON (None when absent or empty); ModelMismatchError when unreadable."""
     if key not in config.parameters:
         return None
     text = config.parameters[key].string_value
@@ -93,11 +94,11 @@ def describe_tensor_model(metadata: Any, config: Any) -> TensorModel:
     preprocess = detection = None
     image = len(inputs) == 1 and inputs[0].datatype in ("FP32", "FP16") and len(inputs[0].shape) == 3 \
         and inputs[0].shape[0] == 3 and min(inputs[0].shape[1:]) > 0
-    spec = _config_json(cfg, PARAM_PREPROCESS)
+    spec = config_json(cfg, PARAM_PREPROCESS)
     if image and isinstance(spec, dict):
         try:
             preprocess = PreprocessSpec.from_dict({**spec, "height": inputs[0].shape[1], "width": inputs[0].shape[2]})
-            found = _config_json(cfg, PARAM_DETECTION)
+            found = config_json(cfg, PARAM_DETECTION)
             detection = DetectionRecord.from_dict(found, "detection") if isinstance(found, dict) else None
         except (PreprocessSpecError, RecordError) as exc:
             raise ModelMismatchError(f"model {metadata.name!r}'s preprocessing or detection settings are not usable: "

@@ -72,7 +72,6 @@ class _Input:
 
     name: str
     dims: tuple[int | str, ...]
-    elem_type: int
 
 
 def import_onnx_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path, reporter: Reporter,
@@ -199,7 +198,7 @@ def _single_input(model: Any, path: Path) -> _Input:
     dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else d.dim_param for d in tensor.shape.dim)
     if not dims:
         raise ConvertError(f"{path}'s input {inputs[0].name!r} has no shape; export it with one.")
-    return _Input(inputs[0].name, dims, tensor.elem_type)
+    return _Input(inputs[0].name, dims)
 
 
 # --------------------------------------------------------------------------- checks and conversion

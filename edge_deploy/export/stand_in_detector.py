@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .._deps import require
+from ..fsutil import write_bytes_atomic
 from .onnx_target import IR_VERSION
 
 __all__ = ["STAND_IN_SIZE", "stand_in_anchors", "write_stand_in_detector"]
@@ -75,5 +76,4 @@ def write_stand_in_detector(path: Path, size: int = STAND_IN_SIZE) -> Path:
     onnx.checker.check_model(model, full_check=True)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(path))
-    return path
+    return write_bytes_atomic(path, model.SerializeToString(), 0o644)
