@@ -472,7 +472,11 @@ class ClientBase:
         if deadline is not None:
             reason = unavailability(exc)
             if reason is not None:
-                self._expect_new_server(changed)  # so that the next call picks up where this one stopped
+                if reason != "slow":
+                    # a restarted server may not know our model or regions: the next call picks up where this one
+                    # stopped. A slow one is the same process (a new one shows itself by forgetting our regions,
+                    # "not_ready"): re-reading and re-registering would only add RPCs to a loaded server.
+                    self._expect_new_server(changed)
                 backoff.reasons.add(reason)
                 delay = backoff.next()
                 if delay is None:
