@@ -129,7 +129,7 @@ def test_no_import_cycles() -> None:
 
 def test_client_imports_only_lanedet_geometry_detect_tls_and_errors() -> None:
     allowed = ("edge_deploy.client", "edge_deploy.lanedet", "edge_deploy.geometry", "edge_deploy.detect",
-               "edge_deploy.tls", "edge_deploy.errors", "edge_deploy.json_record")
+               "edge_deploy.tls", "edge_deploy.errors", "edge_deploy.json_record", "edge_deploy.runtime")
     graph = package_graph()
     offending = {
         module: sorted(t for t in targets if not t.startswith(allowed))
@@ -221,6 +221,14 @@ def test_repository_and_serve_import_no_stage_but_the_shared_floor() -> None:
     graph = package_graph()
     assert all(any(_within(m, p) for m in graph) for p in STAGES)  # none renamed away
     assert imports_into(graph, ("edge_deploy.repository", "edge_deploy.serve"), STAGES) == []
+
+
+def test_runtime_stands_on_errors_alone() -> None:
+    """The threads' primitive (runtime/) is under the client and the streams: plant `from ..media import stream` in
+    runtime/threads.py and this fails."""
+    graph = package_graph()
+    assert {t for m, targets in graph.items() if _within(m, "edge_deploy.runtime") for t in targets
+            if not _within(t, "edge_deploy.runtime")} <= {"edge_deploy.errors"}
 
 
 def test_serve_imports_nothing_of_the_client() -> None:

@@ -26,6 +26,7 @@ from ..errors import ClientError
 from ..lanedet.lane import Lane
 from .base import (
     CHANNEL_ARGS,
+    CLOSE_WITHIN,
     DEFAULT_MODEL,
     DEFAULT_URL,
     UNREGISTER_GRACE,
@@ -49,13 +50,18 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncLaneDetClient"]
 
+# How far past its deadline a call may run before it is cut off: the RPCs inside are cut to the deadline already
+# (their own errors say more than a cut-off would), this only bounds what has no timeout of its own.
+DEADLINE_SLACK = 0.005
+
 
 class AsyncLaneDetClient(ClientBase):
     """Detect lanes with several frames in flight (asyncio, tritonclient.grpc.aio).
 
     Arguments as for LaneDetClient (shared memory permissions too), plus
     max_in_flight: how many requests may be outstanding at once (each has its own
-    buffers). Call `await connect()` (or use `async with`) before detecting. camera, track, fps: as for
+    buffers). Call `await connect()` (or use `async with`) before detecting; with connect=False, `async with` does
+    not connect and the first call does, within its own `deadline=` (for an app that starts before the server). camera, track, fps: as for
     LaneDetClient (`await detect_markers(frame)`: markers made in the order of the calls).
     """
 
@@ -72,6 +78,7 @@ class AsyncLaneDetClient(ClientBase):
         nms_threshold: float | None = None,
         top_k: int | None = None,
         max_in_flight: int = 4,
+        connect: bool = True,
         tls: TLSConfig | None = None,
         strict: bool = False,
         camera: Any = None,
@@ -85,6 +92,9 @@ class AsyncLaneDetClient(ClientBase):
             retry_deadline=retry_deadline, conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k,
             tls=tls, strict=strict, camera=camera, track=track, fps=fps))
         self.max_in_flight = int(max_in_flight)
+        self._connect_on_enter = connect
+        import tritonclient.grpc.aio  # noqa: F401 - imported now, not inside the first call's deadline
+
         self._grpc: Any = None  # made on first use, inside the event loop
         self._setup_lock = asyncio.Lock()
         self._free: asyncio.Queue[Slot] = asyncio.Queue()
@@ -96,7 +106,7 @@ class AsyncLaneDetClient(ClientBase):
     # -- lifecycle
 
     async def __aenter__(self) -> "AsyncLaneDetClient":
-        return await self.connect()
+        return await self.connect() if self._connect_on_enter else self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
@@ -112,13 +122,14 @@ class AsyncLaneDetClient(ClientBase):
         return self
 
     async def close(self) -> None:
-        """Unregister and unlink every region and close the channel (idempotent)."""
+        """Unregister and unlink every region and close the channel (idempotent), within CLOSE_WITHIN (1 s) whatever
+        the server does."""
         if self._closed:
             return
         self._closed = True
         gone = release_slots(self._slots, self._registered, every_name=True)
         if self._grpc is not None:
-            await self._unregister(gone)
+            await self._unregister(gone, within=CLOSE_WITHIN)  # a hung server does not hold close() longer
             await self._grpc.close()
             self._grpc = None
 
@@ -159,7 +170,8 @@ class AsyncLaneDetClient(ClientBase):
         the whole call, retries included, else `LanesUnavailable` (as for LaneDetClient.detect)."""
         frames = check_frames([frame], color)
         budget = self._call_backoff(deadline) if deadline is not None else None
-        return (await self._detect_chunk(frames, color, (conf_threshold, nms_threshold, top_k), budget, deadline))[0]
+        return (await self._within(budget, deadline, self._detect_chunk(
+            frames, color, (conf_threshold, nms_threshold, top_k), budget, deadline)))[0]
 
     async def detect_markers(self, frame: np.ndarray, *, deadline: float | None = None,
                              **detect_options: Any) -> tuple[list[Lane], FrameMarkers]:
@@ -194,11 +206,27 @@ class AsyncLaneDetClient(ClientBase):
         checked = check_frames(frames, color)
         call = (conf_threshold, nms_threshold, top_k)
         budget = self._call_backoff(deadline) if deadline is not None else None
-        if self.model is None:
-            await self._detect_chunk([], color, call, budget, deadline)  # connects within the deadline
-        parts = await asyncio.gather(*(self._detect_chunk(chunk, color, call, budget, deadline)
-                                       for chunk in self._chunks(checked)))
-        return [lanes for part in parts for lanes in part]
+
+        async def run() -> list[list[Lane]]:
+            if self.model is None:
+                await self._detect_chunk([], color, call, budget, deadline)  # connects within the deadline
+            parts = await asyncio.gather(*(self._detect_chunk(chunk, color, call, budget, deadline)
+                                           for chunk in self._chunks(checked)))
+            return [lanes for part in parts for lanes in part]
+
+        return await self._within(budget, deadline, run())
+
+    async def _within(self, budget: Backoff | None, deadline: float | None, call: Any) -> Any:
+        """Await `call`, cut off when the call's own deadline ends (whatever it waits on: the channel's first
+        connection, a setup RPC, a free slot), as LaneDetClient's calls are: LanesUnavailable with the worst reason
+        its attempts met, else "slow"."""
+        if budget is None:
+            return await call
+        try:
+            return await asyncio.wait_for(call, max(0.0, budget.left()) + DEADLINE_SLACK)
+        except asyncio.TimeoutError:
+            worst = next((r for r in ("unreachable", "not_ready", "slow") if r in budget.reasons), "slow")
+            raise self._unavailable(worst, deadline) from None
 
     # -- calls to the server
 
@@ -231,19 +259,27 @@ class AsyncLaneDetClient(ClientBase):
             ready = await client.is_model_ready(*args, client_timeout=self._timeout(budget))
             await self._unregister(self._adopt(metadata, config, ready), budget)
 
-    async def _unregister(self, names: list[str], budget: Backoff | None = None) -> None:
-        grace = UNREGISTER_GRACE if budget is None else max(0.0, min(UNREGISTER_GRACE, budget.left()))
-        for name in names:
-            backoff = Backoff(grace, cap=0.2)
-            while True:
-                try:
-                    await self._grpc.unregister_system_shared_memory(name, client_timeout=self._timeout(budget))
-                    break
-                except Exception as exc:  # noqa: BLE001 - best effort, see unregister_is_final
-                    delay = None if unregister_is_final(exc) else backoff.next()
-                    if delay is None:
-                        break
-                    await asyncio.sleep(delay)
+    async def _unregister(self, names: list[str], budget: Backoff | None = None, within: float | None = None) -> None:
+        """Ask the server to drop `names`, all within `within` seconds (default: UNREGISTER_GRACE, cut to the call's
+        deadline), repeating while it still holds one (unregister_is_final); best effort past that."""
+        if within is None:
+            within = UNREGISTER_GRACE if budget is None else max(0.0, min(UNREGISTER_GRACE, budget.left()))
+        backoff = Backoff(within, cap=0.2)
+        left = list(names)
+        while left:
+            try:
+                await self._grpc.unregister_system_shared_memory(
+                    left[0], client_timeout=backoff.rpc_timeout(self._timeout(budget)))
+                left.pop(0)
+                continue
+            except Exception as exc:  # noqa: BLE001 - best effort, see unregister_is_final
+                if unregister_is_final(exc):
+                    left.pop(0)
+                    continue
+            delay = backoff.next()
+            if delay is None:
+                return
+            await asyncio.sleep(delay)
 
     async def _register(self, regions: list[ShmRegion], budget: Backoff | None = None) -> None:
         for region in regions:

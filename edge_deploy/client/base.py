@@ -190,8 +190,10 @@ def to_client_error(exc: Any, url: str, model: str, client_timeout: float | None
         return TLSRefusedError(f"{'TLS connection' if tls else 'connection'} to Triton at {url} failed: {refusal}.")
     if status == "DEADLINE_EXCEEDED" or (status == "UNAVAILABLE" and timed_out(msg)):
         return ServerTimeoutError(
-            f"Triton at {url} did not answer within client_timeout={client_timeout} s ({msg}); the server is "
-            "busy or hung, not gone: check `edge-deploy status`, or raise the timeout (--timeout, client_timeout)."
+            f"Triton at {url} took the request but did not answer in time ({msg}; a request waits at most "
+            f"client_timeout={client_timeout} s, less when the call's deadline or retry_deadline has less left); "
+            "the server is busy or hung, not gone: check `edge-deploy status`, or raise the timeout (--timeout, "
+            "client_timeout)."
         )
     if status == "UNAVAILABLE":
         why = "refused the connection: nothing listens there" if "refused" in msg.lower() else "is unreachable"
@@ -246,16 +248,21 @@ class Backoff:
 # --- shared memory bookkeeping -------------------------------------------------------------
 
 UNREGISTER_GRACE = 2.0  # seconds to keep asking the server to drop a region it still holds
+CLOSE_WITHIN = 1.0  # seconds close() (and an app's release()) may spend asking the server to drop regions
 
 
 def unregister_is_final(exc: Exception) -> bool:
     """Whether a failed unregister is not worth repeating.
 
-    A server that is gone (restarted) took its mapping with it. Otherwise Triton
+    A server that is gone (restarted) took its mapping with it; one that took the connection and did not answer
+    (hung, busy) still holds it. Otherwise Triton
     can still hold a region for a request it has just answered (seen with the
     ensemble's frame region), so the call is repeated briefly.
     """
-    return status_of(exc) in ("UNAVAILABLE", "NOT_FOUND")
+    status = status_of(exc)
+    if status == "UNAVAILABLE":
+        return not timed_out(one_line(exc, 2000).lower())  # a connection that timed out may be a hung server's
+    return status == "NOT_FOUND"
 
 
 def forget_regions(regions: Sequence[ShmRegion], registered: set[str]) -> list[str]:

@@ -22,6 +22,7 @@ from ..errors import ClientError, FrameError, ModelChangedError, ModelUnavailabl
 from ..tls import TLSConfig, client_options
 from .base import (
     CHANNEL_ARGS,
+    CLOSE_WITHIN,
     DEFAULT_URL,
     UNREGISTER_GRACE,
     Backoff,
@@ -32,6 +33,7 @@ from .base import (
     server_errors,
     unregister_is_final,
 )
+from ..runtime import in_background
 from .shared_input import SharedInputPool
 from .shm import ShmRegion
 from .tensor_model import NUMPY_OF, FrameInput, TensorModel, TensorSlot, describe_tensor_model
@@ -41,28 +43,46 @@ __all__ = ["ModelClient"]
 T = TypeVar("T")
 
 
-def unregister(grpc_client: Any, names: list[str], timeout: float | None, grace: float = UNREGISTER_GRACE) -> None:
-    """Ask the server to drop the regions `names`, repeating briefly while it still holds one (unregister_is_final)."""
-    for name in names:
-        backoff = Backoff(grace, cap=0.2)
-        while True:
-            try:
-                grpc_client.unregister_system_shared_memory(name, client_timeout=timeout)
-                break
-            except Exception as exc:  # noqa: BLE001 - best effort, see unregister_is_final
-                delay = None if unregister_is_final(exc) else backoff.next()
-                if delay is None:
-                    break
-                time.sleep(delay)
+CLEANUP_WITHIN = 30.0  # seconds the background cleanup keeps asking a server that did not answer in time
+
+
+def unregister(grpc_client: Any, names: list[str], timeout: float | None, grace: float = UNREGISTER_GRACE) -> list[str]:
+    """Ask the server to drop the regions `names`, all within `grace` seconds (each RPC's timeout `timeout`, cut to
+    what is left), repeating while it still holds one (unregister_is_final). Returns the names it could not drop in
+    time (a hung or busy server): the caller keeps them for later."""
+    backoff = Backoff(grace, cap=0.2)
+    left = list(names)
+    while left:
+        name = left[0]
+        try:
+            grpc_client.unregister_system_shared_memory(name, client_timeout=backoff.rpc_timeout(timeout or grace))
+            left.pop(0)
+            continue
+        except Exception as exc:  # noqa: BLE001 - best effort, see unregister_is_final
+            if unregister_is_final(exc):
+                left.pop(0)
+                continue
+        delay = backoff.next()
+        if delay is None:
+            break
+        time.sleep(delay)
+    return left
+
+
+def _cleanup(grpc_client: Any, names: list[str], timeout: float, within: float) -> None:
+    """close()'s part that may outlast it: drop `names` on the server (`within` seconds), then close the channel."""
+    unregister(grpc_client, names, timeout, within)
+    with contextlib.suppress(Exception):
+        grpc_client.close()
 
 
 def _release_all(grpc_client: Any, slots: list[Any], registered: set[str], timeout: float,
-                 pools: list[SharedInputPool]) -> None:
-    """close() and the finalizer: unlink our regions, unregister them if the server is there, close the channel."""
-    unregister(grpc_client, [*release_slots(slots, registered, every_name=True), *_close_pools(pools, registered)],
-               timeout)
-    with contextlib.suppress(Exception):
-        grpc_client.close()
+                 pools: list[SharedInputPool], pending: set[str]) -> None:
+    """The finalizer (a client never closed, at exit or when collected): unlink our regions, unregister them within
+    CLOSE_WITHIN if the server answers, close the channel."""
+    names = [*release_slots(slots, registered, every_name=True), *_close_pools(pools, registered), *pending]
+    pending.clear()
+    _cleanup(grpc_client, names, min(timeout, CLOSE_WITHIN), CLOSE_WITHIN)
 
 
 def _close_pools(pools: list[SharedInputPool], registered: set[str]) -> list[str]:
@@ -103,8 +123,10 @@ class ModelClient(ClientBase):
         self._call: Backoff | None = None  # the running call's own deadline, when it has one (RPC timeouts are cut)
         self._pools: list[SharedInputPool] = []  # where `share` uploads (one, made on first use)
         self.input_copies = 0  # frame inputs copied into this client's own region (a shared upload is not)
+        # regions unlinked here that a server did not answer for in time: dropped at the next connect or close()
+        self._unregister_later: set[str] = set()
         self._finalizer = weakref.finalize(self, _release_all, self._grpc, self._slots, self._registered,
-                                          self.client_timeout, self._pools)
+                                          self.client_timeout, self._pools, self._unregister_later)
         if connect:
             try:
                 self._connect()
@@ -120,10 +142,23 @@ class ModelClient(ClientBase):
         self.close()
 
     def close(self) -> None:
-        """Unlink the shared memory regions, unregister them from the server and close the channel (idempotent)."""
+        """Unlink the shared memory regions, unregister them from the server and close the channel (idempotent).
+        Returns within CLOSE_WITHIN (1 s) past a call in flight, whatever the server does: what a hung server has not
+        dropped by then is asked again in the background for up to CLEANUP_WITHIN (30 s) while the process lives."""
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
-            self._finalizer()
+            self._finalizer.detach()
+            names = [*release_slots(self._slots, self._registered, every_name=True),
+                     *_close_pools(self._pools, self._registered), *self._unregister_later]
+            self._unregister_later.clear()
+            left = unregister(self._grpc, names, min(self.client_timeout, CLOSE_WITHIN), CLOSE_WITHIN)
+            if left:
+                in_background(lambda: _cleanup(self._grpc, left, self.client_timeout, CLEANUP_WITHIN),
+                              "edge-deploy-unregister")
+            else:
+                _cleanup(self._grpc, [], 0.0, 0.0)
 
     def wait_until_ready(self: Any, timeout: float = 60.0) -> Any:
         """Block until the server and the model are ready (and the client is set up), or raise after `timeout` s."""
@@ -147,12 +182,14 @@ class ModelClient(ClientBase):
 
     def release(self) -> None:
         """Unregister this client's shared memory from the server and unlink it, keeping the client usable: its
-        next call sets the regions up again (what a stream's `stop()` leaves behind: nothing)."""
+        next call sets the regions up again (what a stream's `stop()` leaves behind: nothing). Spends at most
+        CLOSE_WITHIN (1 s) on the server; regions a hung server did not drop by then are dropped at the next call."""
         with self._lock:
             gone = [*release_slots(self._slots, self._registered, every_name=True),
                     *_close_pools(self._pools, self._registered)]
             self._stale = True
-            unregister(self._grpc, gone, min(self.client_timeout, 1.0), grace=0.5)
+            self._unregister_later.update(
+                unregister(self._grpc, gone, min(self.client_timeout, CLOSE_WITHIN), CLOSE_WITHIN))
 
     # -- inference
 
@@ -276,7 +313,7 @@ class ModelClient(ClientBase):
                 self.input_copies += isinstance(inputs, (FrameInput, np.ndarray))
                 region, old = slot.input_region(name, array.nbytes)
                 if old is not None:
-                    unregister(self._grpc, forget_regions([old], self._registered), self._timeout(), self._grace())
+                    self._drop_on_server(forget_regions([old], self._registered))
                 np.copyto(region.array(array.dtype, array.shape), array)
                 tensor.set_shared_memory(region.name, array.nbytes)
             else:
@@ -328,10 +365,18 @@ class ModelClient(ClientBase):
     def _connect(self) -> None:
         """Read metadata + config, validate, and (re)build the buffers if the model changed."""
         args = (self.model_name, self.version)
+        if self._unregister_later:  # what a server that did not answer at release() or a restart still holds
+            later = sorted(self._unregister_later)
+            self._unregister_later.difference_update(later)
+            self._drop_on_server(later)
         metadata = self._grpc.get_model_metadata(*args, client_timeout=self._timeout())
         config = self._grpc.get_model_config(*args, client_timeout=self._timeout())
         ready = self._grpc.is_model_ready(*args, client_timeout=self._timeout())
-        unregister(self._grpc, self._adopt(metadata, config, ready), self._timeout(), self._grace())
+        self._drop_on_server(self._adopt(metadata, config, ready))
+
+    def _drop_on_server(self, names: list[str]) -> None:
+        """Unregister `names` within the call's time; those the server did not answer for wait for the next connect."""
+        self._unregister_later.update(unregister(self._grpc, names, self._timeout(), self._grace()))
 
     def _register(self, regions: list[ShmRegion]) -> None:
         for region in regions:

@@ -38,7 +38,7 @@ from ..tls import TLSConfig
 from .base import DEFAULT_MODEL, DEFAULT_URL, Backoff, ClientSettings, StageTimes
 from .buffers import Slot
 from .frames import check_frames
-from .model_client import ModelClient, unregister
+from .model_client import ModelClient
 from .request import read_lanes
 from .served_model import LaneModel, describe_model
 
@@ -172,7 +172,7 @@ class LaneDetClient(ModelClient):
         params = self._params(call)
         start = time.perf_counter()
         request, gone, new = self._prepare(slot, frames, color)
-        unregister(self._grpc, gone, self._timeout(), self._grace())
+        self._drop_on_server(gone)
         self._register(new)
         prepared = time.perf_counter()
         result = self._grpc.infer(slot.model.name, request.inputs, model_version=self.version,

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import threading
 import time
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..errors import ClientError, EdgeDeployError, one_line
-from .stream import STATES, _Frames
+from ..runtime import Threads, call_app
+from .stream import STATES, STOP_MARGIN, _Frames, default_deadline, freshness, why_unavailable
 
 __all__ = ["ModelResult", "PerceptionResult", "PerceptionStream", "STATES"]
 
@@ -63,17 +63,6 @@ class PerceptionResult:
     @property
     def states(self) -> dict[str, str]:
         return {name: result.state for name, result in self.models.items()}
-
-
-def _release(clients: list[Any]) -> None:
-    """Each client's `release()` (unregister and unlink its shared memory), where it has one."""
-    for client in clients:
-        release = getattr(client, "release", None)
-        if release is not None:
-            try:
-                release()
-            except EdgeDeployError:
-                pass  # a client closed meanwhile has released everything already
 
 
 @dataclass(eq=False)
@@ -169,7 +158,6 @@ class _Worker:
         self.result = ModelResult(seq=0, captured_at=time.monotonic(), error="no frame answered yet")
         self.call_started: float | None = None
         self.taken = 0  # the seq of the last frame this worker took
-        self.thread: threading.Thread | None = None
         self.answered = self.failed = 0
 
 
@@ -178,8 +166,9 @@ class PerceptionStream:
     age and state (module docstring).
 
     source: as for LaneStream (a video file, camera or pipeline, an iterable of frames, or a callable returning the
-    newest frame). max_age: seconds after capture that an answer counts as "ok", and the default `deadline` of each
-    call. fps: the rate a file or iterable is read at (a callable: polled at 30/s). on_result: called with each
+    newest frame). max_age: seconds after capture that an answer counts as "ok". deadline: how long a call may take
+    before it is given up (default: `default_deadline(max_age)`, at least 2 s: an answer later than max_age is still
+    handed out, "stale"; the state is "unavailable" once a call has had no answer for max_age). fps: the rate a file or iterable is read at (a callable: polled at 30/s). on_result: called with each
     model's new result as (name, ModelResult), in that model's worker thread.
 
         with PerceptionStream(camera, {"lanes": lane_client, "objects": detector_client}) as stream:
@@ -204,45 +193,37 @@ class PerceptionStream:
                 raise ClientError(f"{label} must be a number of seconds{' per frame' if label == 'fps' else ''} "
                                   f"above 0 and at most 3600, not {value!r}.")
         self.max_age = float(max_age)
-        self.deadline = float(deadline) if deadline is not None else self.max_age
+        self.deadline = float(deadline) if deadline is not None else default_deadline(self.max_age)
         self.on_result = on_result
-        self._stop = threading.Event()
-        self._frames = _Frames(source, fps, self._stop)
         self._cond = threading.Condition()
+        self._threads = Threads(wake=self._wake)
+        self._stop = self._threads.stopping
+        self._frames = _Frames(source, fps, self._stop)
         self._newest: tuple[int, float, Any] | None = None
         self._source_done = False
         self._read = self._dropped = 0
         self._workers = {str(name): _Worker(str(name), client) for name, client in models.items()}
         self._shared = _SharedInputs()
-        self._reader: threading.Thread | None = None
 
     # -- lifecycle
 
     def start(self) -> "PerceptionStream":
-        if self._reader is not None:
+        if self._threads.started:
             raise ClientError("this PerceptionStream was started already; make a new one to start again.")
-        self._reader = threading.Thread(target=self._read_frames, name="perception-reader", daemon=True)
-        self._reader.start()
+        self._threads.start(self._read_frames, "perception-reader")
         for worker in self._workers.values():
-            worker.thread = threading.Thread(target=self._serve, args=(worker,), name=f"perception-{worker.name}",
-                                             daemon=True)
-            worker.thread.start()
+            self._threads.start(self._serve, f"perception-{worker.name}", worker)
         return self
 
     def stop(self) -> None:
-        """Stop reading and calling. Returns within one deadline plus 50 ms whatever the servers do: the threads are
-        daemons, and a call still hung on a server is abandoned. Each client's shared memory registrations are
-        released afterwards in a daemon thread of their own, never on the caller's time (a hung server would hold
-        that call too); a client whose call is still in flight releases on its next use or close()."""
-        self._stop.set()
+        """Stop reading and calling, within max_age + 50 ms whatever the servers do: a call still hung on a server is
+        abandoned. Each worker releases its client's shared memory registrations as it ends, on its own thread,
+        never on the caller's time (a hung server would hold that call too)."""
+        self._threads.stop(within=self.max_age + STOP_MARGIN)
+
+    def _wake(self) -> None:
         with self._cond:
             self._cond.notify_all()
-        end = time.monotonic() + self.deadline + 0.05
-        for thread in [self._reader, *(w.thread for w in self._workers.values())]:
-            if thread is not None:
-                thread.join(timeout=max(0.0, end - time.monotonic()))
-        idle = [w.client for w in self._workers.values() if w.call_started is None]
-        threading.Thread(target=_release, args=(idle,), name="perception-release", daemon=True).start()
 
     def __enter__(self) -> "PerceptionStream":
         return self.start()
@@ -257,8 +238,10 @@ class PerceptionStream:
         now = time.monotonic()
         models = {}
         for name, worker in self._workers.items():
-            result = worker.result
-            models[name] = replace(result, age_s=now - result.captured_at, state=self._state_of(worker, result, now))
+            result, started = worker.result, worker.call_started
+            state = freshness(result.seq, result.error, result.captured_at, started, self.max_age, now)
+            models[name] = replace(result, age_s=now - result.captured_at, state=state,
+                                   error=why_unavailable(state, result.error, started, self.max_age, now))
         newest = max(models.values(), key=lambda r: r.seq)
         return PerceptionResult(newest.seq, newest.captured_at, models)
 
@@ -276,16 +259,6 @@ class PerceptionStream:
     @property
     def frames_dropped(self) -> int:
         return self._dropped
-
-    def _state_of(self, worker: _Worker, result: ModelResult, now: float) -> str:
-        if result.seq == 0 or result.error is not None:
-            return "unavailable"
-        if now - result.captured_at <= self.max_age:
-            return "ok"
-        started = worker.call_started
-        if started is not None and now - started > self.max_age:
-            return "unavailable"
-        return "stale"
 
     # -- threads
 
@@ -310,19 +283,24 @@ class PerceptionStream:
                 self._cond.notify_all()
 
     def _serve(self, worker: _Worker) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._stop.is_set() or self._source_done or (
-                    self._newest is not None and self._newest[0] > worker.taken))
-                if self._stop.is_set() or self._newest is None or self._newest[0] <= worker.taken:
-                    return
-                seq, captured, frame = self._newest
-                worker.taken = seq
-                worker.call_started = time.monotonic()
-            try:
-                self._publish(worker, self._call(worker, seq, captured, frame))
-            finally:
-                worker.call_started = None
+        try:
+            while True:
+                with self._cond:
+                    self._cond.wait_for(lambda: self._stop.is_set() or self._source_done or (
+                        self._newest is not None and self._newest[0] > worker.taken))
+                    if self._stop.is_set() or self._newest is None or self._newest[0] <= worker.taken:
+                        return
+                    seq, captured, frame = self._newest
+                    worker.taken = seq
+                    worker.call_started = time.monotonic()
+                try:
+                    self._publish(worker, self._call(worker, seq, captured, frame))
+                finally:
+                    worker.call_started = None
+        finally:
+            release = getattr(worker.client, "release", None)
+            if release is not None and self._stop.is_set():
+                call_app(release, what=f"PerceptionStream releasing {worker.name!r}'s shared memory")
 
     def _call(self, worker: _Worker, seq: int, captured: float, frame: Any) -> ModelResult:
         client, deadline = worker.client, self.deadline
@@ -355,8 +333,4 @@ class PerceptionStream:
     def _publish(self, worker: _Worker, result: ModelResult) -> None:
         worker.result = result
         if self.on_result is not None:
-            try:
-                self.on_result(worker.name, result)
-            except Exception as exc:  # noqa: BLE001 - the app's callback must not stop the stream
-                warnings.warn(f"PerceptionStream on_result raised {type(exc).__name__}: {one_line(exc)}",
-                              RuntimeWarning, stacklevel=2)
+            call_app(self.on_result, worker.name, result, what="PerceptionStream on_result")

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import ClientError, EdgeDeployError, one_line
 from ..geometry.frame_markers import LaneGeometry
+from ..runtime import Threads, call_app
 from .video import frames_of, is_live_source, open_video, source_fps
 
 __all__ = ["STATES", "LaneResult", "LaneStream", "StreamStats"]
@@ -39,6 +40,15 @@ __all__ = ["STATES", "LaneResult", "LaneStream", "StreamStats"]
 STATES = ("ok", "stale", "unavailable")
 UNREAD_KEPT = 256  # results kept for a consumer that iterates the stream (about 8 s at 30 frames/s)
 LATENCIES_KEPT = 100_000  # capture -> lanes latencies kept for StreamStats (about an hour at 30 frames/s)
+STOP_MARGIN = 0.05  # stop() returns within max_age + this
+LATE_WARNING = 3  # answers in a row later than max_age before the stream says the model is slower than max_age
+
+
+def default_deadline(max_age: float) -> float:
+    """A call's deadline when the app gives none: long enough that a model slower than `max_age` still gives its
+    lanes ("stale") rather than nothing, short enough that a call hung on a server gives up and the next frame
+    is tried (`latest()` says "unavailable" once nothing answered within max_age, whatever the deadline)."""
+    return max(2.0, 10 * max_age)
 
 
 @dataclass(frozen=True)
@@ -104,6 +114,30 @@ class StreamStats:
                 f"p99 {ms(self.latency_p99_s)}")
 
 
+def freshness(seq: int, error: str | None, captured_at: float, call_started: float | None, max_age: float,
+              now: float) -> str:
+    """The state of a result at `now` (module docstring): "unavailable" before the first answer, after a failed call,
+    or while the call in flight (`call_started`) has had no answer for longer than max_age; "ok" within max_age of
+    capture; "stale" after."""
+    if seq == 0 or error is not None:
+        return "unavailable"
+    if now - captured_at <= max_age:
+        return "ok"
+    if call_started is not None and now - call_started > max_age:
+        return "unavailable"  # nothing has answered within max_age
+    return "stale"
+
+
+def why_unavailable(state: str, error: str | None, call_started: float | None, max_age: float,
+                    now: float) -> str | None:
+    """A result's `error` as handed out: its own, or, when it is unavailable because the call in flight has had no
+    answer for longer than max_age, that."""
+    if state != "unavailable" or error is not None or call_started is None:
+        return error
+    return (f"no answer for {(now - call_started) * 1000:.0f} ms, more than max_age={max_age:g} s (the server is "
+            "slow, hung or restarting)")
+
+
 class _Frames:
     """The source as an iterator of frames, paced to `fps` where it is a file or an iterable (a camera paces
     itself); `close()` releases what it opened."""
@@ -129,12 +163,12 @@ class _Frames:
                               f"frames or a callable returning the newest frame, not {type(source).__name__}.")
 
     def _poll(self, newest: Callable[[], Any]) -> Iterator[Any]:
-        while True:
+        while not self._stop.is_set():
             frame = newest()
             if frame is not None:
                 yield frame
-            else:  # nothing new yet: ask again next period
-                self._stop.wait(self.period)
+            elif self._stop.wait(self.period):  # nothing new yet: ask again next period
+                return
 
     def __iter__(self) -> Iterator[Any]:
         due = time.monotonic()
@@ -160,8 +194,12 @@ class LaneStream:
 
     client: a LaneDetClient (or anything with `detect(frame, *, deadline=)`). source: a video file, a camera
     (/dev/video0, 0) or a GStreamer pipeline (as `edge_deploy.media.open_video` opens them), an iterable of frames,
-    or a callable returning the newest frame (None: none yet). max_age: seconds after capture that lanes count as
-    "ok", and the default `deadline` of each call. camera: an `edge_deploy.geometry.Camera` for markers;
+    or a callable returning the newest frame (None: none yet; it is asked once per frame period, 1/fps, 30/s by
+    default, and `captured_at` is when it returned the frame). max_age: seconds after capture that lanes count as
+    "ok"; later lanes are "stale", and a call with no answer for longer than max_age makes the state "unavailable".
+    deadline: how long one call may take before it is given up and the newest frame is tried (default
+    `default_deadline(max_age)`: at least 2 s, so a model slower than max_age still gives its lanes, "stale";
+    the stream warns once when three answers in a row come later than max_age). camera: an `edge_deploy.geometry.Camera` for markers;
     track=True follows them (a dropped frame advances the tracker without a miss, a failed frame counts a miss:
     markers coast for up to the tracker's `max_missed` frames, flagged `missed`, then drop). fps: the rate a file
     or iterable is read at (a file: its own rate by default; an iterable: as fast as it yields; a callable: polled
@@ -188,52 +226,49 @@ class LaneStream:
             raise ClientError("track=True follows lane markers, which need camera=Camera.from_yaml(path).")
         self.client = client
         self.max_age = float(max_age)
-        self.deadline = float(deadline) if deadline is not None else self.max_age
+        self.deadline = float(deadline) if deadline is not None else default_deadline(self.max_age)
         self.on_result = on_result
-        self._stop = threading.Event()
+        self._cond = threading.Condition()
+        self._threads = Threads(wake=self._wake)
+        self._stop = self._threads.stopping
         self._frames = _Frames(source, fps, self._stop)  # opens a file or camera now: its error comes here
         self.geometry = None
         if camera is not None:
             self.geometry = LaneGeometry(camera, track=track, speed_mps=speed_mps,
                                          fps=fps or (1.0 / self._frames.period if self._frames.period else None))
-        self._cond = threading.Condition()
         self._newest: tuple[int, float, Any] | None = None  # (seq, captured_at, frame) not yet taken by the worker
         self._source_done = False
         self._result = LaneResult(seq=0, captured_at=time.monotonic(), error="no frame detected yet")
         self._unread: collections.deque[LaneResult] = collections.deque(maxlen=UNREAD_KEPT)  # for iteration
         self._call_started: float | None = None  # monotonic start of the call in flight, None when idle
         self._last_seq = 0
+        self._late = 0  # answers in a row later than max_age
+        self._warned_late = False
         self._read = self._processed = self._dropped = self._failed = 0
         self._latencies: collections.deque[tuple[float, float]] = collections.deque(maxlen=LATENCIES_KEPT)
         self._states: collections.Counter[str] = collections.Counter()
-        self._threads: list[threading.Thread] = []
 
     # -- lifecycle
 
     def start(self) -> "LaneStream":
-        if self._threads:
+        if self._threads.started:
             raise ClientError("this LaneStream was started already; make a new one to start again.")
-        self._threads = [threading.Thread(target=self._read_frames, name="lanestream-reader", daemon=True),
-                         threading.Thread(target=self._detect_frames, name="lanestream-worker", daemon=True)]
-        for thread in self._threads:
-            thread.start()
+        self._threads.start(self._read_frames, "lanestream-reader")
+        self._threads.start(self._detect_frames, "lanestream-worker")
         return self
 
     def stop(self) -> StreamStats:
-        """Stop reading and detecting (within one deadline), release the client's shared memory and server
-        registrations (the client stays usable), and return what the stream did."""
-        self._stop.set()
+        """Stop reading and detecting and return what the stream did, within max_age + 50 ms whatever the server
+        or the source does. The worker releases the client's shared memory and server registrations as it ends
+        (the client stays usable): at once when it is idle; a call still in flight (a hung server) is abandoned and
+        releases when its deadline ends it, and regions the server did not drop are dropped at the client's next
+        call or close()."""
+        self._threads.stop(within=self.max_age + STOP_MARGIN)
+        return self.stats()
+
+    def _wake(self) -> None:
         with self._cond:
             self._cond.notify_all()
-        for thread in self._threads:
-            thread.join(timeout=self.deadline + 1.0)
-        release = getattr(self.client, "release", None)
-        if release is not None:
-            try:
-                release()
-            except EdgeDeployError:
-                pass  # a client closed meanwhile has released everything already
-        return self.stats()
 
     def __enter__(self) -> "LaneStream":
         return self.start()
@@ -243,14 +278,17 @@ class LaneStream:
 
     @property
     def running(self) -> bool:
-        return any(thread.is_alive() for thread in self._threads)
+        return self._threads.running
 
     # -- what the app reads
 
     def latest(self) -> LaneResult:
         """The newest result, its age and state as of now; returns at once (it never waits for the server)."""
         result, now = self._result, time.monotonic()
-        return replace(result, age_s=now - result.captured_at, state=self._state_of(result, now))
+        started = self._call_started
+        state = freshness(result.seq, result.error, result.captured_at, started, self.max_age, now)
+        return replace(result, age_s=now - result.captured_at, state=state,
+                       error=why_unavailable(state, result.error, started, self.max_age, now))
 
     def __iter__(self) -> Iterator[LaneResult]:
         return self
@@ -280,16 +318,6 @@ class LaneStream:
     def _finished(self) -> bool:
         return self._stop.is_set() or (self._source_done and self._newest is None and self._call_started is None)
 
-    def _state_of(self, result: LaneResult, now: float) -> str:
-        if result.seq == 0 or result.error is not None:
-            return "unavailable"
-        if now - result.captured_at <= self.max_age:
-            return "ok"
-        started = self._call_started
-        if started is not None and now - started > self.max_age:
-            return "unavailable"  # nothing has answered within max_age
-        return "stale"
-
     def _read_frames(self) -> None:
         try:
             for frame in self._frames:
@@ -311,20 +339,25 @@ class LaneStream:
                 self._cond.notify_all()
 
     def _detect_frames(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._newest is not None or self._source_done or self._stop.is_set())
-                if self._stop.is_set() or self._newest is None:
-                    return
-                seq, captured, frame = self._newest
-                self._newest = None
-                self._call_started = time.monotonic()
-            try:
-                self._publish(self._detect(seq, captured, frame))
-            finally:
+        try:
+            while True:
                 with self._cond:
-                    self._call_started = None
-                    self._cond.notify_all()
+                    self._cond.wait_for(lambda: self._newest is not None or self._source_done or self._stop.is_set())
+                    if self._stop.is_set() or self._newest is None:
+                        return
+                    seq, captured, frame = self._newest
+                    self._newest = None
+                    self._call_started = time.monotonic()
+                try:
+                    self._publish(self._detect(seq, captured, frame))
+                finally:
+                    with self._cond:
+                        self._call_started = None
+                        self._cond.notify_all()
+        finally:
+            release = getattr(self.client, "release", None)
+            if release is not None and self._stop.is_set():
+                call_app(release, what="LaneStream releasing the client's shared memory")
 
     def _detect(self, seq: int, captured: float, frame: Any) -> LaneResult:
         dropped, self._last_seq = seq - self._last_seq - 1, seq
@@ -345,6 +378,13 @@ class LaneStream:
         latency = answered - captured
         self._latencies.append((captured, latency))
         state = "ok" if latency <= self.max_age else "stale"
+        self._late = self._late + 1 if state == "stale" else 0
+        if self._late == LATE_WARNING and not self._warned_late:
+            self._warned_late = True
+            warnings.warn(f"LaneStream: the last {LATE_WARNING} frames' lanes came {latency * 1000:.0f} ms after "
+                          f"capture, later than max_age={self.max_age:g} s, so they are 'stale', never 'ok': the "
+                          "model (or the machine) is slower than max_age; pass a max_age above its latency "
+                          "(`edge-deploy bench` measures it)", RuntimeWarning, stacklevel=2)
         return LaneResult(seq=seq, captured_at=captured, lanes=tuple(lanes), markers=markers, latency_s=latency,
                           age_s=time.monotonic() - captured, state=state, dropped=dropped, frame=frame)
 
@@ -355,8 +395,4 @@ class LaneStream:
             self._states[result.state] += 1
             self._cond.notify_all()
         if self.on_result is not None:
-            try:
-                self.on_result(result)
-            except Exception as exc:  # noqa: BLE001 - the app's callback must not stop the stream
-                warnings.warn(f"LaneStream on_result raised {type(exc).__name__}: {one_line(exc)}", RuntimeWarning,
-                              stacklevel=2)
+            call_app(self.on_result, result, what="LaneStream on_result")

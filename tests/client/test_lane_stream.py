@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from camera_stub import FPS, SIZE, Camera
-from conftest import free_port
+from stream_server import SLOW_S, install_models, our_shm, serve, sigkill
 
 from edge_deploy.client.async_client import AsyncLaneDetClient
 from edge_deploy.client.shm import leftover_regions
@@ -34,57 +34,6 @@ from edge_deploy.media.stream import LaneStream
 from edge_deploy.synthetic_roads import road_scene
 
 pytestmark = pytest.mark.triton
-
-SLOW_S = 0.05
-
-
-def our_shm() -> list[str]:
-    return leftover_regions(os.getpid())
-
-
-def install_models(repo: Path, tiny_artifact: Path) -> None:
-    from edge_deploy.deploy.install import install
-    from edge_deploy.deploy.options import InstallOptions
-
-    install(InstallOptions(tiny_artifact, repo, "tiny", runtime="python"))
-    install(InstallOptions(tiny_artifact, repo, "slow", runtime="python"))
-    (model_py,) = (repo / "slow").glob("*/model.py")
-    code = model_py.read_text()
-    assert "    def execute(self, requests):\n" in code
-    model_py.write_text(code.replace("    def execute(self, requests):\n",
-                                     f"    def execute(self, requests):\n        import time; time.sleep({SLOW_S})\n"))
-
-
-def serve(repo: Path, log: Path, port: int | None = None):
-    from edge_deploy.serve.argv import ServerOptions
-    from edge_deploy.serve.discovery import find_tritonserver
-    from edge_deploy.serve.process import TritonProcess
-
-    proc = TritonProcess(find_tritonserver(cache_dir=log.parent / "cache"),
-                         ServerOptions(model_repository=repo, grpc_port=port or free_port()), log)
-    proc.start()
-    try:
-        proc.wait_ready(120)
-        warm(proc.url)
-    except Exception:
-        proc.stop(timeout=15)
-        raise
-    return proc
-
-
-def warm(url: str) -> None:
-    """A few calls to `tiny` on a fresh server, untimed: the first requests of a Python-backend model load ONNX
-    Runtime's session and take up to a second on a busy machine, which no stream test is about."""
-    frame = np.zeros((SIZE[0], SIZE[1], 3), np.uint8)
-    with contextlib.suppress(Exception), LaneDetClient(url, "tiny") as client:
-        for _ in range(3):
-            client.detect(frame)
-
-
-def sigkill(proc) -> None:
-    """SIGKILL tritonserver (its whole process group: the Python-backend stubs too), as a crash would."""
-    os.killpg(proc.proc.pid, signal.SIGKILL)
-    proc.proc.wait(timeout=15)
 
 
 @pytest.fixture(scope="module")
