@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import warnings
 from typing import Any, Protocol, TypeGuard
 
 from ..errors import EdgeDeployError, one_line, os_error_message
@@ -52,6 +53,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _warning_line(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    """A warning as the CLI prints it: one line on stderr, without the source line Python adds."""
+    print(f"warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+
 def main() -> None:
     """Console-script entry point."""
     import typer
@@ -59,6 +65,8 @@ def main() -> None:
     from .typer_app import app
 
     register_commands(sys.argv[1] if len(sys.argv) > 1 else None)
+    if os.environ.get("EDGE_DEPLOY_DEBUG") != "1":
+        warnings.showwarning = _warning_line
     try:
         code = app(standalone_mode=False)  # usage errors come here too, to be printed in one line
     except (KeyboardInterrupt, typer.Abort):
