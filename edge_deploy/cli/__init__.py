@@ -60,6 +60,50 @@ def _warning_line(message: Warning | str, category: type[Warning], *_: Any, **__
 
 def main() -> None:
     """Console-script entry point."""
+    try:
+        _main()
+    except SystemExit as exc:
+        _exit(exc.code)
+
+
+def _exit(code: object) -> None:
+    """End the process with `code` (sys.exit's), not waiting for a thread edge-deploy did not start.
+
+    Every thread edge-deploy starts is a daemon, so a non-daemon thread still running once the command is done is one
+    a plug-in family started (imported by `convert PLUGIN`), and the interpreter would wait for it forever. Then the
+    exit is the interpreter's but for that wait: the exit handlers run, the streams are flushed, and os._exit ends the
+    process with the same code. Least surprising: the command's output and exit code are what they would be, nothing
+    of edge-deploy is cut short, and without such a thread nothing changes (SystemExit as before). Listing families
+    and converting a built-in one never import a plug-in here (they are probed in a child process that ends the same
+    way)."""
+    import threading
+
+    stray = [t.name for t in threading.enumerate() if not t.daemon and t is not threading.main_thread() and t.is_alive()]
+    if not stray:
+        raise SystemExit(code)
+    import atexit
+
+    print(f"warning: not waiting for thread{'s' if len(stray) > 1 else ''} {', '.join(stray[:3])} that edge-deploy "
+          "did not start (a plug-in family's?) to end; exiting.", file=sys.stderr)
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:
+        print(code, file=sys.stderr)
+        status = 1
+    try:
+        atexit._run_exitfuncs()  # what the interpreter runs at exit, after joining the threads it would wait for
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001, S110 - a closed pipe: nothing left to say to it
+                pass
+        os._exit(status)
+
+
+def _main() -> None:
     import typer
 
     from .typer_app import app

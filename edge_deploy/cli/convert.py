@@ -15,7 +15,7 @@ from . import option_groups as groups
 from .typer_app import app
 from .options import takes_options
 from ..errors import ConvertError, os_error_message
-from ..lanedet.family import known_families
+from ..lanedet.family import described_families
 from ..progress import ConsoleReporter
 from ..sizes import parse_size
 
@@ -48,7 +48,9 @@ _FAMILY_DEFAULT = "the family's for the data set"
 
 
 def _families() -> list[Any]:
-    return known_families()
+    # Described, not imported: a plug-in's flags come from the process that probed it, so that converting a built-in
+    # family never imports a plug-in here (docs/families.md, "Plug-ins in isolation").
+    return described_families()
 
 
 def _per_family(what: str) -> str:
@@ -67,7 +69,7 @@ def _family_option_parameters() -> list[inspect.Parameter]:
     (`LaneFamily.options_type`), in the help panel of the families that take it."""
     owners: dict[str, list[Any]] = {}
     for family in _families():
-        for option in family.options():
+        for option in family.options:
             owners.setdefault(option.name, [option]).append(family.title)
     parameters = []
     for name, (option, *titles) in owners.items():

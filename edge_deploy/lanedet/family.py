@@ -12,7 +12,8 @@ from .datasets import DatasetPreset
 from .decode_params import (DECODE_OPTIONS, DecodeParams, DecodeParamsError, ScoreNmsDecodeParams, check_conf_threshold,
                             check_nms_threshold, check_top_k)
 from .entry_points import ENTRY_POINT_GROUP, LEGACY_FAMILY, family_origin, family_package
-from .lane_family import (BrokenFamilyError, FamilyError, LaneFamily, LoadedModel, asking_families, family_fault,
+from .lane_family import (BrokenFamilyError, FamilyError, LaneFamily, LoadedModel, asking_families, described_families,
+                          family_fault,
                           family_for_outputs, family_names, family_problem, get_family, is_plugin, known_families,
                           register_family, unregister_family)
 from .source import CONVERT_OPTION_NAMES, FamilyOption, SourceSpec, family_options, one_of, option_flag
@@ -24,6 +25,7 @@ DecodeDefaults = ScoreNmsDecodeParams
 
 __all__ = ["CONVERT_OPTION_NAMES", "DECODE_OPTIONS", "ENTRY_POINT_GROUP", "LEGACY_FAMILY", "BrokenFamilyError",
            "DatasetPreset", "DecodeDefaults", "DecodeParams", "DecodeParamsError", "FamilyError", "FamilyOption",
+           "described_families",
            "LaneFamily", "LoadedModel", "ScoreNmsDecodeParams", "SourceSpec", "TensorSpec", "asking_families",
            "check_conf_threshold", "check_nms_threshold", "check_top_k", "family_fault", "family_for_outputs",
            "family_names", "family_options", "family_origin", "family_package", "family_problem", "get_family",

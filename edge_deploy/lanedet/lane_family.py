@@ -50,6 +50,7 @@ from .datasets import DatasetPreset
 from .decode_params import DecodeParams
 from .description import FamilyDescription
 from .entry_points import BUILTIN, family_entry_points, family_origin, provider, warn_once
+from .plugin_probe import probe_plugins
 from .lane import Lane
 from .source import FamilyOption, SourceSpec, family_options, one_of, option_flag
 from .tensor_spec import TensorSpec
@@ -57,7 +58,8 @@ from .tensor_spec import TensorSpec
 if TYPE_CHECKING:  # pragma: no cover
     from .preprocess import PreprocessSpec
 
-__all__ = ["BrokenFamilyError", "FamilyError", "LaneFamily", "LoadedModel", "asking_families", "family_fault",
+__all__ = ["BrokenFamilyError", "FamilyError", "LaneFamily", "LoadedModel", "asking_families", "described_families",
+           "family_fault",
            "family_for_outputs", "family_names", "family_problem", "get_family", "is_plugin", "known_families",
            "register_family", "unregister_family"]
 
@@ -135,8 +137,8 @@ class LaneFamily(ABC, Generic[O]):
         foreign = [option_flag(name) for name in given if name not in known]
         if foreign:
             takes = ", ".join(["--dataset", "--backbone", "--checkpoint", *(o.flag for o in self.options())])
-            owners = sorted({other.title for other in known_families() if other.name != self.name
-                             and any(option_flag(o.name) in foreign for o in other.options())})
+            owners = sorted({other.title for other in described_families() if other.name != self.name
+                             and any(o.flag in foreign for o in other.options)})
             whose = f"only appl{'ies' if len(foreign) == 1 else 'y'} to {' and '.join(owners)}" if owners else \
                 "is not an option of any lane family"
             raise ConvertError(f"{' and '.join(foreign)} {whose}; {self.title} takes {takes}.")
@@ -284,9 +286,9 @@ class BrokenFamilyError(PluginError, FamilyError):
     """A family from another package (or registered by other code) that failed: at import, its checks, or a call
     edge-deploy made of it. Its package's bug, said in one line (exit 2), never edge-deploy's; `package` names it."""
 
-    def __init__(self, message: str, *, family: str, package: str) -> None:
+    def __init__(self, message: str, *, family: str, package: str, what: str = "") -> None:
         super().__init__(message)
-        self.family, self.package = family, package
+        self.family, self.package, self.what = family, package, what or message
 
 
 # Plug-ins that failed (name -> why), left out of every list; asked for by name, the error says why again.
@@ -323,7 +325,8 @@ def family_fault(family: LaneFamily | str, what: str) -> BrokenFamilyError:
     else:
         fix = f"update or reinstall {package}, or uninstall it"
     error = BrokenFamilyError(f"lane-model family {name!r} of {package} is broken: {what}; this is a bug of "
-                              f"{package}, not of edge-deploy or of your input: {fix}.", family=name, package=package)
+                              f"{package}, not of edge-deploy or of your input: {fix}.", family=name, package=package,
+                              what=what)
     _BROKEN.setdefault(name, error)
     _REGISTRY.pop(name, None)
     warn_once(name, f"lane-model family {name!r} of {package} is left out: {what}.")
@@ -337,6 +340,11 @@ def family_problem(family: Any, name: str) -> str | None:
 
     if not isinstance(family, LaneFamily):
         return f"it is {type(family).__name__}, not a LaneFamily"
+    for attribute in _READ:  # a property that raises is the plug-in's failure, said here, never a traceback later
+        try:
+            getattr(family, attribute, None)
+        except Exception as exc:  # noqa: BLE001 - a third-party property can fail in any way
+            return f"its {attribute} raised {type(exc).__name__}: {one_line(exc, 160)}"
     checks: list[tuple[bool, str]] = [
         (isinstance(family.name, str) and family.name == name, f"its name is {family.name!r}, not the entry point's "
                                                                f"{name!r}"),
@@ -370,6 +378,11 @@ def family_problem(family: Any, name: str) -> str | None:
     return None
 
 
+# What edge-deploy reads of a family (its class attributes, which a plug-in may make properties).
+_READ = ("name", "title", "preprocess", "decode_defaults", "datasets", "decoder_module", "backbones", "default_backbone",
+         "default_dataset", "options_type", "source_type")
+
+
 def _load_entry_point(name: str, point: Any) -> LaneFamily:
     """The plug-in family NAME, imported and checked; BrokenFamilyError (whose bug, in one line) when it fails in any
     way. What it prints on import goes to stderr (never into a command's output), and a sys.exit() there is its
@@ -385,7 +398,10 @@ def _load_entry_point(name: str, point: Any) -> LaneFamily:
     except BaseException as exc:  # noqa: BLE001 - a third-party package can fail in any way on import
         raise family_fault(name, f"importing {point.value} failed ({type(exc).__name__}: {one_line(exc, 160)})") \
             from None
-    problem = family_problem(family, name)
+    try:
+        problem = family_problem(family, name)
+    except Exception as exc:  # noqa: BLE001 - a property that raises only when read a second time, a check's call
+        problem = f"checking it raised {type(exc).__name__}: {one_line(exc, 160)}"
     if problem:
         raise family_fault(name, f"{point.value}: {problem}")
     return family
@@ -416,8 +432,10 @@ def family_names() -> list[str]:
 
 
 def known_families() -> list[LaneFamily]:
-    """Every family that loads (`family_names` order); one whose package is broken is left out here, with one warning
-    line naming the package and why, and named by the error when it is asked for by name."""
+    """Every family that loads (`family_names` order), plug-ins imported into this process; one whose package is
+    broken is left out here, with one warning line naming the package and why, and named by the error when it is
+    asked for by name. What lists families for people (`families`, `convert`'s flags) uses `described_families`,
+    which imports no plug-in here."""
     found = []
     for name in family_names():
         try:
@@ -427,12 +445,74 @@ def known_families() -> list[LaneFamily]:
     return found
 
 
-def asking_families(question: str, ask: Any, *, skip: str | None = None) -> list[LaneFamily]:
-    """The families (`known_families` order, but `skip`) for which `ask(family)` is true. A plug-in whose answer raises
-    is that plug-in's failure: it is left out (one warning line), never the caller's (a user's conversion of another
-    family). `question` names the call for the warning ("recognizes_checkpoint()")."""
+def described_families() -> list[FamilyDescription]:
+    """What `families` and `convert`'s flags show of every family that loads (`family_names` order), without importing
+    a plug-in into this process: built-in and registered families (and plug-ins already imported here) describe
+    themselves; the other plug-ins are imported and described in a child process (plugin_probe.py: each within
+    EDGE_DEPLOY_PLUGIN_TIMEOUT seconds, its exits and threads contained there), once per process. One that fails
+    there (a hang, a property that raises, a failed check) is left out with one warning line naming its package and
+    why, and asked for by name later, says so without being imported."""
+    pending = [name for name in family_names()
+               if name not in BUILTIN and name not in _REGISTRY and name not in _BROKEN and name not in _PROBED]
+    if pending:
+        for name, (state, found) in probe_plugins(pending).items():
+            if state != "ok":
+                family_fault(name, str(found))
+                continue
+            try:
+                _PROBED[name] = FamilyDescription.from_dict(found)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                family_fault(name, f"its description cannot be read ({type(exc).__name__}: {one_line(exc, 120)})")
     out = []
-    for family in known_families():
+    for name in family_names():
+        if name in _BROKEN:
+            continue
+        if name in _PROBED and name not in _REGISTRY:
+            out.append(_PROBED[name])
+            continue
+        try:
+            family = get_family(name)
+        except BrokenFamilyError:
+            continue
+        try:
+            out.append(family.describe())
+        except Exception as exc:  # noqa: BLE001 - a plug-in imported here can fail in any way
+            if not is_plugin(family):
+                raise
+            family_fault(family, f"its describe() raised {type(exc).__name__}: {one_line(exc, 120)}")
+    return out
+
+
+# Plug-in families described by the child process that probed them, by name (never imported here for that).
+_PROBED: dict[str, FamilyDescription] = {}
+
+
+def asking_families(question: str, ask: Any, *, skip: str | None = None) -> list[LaneFamily]:
+    """The families (but `skip`) for which `ask(family)` is true: the built-in and registered ones first; only when
+    none of them answers, the plug-ins, imported here after the out-of-process probe (`described_families`) found them
+    sound, so that a question about a built-in family's model never imports a plug-in, and a plug-in that hangs on
+    import is never imported here. A plug-in whose answer raises is that plug-in's failure: it is left out (one
+    warning line), never the caller's (a user's conversion of another family). `question` names the call for the
+    warning ("recognizes_checkpoint()")."""
+    first = [get_family(name) for name in BUILTIN] + [f for name, f in list(_REGISTRY.items()) if name not in BUILTIN]
+    found = _answering(question, ask, skip, first)
+    if found:
+        return found
+    described_families()  # probes the plug-ins not imported yet; the broken ones are left out of family_names' below
+    plugins = []
+    for name in family_names():
+        if name in BUILTIN or name in _BROKEN or any(f.name == name for f in first):
+            continue
+        try:
+            plugins.append(get_family(name))
+        except BrokenFamilyError:
+            continue
+    return _answering(question, ask, skip, plugins)
+
+
+def _answering(question: str, ask: Any, skip: str | None, families: list[LaneFamily]) -> list[LaneFamily]:
+    out = []
+    for family in families:
         if family.name == skip:
             continue
         try:
