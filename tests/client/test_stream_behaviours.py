@@ -97,7 +97,7 @@ def test_a_call_hung_past_max_age_reads_unavailable_long_before_its_deadline(ser
     max_age = max(0.2, 3 * tiny_latency(server.url, road))
     camera = Camera()
     stopped_at = unavailable_at = None
-    after: list[tuple[float, str, str | None]] = []
+    after: list[tuple[float, str]] = []
     with LaneDetClient(server.url, "tiny") as client:
         stream = LaneStream(client, camera, max_age=max_age, deadline=LONG_DEADLINE).start()
         try:
@@ -114,7 +114,7 @@ def test_a_call_hung_past_max_age_reads_unavailable_long_before_its_deadline(ser
                         unavailable_at is None or time.monotonic() - unavailable_at < max_age + 0.2):
                     now = time.monotonic()
                     result = stream.latest()
-                    after.append((now, result.state, result.error))
+                    after.append((now, result.state))
                     if unavailable_at is None and result.state == "unavailable":
                         unavailable_at = now
                     time.sleep(0.005)
@@ -127,12 +127,12 @@ def test_a_call_hung_past_max_age_reads_unavailable_long_before_its_deadline(ser
         finally:
             stats = stream.stop()
             camera.close()
-    assert unavailable_at is not None, sorted({state for _, state, _ in after})
+    assert unavailable_at is not None, sorted({state for _, state in after})
     # the call in flight at the SIGSTOP began at most a frame period after it: "unavailable" max_age after that
     assert unavailable_at - stopped_at < max_age + 1 / FPS + 0.5, (unavailable_at - stopped_at, max_age)
     # and it stays so while the server is stopped; no call failed (nothing ran into its deadline): it is the silence
-    assert all(state == "unavailable" for t, state, _ in after if t >= unavailable_at)
-    assert all(error is None for _, _, error in after) and stats.frames_failed == 0
+    assert all(state == "unavailable" for t, state in after if t >= unavailable_at)
+    assert stats.frames_failed == 0
 
 
 # --- 2: latency runs from capture, waiting for the worker included ------------------------------------------------

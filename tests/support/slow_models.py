@@ -16,11 +16,11 @@ def every_call(seconds: float) -> str:
     return f"import time; time.sleep({seconds})"
 
 
-def first_calls(seconds: float, count: int) -> str:
-    """The model instance's first `count` requests take `seconds` more each (a model still warming up), the rest
-    none."""
+def first_calls(seconds: float, count: int, after: int = 0) -> str:
+    """The model instance's requests after its first `after` (a test's own warm-up calls): the next `count` take
+    `seconds` more each (a model still warming up), the rest none."""
     return (f"import time; self._calls = getattr(self, '_calls', 0) + 1; "
-            f"time.sleep({seconds} if self._calls <= {count} else 0)")
+            f"time.sleep({seconds} if {after} < self._calls <= {after + count} else 0)")
 
 
 def install_model(artifact: Path, repo: Path, name: str, delay: str | None = None, **options) -> None:
