@@ -216,6 +216,13 @@ class FoxgloveLive:
         try:
             self._loop.run_until_complete(self._main(serve, started))
         finally:
+            if not started.done():  # it ended before it listened: said at once, not after START_S
+                started.set_exception(RuntimeError("the Foxglove server's thread ended before it listened"))
+            left = asyncio.all_tasks(self._loop)
+            for task in left:
+                task.cancel()
+            if left:
+                self._loop.run_until_complete(asyncio.wait(left, timeout=CLOSE_S))
             self._loop.close()
 
     async def _main(self, serve: Any, started: concurrent.futures.Future[int]) -> None:
@@ -234,11 +241,14 @@ class FoxgloveLive:
             await asyncio.wait(flushed, timeout=FLUSH_S)
             for waiter in flushed:
                 waiter.cancel()
+            for client in self._clients:
+                if not client.drained.is_set():  # a client that stopped reading: no close handshake gets through
+                    client.ws.transport.abort()
         server.close()
         try:
             await asyncio.wait_for(server.wait_closed(), CLOSE_S + 1)
         except asyncio.TimeoutError:
-            pass  # the daemon thread ends with the loop; a connection left is the operating system's to close
+            pass  # what is left is cancelled as the loop ends (_run)
 
     async def _serve_client(self, ws: Any) -> None:
         client = _Client(ws)

@@ -12,6 +12,7 @@ import asyncio
 import json
 import socket
 import struct
+import threading
 import time
 from pathlib import Path
 
@@ -49,7 +50,11 @@ async def connect(port: int, subprotocol: str, deadline_s: float = RECV_S):
 async def advertised_and_subscribed(ws) -> tuple[list[str], dict[int, str]]:
     """The ops before the first frame (serverInfo, then advertise: nothing is written yet) and the subscription
     ids -> topic of a subscription to every advertised channel."""
-    ops = [json.loads(await asyncio.wait_for(ws.recv(), RECV_S)) for _ in range(2)]
+    try:
+        ops = [json.loads(await asyncio.wait_for(ws.recv(), RECV_S)) for _ in range(2)]
+    except asyncio.TimeoutError:
+        pytest.fail(f"no serverInfo and advertise within {RECV_S} s of connecting, before any frame: the channels "
+                    "must be advertised before frame 0")
     assert [op["op"] for op in ops] == ["serverInfo", "advertise"], ops
     channels = ops[1]["channels"]
     assert all((c["encoding"], c["schemaEncoding"]) == ("cdr", "ros2msg") and c["schema"] for c in channels)
@@ -214,3 +219,74 @@ def test_infer_realtime_with_a_camera_delivers_its_images_to_a_v1_client_every_t
         assert len(lines) > 0 and len(stamps) == len(lines), (i, len(lines), len(stamps))
         assert stamps == sorted(stamps) and [t for t, _ in got[LANES]] == stamps, i
         assert Path(tmp_path / f"out{i}" / "drive.lanes.mp4").exists()
+
+
+# --- closing: what was written goes out first; a client that stopped reading cannot hold the run ----------------
+
+BIG = 1 << 20  # a message larger than what the loopback socket buffers hold in a few
+
+
+def test_close_sends_every_message_written_before_it():
+    """24 MB written, then close() while the client has not read any of it (more than the socket buffers hold):
+    close waits for the client to read it all before the close frame (planted: close without waiting for each
+    client's queue -> the messages still queued cut off)."""
+    from edge_deploy.ros.messages import Message
+
+    live = FoxgloveLive(ListenAddress("127.0.0.1", free_port()), {"/big": "std_msgs/msg/String"})
+    payloads = [bytes([i]) * BIG for i in range(24)]
+    closing = threading.Event()
+
+    def write_all_then_close() -> None:
+        for i, data in enumerate(payloads):
+            live.write(Message("/big", "std_msgs/msg/String", data, i))
+        closing.set()
+        live.close()
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        ws = await connect(live.port, V1)
+        try:
+            _, topics = await advertised_and_subscribed(ws)
+            assert await loop.run_in_executor(None, live.wait_for_subscriber, RECV_S)
+            closed = loop.run_in_executor(None, write_all_then_close)
+            assert await loop.run_in_executor(None, closing.wait, RECV_S)  # nothing read until close() is called
+            got = await received(ws, topics)
+            await closed
+            return got
+        finally:
+            await ws.close()
+
+    got = asyncio.run(main())
+    assert [t for t, _ in got["/big"]] == list(range(24)) and [d for _, d in got["/big"]] == payloads
+
+
+def test_close_is_bounded_beside_a_client_that_stopped_reading():
+    """A client that completed the handshake, subscribed, then never reads again (a hung viewer): 32 MB written,
+    close() still returns within FLUSH_S + CLOSE_S + 2 s (its bound), the server gone, and the publishing thread
+    never waited (planted: the flush waited without its timeout -> the server still listens after close)."""
+    from edge_deploy.ros.live import CLOSE_S, FLUSH_S
+    from edge_deploy.ros.messages import Message
+
+    live = FoxgloveLive(ListenAddress("127.0.0.1", free_port()), {"/big": "std_msgs/msg/String"})
+    stalled = socket.create_connection(("127.0.0.1", live.port))
+    try:
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                        b"Sec-WebSocket-Protocol: foxglove.websocket.v1\r\n\r\n")
+        frame = json.dumps({"op": "subscribe", "subscriptions": [{"id": 1, "channelId": 1}]}).encode()
+        mask = b"\x01\x02\x03\x04"
+        stalled.sendall(bytes([0x81, 0x80 | len(frame)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(frame)))
+        assert live.wait_for_subscriber(RECV_S)
+        started = time.monotonic()
+        for i in range(32):
+            live.write(Message("/big", "std_msgs/msg/String", b"x" * BIG, i))
+        written = time.monotonic() - started
+        live.close()
+        closed = time.monotonic() - started
+    finally:
+        stalled.close()
+    assert written < 1.0  # handing 32 MB to the loop: no client's pace in it (a bound of 1 s for a 2-core machine)
+    assert closed < FLUSH_S + CLOSE_S + 2 + 1.0
+    with pytest.raises(ConnectionRefusedError):  # the server is gone, not left behind on its thread
+        socket.create_connection(("127.0.0.1", live.port), timeout=RECV_S).close()
