@@ -20,7 +20,7 @@ _HINTS = {
     "cryptography": "install it with `pip install 'edge-deploy[tls]'`",
     "rosbags": "install it with `pip install 'edge-deploy[ros]'`",
     "mcap": "install it with `pip install 'edge-deploy[ros]'`",
-    "foxglove": "install it with `pip install 'edge-deploy[ros]'` (the foxglove-sdk package)",
+    "websockets": "install it with `pip install 'edge-deploy[ros]'`",
 }
 
 

@@ -8,7 +8,7 @@ import sys
 def test_import_does_not_pull_heavy_packages() -> None:
     code = (
         "import sys, edge_deploy, edge_deploy.cli, edge_deploy.lanedet, edge_deploy.media, edge_deploy.ros;"
-        "heavy = [m for m in ('torch', 'onnx', 'tensorrt', 'pycuda', 'onnxruntime', 'rosbags', 'mcap', 'foxglove')"
+        "heavy = [m for m in ('torch', 'onnx', 'tensorrt', 'pycuda', 'onnxruntime', 'rosbags', 'mcap', 'websockets')"
         " if m in sys.modules];"
         "print(','.join(heavy))"
     )

@@ -113,6 +113,14 @@ class InferOptions:
     foxglove: Annotated[Optional[str], typer.Option(metavar="[HOST:]PORT", help="Publish the same live over the "
                                                     "Foxglove WebSocket protocol (host 127.0.0.1 unless given; "
                                                     "unauthenticated).", rich_help_panel=_ROS)] = None
+    foxglove_insecure: Annotated[bool, typer.Option(
+        "--foxglove-insecure", help="Let --foxglove listen beyond loopback (0.0.0.0, an interface's address): the "
+                                    "protocol has no authentication, so anyone who reaches it sees the camera and "
+                                    "the lanes.", rich_help_panel=_ROS)] = False
+    foxglove_wait: Annotated[float, typer.Option(
+        metavar="SECONDS", help="Before the first frame, wait up to this long for a Foxglove client to subscribe, "
+                                "so that it sees the run from frame 0 (0: start at once).",
+        rich_help_panel=_ROS)] = 0.0
 
     def checked(self) -> "InferOptions":
         """These options, or a one-line ClientError (CalibrationError for --track/--speed without --camera)."""
@@ -138,7 +146,8 @@ class InferOptions:
 
         check_ros_options(topic=self.topic, mcap=self.mcap, foxglove=self.foxglove, recordings=self.recordings(),
                           streams=len(self.videos()) + len(self.recordings()),
-                          stills=bool(self.image_paths()) or self.synthetic > 0)
+                          stills=bool(self.image_paths()) or self.synthetic > 0,
+                          foxglove_insecure=self.foxglove_insecure, foxglove_wait=self.foxglove_wait)
         out = self.out
         blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
         if blocker is not None:
@@ -199,7 +208,10 @@ def infer(**given: Any) -> None:
     opened = open_recordings(bags, options.topic, geometry.camera if geometry else None, options.track, options.speed)
     client = options.client()
     objects = options.detector_client()
-    with client, contextlib.ExitStack() as stack, publishing(options.mcap, options.foxglove) as publish:
+    camera = (geometry is not None and bool(options.videos())) or any(bag.setup is not None for bag in opened)
+    with client, contextlib.ExitStack() as stack, publishing(
+            options.mcap, options.foxglove, camera=camera, detections=objects is not None,
+            insecure=options.foxglove_insecure, wait=options.foxglove_wait) as publish:
         if objects is not None:
             stack.enter_context(objects)
         if options.wait > 0:

@@ -11,6 +11,8 @@ from typing import Any
 import typer
 from ..errors import CalibrationError, ClientError
 
+MAX_FOXGLOVE_WAIT_S = 3600.0  # --foxglove-wait: an hour
+
 
 @dataclass(frozen=True)
 class OpenedRecording:
@@ -23,9 +25,16 @@ class OpenedRecording:
 
 
 def check_ros_options(*, topic: str | None, mcap: Path | None, foxglove: str | None, recordings: list[str],
-                      streams: int, stills: bool) -> Any:
-    """One-line ClientErrors for --topic/--mcap/--foxglove that cannot work; returns the parsed --foxglove
+                      streams: int, stills: bool, foxglove_insecure: bool = False,
+                      foxglove_wait: float = 0.0) -> Any:
+    """One-line ClientErrors for --topic/--mcap/--foxglove(-insecure, -wait) that cannot work (an address beyond
+    loopback without --foxglove-insecure among them, before anything binds); returns the parsed --foxglove
     address (None without it)."""
+    if not 0 <= foxglove_wait <= MAX_FOXGLOVE_WAIT_S:
+        raise ClientError(f"--foxglove-wait must be 0 to {MAX_FOXGLOVE_WAIT_S:g} seconds (got {foxglove_wait:g}).")
+    if foxglove is None and (foxglove_insecure or foxglove_wait > 0):
+        given = "--foxglove-insecure" if foxglove_insecure else "--foxglove-wait"
+        raise ClientError(f"{given} goes with --foxglove [HOST:]PORT, which was not given; add it or drop {given}.")
     if topic is not None and not recordings:
         raise ClientError("--topic picks a recording's image topic, but no recording (rosbag2 directory, .mcap, "
                           ".bag) was given; pass one.")
@@ -39,9 +48,11 @@ def check_ros_options(*, topic: str | None, mcap: Path | None, foxglove: str | N
         check_output(mcap)
     if foxglove is None:
         return None
-    from ..ros.live import parse_listen
+    from ..ros.live import check_exposure, parse_listen
 
-    return parse_listen(foxglove)
+    address = parse_listen(foxglove)
+    check_exposure(address, foxglove_insecure)
+    return address
 
 
 def open_recordings(sources: list[str], topic: str | None, calibration: Any, track: bool,
@@ -69,16 +80,19 @@ def open_recordings(sources: list[str], topic: str | None, calibration: Any, tra
     return opened
 
 
-def open_publisher(mcap: Path | None, foxglove: str | None) -> Any:
-    """The Publisher of --mcap/--foxglove (None without either); the Foxglove address and, beyond loopback, the
-    unauthenticated warning printed on stderr."""
+def open_publisher(mcap: Path | None, foxglove: str | None, *, camera: bool = False, detections: bool = False,
+                   insecure: bool = False) -> Any:
+    """The Publisher of --mcap/--foxglove (None without either); the Foxglove address and, beyond loopback (only
+    with --foxglove-insecure), the unauthenticated warning printed on stderr. The Foxglove server advertises the
+    channels of this run (`camera`, `detections`: messages.run_channels) from the start."""
     if mcap is None and foxglove is None:
         return None
     from ..ros.live import parse_listen, unauthenticated_warning
+    from ..ros.messages import run_channels
     from ..ros.publisher import Publisher
 
     address = parse_listen(foxglove) if foxglove is not None else None
-    publisher = Publisher.open(mcap, address)
+    publisher = Publisher.open(mcap, address, channels=run_channels(camera, detections), insecure=insecure)
     if address is not None:
         if not address.loopback:
             typer.echo(unauthenticated_warning(address), err=True)
@@ -87,11 +101,17 @@ def open_publisher(mcap: Path | None, foxglove: str | None) -> Any:
 
 
 @contextmanager
-def publishing(mcap: Path | None, foxglove: str | None) -> Iterator[Any]:
+def publishing(mcap: Path | None, foxglove: str | None, *, camera: bool = False, detections: bool = False,
+               insecure: bool = False, wait: float = 0.0) -> Iterator[Any]:
     """The run's publisher (None without --mcap/--foxglove), finished when the run ends however it ends: an MCAP
-    file keeps the frames published, or is not left at all when there were none."""
-    publisher = open_publisher(mcap, foxglove)
+    file keeps the frames published, or is not left at all when there were none. With `wait` (--foxglove-wait),
+    the first frame waits up to that long for a Foxglove client to subscribe."""
+    publisher = open_publisher(mcap, foxglove, camera=camera, detections=detections, insecure=insecure)
     try:
+        if foxglove is not None and wait > 0:
+            typer.echo(f"Foxglove: waiting up to {wait:g} s for a client to subscribe", err=True)
+            if not publisher.wait_for_subscriber(wait):
+                typer.echo(f"Foxglove: no client subscribed within {wait:g} s; publishing anyway", err=True)
         yield publisher
     finally:
         if publisher is not None:

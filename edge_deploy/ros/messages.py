@@ -54,6 +54,14 @@ class Message:
     log_time_ns: int
 
 
+def run_channels(camera: bool, detections: bool = False) -> dict[str, str]:
+    """The channels (topic -> type, in the order of CHANNELS) whose messages a run publishes: /tf_static and the
+    markers only with a camera, the boxes only with an object detector (what frame_messages makes)."""
+    left_out = set() if camera else {TF_STATIC, MARKERS, LANE_MARKERS}
+    left_out |= set() if detections else {DETECTIONS, DETECTION_BOXES}
+    return {topic: msgtype for topic, msgtype in CHANNELS.items() if topic not in left_out}
+
+
 def frame_messages(result: FrameResult) -> list[Message]:
     """The messages of one frame, in the order of CHANNELS (the camera's only when it is known)."""
     frame = result.frame

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..media.stamped import FrameResult
-from .messages import frame_messages
+from .messages import CHANNELS, frame_messages
 
 QUEUE_FRAMES = 4
 _STOP = object()
@@ -31,8 +32,11 @@ class Publisher:
         self._worker.start()
 
     @classmethod
-    def open(cls, mcap: Path | None = None, foxglove: Any = None) -> "Publisher":
-        """The sinks for --mcap PATH and --foxglove ADDRESS (a ListenAddress); either may be None."""
+    def open(cls, mcap: Path | None = None, foxglove: Any = None, *, channels: Mapping[str, str] | None = None,
+             insecure: bool = False) -> "Publisher":
+        """The sinks for --mcap PATH and --foxglove ADDRESS (a ListenAddress); either may be None. `channels`: those
+        the run publishes (topic -> type; messages.run_channels), advertised to Foxglove clients before the first
+        frame (None: every one of CHANNELS); `insecure`: --foxglove-insecure (an address beyond loopback)."""
         sinks: list[Any] = []
         try:
             if mcap is not None:
@@ -42,12 +46,18 @@ class Publisher:
             if foxglove is not None:
                 from .live import FoxgloveLive
 
-                sinks.append(FoxgloveLive(foxglove))
+                sinks.append(FoxgloveLive(foxglove, CHANNELS if channels is None else channels, insecure=insecure))
         except BaseException:
             for sink in sinks:
                 sink.close(keep=False)
             raise
         return cls(sinks)
+
+    def wait_for_subscriber(self, timeout: float, clients: int = 1) -> bool:
+        """Whether `clients` clients of the live sink (Foxglove) subscribed within `timeout` seconds; True
+        without one."""
+        live = [sink for sink in self.sinks if hasattr(sink, "wait_for_subscriber")]
+        return all(sink.wait_for_subscriber(timeout, clients) for sink in live)
 
     def __call__(self, result: FrameResult) -> None:
         self._raise_failure()

@@ -266,10 +266,11 @@ def test_infer_publishes_live_on_loopback_and_warns_beyond_it(tmp_path, tiny_ser
     assert result.returncode == 0, result.stderr
     assert f"Foxglove: ws://127.0.0.1:{port}" in result.stderr and "unauthenticated" not in result.stderr
     result = cli("infer", str(bag), "--url", tiny_server.url, "--model", "tiny", "--out", str(tmp_path / "b"),
-                 "--foxglove", f"0.0.0.0:{port}")
+                 "--foxglove", f"0.0.0.0:{port}", "--foxglove-insecure")  # without it: refused (test_foxglove_clients)
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "unauthenticated" in line]
-    assert len(warnings) == 1 and warnings[0].startswith(f"warning: the Foxglove WebSocket server listens on 0.0.0.0:{port}")
+    assert len(warnings) == 1 and warnings[0].startswith(
+        f"warning: --foxglove-insecure: the Foxglove WebSocket server listens on 0.0.0.0:{port}")
 
 
 # --- bad input: one line, nothing written ------------------------------------------------------------------------

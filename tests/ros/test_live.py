@@ -6,12 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
-import time
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("foxglove")
 websockets = pytest.importorskip("websockets")
 
 from conftest import free_port  # noqa: E402
@@ -20,7 +18,7 @@ from mcap_ros2.decoder import DecoderFactory  # noqa: E402
 
 from edge_deploy.errors import ClientError  # noqa: E402
 from edge_deploy.ros.live import FoxgloveLive, parse_listen, unauthenticated_warning  # noqa: E402
-from edge_deploy.ros.messages import CHANNELS, frame_messages  # noqa: E402
+from edge_deploy.ros.messages import CHANNELS, frame_messages, run_channels  # noqa: E402
 
 SUBPROTOCOLS = ["foxglove.sdk.v1", "foxglove.websocket.v1"]
 
@@ -39,19 +37,21 @@ def listening_on(port: int) -> list[str]:
 
 def test_a_client_is_advertised_the_channels_subscribes_and_receives_a_frames_messages():
     results = road_results(2)
-    live = FoxgloveLive(parse_listen(str(free_port())))
+    live = FoxgloveLive(parse_listen(str(free_port())), run_channels(camera=True))
     try:
-        for message in frame_messages(results[0]):  # advertises the channels (no one subscribed yet)
+        for message in frame_messages(results[0]):  # no one subscribed yet: the newest of each is kept
             live.write(message)
         received = asyncio.run(_client(live, results[1]))
     finally:
         live.close()
-    advertised, messages = received
+    advertised, latched, messages = received
     published = {m.topic: m.msgtype for m in frame_messages(results[0])}  # no detector: no detection channels
     assert {c["topic"]: (c["schemaName"], c["schemaEncoding"], c["encoding"]) for c in advertised} == {
         topic: (msgtype, "ros2msg", "cdr") for topic, msgtype in published.items()}
     assert set(messages) == set(published) and set(published) <= set(CHANNELS)
     assert {log_time for log_time, _ in messages.values()} == {results[1].frame.stamp_ns}
+    assert set(latched) == set(published)  # a client subscribing mid-run gets each channel's newest at once
+    assert {log_time for log_time, _ in latched.values()} == {results[0].frame.stamp_ns}
     decoders = {c["topic"]: DecoderFactory().decoder_for("cdr", _schema(c)) for c in advertised}
     marker = decoders["/edge_deploy/lanes"](messages["/edge_deploy/lanes"][1])
     want = [(float(x), float(y)) for lane in results[1].lanes for a, b in zip(lane.points, lane.points[1:])
@@ -68,7 +68,8 @@ def _schema(channel: dict):
                   data=channel["schema"].encode())
 
 
-async def _client(live: FoxgloveLive, result) -> tuple[list[dict], dict[str, tuple[int, bytes]]]:
+async def _client(live: FoxgloveLive, result) -> tuple[list[dict], dict[str, tuple[int, bytes]],
+                                                       dict[str, tuple[int, bytes]]]:
     async with websockets.connect(f"ws://127.0.0.1:{live.port}", subprotocols=SUBPROTOCOLS) as ws:
         advertised: list[dict] = []
         while len(advertised) < len(frame_messages(result)):
@@ -78,19 +79,22 @@ async def _client(live: FoxgloveLive, result) -> tuple[list[dict], dict[str, tup
         by_subscription = {i: c["topic"] for i, c in enumerate(advertised, 1)}
         await ws.send(json.dumps({"op": "subscribe", "subscriptions": [
             {"id": i, "channelId": c["id"]} for i, c in enumerate(advertised, 1)]}))
-        deadline = time.monotonic() + 10
-        while not live.subscribed:  # the server took the subscriptions
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+        assert await asyncio.get_running_loop().run_in_executor(None, live.wait_for_subscriber, 10)
+        latched = await _one_each(ws, by_subscription)  # each channel's newest message, sent on subscribing
         for message in frame_messages(result):
             live.write(message)
-        messages: dict[str, tuple[int, bytes]] = {}
-        while len(messages) < len(advertised):
-            data = await asyncio.wait_for(ws.recv(), 10)
-            if isinstance(data, bytes) and data[0] == 0x01:
-                subscription, log_time = struct.unpack_from("<IQ", data, 1)
-                messages[by_subscription[subscription]] = (log_time, data[13:])
-        return advertised, messages
+        return advertised, latched, await _one_each(ws, by_subscription)
+
+
+async def _one_each(ws, by_subscription: dict[int, str]) -> dict[str, tuple[int, bytes]]:
+    """A message on each subscribed channel: topic -> (log time, CDR bytes)."""
+    messages: dict[str, tuple[int, bytes]] = {}
+    while len(messages) < len(by_subscription):
+        data = await asyncio.wait_for(ws.recv(), 10)
+        if isinstance(data, bytes) and data[0] == 0x01:
+            subscription, log_time = struct.unpack_from("<IQ", data, 1)
+            messages[by_subscription[subscription]] = (log_time, data[13:])
+    return messages
 
 
 def test_it_listens_on_loopback_unless_an_address_is_spelled_out():
@@ -105,7 +109,7 @@ def test_it_listens_on_loopback_unless_an_address_is_spelled_out():
     wide = parse_listen(f"0.0.0.0:{free_port()}")
     assert not wide.loopback and "unauthenticated" in unauthenticated_warning(wide)
     assert "\n" not in unauthenticated_warning(wide)
-    live = FoxgloveLive(wide)
+    live = FoxgloveLive(wide, insecure=True)
     try:
         assert listening_on(wide.port) == ["00000000"]
     finally:
