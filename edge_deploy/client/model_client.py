@@ -113,6 +113,14 @@ class ModelClient(ClientBase):
         self._open(ClientSettings.of(url, model, version=version, transport=transport, client_timeout=client_timeout,
                                      retry_deadline=retry_deadline, tls=tls), connect)
 
+    @classmethod
+    def from_settings(cls: type[T], settings: ClientSettings, *, connect: bool = True) -> T:
+        """A new client as `settings` describe it (another client's `.settings`): what a stream run in a child
+        process (LaneStream's process=True) makes there."""
+        client = cls.__new__(cls)
+        client._open(settings, connect)  # type: ignore[attr-defined]
+        return client
+
     def _open(self, settings: ClientSettings, connect: bool) -> None:
         """The constructors' shared part: the channel, the lock, the finalizer; the model read unless connect=False."""
         import tritonclient.grpc as grpcclient

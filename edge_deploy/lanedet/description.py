@@ -44,5 +44,5 @@ class FamilyDescription:
                     for name, preset in data["datasets"].items()}
         return cls(name=str(data["name"]), title=str(data["title"]), origin=str(data["origin"]),
                    backbones=tuple(data["backbones"]), default_backbone=data["default_backbone"],
-                   datasets=datasets, options=options, input=tuple(data["input"]),  # type: ignore[arg-type]
+                   datasets=datasets, options=options, input=tuple(data["input"]),
                    decode=dict(data["decode"]))

@@ -199,7 +199,10 @@ class LaneStream:
     "ok"; later lanes are "stale", and a call with no answer for longer than max_age makes the state "unavailable".
     deadline: how long one call may take before it is given up and the newest frame is tried (default
     `default_deadline(max_age)`: at least 2 s, so a model slower than max_age still gives its lanes, "stale";
-    the stream warns once when three answers in a row come later than max_age). camera: an `edge_deploy.geometry.Camera` for markers;
+    the stream warns once when three answers in a row come later than max_age). process: run the reader and the
+    worker in a child process (stream_process.py) so that decoding never holds this interpreter; `latest()` and
+    `stop()` as ever, no iteration or on_result; the source by name (a camera, pipeline or file). on_call: called
+    with the start time of each call and None when it ends (in the worker thread). camera: an `edge_deploy.geometry.Camera` for markers;
     track=True follows them (a dropped frame advances the tracker without a miss, a failed frame counts a miss:
     markers coast for up to the tracker's `max_missed` frames, flagged `missed`, then drop). fps: the rate a file
     or iterable is read at (a file: its own rate by default; an iterable: as fast as it yields; a callable: polled
@@ -214,7 +217,8 @@ class LaneStream:
 
     def __init__(self, client: Any, source: Any, *, max_age: float = 0.1, camera: Any = None, track: bool = False,
                  fps: float | None = None, on_result: Callable[[LaneResult], Any] | None = None,
-                 deadline: float | None = None, speed_mps: float | None = None) -> None:
+                 deadline: float | None = None, speed_mps: float | None = None, process: bool = False,
+                 on_call: Callable[[float | None], Any] | None = None) -> None:
         if not callable(getattr(client, "detect", None)):
             raise ClientError(f"LaneStream needs a client with detect(frame, deadline=) (a LaneDetClient), not "
                               f"{type(client).__name__}.")
@@ -228,6 +232,18 @@ class LaneStream:
         self.max_age = float(max_age)
         self.deadline = float(deadline) if deadline is not None else default_deadline(self.max_age)
         self.on_result = on_result
+        self._on_call = on_call
+        self._child: Any = None  # a ProcessStream with process=True
+        if process:
+            if on_result is not None:
+                raise ClientError("process=True runs the stream in a child process, where on_result= cannot run; "
+                                  "read latest() instead, or pass process=False.")
+            from .stream_process import ProcessStream
+
+            self._child = ProcessStream(client, source, {"max_age": self.max_age, "deadline": self.deadline,
+                                                         "camera": camera, "track": track, "fps": fps,
+                                                         "speed_mps": speed_mps})
+            source, camera = (), None  # read, detected and followed in the child
         self._cond = threading.Condition()
         self._threads = Threads(wake=self._wake)
         self._stop = self._threads.stopping
@@ -251,8 +267,12 @@ class LaneStream:
     # -- lifecycle
 
     def start(self) -> "LaneStream":
-        if self._threads.started:
+        if self._threads.started or self._threads.stopping.is_set():
             raise ClientError("this LaneStream was started already; make a new one to start again.")
+        if self._child is not None:
+            self._threads.stopping.set()  # no thread here: the child reads and detects
+            self._child.start()
+            return self
         self._threads.start(self._read_frames, "lanestream-reader")
         self._threads.start(self._detect_frames, "lanestream-worker")
         return self
@@ -263,7 +283,10 @@ class LaneStream:
         (the client stays usable): at once when it is idle; a call still in flight (a hung server) is abandoned and
         releases when its deadline ends it, and regions the server did not drop are dropped at the client's next
         call or close()."""
-        self._threads.stop(within=self.max_age + STOP_MARGIN)
+        if self._child is not None:
+            self._child.stop(within=self.max_age + STOP_MARGIN)
+        else:
+            self._threads.stop(within=self.max_age + STOP_MARGIN)
         return self.stats()
 
     def _wake(self) -> None:
@@ -278,14 +301,17 @@ class LaneStream:
 
     @property
     def running(self) -> bool:
-        return self._threads.running
+        return self._child.running if self._child is not None else self._threads.running
 
     # -- what the app reads
 
     def latest(self) -> LaneResult:
         """The newest result, its age and state as of now; returns at once (it never waits for the server)."""
-        result, now = self._result, time.monotonic()
-        started = self._call_started
+        if self._child is not None:
+            result, started = self._child.newest() or self._result, self._child.call_started()
+        else:
+            result, started = self._result, self._call_started
+        now = time.monotonic()
         state = freshness(result.seq, result.error, result.captured_at, started, self.max_age, now)
         return replace(result, age_s=now - result.captured_at, state=state,
                        error=why_unavailable(state, result.error, started, self.max_age, now))
@@ -297,6 +323,8 @@ class LaneStream:
         """The next new result, each once and in order, as it was when its lanes came (a consumer more than
         UNREAD_KEPT results behind loses the oldest); when none comes within max_age, `latest()` (its state says
         why). Ends when the stream stopped or its source ended and every result was handed out."""
+        if self._child is not None:
+            raise ClientError("a stream with process=True hands out latest() only; iterate one with process=False.")
         with self._cond:
             self._cond.wait_for(lambda: self._unread or self._finished(), timeout=self.max_age)
             if self._unread:
@@ -307,7 +335,9 @@ class LaneStream:
 
     def stats(self, since: float | None = None) -> StreamStats:
         """What the stream did so far; the latency percentiles over frames captured at or after `since`
-        (time.monotonic(); None: all)."""
+        (time.monotonic(); None: all). With process=True: the child's, as of stop() (zeros before)."""
+        if self._child is not None:
+            return self._child.stats_at_stop or StreamStats(0, 0, 0, 0, None, None, {})
         latencies = np.asarray([latency for captured, latency in list(self._latencies)
                                 if since is None or captured >= since], dtype=np.float64)
         p50, p99 = (float(np.percentile(latencies, q)) for q in (50, 99)) if latencies.size else (None, None)
@@ -348,12 +378,16 @@ class LaneStream:
                     seq, captured, frame = self._newest
                     self._newest = None
                     self._call_started = time.monotonic()
+                if self._on_call is not None:
+                    call_app(self._on_call, self._call_started, what="LaneStream on_call")
                 try:
                     self._publish(self._detect(seq, captured, frame))
                 finally:
                     with self._cond:
                         self._call_started = None
                         self._cond.notify_all()
+                    if self._on_call is not None:
+                        call_app(self._on_call, None, what="LaneStream on_call")
         finally:
             release = getattr(self.client, "release", None)
             if release is not None and self._stop.is_set():

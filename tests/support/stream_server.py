@@ -14,12 +14,12 @@ import os
 import signal
 from pathlib import Path
 
-import numpy as np
 from camera_stub import SIZE
 from conftest import free_port
+from slow_models import every_call, install_model
+from slow_models import warm as warm_model
 
 from edge_deploy.client.shm import leftover_regions
-from edge_deploy.client.sync_client import LaneDetClient
 
 SLOW_S = 0.05
 
@@ -30,17 +30,9 @@ def our_shm() -> list[str]:
 
 def install_models(repo: Path, tiny_artifact: Path, slow: dict[str, float] | None = None) -> None:
     """`tiny`, and each of `slow` (name -> seconds each request sleeps; default {"slow": SLOW_S})."""
-    from edge_deploy.deploy.install import install
-    from edge_deploy.deploy.options import InstallOptions
-
-    install(InstallOptions(tiny_artifact, repo, "tiny", runtime="python"))
+    install_model(tiny_artifact, repo, "tiny")
     for name, seconds in (slow or {"slow": SLOW_S}).items():
-        install(InstallOptions(tiny_artifact, repo, name, runtime="python"))
-        (model_py,) = (repo / name).glob("*/model.py")
-        code = model_py.read_text()
-        assert "    def execute(self, requests):\n" in code
-        model_py.write_text(code.replace("    def execute(self, requests):\n",
-                                         f"    def execute(self, requests):\n        import time; time.sleep({seconds})\n"))
+        install_model(tiny_artifact, repo, name, every_call(seconds))
 
 
 def serve(repo: Path, log: Path, port: int | None = None):
@@ -61,12 +53,8 @@ def serve(repo: Path, log: Path, port: int | None = None):
 
 
 def warm(url: str) -> None:
-    """A few calls to `tiny` on a fresh server, untimed: the first requests of a Python-backend model load ONNX
-    Runtime's session and take up to a second on a busy machine, which no stream test is about."""
-    frame = np.zeros((SIZE[0], SIZE[1], 3), np.uint8)
-    with contextlib.suppress(Exception), LaneDetClient(url, "tiny") as client:
-        for _ in range(3):
-            client.detect(frame)
+    """A few untimed calls to `tiny` on a fresh server (slow_models.warm)."""
+    warm_model(url, "tiny", SIZE)
 
 
 def sigkill(proc) -> None:
