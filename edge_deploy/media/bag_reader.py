@@ -112,10 +112,11 @@ def inflate(make: Callable[[], Any], blocks: Iterable[bytes], limit: int, sink: 
             sink(out)
 
 
-def _decompress(make: Callable[[], Any], data: bytes, limit: int) -> bytes:
+def _decompress(make: Callable[[], Any], data: bytes, limit: int) -> tuple[bytes, int]:
+    """(the first `limit` bytes `data` decompresses to, how many it made: limit + 1 when it goes on)."""
     parts: list[bytes] = []
-    inflate(make, (data,), limit, parts.append)
-    return b"".join(parts)
+    total, _ = inflate(make, (data,), limit, parts.append)
+    return b"".join(parts), total
 
 
 def _size(n: int) -> str:
@@ -136,14 +137,18 @@ def check_chunk_size(size: int) -> None:
 def _mcap_chunk(make: Callable[[], Any]) -> Callable[[bytes, int], bytes]:
     def decompress(data: bytes, size: int) -> bytes:
         check_chunk_size(size)
-        return _decompress(make, data, size)  # size + 1 at most: rosbags refuses a size that does not match
+        out, total = _decompress(make, data, size)
+        if total > size:
+            raise RecordingProblem(f"an MCAP chunk decompresses to more than the {size} bytes it declares; the "
+                                   "recording is truncated, damaged or hostile: check it with `mcap doctor`.")
+        return out  # rosbags refuses one shorter than it declares
     return decompress
 
 
 def _ros1_chunk(make: Callable[[], Any]) -> Callable[[bytes], bytes]:
     def decompress(data: bytes) -> bytes:
-        out = _decompress(make, data, MAX_CHUNK_BYTES)
-        if len(out) > MAX_CHUNK_BYTES:
+        out, total = _decompress(make, data, MAX_CHUNK_BYTES)
+        if total > MAX_CHUNK_BYTES:
             raise LimitError(f"a ROS 1 chunk decompresses past {_size(MAX_CHUNK_BYTES)} (MAX_CHUNK_BYTES); the "
                              "recording is damaged or hostile: check it with `rosbag check`, or re-record it.")
         return out
