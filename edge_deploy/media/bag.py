@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..bounded_read import special_kind
 from ..errors import FrameError
 from .image_header import MAX_IMAGE_PIXELS, image_size
 from .stamped import StampedFrame
@@ -93,11 +92,7 @@ def open_recording(path: str | os.PathLike[str], topic: str | None = None) -> Re
     path = Path(path)
     if not path.exists():
         raise FrameError(f"recording {path} does not exist; pass a rosbag2 directory, a .mcap file or a ROS 1 .bag.")
-    kind = special_kind(path)
-    if kind is not None:  # never opened: a FIFO would block until something writes to it
-        raise FrameError(f"recording {path} is {kind}, not a regular file; pass a rosbag2 directory, a .mcap file "
-                         "or a ROS 1 .bag.")
-    with _reader(path) as reader:
+    with _reader(path) as reader:  # a FIFO, socket or device is refused there, never opened
         chosen, msgtype, count = _image_topic(reader, path, topic)
         first = next(_decoded(reader, path, chosen, msgtype, 1), None)
         if first is None:

@@ -172,8 +172,14 @@ def test_compressed_rosbag2_bags_still_read(tmp_path, mode):
 
 
 def test_a_message_compressed_bomb_is_capped(tmp_path):
-    with pytest.raises(FrameError, match=r"decompresses past 256 MiB \(MAX_CHUNK_BYTES\)"):
-        bag_reader.decompress_message(zstd_zeros(bag_reader.MAX_CHUNK_BYTES + (1 << 20)))
+    """A `compression_mode: message` message of 1 GiB zeros: refused at MAX_CHUNK_BYTES, never held whole."""
+    bomb = write(tmp_path / "message.zst", zstd_zeros(GIB))
+    script = ("from edge_deploy.errors import FrameError\nfrom edge_deploy.media import bag_reader\n"
+              f"try:\n    bag_reader.decompress_message(open({str(bomb)!r}, 'rb').read())\n"
+              "except FrameError as exc:\n    print(exc)\n")
+    (line,), peak, _ = child(script, tmp_path)
+    assert "a zstd-compressed message decompresses past 256 MiB (MAX_CHUNK_BYTES)" in line
+    assert peak < PEAK_BOUND_KIB
 
 
 def test_ros1_chunks_are_capped_too():
@@ -254,6 +260,8 @@ def attempt(name, call):
 d = P({d!r})
 from edge_deploy.media import open_recording, read_image, open_video
 attempt("recording", lambda: open_recording(d / "fifo.mcap"))
+attempt("ros1", lambda: open_recording(d / "fifo.bag"))
+attempt("db3", lambda: open_recording(d / "fifo.db3"))
 attempt("bagfile", lambda: open_recording(d / "bag"))
 attempt("metadata", lambda: open_recording(d / "bag2"))
 attempt("image", lambda: read_image(d / "fifo.png"))
@@ -274,7 +282,7 @@ def test_no_reader_opens_a_fifo_or_a_device(tmp_path):
     """A FIFO (or /dev/null) given as a recording, a rosbag2 directory's file or metadata, an image, a video, a
     checkpoint, a calibration file, a manifest or an ONNX model: each reader answers at once with its own one-line
     error saying what the path is ("not found" for none), where opening it would block for ever."""
-    for name in ("fifo.mcap", "fifo.png", "fifo.mp4", "fifo.pt", "fifo.yaml", "fifo.onnx"):
+    for name in ("fifo.mcap", "fifo.bag", "fifo.db3", "fifo.png", "fifo.mp4", "fifo.pt", "fifo.yaml", "fifo.onnx"):
         os.mkfifo(tmp_path / name)
     for bag, fifo in (("bag", "bag_0.mcap"), ("bag2", "metadata.yaml")):
         (tmp_path / bag).mkdir()
@@ -284,11 +292,13 @@ def test_no_reader_opens_a_fifo_or_a_device(tmp_path):
     (tmp_path / "artifact").mkdir()
     os.mkfifo(tmp_path / "artifact" / "manifest.json")
     result = subprocess.run([sys.executable, "-c", EVERY_READER.format(d=str(tmp_path))], capture_output=True,
-                            text=True, timeout=120, check=False)
+                            text=True, timeout=60, check=False)
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
-    assert result.returncode == 0 and len(lines) == 10, (result.stdout, result.stderr[-2000:])
+    assert result.returncode == 0 and len(lines) == 12, (result.stdout, result.stderr[-2000:])
     fifo = "is a FIFO (named pipe), not a regular file"
     expected = {"recording": ("FrameError", f"recording {tmp_path}/fifo.mcap {fifo}"),
+                "ros1": ("FrameError", f"recording {tmp_path}/fifo.bag {fifo}"),
+                "db3": ("FrameError", f"recording {tmp_path}/fifo.db3 {fifo}"),
                 "bagfile": ("FrameError", f"recording file {tmp_path}/bag/bag_0.mcap {fifo}"),
                 "metadata": ("FrameError", f"rosbag2 metadata {tmp_path}/bag2/metadata.yaml {fifo}"),
                 "image": ("FrameError", f"image {tmp_path}/fifo.png {fifo}"),
