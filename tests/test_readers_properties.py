@@ -155,6 +155,22 @@ def test_a_damaged_image_is_read_or_refused_in_one_line(tmp_path, ext):
     check()
 
 
+def test_any_bytes_after_an_image_signature_give_a_size_or_one_line():
+    """The header readers themselves: a signature and then anything (short, cut, huge numbers)."""
+    from edge_deploy.errors import FrameError
+    from edge_deploy.media.image_header import image_size
+
+    signatures = [b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"BM", b"RIFF\x00\x00\x00\x00WEBPVP8X",
+                  b"RIFF\x00\x00\x00\x00WEBPVP8L", b"RIFF\x00\x00\x00\x00WEBPVP8 ", b"II*\x00", b"MM\x00*"]
+
+    @SETTINGS
+    @given(st.sampled_from(signatures), st.binary(max_size=48))
+    def check(signature, rest):
+        one_line_error(image_size, signature + rest, "x", allowed=FrameError)
+
+    check()
+
+
 # --- calibration files and CameraInfo --------------------------------------------------------------------------
 
 
