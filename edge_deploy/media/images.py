@@ -6,7 +6,7 @@ from typing import Any
 
 from ..bounded_read import read_regular
 from ..errors import FrameError
-from .image_header import image_size
+from .image_header import image_size, sniff_format
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 # An encoded image file edge-deploy reads whole: a 64 Mpx PNG of noise is about 200 MB, a camera's JPEG a few MB.
@@ -39,7 +39,10 @@ def read_image(path: Path) -> Any:
                         MAX_IMAGE_FILE_BYTES)
     if not data:
         raise FrameError(f"image {path} is empty (0 bytes); pass PNG or JPEG files.")
-    image_size(data, f"image {path}")
+    if sniff_format(data) is None:
+        raise FrameError(f"cannot decode {path} as an image (it is not a PNG, JPEG, BMP, WebP or TIFF file); pass PNG "
+                         "or JPEG files.")
+    image_size(data, f"image {path}")  # its header's width x height, before anything decodes
     try:
         frame = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
     except cv2.error:
