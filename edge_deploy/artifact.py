@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable, Mapping, Sequence
 
 from ._version import __version__
+from .bounded_read import special_kind
 from .errors import EdgeDeployError, ManifestError
 from .fsutil import sha256_file, sha256_stream, write_json_atomic
 from .io_signature import BatchRange, IOSignature  # noqa: F401 - BatchRange re-exported (artifact.BatchRange)
@@ -358,6 +359,10 @@ class Manifest:
                 f"{path} is a symbolic link, but an artifact's manifest must be a regular file inside it (a link may "
                 "lead out of it); put the file itself there, or re-run `edge-deploy convert`."
             )
+        kind = special_kind(path)
+        if kind is not None:  # never opened: a FIFO would block
+            raise ManifestError(f"{path} is {kind}, not a regular file; an artifact's manifest is the JSON file "
+                                "`edge-deploy convert` writes: re-run it.")
         if not path.is_file():
             raise ManifestError(
                 f"{artifact_dir} has no {MANIFEST_NAME}: it is not an edge-deploy artifact; "

@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .errors import RepositoryError
+from .errors import RepositoryError, one_line
+
+MAX_CONFIG_BYTES = 16 << 20  # a config.pbtxt: a few KB; a pipeline's with many steps, a few hundred KB
 
 CONFIG = "config.pbtxt"
 
@@ -45,13 +47,19 @@ def parse_config(text: str) -> Any:
 
 def read_config(repository: Path, name: str) -> Any:
     """The model's config.pbtxt as a ModelConfig."""
+    from .bounded_read import read_regular
+
     path = Path(repository) / name / CONFIG
-    try:
-        return parse_config(path.read_text())
+    try:  # a regular file (a FIFO would block) of at most MAX_CONFIG_BYTES
+        return parse_config(read_regular(path, "config", RepositoryError, "reinstall the model",
+                                         MAX_CONFIG_BYTES).decode())
+    except RepositoryError:
+        raise
     except OSError as exc:
         raise RepositoryError(f"{path} is missing or unreadable ({exc.strerror or exc}); reinstall the model.") from exc
     except Exception as exc:  # noqa: BLE001 - text_format.ParseError
-        raise RepositoryError(f"{path} is not a valid config.pbtxt ({exc}); reinstall the model.") from exc
+        raise RepositoryError(f"{path} is not a valid config.pbtxt ({one_line(exc, 160)}); reinstall the "
+                              "model.") from exc
 
 
 def policy_versions(config: Any, available: list[int]) -> list[int]:

@@ -11,12 +11,12 @@ and its sha256; an image model whose outputs are a known detection layout gets a
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from .._deps import require
+from ..bounded_read import regular_file
 from ..artifact import ONNX_NAME, BatchRange, IOSignature, Manifest, file_entry
 from ..errors import ConvertError, one_line
 from ..lanedet.decode_params import DecodeParamsError, ScoreNmsDecodeParams
@@ -134,13 +134,7 @@ def import_onnx_artifact(source: SourceSpec, settings: ExportSettings, workdir: 
 def read_onnx(path: Path) -> Any:
     """The ModelProto at `path`, its external data (only from files beside it) loaded; ConvertError otherwise."""
     onnx = require("onnx", "converting an ONNX model")
-    try:
-        mode = path.stat().st_mode
-    except OSError as exc:
-        raise ConvertError(f"cannot read {path}: {exc.strerror}; check the path.") from None
-    if not stat.S_ISREG(mode):
-        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, socket or device)"
-        raise ConvertError(f"{path} is {kind}, not an ONNX file; pass the .onnx file your exporter wrote.")
+    regular_file(path, "ONNX model", ConvertError, "pass the .onnx file your exporter wrote")
     if path.stat().st_size > _MAX_BYTES:
         raise ConvertError(f"{path} is over 2 GiB, more than one ONNX file holds; export it with external data.")
     try:

@@ -7,11 +7,16 @@ with `[` or `{` is read as JSON, and the role's list and mapping variables must 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from ..bounded_read import read_regular
+from ..errors import brief, one_line
 from ..json_record import JsonObject
 from .policy import FleetError
+
+MAX_VARS_FILE_BYTES = 1 << 20  # an extra-vars file: a few variables of the role
 
 # Ansible's extra vars: any variable of the role (roles/edge_deploy/defaults/main.yml, or Ansible's own) by name,
 # JSON handed to ansible-playbook as it is. Only the few checked here are read; the role owns the rest.
@@ -29,8 +34,10 @@ def parse_extra_vars(items: list[str] | None) -> RoleVars:
     out: RoleVars = {}
     for item in items or []:
         try:
-            if item.startswith("@"):
-                out.update(_object(json.loads(Path(item[1:]).read_text())))
+            if item.startswith("@"):  # a regular file (a FIFO would block), of at most MAX_VARS_FILE_BYTES
+                text = read_regular(Path(item[1:]), "--extra-vars file", FleetError, "pass @FILE holding a JSON object",
+                                    MAX_VARS_FILE_BYTES)
+                out.update(_object(json.loads(text)))
             elif item.lstrip().startswith("{"):
                 out.update(_object(json.loads(item)))
             else:
@@ -38,8 +45,12 @@ def parse_extra_vars(items: list[str] | None) -> RoleVars:
                 if not sep or not key:
                     raise ValueError("not KEY=VALUE")
                 out[key] = json.loads(value) if value.lstrip()[:1] in ("[", "{") else value
+        except RecursionError:  # json nests by recursion: "[[[[..." deeper than Python's stack
+            raise FleetError(f"--extra-vars {brief(item)} nests deeper than {sys.getrecursionlimit()} levels; pass a "
+                             "flat JSON object.") from None
         except (OSError, ValueError) as exc:
-            raise FleetError(f"--extra-vars {item!r} is not KEY=VALUE, a JSON object or @FILE with one ({exc}).") from exc
+            raise FleetError(f"--extra-vars {brief(item)} is not KEY=VALUE, a JSON object or @FILE with one "
+                             f"({one_line(exc, 120)}).") from exc
     check_role_vars(out)
     return out
 

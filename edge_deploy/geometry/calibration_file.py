@@ -37,7 +37,13 @@ def read_calibration(path: str | os.PathLike[str]) -> tuple[Any, str]:
     """A calibration file's parsed mapping and its name for messages, or a one-line CalibrationError."""
     import yaml
 
+    from ..bounded_read import special_kind
+
     path = Path(path)
+    kind = special_kind(path)
+    if kind is not None:  # never opened: a FIFO would block
+        raise CalibrationError(f"calibration file {path} is {kind}, not a regular file; pass a camera_info YAML "
+                               "file.")
     try:
         with open(path, "rb") as fh:
             raw = fh.read(MAX_FILE_BYTES + 1)

@@ -43,7 +43,13 @@ def backbone_hint(state: Mapping[str, Tensor], stage3: str) -> str | None:
 
 def checkpoint_path(path: Path | str, family_title: str) -> Path:
     """`path` when it is a file, else a one-line CheckpointError saying what is there instead."""
+    from ..bounded_read import special_kind
+
     path = Path(path)
+    kind = special_kind(path)
+    if kind is not None:  # never opened: a FIFO blocks torch.load, a device never ends
+        raise CheckpointError(f"checkpoint {path} is {kind}, not a regular file; pass the path of a {family_title} "
+                              "checkpoint file with --checkpoint")
     if path.is_dir():
         raise CheckpointError(f"checkpoint {path} is a directory; pass the {family_title} checkpoint file inside it "
                               "with --checkpoint")

@@ -3,7 +3,8 @@ messages and ROS 1 .bag files, read with the `rosbags` library (the `ros` extra;
 
 `open_recording` checks a recording once (readable, the image topic, its first frame decodes) and reads what
 describes its camera (the topic's CameraInfo, /tf_static); `read_frames` then yields its frames with their header
-stamps. Every problem is one FrameError line (CalibrationError for the camera's).
+stamps. Every problem is one FrameError line (CalibrationError for the camera's). What a recording may cost is
+bounded (bag_reader.py: regular files only, decompression capped; image_header.py: a frame's declared size).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FrameError
+from .image_header import MAX_IMAGE_PIXELS, image_size
 from .stamped import StampedFrame
 from .._deps import require
 from .video import frames_of as capture_frames
@@ -90,7 +92,7 @@ def open_recording(path: str | os.PathLike[str], topic: str | None = None) -> Re
     path = Path(path)
     if not path.exists():
         raise FrameError(f"recording {path} does not exist; pass a rosbag2 directory, a .mcap file or a ROS 1 .bag.")
-    with _reader(path) as reader:
+    with _reader(path) as reader:  # a FIFO, socket or device is refused there, never opened
         chosen, msgtype, count = _image_topic(reader, path, topic)
         first = next(_decoded(reader, path, chosen, msgtype, 1), None)
         if first is None:
@@ -121,33 +123,33 @@ def frames_of(source: Any, max_frames: int = 0, *, topic: str | None = None) -> 
 
 
 class _reader:
-    """An opened rosbags AnyReader, its failures as one FrameError line."""
+    """An opened bag_reader.RecordingReader (rosbags, bounded), its failures as one FrameError line."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.reader: Any = None
-        self.opened = False
 
     def __enter__(self) -> Any:
-        highlevel = require("rosbags.highlevel", "reading a ROS recording")
-        from rosbags.typesys import Stores, get_typestore
+        require("rosbags.highlevel", "reading a ROS recording")
+        from .bag_reader import RecordingReader
 
-        ros1 = self.path.suffix.lower() == ".bag"
-        store = get_typestore(Stores.ROS1_NOETIC if ros1 else Stores.ROS2_HUMBLE)  # for bags without definitions
+        self.reader = RecordingReader(self.path)
         try:
-            self.reader = highlevel.AnyReader([self.path], default_typestore=store)
-            self.reader.open()
-            self.opened = True
+            return self.reader.__enter__()
         except Exception as exc:  # noqa: BLE001 - rosbags' readers raise many kinds; each is a damaged recording
             raise _unreadable(self.path, exc) from None
-        return self.reader
 
     def __exit__(self, *exc: object) -> None:
-        if self.opened:
-            self.reader.close()
+        self.reader.__exit__(*exc)
 
 
 def _unreadable(path: Path, exc: BaseException) -> FrameError:
+    from .bag_reader import RecordingProblem
+
+    if isinstance(exc, RecordingProblem):
+        return FrameError(f"{path}: {exc}")
+    if isinstance(exc, FrameError):  # bounded_read's, naming the file
+        return exc
     if isinstance(exc, MemoryError):
         return FrameError(f"{path} declares a record larger than memory allows; the recording is damaged or "
                           "hostile: check it with `ros2 bag info` or `mcap doctor`.")
@@ -160,10 +162,8 @@ def _messages(reader: Any, path: Path, topic: str) -> Iterator[tuple[int, Any]]:
     """(log time, deserialized message) on `topic`, damage as one FrameError line."""
     connections = [c for c in reader.connections if c.topic == topic]
     try:
-        for connection, timestamp, raw in reader.messages(connections=connections):
-            yield timestamp, reader.deserialize(raw, connection.msgtype)
-    except FrameError:
-        raise
+        for connection, timestamp, raw in reader.messages(connections):
+            yield timestamp, reader.deserialize(raw, connection)
     except Exception as exc:  # noqa: BLE001 - see _reader
         raise _unreadable(path, exc) from None
 
@@ -175,11 +175,13 @@ def _image_topic(reader: Any, path: Path, topic: str | None) -> tuple[str, str, 
             _, count = topics.get(c.topic, (c.msgtype, 0))
             topics[c.topic] = (c.msgtype, count + (c.msgcount or 0))
     listed = ", ".join(f"{t} ({n} messages)" for t, (_, n) in sorted(topics.items())) or "none"
+    if not topics:
+        raise FrameError(f"{path} has no image topic (sensor_msgs/Image or CompressedImage); its topics: "
+                         f"{_all_topics(reader)}; record the camera's image topic.")
     if topic is None:
         if len(topics) != 1:
-            what = "no image topic" if not topics else "several image topics"
-            raise FrameError(f"{path} has {what} (sensor_msgs/Image or CompressedImage: {listed}); pass one with "
-                             "--topic.")
+            raise FrameError(f"{path} has several image topics (sensor_msgs/Image or CompressedImage: {listed}); "
+                             "pass one with --topic.")
         topic = next(iter(topics))
     if topic not in topics:
         found = next((c.msgtype for c in reader.connections if c.topic == topic), None)
@@ -191,11 +193,21 @@ def _image_topic(reader: Any, path: Path, topic: str | None) -> tuple[str, str, 
     return topic, msgtype, count
 
 
+def _all_topics(reader: Any, shown: int = 12) -> str:
+    """A recording's topics with their types, the first `shown` of them (a hostile file may have thousands)."""
+    types: dict[str, str] = {}
+    for c in reader.connections:
+        types.setdefault(c.topic, c.msgtype)
+    items = [f"{t} ({m})" for t, m in sorted(types.items())]
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return (", ".join(items[:shown]) + more) if items else "none"
+
+
 def _rate(reader: Any, topic: str, default: float = 30.0) -> float:
     """Frames per second of `topic` from its first two log times (the annotated video's rate), else `default`."""
     times: list[int] = []
     try:
-        for _, timestamp, _ in reader.messages(connections=[c for c in reader.connections if c.topic == topic]):
+        for _, timestamp, _ in reader.messages([c for c in reader.connections if c.topic == topic]):
             times.append(timestamp)
             if len(times) == 2:
                 break
@@ -210,7 +222,9 @@ def _decoded(reader: Any, path: Path, topic: str, msgtype: str, max_frames: int)
     for _, msg in _messages(reader, path, topic):
         image = decode_image(msg, msgtype, f"{path} {topic}")
         stamp = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
-        jpeg = bytes(msg.data) if msgtype == COMPRESSED and "jpeg" in msg.format.lower() else None
+        # republished as they are only when they are a JPEG, whatever the format field says (a "jpeg" holding a
+        # PNG is encoded again as a JPEG, as the republished message says)
+        jpeg = bytes(msg.data) if msgtype == COMPRESSED and _held_format(msg) == "jpeg" else None
         yield StampedFrame(image, stamp, msg.header.frame_id or "camera", index, jpeg)
         index += 1
         if 0 < max_frames <= index:
@@ -228,7 +242,13 @@ def decode_image(msg: Any, msgtype: str, where: str) -> Any:
         if not any(name in fmt for name in _COMPRESSED_FORMATS) or "compresseddepth" in fmt:
             raise FrameError(f"{where}: CompressedImage format {msg.format!r} is not supported; supported: "
                              f"{SUPPORTED}.")
-        frame = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+        if not data.size:
+            raise FrameError(f"{where}: a CompressedImage ({msg.format}) holds no bytes; the recording is damaged.")
+        image_size(data.tobytes(), f"{where}: a CompressedImage ({msg.format[:40]})")  # declared size, before decoding
+        try:
+            frame = cv2.imdecode(data, cv2.IMREAD_COLOR)
+        except cv2.error:
+            frame = None
         if frame is None:
             raise FrameError(f"{where}: a CompressedImage ({msg.format}) does not decode; the recording is damaged.")
         return frame
@@ -237,6 +257,9 @@ def decode_image(msg: Any, msgtype: str, where: str) -> Any:
         raise FrameError(f"{where}: image encoding {msg.encoding!r} is not supported; supported: {SUPPORTED}.")
     channels, conversion = _RAW_ENCODINGS[encoding]
     h, w, step = int(msg.height), int(msg.width), int(msg.step)
+    if w * h > MAX_IMAGE_PIXELS:
+        raise FrameError(f"{where}: an Image says {w}x{h} pixels, over the {MAX_IMAGE_PIXELS // 1_000_000} Mpx "
+                         "edge-deploy decodes (8192x8192); the recording is damaged or hostile.")
     if h < 1 or w < 1 or step < w * channels or data.size < step * h:
         raise FrameError(f"{where}: an Image says {w}x{h} {msg.encoding} with step {step} but holds {data.size} "
                          "bytes; the recording is damaged.")
@@ -245,6 +268,13 @@ def decode_image(msg: Any, msgtype: str, where: str) -> Any:
     if conversion is None:
         return np.ascontiguousarray(image)
     return cv2.cvtColor(np.ascontiguousarray(image), getattr(cv2, conversion))
+
+
+def _held_format(msg: Any) -> str | None:
+    """The format a CompressedImage's bytes are in (from their signature), whatever its format field says."""
+    from .image_header import sniff_format
+
+    return sniff_format(bytes(msg.data[:12]))
 
 
 def _camera_info(reader: Any, path: Path, image_topic: str) -> CameraInfoRecord | None:

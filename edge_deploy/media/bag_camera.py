@@ -62,7 +62,13 @@ def _chain(transforms: tuple[Transform, ...], parent: str, child: str) -> tuple[
             return None
         seen.add(frame)
         t = by_child[frame]
-        r = Rotation.from_quat(t.rotation).as_matrix()
+        q = np.asarray(t.rotation, dtype=np.float64)
+        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(t.translation)) and 1e-6 < np.linalg.norm(q) < 1e6):
+            raise CalibrationError(f"/tf_static {t.parent} -> {t.child} has rotation {[float(v) for v in q]} and "
+                                   f"translation {[float(v) for v in t.translation]}: not a rigid transform (a "
+                                   "quaternion is finite and not zero); fix the recording's /tf_static or pass "
+                                   "--camera CALIB.yaml.")
+        r = Rotation.from_quat(q).as_matrix()
         translation = r @ translation + np.asarray(t.translation)
         rotation = r @ rotation
         frame = t.parent

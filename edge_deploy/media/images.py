@@ -4,9 +4,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..bounded_read import read_regular
 from ..errors import FrameError
+from .image_header import image_size, sniff_format
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
+# An encoded image file edge-deploy reads whole: a 64 Mpx PNG of noise is about 200 MB, a camera's JPEG a few MB.
+MAX_IMAGE_FILE_BYTES = 256 << 20
 
 
 def image_paths(paths: list[Path]) -> list[Path]:
@@ -25,17 +29,22 @@ def image_paths(paths: list[Path]) -> list[Path]:
 
 
 def read_image(path: Path) -> Any:
-    """An image file as an HxWx3 uint8 BGR array, or a one-line FrameError."""
+    """An image file as an HxWx3 uint8 BGR array, or a one-line FrameError: not a regular file (a FIFO, a device:
+    never opened to block), over MAX_IMAGE_FILE_BYTES, a header declaring over image_header.MAX_IMAGE_PIXELS
+    (checked before anything decodes), or not decodable."""
     import cv2
     import numpy as np
 
-    if not path.is_file():
-        raise FrameError(f"image {path} does not exist; pass image files (PNG, JPEG) or --synthetic N.")
-    data = np.fromfile(str(path), dtype=np.uint8)
-    if data.size == 0:
+    data = read_regular(path, "image", FrameError, "pass image files (PNG, JPEG) or --synthetic N",
+                        MAX_IMAGE_FILE_BYTES)
+    if not data:
         raise FrameError(f"image {path} is empty (0 bytes); pass PNG or JPEG files.")
+    if sniff_format(data) is None:
+        raise FrameError(f"cannot decode {path} as an image (it is not a PNG, JPEG, BMP, WebP or TIFF file); pass PNG "
+                         "or JPEG files.")
+    image_size(data, f"image {path}")  # its header's width x height, before anything decodes
     try:
-        frame = cv2.imdecode(data, cv2.IMREAD_COLOR)
+        frame = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
     except cv2.error:
         frame = None
     if frame is None:

@@ -40,9 +40,10 @@ def open_video(source: str) -> Any:
         index = int(source) if source.isdigit() else source
         capture, what = cv2.VideoCapture(index), "camera"
     else:
-        if not Path(source).is_file():
-            raise FrameError(f"video {source} does not exist; pass a video file, a camera (/dev/video0) or a "
-                             "GStreamer pipeline ending in appsink.")
+        from ..bounded_read import regular_file
+
+        regular_file(source, "video", FrameError, "pass a video file, a camera (/dev/video0) or a GStreamer "
+                     "pipeline ending in appsink")  # a FIFO would block FFmpeg's open
         capture, what = cv2.VideoCapture(source), "video"
     if not capture.isOpened():
         raise FrameError(f"cannot open {what} {source}: {_open_hint(what, source, cv2)}.")
