@@ -225,7 +225,7 @@ class AsyncLaneDetClient(ClientBase):
         try:
             return await asyncio.wait_for(call, max(0.0, budget.left()) + DEADLINE_SLACK)
         except asyncio.TimeoutError:
-            worst = next((r for r in ("unreachable", "not_ready", "slow") if r in budget.reasons), "slow")
+            worst = next((r for r in ("unreachable", "not_ready", "busy", "slow") if r in budget.reasons), "slow")
             raise self._unavailable(worst, deadline) from None
 
     # -- calls to the server
@@ -290,10 +290,13 @@ class AsyncLaneDetClient(ClientBase):
         """A free slot; with a deadline, only as long as it lasts (all slots busy: LanesUnavailable "busy")."""
         if budget is None:
             return await self._free.get()
+        budget.reasons.add("busy")  # what the call is waiting on, should its deadline cut it off here
         try:
             return await asyncio.wait_for(self._free.get(), max(0.0, budget.left()))
         except asyncio.TimeoutError:
             raise self._unavailable("busy", deadline) from None
+        finally:
+            budget.reasons.discard("busy")
 
     async def _detect_chunk(self, frames: list[np.ndarray], color: str, call: tuple[Any, Any, Any],
                             budget: Backoff | None = None, deadline: float | None = None) -> list[list[Lane]]:

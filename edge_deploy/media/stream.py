@@ -240,7 +240,7 @@ class LaneStream:
                                   "read latest() instead, or pass process=False.")
             from .stream_process import ProcessStream
 
-            self._child = ProcessStream(client, source, {"max_age": self.max_age, "deadline": self.deadline,
+            self._child = ProcessStream(type(self), client, source, {"max_age": self.max_age, "deadline": self.deadline,
                                                          "camera": camera, "track": track, "fps": fps,
                                                          "speed_mps": speed_mps})
             source, camera = (), None  # read, detected and followed in the child

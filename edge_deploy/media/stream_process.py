@@ -112,16 +112,15 @@ class ResultBoard:
                 pass
 
 
-def _run_child(board_name: str, client_type: Any, settings: Any, source: Any, options: dict[str, Any],
-               stop: Any, report: Any) -> None:
-    """The child: a LaneStream whose results go onto the board; its stats to `report` when `stop` is set."""
-    from .stream import LaneStream
-
+def _run_child(board_name: str, stream_type: Any, client_type: Any, settings: Any, source: Any,
+               options: dict[str, Any], stop: Any, report: Any) -> None:
+    """The child: a `stream_type` (LaneStream) whose results go onto the board; its stats to `report` when `stop` is
+    set."""
     board = ResultBoard.attach(board_name)
     stream = None
     try:
         client = client_type.from_settings(settings, connect=False)
-        stream = LaneStream(client, source, on_result=lambda r: board.write(replace(r, frame=None)),
+        stream = stream_type(client, source, on_result=lambda r: board.write(replace(r, frame=None)),
                             on_call=board.set_call, **options)
         stream.start()
         report.send(("started", None))
@@ -140,7 +139,7 @@ def _run_child(board_name: str, client_type: Any, settings: Any, source: Any, op
 class ProcessStream:
     """The app's side of a stream run in a child process (LaneStream's process=True)."""
 
-    def __init__(self, client: Any, source: Any, options: dict[str, Any]) -> None:
+    def __init__(self, stream_type: Any, client: Any, source: Any, options: dict[str, Any]) -> None:
         from_settings = getattr(type(client), "from_settings", None)
         if not callable(from_settings) or getattr(client, "settings", None) is None:
             raise ClientError(f"process=True makes the stream's own client in a child process from the app's client's "
@@ -148,7 +147,7 @@ class ProcessStream:
         if not isinstance(source, (str, int)) or isinstance(source, bool):
             raise ClientError("process=True opens the source in a child process: give a camera, GStreamer pipeline "
                               f"or video file by name (not a {type(source).__name__}), or process=False.")
-        self._args = (type(client), client.settings, source, options)
+        self._args = (stream_type, type(client), client.settings, source, options)
         self._context = multiprocessing.get_context("spawn")  # no fork of a process with threads and gRPC
         self._board: ResultBoard | None = None
         self._process: Any = None
