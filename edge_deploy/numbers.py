@@ -52,10 +52,11 @@ class Range:
     def contains(self, value: Any) -> bool:
         """Whether `value` (a real number, not a bool) is finite, inside, and whole when the range is."""
         number = _real(value)
-        if number is None or not math.isfinite(number):
+        if number is None:
             return False
-        if self.whole and not float(number).is_integer():
-            return False
+        if not isinstance(number, int):  # an int is finite and whole, however large (float() of it may overflow)
+            if not math.isfinite(number) or (self.whole and not number.is_integer()):
+                return False
         above = number > self.low if self.low_open else number >= self.low
         below = number < self.high if self.high_open else number <= self.high
         return above and below
@@ -83,9 +84,9 @@ class Range:
         numbers = [_parse(part) for part in parts]
         bad = next((part for part, n in zip(parts, numbers) if n is None or not self.contains(n)), None)
         if not parts or bad is not None:
-            what = "nothing" if not parts else brief(bad)
-            raise error(f"{name} takes comma-separated values, each {self.describe()}; {what} is not (got "
-                        f"{brief(text)}).")
+            which = f": {brief(bad)} is not" if len(parts) > 1 else ""
+            raise error(f"{name} {brief(text)} is not a list of comma-separated values, each {self.describe()}"
+                        f"{which}.")
         return tuple(dict.fromkeys(int(n) if self.whole else float(n) for n in numbers))  # type: ignore[arg-type]
 
     def env(self, name: str, default: Any = None, error: type[EdgeDeployError] = NumberError,
@@ -156,7 +157,9 @@ def _parse(text: str) -> float | int | None:
 
 
 def _text(bound: Number) -> str:
-    """A bound as written: 1000 not 1000.0, 1e-06, 0.5."""
+    """A bound as written: 1000 not 1000.0, 1e-06, 0.5; an int's every digit."""
+    if isinstance(bound, int):
+        return str(bound)
     if float(bound).is_integer() and abs(bound) < 1e15:
         return str(int(bound))
     return f"{bound:g}"

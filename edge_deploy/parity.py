@@ -9,7 +9,6 @@ lanes. onnxruntime is imported when used.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Sequence
