@@ -47,6 +47,11 @@ class NotServingError(ServerError):
     exit_code = 3
 
 
+class NumberError(EdgeDeployError, ValueError):
+    """A duration, rate, count, size or coordinate that is not finite or lies outside its documented range
+    (`edge_deploy.numbers.Range`): the message names the range."""
+
+
 class ClientError(EdgeDeployError):
     """Base for errors raised by LaneDetClient."""
 

@@ -9,7 +9,6 @@ lanes. onnxruntime is imported when used.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -19,6 +18,7 @@ import numpy as np
 from ._deps import require
 from .artifact import Manifest
 from .errors import ConvertError, EdgeDeployError, EngineError, one_line
+from .numbers import THREADS
 from .records import Comparison, LaneComparison, OutputError
 from .lanedet.preprocess import Preprocessor
 from .synthetic_roads import EVAL_SEED_BASE, scene
@@ -34,14 +34,10 @@ ORT_THREADS_ENV = "EDGE_DEPLOY_ORT_THREADS"
 
 def ort_threads() -> int | None:
     """$EDGE_DEPLOY_ORT_THREADS: the intra-op threads of edge-deploy's own ONNX Runtime sessions (convert's checks,
-    evaluate, the Python-backend runner) on a machine shared with other work; None (unset): one per core."""
-    value = os.environ.get(ORT_THREADS_ENV, "").strip()
-    if not value:
-        return None
-    if not value.isdigit() or int(value) < 1:
-        raise EdgeDeployError(f"{ORT_THREADS_ENV}={value!r} is not a number of threads; set it to a whole number "
-                              "of 1 or more, or unset it for one thread per core.")
-    return int(value)
+    evaluate, the Python-backend runner) on a machine shared with other work; None (unset): one per core. A whole
+    number in numbers.THREADS ([1, 64]): ONNX Runtime crashed (SIGSEGV) making a pool of 100000."""
+    return THREADS.env(ORT_THREADS_ENV, None, EdgeDeployError,
+                       advice="set it in that range, or unset it for one thread per core.")
 
 
 def ort_session(model: Any) -> Any:

@@ -7,19 +7,20 @@ from typing import Any
 
 from ..client.base import DEFAULT_URL
 from ..errors import BenchError
+from ..numbers import Range, whole
 
 DEFAULT_CONCURRENCY = (1, 2, 4)
 
 
-def parse_concurrency(text: str, option: str = "--concurrency") -> tuple[int, ...]:
-    """"1,2,4" -> (1, 2, 4); a one-line BenchError for anything else."""
-    try:
-        values = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        values = ()
-    if not values or any(v < 1 for v in values):
-        raise BenchError(f"{option} {text!r} is not a list of whole numbers >= 1; pass e.g. {option} 1,2,4.")
-    return tuple(dict.fromkeys(values))
+# Frames in flight (--concurrency: one client, each frame a request and its shared-memory regions) and streams at once
+# (--cameras: each a LaneStream with its threads): past these a bench measures the machine's limits, not the model's.
+CONCURRENCY = whole(1, 64, "frames in flight")
+CAMERAS = whole(1, 16, "streams")
+
+
+def parse_concurrency(text: str, option: str = "--concurrency", rng: Range = CONCURRENCY) -> tuple[int, ...]:
+    """"1,2,4" -> (1, 2, 4); a one-line BenchError for anything else, or a count outside `rng`."""
+    return rng.parse_list(option, text, BenchError)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
 
 from ..errors import BenchError
+from ..numbers import FPS, MAX_AGE_S
 from .config import BenchConfig
 from .frames import load_frames
 from .process_cpu import client_seconds
@@ -70,10 +71,8 @@ def _frames_at(frames: list[Any], stop: threading.Event) -> Iterator[Any]:
 
 def run_realtime(config: BenchConfig, fps: float, cameras: tuple[int, ...], max_age: float) -> RealtimeReport:
     """Every served lane model (or those named) with each count of cameras; BenchError when it cannot."""
-    if not fps > 0:
-        raise BenchError(f"--fps must be more than 0 frames per second (got {fps:g}).")
-    if not max_age > 0:
-        raise BenchError(f"--max-age must be more than 0 seconds (got {max_age:g}).")
+    FPS.check("--fps", fps, BenchError)  # inf made a period of 0 and no frame, then an UnboundLocalError
+    MAX_AGE_S.check("--max-age", max_age, BenchError)
     source, named = load_frames(config.frames, config.max_frames)
     frames = [frame for _name, frame in named]
     stats_client = grpc_client(config.url, config.tls)

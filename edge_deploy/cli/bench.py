@@ -13,6 +13,9 @@ from . import option_groups as groups
 from .typer_app import app
 from .infer import Transport
 from .options import takes_options
+from .numeric import number, numbers
+from ..bench.config import CAMERAS, CONCURRENCY
+from ..numbers import FPS, MAX_AGE_S, TIMEOUT_S, Range, whole
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,6 +25,9 @@ if TYPE_CHECKING:
 
 _REALTIME = "Realtime"
 _STACK = "Perception stack"
+
+BENCH_FRAMES = whole(1, 100000, "frames")
+WARMUP_S = Range(0, 3600, "seconds")
 
 
 @dataclass(frozen=True)
@@ -41,17 +47,18 @@ class BenchOptions:
     frames: Annotated[Optional[Path], typer.Option(
         help="A directory of images, a video file, a camera (/dev/video0) or a GStreamer pipeline ending in appsink "
              "(its first --max-frames frames; default: the synthetic sample set).", show_default=False)] = None
-    max_frames: Annotated[int, typer.Option(help="Use at most this many frames of --frames (sent round robin).")] = 32
-    concurrency: Annotated[str, typer.Option(
-        help="Frames in flight, comma-separated: 1 uses LaneDetClient, more AsyncLaneDetClient.")] = "1,2,4"
-    seconds: Annotated[float, typer.Option(help="Seconds timed per model and concurrency.")] = 10.0
-    warmup: Annotated[float, typer.Option(help="Seconds of untimed frames before each.")] = 1.0
+    max_frames: Annotated[int, number(BENCH_FRAMES, help="Use at most this many frames of --frames (sent round "
+                                                         "robin).")] = 32
+    concurrency: Annotated[str, numbers(CONCURRENCY, help="Frames in flight, comma-separated: 1 uses LaneDetClient, "
+                                                          "more AsyncLaneDetClient.")] = "1,2,4"
+    seconds: Annotated[float, number(TIMEOUT_S, help="Seconds timed per model and concurrency.")] = 10.0
+    warmup: Annotated[float, number(WARMUP_S, help="Seconds of untimed frames before each.")] = 1.0
     check: Annotated[bool, typer.Option(
         "--check/--no-check", help="First check that every pipeline of a model gives the same lanes.")] = True
     json_out: Annotated[bool, typer.Option("--json", help="Print the results as JSON instead of a table.")] = False
     plot: Annotated[Optional[Path], typer.Option(help="Also draw the results into this PNG.", show_default=False)] = None
     transport: Annotated[Transport, typer.Option(help="auto: shared memory when the server is on this host.")] = Transport.auto
-    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 30.0
+    timeout: Annotated[float, number(TIMEOUT_S, help="Seconds per request.")] = 30.0
     tls_ca: Annotated[Optional[Path], groups.tls_ca()] = None
     tls_cert: Annotated[Optional[Path], groups.tls_cert()] = None
     tls_key: Annotated[Optional[Path], groups.tls_key()] = None
@@ -59,13 +66,14 @@ class BenchOptions:
         "--realtime", help="Measure lanes as a control loop gets them: LaneStream on frames arriving at --fps "
                            "(newest frame only): capture -> lanes latency, frames dropped, states; instead of "
                            "--concurrency.", rich_help_panel=_REALTIME)] = False
-    fps: Annotated[float, typer.Option(help="Frames per second each camera delivers (--realtime).",
-                                       rich_help_panel=_REALTIME)] = 30.0
-    cameras: Annotated[str, typer.Option(help="Streams at once in this process, comma-separated (--realtime): "
-                                              "each row a stream, with the process CPU per frame.",
-                                         rich_help_panel=_REALTIME)] = "1"
-    max_age: Annotated[float, typer.Option(help="Seconds after capture that lanes count as fresh (--realtime): "
-                                                "the streams' state and deadline.", rich_help_panel=_REALTIME)] = 0.1
+    fps: Annotated[float, number(FPS, help="Frames per second each camera delivers (--realtime).",
+                                 rich_help_panel=_REALTIME)] = 30.0
+    cameras: Annotated[str, numbers(CAMERAS, help="Streams at once in this process, comma-separated (--realtime): "
+                                                  "each row a stream, with the process CPU per frame.",
+                                    rich_help_panel=_REALTIME)] = "1"
+    max_age: Annotated[float, number(MAX_AGE_S, help="Seconds after capture that lanes count as fresh (--realtime): "
+                                                     "the streams' state and deadline.",
+                                     rich_help_panel=_REALTIME)] = 0.1
     stack: Annotated[bool, typer.Option(
         "--stack", help="Measure what the other served models cost the lane model: its p50/p99 alone, then beside "
                         "every --model driven at its maximum rate; client CPU per frame for one frame to every "
@@ -113,7 +121,7 @@ def bench(**given: Any) -> None:
     if options.realtime:
         from ..bench.realtime import print_realtime, run_realtime
 
-        counts = parse_concurrency(options.cameras, "--cameras")
+        counts = parse_concurrency(options.cameras, "--cameras", CAMERAS)
         with console.status(f"realtime streams for {config.seconds:g} s per model and camera count"):
             live = run_realtime(config, options.fps, counts, options.max_age)
         if options.json_out:

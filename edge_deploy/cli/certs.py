@@ -8,6 +8,10 @@ import typer
 
 from .typer_app import app
 from ..errors import CertificateError
+from ..numbers import whole
+from .numeric import number
+
+DAYS = whole(1, 36500, "days")  # a hundred years: past it, a date the certificate library cannot write
 
 certs_app = typer.Typer(help="A small CA for mutual TLS: the server certificate and one client certificate per app.",
                         no_args_is_help=True)
@@ -33,8 +37,8 @@ def init(
     directory: DirOpt = None,
     name: Annotated[Optional[list[str]], typer.Option("--name", help="DNS name clients dial the server by (repeatable; default: this host's name).")] = None,
     ip: Annotated[Optional[list[str]], typer.Option("--ip", help="IP address clients dial the server at (repeatable; default: this host's addresses).")] = None,
-    days: Annotated[int, typer.Option(help="Lifetime of the server and client certificates, in days.")] = 730,
-    ca_days: Annotated[int, typer.Option(help="Lifetime of the CA, in days.")] = 3650,
+    days: Annotated[int, number(DAYS, help="Lifetime of the server and client certificates, in days.")] = 730,
+    ca_days: Annotated[int, number(DAYS, help="Lifetime of the CA, in days.")] = 3650,
     force: Annotated[bool, typer.Option(help="Replace an existing CA (every certificate it issued stops working).")] = False,
 ) -> None:
     """Make the CA, the server certificate (this host's names and addresses) and edge-deploy's own client certificate."""
@@ -61,7 +65,7 @@ def issue(
     server: Annotated[bool, typer.Option("--server", help="A server certificate (another Orin of the fleet) instead of a client one.")] = False,
     dns: Annotated[Optional[list[str]], typer.Option("--name", help="With --server: DNS name (repeatable).")] = None,
     ip: Annotated[Optional[list[str]], typer.Option("--ip", help="With --server: IP address (repeatable).")] = None,
-    days: Annotated[int, typer.Option(help="Lifetime in days.")] = 730,
+    days: Annotated[int, number(DAYS, help="Lifetime in days.")] = 730,
 ) -> None:
     """Issue a client certificate for one consuming app (or a server certificate with --server)."""
     authority = _authority(directory)

@@ -14,6 +14,8 @@ from ..precision import Precision
 from . import option_groups as groups
 from .typer_app import app
 from .options import takes_options
+from .numeric import number
+from ..numbers import SEED, Range, whole
 from ..errors import ConvertError, os_error_message
 from ..lanedet.family import described_families
 from ..progress import ConsoleReporter
@@ -46,6 +48,12 @@ _DECODE = "Decode defaults (recorded for clients)"
 _DETECTOR = "Object detectors (MODEL.onnx)"
 _FAMILY_DEFAULT = "the family's for the data set"
 
+OPSET = whole(1, 30, noun="an ONNX opset")  # which of them the device parses: export/onnx_target.py says, and why
+BATCH = whole(1, 1024, "frames")
+TOLERANCE = Range(0, 1, "", noun="a tolerance")
+DLA_CORE = whole(0, 1, noun="a DLA core")  # engine.options.DLA_CORES: AGX Orin and Orin NX have two
+OPTIMIZATION_LEVEL = whole(0, 5, noun="a builder optimisation level")
+
 
 def _families() -> list[Any]:
     # Described, not imported: a plug-in's flags come from the process that probed it, so that converting a built-in
@@ -73,8 +81,11 @@ def _family_option_parameters() -> list[inspect.Parameter]:
             owners.setdefault(option.name, [option]).append(family.title)
     parameters = []
     for name, (option, *titles) in owners.items():
-        info = typer.Option(option.flag, help=option.help, rich_help_panel=f"{' and '.join(titles)} only",
-                            show_default=False)
+        panel = f"{' and '.join(titles)} only"
+        if option.range is not None:  # a number: checked against its range as it is parsed
+            info = number(option.range, option.flag, help=option.help, rich_help_panel=panel, show_default=False)
+        else:
+            info = typer.Option(option.flag, help=option.help, rich_help_panel=panel, show_default=False)
         kind = Enum(option.name, {choice: choice for choice in option.choices}, type=str) if option.choices \
             else option.type  # an Enum shows and checks the choices, with any typer
         annotation = Annotated[Optional[kind], info]  # type: ignore[valid-type]
@@ -122,14 +133,15 @@ class ConvertOptions:
     resize: Annotated[str, typer.Option(
         help="How a detector's frames fit its input: letterbox (aspect kept, padded) or stretch.",
         rich_help_panel=_DETECTOR)] = "letterbox"
-    opset: Annotated[int, typer.Option(help="ONNX opset.")] = 17
-    batch: Annotated[Optional[int], typer.Option(
-        help="Fixed batch size (a static batch dimension).", rich_help_panel=_BATCH)] = None
-    min_batch: Annotated[Optional[int], typer.Option(help="Smallest batch (dynamic batch axis; default 1).",
-                                                     rich_help_panel=_BATCH)] = None
-    opt_batch: Annotated[Optional[int], typer.Option(help="Batch TensorRT optimises for (default: min).",
-                                                     rich_help_panel=_BATCH)] = None
-    max_batch: Annotated[Optional[int], typer.Option(help="Largest batch (default 4).", rich_help_panel=_BATCH)] = None
+    opset: Annotated[int, number(OPSET, help="ONNX opset.")] = 17
+    batch: Annotated[Optional[int], number(
+        BATCH, help="Fixed batch size (a static batch dimension).", rich_help_panel=_BATCH)] = None
+    min_batch: Annotated[Optional[int], number(BATCH, help="Smallest batch (dynamic batch axis; default 1).",
+                                               rich_help_panel=_BATCH)] = None
+    opt_batch: Annotated[Optional[int], number(BATCH, help="Batch TensorRT optimises for (default: min).",
+                                               rich_help_panel=_BATCH)] = None
+    max_batch: Annotated[Optional[int], number(BATCH, help="Largest batch (default 4).",
+                                               rich_help_panel=_BATCH)] = None
     input_name: Annotated[str, typer.Option(help="Name of the ONNX input.")] = "input"
     output_name: Annotated[str, typer.Option(
         help="Name of the ONNX output (comma-separated for several outputs).")] = "predict_lanes"
@@ -139,9 +151,10 @@ class ConvertOptions:
     force: Annotated[bool, typer.Option(
         "--force", help="Replace an existing output artifact (only after success); for an artifact MODEL, "
                         "rebuild the plan even if it is current.")] = False
-    seed: Annotated[int, typer.Option(help="Seed for a family's untrained (random) weights and the parity inputs.")] = 0
-    atol: Annotated[float, typer.Option(help="Parity tolerance, absolute.")] = 1e-3
-    rtol: Annotated[float, typer.Option(help="Parity tolerance, relative.")] = 1e-3
+    seed: Annotated[int, number(SEED, help="Seed for a family's untrained (random) weights and the parity "
+                                           "inputs.")] = 0
+    atol: Annotated[float, number(TOLERANCE, help="Parity tolerance, absolute.")] = 1e-3
+    rtol: Annotated[float, number(TOLERANCE, help="Parity tolerance, relative.")] = 1e-3
     simplify: Annotated[bool, typer.Option(help="Simplify the graph with onnxslim (kept only if results hold).")] = True
     builder: Annotated[Builder, typer.Option(help="TensorRT builder.", rich_help_panel=_TRT)] = Builder.auto
     precision: Annotated[Precision, typer.Option(
@@ -150,15 +163,15 @@ class ConvertOptions:
     workspace: Annotated[Optional[str], typer.Option(
         help="TensorRT workspace limit, e.g. 2G or 512M (default: derived from MemAvailable).",
         rich_help_panel=_TRT)] = None
-    dla_core: Annotated[Optional[int], typer.Option(
-        "--dla-core", "--dla", help="Build the plan for this DLA core with GPU fallback (AGX Orin, Orin NX: 0 or 1).",
-        rich_help_panel=_TRT)] = None
+    dla_core: Annotated[Optional[int], number(
+        DLA_CORE, "--dla-core", "--dla", help="Build the plan for this DLA core with GPU fallback (AGX Orin, Orin "
+                                              "NX: 0 or 1).", rich_help_panel=_TRT)] = None
     timing_cache: Annotated[Optional[Path], typer.Option(help="TensorRT timing cache file (read and updated).",
                                                          rich_help_panel=_TRT)] = None
     calibration_images: Annotated[Optional[Path], typer.Option(
         help="Directory of images for INT8 calibration.", rich_help_panel=_TRT)] = None
-    builder_optimization_level: Annotated[Optional[int], typer.Option(
-        help="TensorRT builder optimisation level (0-5).", rich_help_panel=_TRT)] = None
+    builder_optimization_level: Annotated[Optional[int], number(
+        OPTIMIZATION_LEVEL, help="TensorRT builder optimisation level.", rich_help_panel=_TRT)] = None
     verify: Annotated[bool, typer.Option(help="Check the plan against ONNX Runtime after building.",
                                          rich_help_panel=_TRT)] = True
     fp16_io: Annotated[bool, typer.Option(
@@ -247,6 +260,9 @@ def convert(**given: Any) -> None:
 
     from ..convert import convert as run_convert
 
+    from ..parity import ort_threads
+
+    ort_threads()  # $EDGE_DEPLOY_ORT_THREADS read through its range before any work (docs/convert.md)
     options = ConvertOptions.of(given)
     source, settings, engine_options = options.source(), options.export_settings(), options.engine_options()
     detection = options.detection()

@@ -12,8 +12,15 @@ from ..errors import EvaluationError
 from . import option_groups as groups
 from .typer_app import app
 from .options import takes_options
+from .numeric import number
+from ..numbers import whole
 from ..fsutil import write_json_atomic
 from ..progress import ConsoleReporter
+
+EVAL_FRAMES = whole(1, 100000, "frames")
+EVAL_SEED = whole(0, 10**8, noun="a seed offset")
+EVAL_LIMIT = whole(1, 10**9, "frames")
+SHOW_FRAMES = whole(0, 1000, "frames")
 
 _MODEL_HELP = ("An artifact directory (its model.onnx; DIR:fp16 for model_fp16.onnx), or grpc://HOST:PORT/MODEL "
                "for a served model (or give --url and --model instead).")
@@ -35,15 +42,19 @@ class EvaluateOptions:
         help="TuSimple label_data_*.json file(s) (images relative to --root); repeat for several.")] = None
     root: Annotated[Optional[Path], typer.Option(
         help="Data set root for --data / --tusimple (default: the list file's folder).")] = None
-    synthetic: Annotated[Optional[int], typer.Option(
-        help="Evaluate on N synthetic road frames (seeds reserved for evaluation, never used in training).")] = None
-    seed: Annotated[int, typer.Option(help="First synthetic evaluation seed (offset into the evaluation range).")] = 0
-    limit: Annotated[Optional[int], typer.Option(help="Evaluate at most this many frames of --data / --tusimple.")] = None
+    synthetic: Annotated[Optional[int], number(
+        EVAL_FRAMES, help="Evaluate on N synthetic road frames (seeds reserved for evaluation, never used in "
+                          "training).")] = None
+    seed: Annotated[int, number(EVAL_SEED, help="First synthetic evaluation seed (offset into the evaluation "
+                                                "range).")] = 0
+    limit: Annotated[Optional[int], number(EVAL_LIMIT, help="Evaluate at most this many frames of --data / "
+                                                            "--tusimple.")] = None
     against: Annotated[Optional[str], typer.Option(
         help="The reference model (same forms as MODEL) run on the same frames: prints the retention table, how much "
              "of its quality MODEL keeps.")] = None
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the full report as JSON here.")] = None
-    show: Annotated[int, typer.Option(help="Write a PNG grid of the K worst frames (truth green, lanes red).")] = 0
+    show: Annotated[int, number(SHOW_FRAMES, help="Write a PNG grid of the K worst frames (truth green, lanes "
+                                                  "red).")] = 0
     out: Annotated[Path, typer.Option(help="Folder for --show pictures.")] = Path("out/evaluate")
     tls_ca: Annotated[Optional[Path], groups.tls_ca()] = None
     tls_cert: Annotated[Optional[Path], groups.tls_cert()] = None
@@ -92,6 +103,9 @@ def evaluate(**given: Any) -> None:
 
     from ..evaluate.run import evaluate_models, worst_frames_grid
 
+    from ..parity import ort_threads
+
+    ort_threads()  # $EDGE_DEPLOY_ORT_THREADS read through its range before any work
     options = EvaluateOptions(**given)
     model, frames, camera = options.model_ref(), options.frames(), options.marker_camera()
     report, worst = evaluate_models(model, frames, against=options.against, tls=options.tls(),

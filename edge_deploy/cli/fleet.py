@@ -10,6 +10,11 @@ import typer
 from ..fleet.role_vars import parse_extra_vars
 from .. import strict_json
 from .typer_app import app
+from .numeric import number
+from ..fleet.policy import HOSTS
+from ..numbers import whole
+
+FLEET_KEEP = whole(2, 1000, "versions")  # at least 2: the previous version is what a failed vehicle rolls back to
 
 if TYPE_CHECKING:
     from ..fleet.reports import HostResult
@@ -29,12 +34,12 @@ UserOpt = Annotated[bool, typer.Option("--user", help="The user scope's state di
 def rollout(
     artifact: Annotated[Path, typer.Argument(help="Artifact directory written by `edge-deploy convert`.")],
     inventory: InventoryOpt,
-    canary: Annotated[int, typer.Option(help="Hosts in the first batch; any failure there stops the rollout.")] = 1,
+    canary: Annotated[int, number(HOSTS, help="Hosts in the first batch; any failure there stops the rollout.")] = 1,
     batch: Annotated[str, typer.Option(help="Hosts per batch after the canary: N or P% of all hosts.")] = "25%",
     max_fail: Annotated[str, typer.Option(
         "--max-fail", help="Failures a batch may have before the rollout stops: N or P% of the batch.")] = "0",
     name: Annotated[Optional[str], typer.Option(help="Model name on the vehicles (edge_deploy_model_name).")] = None,
-    keep: Annotated[Optional[int], typer.Option(help="Versions kept per vehicle (install --keep; at least 2).")] = None,
+    keep: Annotated[Optional[int], number(FLEET_KEEP, help="Versions kept per vehicle (install --keep).")] = None,
     extra_vars: VarsOpt = None,
     limit: LimitOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,

@@ -13,7 +13,9 @@ import typer
 from . import option_groups as groups
 from .typer_app import app
 from .options import takes_options
+from .numeric import number
 from ..errors import CalibrationError, ClientError
+from ..numbers import MAX_AGE_S, SPEED_MPS, TIMEOUT_S, WAIT_S, whole
 from ..lanedet.decode_params import DecodeParamsError, ScoreNmsDecodeParams
 
 if TYPE_CHECKING:  # numpy and OpenCV: loaded when a command runs
@@ -31,6 +33,12 @@ _DECODE = "Decoding (default: the model config's)"
 _GEOMETRY = "Lane markers in metres"
 _LIVE = "Cameras and live sources"
 _ROS = "ROS recordings and ROS 2 output (docs/recordings.md)"
+
+SYNTHETIC_FRAMES = whole(0, 10000, "frames")
+MAX_FRAMES = whole(0, 10**9, "frames", note="0: until it ends")
+SAMPLE_COUNT = whole(1, 100000, "frames")
+SAMPLE_SIDE = whole(64, 8192, "pixels")
+SAMPLE_SEED = whole(0, 10**8, noun="a seed offset")  # evaluation seeds: EVAL_SEED_BASE + this
 
 
 def lane_geometry(camera: Path | None, track: bool, speed: float | None, recordings: bool = False) -> Any:
@@ -77,15 +85,17 @@ class InferOptions:
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for <image>.lanes.png / .lanes.json.")] = Path("lanes")
     json_out: Annotated[bool, typer.Option("--json", help="Also write <image>.lanes.json (points in image pixels).")] = False
     png: Annotated[bool, typer.Option("--png/--no-png", help="Write <image>.lanes.png with the lanes drawn.")] = True
-    synthetic: Annotated[int, typer.Option(help="Also run on N synthetic 1640x590 road frames (written to OUT too).")] = 0
+    synthetic: Annotated[int, number(SYNTHETIC_FRAMES, help="Also run on N synthetic 1640x590 road frames (written to "
+                                                            "OUT too).")] = 0
     conf: Annotated[Optional[float], groups.conf(_DECODE)] = None
     nms: Annotated[Optional[float], groups.nms(_DECODE)] = None
     top_k: Annotated[Optional[int], groups.top_k(_DECODE)] = None
     transport: Annotated[Transport, typer.Option(help="auto: shared memory when the server is on this host.")] = Transport.auto
-    timeout: Annotated[float, typer.Option(help="Seconds per request.")] = 30.0
-    wait: Annotated[float, typer.Option(help="Wait up to this many seconds for the server and model to be ready.")] = 0.0
-    max_frames: Annotated[int, typer.Option(help="Stop a video or camera after this many frames (0: until it ends; "
-                                                 "Ctrl-C stops a camera and keeps what was written).")] = 0
+    timeout: Annotated[float, number(TIMEOUT_S, help="Seconds per request.")] = 30.0
+    wait: Annotated[float, number(WAIT_S, help="Wait up to this many seconds for the server and model to be "
+                                               "ready.")] = 0.0
+    max_frames: Annotated[int, number(MAX_FRAMES, help="Stop a video or camera after this many frames (Ctrl-C stops "
+                                                       "a camera and keeps what was written).")] = 0
     tls_ca: Annotated[Optional[Path], groups.tls_ca()] = None
     tls_cert: Annotated[Optional[Path], groups.tls_cert()] = None
     tls_key: Annotated[Optional[Path], groups.tls_key()] = None
@@ -95,16 +105,16 @@ class InferOptions:
         rich_help_panel=_GEOMETRY)] = None
     track: Annotated[bool, typer.Option("--track", help="Follow the markers across a video's frames (stable ids, "
                                                         "smoothed); with --camera.", rich_help_panel=_GEOMETRY)] = False
-    speed: Annotated[Optional[float], typer.Option(help="Vehicle speed (m/s) for the time to line crossing; with "
-                                                        "--camera.", rich_help_panel=_GEOMETRY)] = None
+    speed: Annotated[Optional[float], number(SPEED_MPS, help="Vehicle speed (m/s) for the time to line crossing; "
+                                                             "with --camera.", rich_help_panel=_GEOMETRY)] = None
     realtime: Annotated[bool, typer.Option(
         "--realtime", help="Read video files at their frame rate and detect only the newest frame, dropping what "
                            "the model cannot keep up with, as a vehicle app does (cameras and GStreamer pipelines "
                            "always are); prints frames read / processed / dropped and the capture -> lanes "
                            "latency.", rich_help_panel=_LIVE)] = False
-    max_age: Annotated[float, typer.Option(help="Seconds after capture that a live frame's lanes count as fresh "
-                                                "(its state in the JSON lines, and each request's deadline).",
-                                           rich_help_panel=_LIVE)] = 0.1
+    max_age: Annotated[float, number(MAX_AGE_S, help="Seconds after capture that a live frame's lanes count as fresh "
+                                                     "(its state in the JSON lines, and each request's deadline).",
+                                     rich_help_panel=_LIVE)] = 0.1
     topic: Annotated[Optional[str], typer.Option(help="A recording's image topic (sensor_msgs Image or "
                                                      "CompressedImage); needed when it has several.",
                                                  rich_help_panel=_ROS)] = None
@@ -332,12 +342,11 @@ def _check_numbers(*, synthetic: int, timeout: float, wait: float, conf: float |
 @app.command()
 def sample(
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the frames.")] = Path("samples"),
-    count: Annotated[int, typer.Option("--count", "-n", help="How many frames (with --video: of the drive).",
-                                       min=1, max=100000)] = 4,
-    width: Annotated[int, typer.Option(help="Frame width.", min=64, max=8192)] = 1640,
-    height: Annotated[int, typer.Option(help="Frame height.", min=64, max=8192)] = 590,
-    seed: Annotated[int, typer.Option(help="Which roads (offset into the seeds held out from training).", min=0,
-                                      max=10**8)] = 0,
+    count: Annotated[int, number(SAMPLE_COUNT, "--count", "-n", help="How many frames (with --video: of the "
+                                                                     "drive).")] = 4,
+    width: Annotated[int, number(SAMPLE_SIDE, help="Frame width.")] = 1640,
+    height: Annotated[int, number(SAMPLE_SIDE, help="Frame height.")] = 590,
+    seed: Annotated[int, number(SAMPLE_SEED, help="Which roads (offset into the seeds held out from training).")] = 0,
     video: Annotated[bool, typer.Option("--video", help="Write one drive along a road (OUT/drive.mp4, 30 frames/s) "
                                                         "instead of separate frames.")] = False,
     stack: Annotated[bool, typer.Option("--stack", help="Also write OUT/detector.onnx, a stand-in object detector "

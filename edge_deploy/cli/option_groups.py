@@ -14,8 +14,10 @@ from typing import Any, Iterable
 import typer
 
 from ..serve.status import DEFAULT_URL  # noqa: F401 - the commands' default --url (groups.DEFAULT_URL), serve/ being loaded already
+from ..numbers import Range, whole
 from ..tls import TLSConfig
 from ..precision import Precision
+from .numeric import number
 
 TLS_CA_HELP = "Connect over TLS: the CA that signed the server's certificate."
 TLS_CERT_HELP = "This client's certificate (for a mutual-TLS server)."
@@ -48,18 +50,24 @@ def url(help: str) -> Any:  # noqa: A002 - typer's own keyword
     return typer.Option(help=help)
 
 
+# The decode parameters' ranges (the families' own checks, lanedet/decode_params.py, refuse less: these bound them).
+CONF = Range(0, 1, "", noun="a score threshold")
+NMS = Range(0, 10000, "pixels")
+TOP_K = whole(1, 1000, "lanes")
+
+
 def conf(panel: str, default: str | None = None) -> Any:
     """--conf; `default`: where the value comes from when not given (None: not said)."""
-    return typer.Option(help=_help("Score threshold", default), rich_help_panel=panel, show_default=False)
+    return number(CONF, help=_help("Score threshold", default), rich_help_panel=panel, show_default=False)
 
 
 def nms(panel: str, default: str | None = None, unit: str = "pixels at 640 wide") -> Any:
-    return typer.Option(help=_help(f"NMS threshold, {unit}", default), rich_help_panel=panel, show_default=False)
+    return number(NMS, help=_help(f"NMS threshold, {unit}", default), rich_help_panel=panel, show_default=False)
 
 
 def top_k(panel: str, default: str | None = None, note: str = "") -> Any:
-    return typer.Option(help=_help("At most this many lanes", default, note), rich_help_panel=panel,
-                        show_default=False)
+    return number(TOP_K, help=_help("At most this many lanes", default, note), rich_help_panel=panel,
+                  show_default=False)
 
 
 def _help(what: str, default: str | None, note: str = "") -> str:

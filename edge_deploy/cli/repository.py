@@ -9,12 +9,14 @@ from typer.core import TyperCommand
 
 from ..deploy.options import InstallOptions
 from ..errors import RepositoryError
-from ..repository.model_config import MAX_THREADS, SERVED_ONNX
+from ..repository.model_config import SERVED_ONNX
 from ..repository.pipeline_kind import KINDS, PipelineKind
 from .. import strict_json
 from . import option_groups as groups
 from .typer_app import app
 from .options import Only, options_of, takes_fields
+from .numeric import number
+from ..numbers import THREADS, whole
 from ..progress import ConsoleReporter
 
 
@@ -36,6 +38,11 @@ class _InstallCommand(TyperCommand):
         return super().parse_args(ctx, groups.precision_aliases(bare_pipeline(args)))
 
 
+MAX_QUEUE_DELAY_US = whole(0, 10**7, "microseconds")  # 10 s: a batch formed slower than that is no batching
+INSTANCES = whole(1, 64, "instances")
+KEEP = whole(1, 1000, "versions")
+VERSION = whole(1, 2**63 - 1, noun="a version")  # Triton's version numbers are int64
+
 _REPOSITORY = typer.Option("--repository", "-r", help="Triton model repository directory.")
 RepositoryOpt = Annotated[Path, _REPOSITORY]
 ServedPrecision = groups.precision_choice(SERVED_ONNX)  # install serves an ONNX file of these
@@ -53,16 +60,17 @@ INSTALL_PARAMETERS = {
         "`--pipeline ensemble` (NAME_preprocess -> NAME -> NAME_postprocess), `--pipeline bls` (one Python model "
         "calling NAME itself). Default: the pipeline NAME already has, if any.")], None),
     "no_pipeline": Only(Annotated[bool, typer.Option("--no-pipeline", help="Install NAME without a pipeline.")], False),
-    "max_queue_delay_us": typer.Option(help="Dynamic batching: longest wait (microseconds) to form a batch."),
-    "instances": typer.Option(help="Model instances (instance_group count)."),
+    "max_queue_delay_us": number(MAX_QUEUE_DELAY_US, help="Dynamic batching: longest wait (microseconds) to form a "
+                                                          "batch."),
+    "instances": number(INSTANCES, help="Model instances (instance_group count)."),
     "priority": typer.Option(case_sensitive=False, help=(
         "The model's priority beside others on the server: optimization.priority PRIORITY_MAX|DEFAULT|MIN (a TensorRT "
         "plan's CUDA stream priority) and, with dynamic batching, default priority level 1|2|3 of 3.")),
-    "threads": typer.Option(show_default=False, help=(
-        f"ONNX Runtime intra- and inter-op threads, 1 to {MAX_THREADS} (onnxruntime and python runtimes; default: "
+    "threads": number(THREADS, show_default=False, help=(
+        "ONNX Runtime intra- and inter-op threads (onnxruntime and python runtimes; default: "
         "one per core).")),
     "warmup": typer.Option(help="Warm the model up with a zero input when it loads."),
-    "keep": typer.Option(help="Keep only the newest K versions (removes older ones)."),
+    "keep": number(KEEP, help="Keep only the newest K versions (removes older ones)."),
     "force": typer.Option(help="Install a plan built for another device / TensorRT."),
     "tritonserver": Only(Annotated[Optional[Path], typer.Option(
         help="tritonserver binary whose backends decide the runtime.")], None),
@@ -152,7 +160,8 @@ def models(
 @app.command()
 def rollback(
     name: Annotated[str, typer.Argument(help="Model to roll back.")],
-    to: Annotated[Optional[int], typer.Option("--to", help="Version to serve (default: the one before the served one).")] = None,
+    to: Annotated[Optional[int], number(VERSION, "--to", help="Version to serve (default: the one before the served "
+                                                              "one).")] = None,
     repository: RepositoryOpt = Path("model_repository"),
 ) -> None:
     """Serve an older version again (newer versions stay on disk)."""

@@ -17,6 +17,8 @@ from ..serve.service import ServeOptions
 from . import option_groups as groups
 from .typer_app import app
 from .options import Only, takes_fields
+from .numeric import number
+from ..numbers import DAY_S, PORT, Range, whole
 
 
 
@@ -67,6 +69,12 @@ def _print_certificate(expiry: str | None) -> None:
         typer.echo(f"TLS: {expiry}")
 
 
+SERVE_WAIT_S = whole(1, DAY_S, "seconds")
+EXIT_TIMEOUT_S = whole(0, 3600, "seconds")
+LOG_VERBOSE = whole(0, 10, noun="a verbose level", note="0: off")
+LOG_LINES = whole(1, 10**6, "lines")
+HEALTH_WAIT_S = Range(0, DAY_S, "seconds", note="0: ask once")
+
 _USER = typer.Option("--user", help="The user-manager unit (~/.config/systemd/user) instead of the system one.")
 UserOpt = Annotated[bool, _USER]
 
@@ -82,15 +90,15 @@ SERVE_PARAMETERS = {
     "tritonserver": typer.Option(
         help="The tritonserver binary (default: $TRITONSERVER, /opt/tritonserver, PATH, nvidia-pytriton)."),
     "grpc_address": typer.Option(help="Address the gRPC endpoint listens on."),
-    "grpc_port": typer.Option(help="gRPC port."),
+    "grpc_port": number(PORT, help="gRPC port."),
     "http": typer.Option(help="Also serve HTTP (on 127.0.0.1:--http-port)."),
-    "http_port": typer.Option(help="HTTP port (with --http)."),
+    "http_port": number(PORT, help="HTTP port (with --http)."),
     "metrics": typer.Option(help="Serve Prometheus metrics (on 127.0.0.1:--metrics-port)."),
-    "metrics_port": typer.Option(help="Metrics port (with --metrics)."),
-    "wait": typer.Option("--wait", help="Seconds to wait for the server and every model to be ready (TensorRT plans "
-                                        "can take minutes)."),
-    "exit_timeout": typer.Option(help="Seconds tritonserver waits for in-flight requests when stopping."),
-    "log_verbose": typer.Option(help="tritonserver verbose log level (0 = off)."),
+    "metrics_port": number(PORT, help="Metrics port (with --metrics)."),
+    "wait": number(SERVE_WAIT_S, "--wait", help="Seconds to wait for the server and every model to be ready "
+                                                "(TensorRT plans can take minutes)."),
+    "exit_timeout": number(EXIT_TIMEOUT_S, help="Seconds tritonserver waits for in-flight requests when stopping."),
+    "log_verbose": number(LOG_VERBOSE, help="tritonserver verbose log level."),
     "log_file": typer.Option(help="Keep the server's output in this file (size-capped) instead of the journal."),
     "log_max_size": typer.Option(help="Cap on --log-file and its one rotated predecessor together, e.g. 50M."),
     "tls_cert": typer.Option(help="Server certificate (PEM) for gRPC over TLS (default beyond loopback: "
@@ -199,7 +207,7 @@ def status(user: UserOpt = False) -> None:
 def logs(
     user: UserOpt = False,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines.")] = False,
-    lines: Annotated[int, typer.Option("--lines", "-n", help="How many recent lines to show.")] = 200,
+    lines: Annotated[int, number(LOG_LINES, "--lines", "-n", help="How many recent lines to show.")] = 200,
 ) -> None:
     """The tritonserver unit's log: `journalctl -u`, or the unit's --log-file (else the foreground server's log)."""
     from ..serve.logs import log_source
@@ -218,7 +226,7 @@ def logs(
 @app.command()
 def health(
     user: UserOpt = False,
-    wait: Annotated[float, typer.Option("--wait", help="Wait up to this many seconds for readiness (0: ask once).")] = 0.0,
+    wait: Annotated[float, number(HEALTH_WAIT_S, "--wait", help="Wait up to this many seconds for readiness.")] = 0.0,
     model: Annotated[Optional[list[str]], typer.Option("--model", help="Model that must be ready (repeatable; default: every model of the repository).")] = None,
     url: Annotated[Optional[str], groups.url(
         f"Server gRPC address (default: from the installed unit, else {groups.DEFAULT_URL}).")] = None,

@@ -36,6 +36,9 @@ from .served_model import LaneModel, decode_params, describe_model
 from .shm import ShmRegion
 from ..tls import SOCKET_CLOSED, TLSConfig, explain_refusal, handshake_failure
 from ..geometry.frame_markers import LaneGeometry
+from ..numbers import FPS, TIMEOUT_S, Range
+
+RETRY_DEADLINE_S = Range(0, TIMEOUT_S.high, "seconds")  # 0: no retries
 
 DEFAULT_URL = "127.0.0.1:8001"
 DEFAULT_MODEL = "lanedet"
@@ -333,10 +336,11 @@ class ClientSettings:
         resolved = resolve_transport(transport, url)
         if track and camera is None:
             raise ClientError("track=True follows lane markers, which need camera=Camera.from_yaml(path).")
-        if fps is not None and (camera is None or isinstance(fps, bool) or not (isinstance(fps, (int, float))
-                                                                                and 0 < fps < float("inf"))):
+        if fps is not None and (camera is None or not FPS.contains(fps)):
             raise ClientError(f"fps={fps!r}: give the frames per second (more than 0) of the stream detect_markers "
-                              "follows, with camera=Camera.from_yaml(path).")
+                              f"follows ({FPS.describe()}), with camera=Camera.from_yaml(path).")
+        TIMEOUT_S.check("client_timeout", client_timeout, ClientError)
+        RETRY_DEADLINE_S.check("retry_deadline", retry_deadline, ClientError)
         return cls(url, model, str(version), resolved, float(client_timeout), float(retry_deadline),
                    (conf_threshold, nms_threshold, top_k), tls, bool(strict), camera, bool(track),
                    None if fps is None else float(fps))

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from .._deps import require
 from ..bounded_read import regular_file
 from ..artifact import ONNX_NAME, BatchRange, IOSignature, Manifest, file_entry
-from ..errors import ConvertError, one_line
+from ..errors import ConvertError, EdgeDeployError, one_line
 from ..lanedet.decode_params import DecodeParamsError, ScoreNmsDecodeParams
 from ..lanedet.preprocess import PreprocessSpec
 from ..model_source import ExternalSource, SourceFile
@@ -279,6 +279,8 @@ def _fix_input(model: Any, graph_input: _Input, shape: Sequence[int], batch: Bat
 def _run(model: Any, input_name: str, inputs: Sequence[Any], what: str) -> list[list[Any]]:
     try:
         session = ort_session(model)
+    except EdgeDeployError:  # edge-deploy's own line ($EDGE_DEPLOY_ORT_THREADS out of its range), as it is
+        raise
     except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
         raise ConvertError(f"ONNX Runtime cannot load {what}: {one_line(exc, 200)}.") from None
     return run_ort(session, input_name, inputs)

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from .._deps import require
 from ..artifact import ONNX_NAME, IOSignature, Manifest, file_entry
-from ..errors import ConvertError, one_line
+from ..errors import ConvertError, EdgeDeployError, one_line
 from ..lanedet.decode_params import DecodeParams, DecodeParamsError
 from ..lanedet.entry_points import LEGACY_FAMILY, family_package
 from ..lanedet.lane_family import LaneFamily, LoadedModel, family_for_outputs, family_names, get_family
@@ -93,6 +93,8 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
         check_onnx(onnx_path)
         try:
             session = ort_session(onnx_path)
+        except EdgeDeployError:  # edge-deploy's own line ($EDGE_DEPLOY_ORT_THREADS out of its range), as it is
+            raise
         except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
             raise ConvertError(
                 f"ONNX Runtime cannot load the exported model (opset {settings.opset}): {one_line(exc, 200)}; "

@@ -5,6 +5,10 @@ import math
 from dataclasses import dataclass
 
 from ..errors import EdgeDeployError
+from ..numbers import Range, whole
+
+HOSTS = whole(0, 100000, "hosts")  # --canary, and --batch / --max-fail given as a count
+PERCENT = Range(0, 100, "percent")  # --batch / --max-fail given as a percentage
 
 
 class FleetError(EdgeDeployError):
@@ -26,9 +30,10 @@ class Amount:
         try:
             value = float(number) if percent else int(number)
         except ValueError:
-            value = -1
-        if value < 0 or (percent and value > 100):
-            raise FleetError(f"{option} {text!r} is neither a count (like 3) nor a percentage (like 25%).")
+            value = math.nan
+        if not (PERCENT if percent else HOSTS).contains(value):
+            raise FleetError(f"{option} {text!r} is neither a count (like 3: {HOSTS.describe()}) nor a percentage "
+                             f"(like 25%: {PERCENT.describe()}).")
         return cls(float(value), percent)
 
     def of(self, total: int) -> float:

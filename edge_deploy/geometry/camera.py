@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CalibrationError, GeometryError, brief, one_line
+from ..numbers import Range, finite_points
 from .calibration_file import camera_arguments, read_calibration, write_calibration
 
 __all__ = ["DISTORTION_MODELS", "Camera", "Mounting", "pitch_from_vanishing_point"]
@@ -112,6 +113,7 @@ class Camera:
                    for v in (self.width, self.height)):
             raise CalibrationError(f"image_width and image_height must be whole numbers of pixels from 1 to "
                                    f"{MAX_PIXELS} (got {brief(self.width)}x{brief(self.height)}).")
+        _check_intrinsics(k, int(self.width), int(self.height))
         object.__setattr__(self, "camera_matrix", k)
         object.__setattr__(self, "distortion", dist)
         object.__setattr__(self, "_rotation", self.mounting.rotation())
@@ -200,8 +202,10 @@ class Camera:
         """Road points (N, 2) (x forward, y left, m) seen at image points (N, 2).
 
         A point on or above the horizon never meets the road: strict=True refuses it with a
-        one-line GeometryError; strict=False gives NaN for it.
+        one-line GeometryError, as it does a NaN or infinite point; strict=False gives NaN for either.
         """
+        if strict:
+            pixels = finite_points(pixels, "image points", GeometryError)
         d = self.rays(pixels)
         down = d[:, 2] / np.sqrt(np.einsum("ij,ij->i", d, d))  # |d| >= 1: d is R^T (x, y, 1)
         below = down < -_MIN_RAY_DOWN
@@ -216,7 +220,7 @@ class Camera:
         """Image points (N, 2) of road points (N, 2) (x forward, y left, m); NaN behind the camera."""
         import cv2
 
-        xy = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+        xy = finite_points(points, "road points", GeometryError)
         world = np.concatenate([xy, np.zeros((len(xy), 1))], 1) - self.position
         cam = world @ self._rotation.T
         ahead = cam[:, 2] > 1e-9
@@ -260,12 +264,34 @@ class Camera:
                 f"{k[1, 2]:.1f}), {self.distortion_model}, {self.mounting})")
 
 
+# Plausible intrinsics, relative to the frame: a focal length from a twentieth of the frame's side (past any fisheye)
+# to 50 times it (a 1 degree field of view), a principal point within half a frame of the frame. A CameraInfo with
+# fx = 1e300 was taken and put every marker at the camera.
+FOCAL_PER_SIDE = (0.05, 50.0)
+PRINCIPAL_MARGIN = 0.5
+
+
+def _check_intrinsics(k: np.ndarray, width: int, height: int) -> None:
+    """A one-line CalibrationError when K's focal lengths or principal point are not plausible for the frame."""
+    low, high = FOCAL_PER_SIDE
+    for name, value, side, along in (("fx", k[0, 0], width, "wide"), ("fy", k[1, 1], height, "high"),
+                                     ("cx", k[0, 2], width, "wide"), ("cy", k[1, 2], height, "high")):
+        note = f"for a frame {side} pixels {along}"
+        if name.startswith("f"):
+            rng = Range(round(low * side, 3), high * side, "", noun="a focal length in pixels", note=note)
+        else:
+            rng = Range(-PRINCIPAL_MARGIN * side, (1 + PRINCIPAL_MARGIN) * side, "", noun="a principal point in "
+                        "pixels", note=note)
+        rng.check(f"camera_matrix {name}", float(value), CalibrationError,
+                  "Copy the camera_matrix from the camera's calibration at this resolution.")
+
+
 def pitch_from_vanishing_point(camera: Camera, left: np.ndarray, right: np.ndarray) -> float:
     """The pitch (degrees, nose down positive) that puts the vanishing point of two straight ego lines on the
     horizon. `left`, `right`: (N, 2) image points of each line; the camera's own pitch is ignored, its roll and
     yaw kept."""
     def line(points: np.ndarray) -> np.ndarray:
-        pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+        pts = finite_points(points, "a line's image points", GeometryError)  # NaN: numpy's "SVD did not converge"
         if len(pts) < 2:
             raise GeometryError("a line for the vanishing point needs at least 2 image points; pass both ego lines.")
         centre = pts.mean(0)

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 from ..errors import GeometryError, brief
+from ..numbers import SPEED_MPS
 
 __all__ = ["LaneFigures", "lane_figures", "time_to_crossing"]
 
@@ -36,7 +37,7 @@ class LaneFigures:
         return asdict(self)
 
 
-MAX_SPEED_MPS = 100.0  # 360 km/h: beyond it a speed is a typo (or inf), and the horizon a car sees is meaningless
+MAX_SPEED_MPS = float(SPEED_MPS.high)  # 100: 360 km/h: beyond it a speed is a typo (or inf), and the horizon a car sees is meaningless
 
 
 def check_speed(speed_mps: Any, name: str = "speed_mps") -> float | None:

@@ -10,7 +10,8 @@ from .figures import LaneFigures, check_speed
 from .markers import LaneMarkers, assign, to_markers
 from .plausibility import Plausibility, PlausibilityLimits, StreamPlausibility
 from .tracker import MarkerTracker
-from ..errors import CalibrationError
+from ..errors import CalibrationError, GeometryError
+from ..numbers import FPS
 
 __all__ = ["FrameMarkers", "LaneGeometry"]
 
@@ -45,7 +46,7 @@ class LaneGeometry:
         self.camera = camera
         self.tracker = MarkerTracker() if track else None
         self.speed_mps = check_speed(speed_mps)
-        self.fps = fps
+        self.fps = None if fps is None else FPS.check("fps", fps, GeometryError)  # -30 or inf: no stream's rate
         self.plausibility = StreamPlausibility(limits)
         self._unseen_s = 0.0  # time of the frames skipped or missed since the last frame_markers
 

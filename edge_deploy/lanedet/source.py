@@ -11,6 +11,8 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..numbers import Range, whole
+
 __all__ = ["CONVERT_OPTION_NAMES", "FamilyOption", "OptionValue", "SourceSpec", "family_options", "one_of",
            "option_flag"]
 
@@ -60,13 +62,15 @@ def option_flag(name: str) -> str:
 @dataclass(frozen=True)
 class FamilyOption:
     """One of a family's own convert options, read from its options dataclass (`LaneFamily.options_type`):
-    the field's name, its value type (int, float, str or Path), the help text and choices from the field's
-    metadata ({"help": ..., "choices": (...)})."""
+    the field's name, its value type (int, float, str or Path), the help text, choices and, for a number, its range
+    (an edge_deploy.numbers.Range) from the field's metadata ({"help": ..., "choices": (...), "range": Range(...)}).
+    A number without a range takes DEFAULT_RANGES' (finite, and a whole number for an int)."""
 
     name: str
     type: type
     help: str
     choices: tuple[str, ...] | None = None
+    range: Range | None = None
 
     @property
     def flag(self) -> str:
@@ -80,12 +84,16 @@ class FamilyOption:
             raise ValueError(f"{self.flag} takes {_WORDS[kind]}, not {type(given).__name__} {given!r:.40}")
         if kind is Path:
             return Path(given)  # type: ignore[arg-type] # a str or a Path: checked above
+        if self.range is not None:  # a NumberError, which is a ValueError too
+            given = self.range.check(self.flag, given)
         if kind is float:
             return float(given)  # type: ignore[arg-type] # an int or a float: checked above
         return given  # type: ignore[return-value] # an int or a str: checked above
 
 
 _OPTION_TYPES = {"int": int, "float": float, "str": str, "Path": Path}
+# The range of a family's numeric option that gives none in its metadata.
+DEFAULT_RANGES = {int: whole(-(2**31), 2**31 - 1, noun="a whole number"), float: Range(-1e9, 1e9, "", noun="a number")}
 # option type -> the values it takes (a bool is neither an int nor a float here), and their name in a message
 _ACCEPTED: dict[type, tuple[type, ...]] = {int: (int,), float: (int, float), str: (str,), Path: (str, Path)}
 _WORDS = {int: "a whole number", float: "a number", str: "a string", Path: "a path"}
@@ -125,8 +133,14 @@ def family_options(options_type: type | None) -> tuple[FamilyOption, ...]:
             raise TypeError(f"family option {options_type.__name__}.{f.name} is named like convert's own "
                             f"{option_flag(f.name)}; rename it")
         choices = f.metadata.get("choices")
+        rng = f.metadata.get("range")
+        if rng is not None and (not isinstance(rng, Range) or kind not in (int, float) or rng.whole != (kind is int)):
+            raise TypeError(f"family option {options_type.__name__}.{f.name}: its metadata's range must be an "
+                            "edge_deploy.numbers.Range of a number option (whole=True for an int)")
+        if rng is None and kind in DEFAULT_RANGES and not choices:
+            rng = DEFAULT_RANGES[kind]
         found.append(FamilyOption(f.name, kind, str(f.metadata.get("help", "")),
-                                  tuple(choices) if choices else None))
+                                  tuple(choices) if choices else None, rng))
     return tuple(found)
 
 

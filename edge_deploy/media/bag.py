@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import FrameError
 from .image_header import MAX_IMAGE_PIXELS, image_size
+from ..numbers import whole
 from .stamped import StampedFrame
 from .._deps import require
 from .video import frames_of as capture_frames
@@ -217,11 +218,18 @@ def _rate(reader: Any, topic: str, default: float = 30.0) -> float:
     return fps if 1 <= fps <= 240 else default
 
 
+# A header stamp: ns since 1970, 0 to 2**63 - 1 (what an MCAP log time, unsigned, and the JSON lines hold); a negative
+# one (a clock before 1970: a damaged or hand-made recording) made `--mcap` fail with an internal error.
+STAMP_NS = whole(0, 2**63 - 1, "nanoseconds since 1970")
+
+
 def _decoded(reader: Any, path: Path, topic: str, msgtype: str, max_frames: int) -> Iterator[StampedFrame]:
     index = 0
     for _, msg in _messages(reader, path, topic):
         image = decode_image(msg, msgtype, f"{path} {topic}")
         stamp = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
+        STAMP_NS.check(f"{path} {topic}: frame {index}'s header stamp", stamp, FrameError,
+                       "Fix the recording's clock (ros2 bag info shows its times).")
         # republished as they are only when they are a JPEG, whatever the format field says (a "jpeg" holding a
         # PNG is encoded again as a JPEG, as the republished message says)
         jpeg = bytes(msg.data) if msgtype == COMPRESSED and _held_format(msg) == "jpeg" else None

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from ..errors import CalibrationError
+from ..numbers import Range
 from .bag import CameraInfoRecord, Recording, Transform
 from .stamped import CameraSetup
 from ..geometry import Camera
@@ -19,7 +20,7 @@ def recording_camera(recording: Recording, calibration: Any = None) -> CameraSet
     from --camera) knows it. Intrinsics: the recording's CameraInfo, else `calibration`'s. Mounting: /tf_static,
     else `calibration`'s; a CameraInfo with neither is refused. Without a CameraInfo, `calibration` as it is."""
     frame_id = recording.frame_id
-    chain = _chain(recording.static_transforms, BASE_FRAME, frame_id)
+    chain = _chain(recording.static_transforms, BASE_FRAME, frame_id, f"{recording.path} /tf_static")
     info = recording.camera_info
     if info is None:
         return CameraSetup(calibration, frame_id) if calibration is not None else None
@@ -49,8 +50,17 @@ def _camera(info: CameraInfoRecord, mounting: Any, where: str, camera_class: Any
         raise CalibrationError(f"{where}: {exc}") from None
 
 
-def _chain(transforms: tuple[Transform, ...], parent: str, child: str) -> tuple[Any, Any] | None:
-    """(translation, 3x3 rotation) of `child` in `parent` composed along /tf_static, or None without a path."""
+# A /tf_static rotation is a unit quaternion; ROS tools normalise small errors, so a length within 10 % of 1 is
+# taken (and normalised). A zero or NaN quaternion (exit 70 before) is refused in one line where the chain needs it.
+QUATERNION_LENGTH = Range(0.9, 1.1, "", noun="a unit quaternion's length")
+TRANSLATION_M = Range(-1000, 1000, "metres")  # a camera's offset from base_link
+
+
+def _chain(transforms: tuple[Transform, ...], parent: str, child: str,
+           where: str = "/tf_static") -> tuple[Any, Any] | None:
+    """(translation, 3x3 rotation) of `child` in `parent` composed along /tf_static, or None without a path; a
+    CalibrationError in one line for a transform on the path whose rotation is no unit quaternion or whose
+    translation is not finite metres."""
     import numpy as np
     from scipy.spatial.transform import Rotation
 
@@ -62,13 +72,15 @@ def _chain(transforms: tuple[Transform, ...], parent: str, child: str) -> tuple[
             return None
         seen.add(frame)
         t = by_child[frame]
-        q = np.asarray(t.rotation, dtype=np.float64)
-        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(t.translation)) and 1e-6 < np.linalg.norm(q) < 1e6):
-            raise CalibrationError(f"/tf_static {t.parent} -> {t.child} has rotation {[float(v) for v in q]} and "
-                                   f"translation {[float(v) for v in t.translation]}: not a rigid transform (a "
-                                   "quaternion is finite and not zero); fix the recording's /tf_static or pass "
-                                   "--camera CALIB.yaml.")
-        r = Rotation.from_quat(q).as_matrix()
+        name = f"{where} {t.parent} -> {t.child}"
+        advice = "Fix the recording's /tf_static (or pass --camera CALIB.yaml with a recording that has none)."
+        quaternion = np.asarray(t.rotation, dtype=np.float64)
+        QUATERNION_LENGTH.check(f"{name}: the rotation {tuple(float(v) for v in quaternion)} has a length that",
+                                float(np.linalg.norm(quaternion)), CalibrationError, advice)
+        for value in t.translation:
+            TRANSLATION_M.check(f"{name}: the translation {tuple(float(v) for v in t.translation)}",
+                                float(value), CalibrationError, advice)
+        r = Rotation.from_quat(quaternion / np.linalg.norm(quaternion)).as_matrix()
         translation = r @ translation + np.asarray(t.translation)
         rotation = r @ rotation
         frame = t.parent

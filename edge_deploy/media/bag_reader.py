@@ -261,7 +261,7 @@ class BoundedMcapReader(storage_mcap.McapReader):
     any decompresses, an empty profile read as ros2."""
 
     def open(self) -> None:
-        fh = open_recording_file(Path(self.path))
+        fh = open_recording_file(Path(str(self.path)))
         try:
             profile, at = _mcap_profile(fh)
             if profile not in (None, "", "ros2"):
@@ -324,6 +324,7 @@ class RecordingReader:
         self._stack.close()
 
     def _open(self) -> Any:
+        reader: Any  # rosbags' ROS 1 or rosbag2 Reader, its storage replaced below
         if self.ros1:
             regular_file(self.path, "recording", FrameError, HINT)
             reader = Reader1(self.path)
@@ -356,7 +357,7 @@ class RecordingReader:
         if mode == "file":
             directory = self._decompressed(info, files)
         self._message_mode = mode == "message"
-        reader = Reader2(directory)
+        reader: Any = Reader2(directory)
         reader.storage.STORAGE_PLUGINS = {**reader.storage.STORAGE_PLUGINS, "mcap": BoundedMcapReader}
         return reader
 

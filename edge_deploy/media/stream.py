@@ -33,7 +33,12 @@ import numpy as np
 from ..errors import ClientError, EdgeDeployError, one_line
 from ..geometry.frame_markers import LaneGeometry
 from ..runtime import Threads, call_app
+from ..numbers import FPS, MAX_AGE_S, Range
 from .video import frames_of, is_live_source, open_video, source_fps
+
+# max_age and deadline, fps: numbers.MAX_AGE_S and FPS, said as "a positive number" (the words apps match on).
+STREAM_SECONDS = Range(MAX_AGE_S.low, MAX_AGE_S.high, "", low_open=True, noun="a positive number of seconds")
+STREAM_FPS = Range(FPS.low, FPS.high, "", low_open=True, noun="a positive number of frames/s")
 
 __all__ = ["STATES", "LaneResult", "LaneStream", "StreamStats"]
 
@@ -222,10 +227,10 @@ class LaneStream:
         if not callable(getattr(client, "detect", None)):
             raise ClientError(f"LaneStream needs a client with detect(frame, deadline=) (a LaneDetClient), not "
                               f"{type(client).__name__}.")
-        for name, value in (("max_age", max_age), ("fps", fps), ("deadline", deadline)):
-            if value is not None and not (isinstance(value, (int, float)) and 0 < value < float("inf")):
-                raise ClientError(f"{name} must be a positive number of seconds{' per frame' if name == 'fps' else ''}"
-                                  f", not {value!r}.")
+        for name, value, rng in (("max_age", max_age, STREAM_SECONDS), ("fps", fps, STREAM_FPS),
+                                 ("deadline", deadline, STREAM_SECONDS)):
+            if value is not None:
+                rng.check(name, value, ClientError)
         if track and camera is None:
             raise ClientError("track=True follows lane markers, which need camera=Camera.from_yaml(path).")
         self.client = client

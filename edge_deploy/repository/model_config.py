@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, FusedFrame, IOSignature, Manifest, TensorSpec
+from .. import numbers
 from ..errors import RepositoryError
 from ..precision import Precision
 from ..triton_layout import config_pb2 as _pb
@@ -105,7 +106,7 @@ PRIORITY_NAMES = {Priority.HIGH: "PRIORITY_MAX", Priority.NORMAL: "PRIORITY_DEFA
 PRIORITY_LEVELS = 3
 PRIORITY_LEVEL = {Priority.HIGH: 1, Priority.NORMAL: 2, Priority.LOW: 3}
 # `install --threads N`: ONNX Runtime's intra- and inter-op threads, 1..MAX_THREADS.
-MAX_THREADS = 64
+MAX_THREADS = numbers.MAX_THREADS  # 64, as $EDGE_DEPLOY_ORT_THREADS
 PARAM_ORT_THREADS = "edge_deploy.ort_threads"  # the python runtime's (triton_models/onnx_runner.py reads it)
 ORT_THREAD_PARAMS = ("intra_op_thread_count", "inter_op_thread_count")  # Triton's onnxruntime backend's
 

@@ -123,7 +123,7 @@ def test_bad_calibrations_through_the_cli(tmp_path, frame_file):
     (tmp_path / "good.yaml").write_text(yaml.safe_dump(good()))
     for speed in ("inf", "1e308"):
         one_line(cli("infer", str(frame_file), "--camera", str(tmp_path / "good.yaml"), "--speed", speed, "--out",
-                     str(tmp_path / "out")), "--speed must be 0 to 100 metres per second")
+                     str(tmp_path / "out")), "--speed must be a number of metres per second in [0, 100], not ")
     assert not (tmp_path / "out").exists()
 
 

@@ -89,7 +89,7 @@ def test_disk_full_during_install_is_one_line_and_keeps_the_installed_version(tm
 def test_serve_port_out_of_range_is_one_line(tmp_path, port) -> None:
     for mode in ("--foreground", "--print-unit"):
         result = cli("serve", mode, "--user", "--repository", str(tmp_path), "--grpc-port", port)
-        one_line(result, f"--grpc-port must be a TCP port from 1 to 65535 (got {port})")
+        one_line(result, f"--grpc-port must be a TCP port in [1, 65535], not {port}.")
 
 
 def test_infer_on_an_empty_png_is_one_line(tmp_path) -> None:

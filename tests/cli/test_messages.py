@@ -107,11 +107,12 @@ def test_a_long_model_name_is_refused_for_its_length() -> None:
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["infer", "--synthetic", "1", "--timeout", "-1"], "--timeout must be more than 0 seconds"),
-    (["infer", "--synthetic", "-3"], "--synthetic must be 0 or more frames"),
-    (["infer", "--synthetic", "1", "--conf", "7"], "--conf is a score threshold from 0 to 1"),
-    (["health", "--wait", "-5", "--url", "127.0.0.1:1"], "--wait must be 0 (ask once) or more seconds"),
-    (["sample", "-n", "0"], "Invalid value for '--count'"),
+    (["infer", "--synthetic", "1", "--timeout", "-1"], "--timeout must be a number of seconds in (0, 86400], not -1"),
+    (["infer", "--synthetic", "-3"], "--synthetic must be a whole number of frames in [0, 10000], not -3"),
+    (["infer", "--synthetic", "1", "--conf", "7"], "--conf must be a score threshold in [0, 1], not 7"),
+    (["health", "--wait", "-5", "--url", "127.0.0.1:1"], "--wait must be a number of seconds in [0, 86400] (0: ask "
+                                                         "once), not -5"),
+    (["sample", "-n", "0"], "--count must be a whole number of frames in [1, 100000], not 0"),
     (["serve", "--foreground", "--grpc-port", "x"], "Invalid value for '--grpc-port'"),
 ])
 def test_bad_numbers_and_usage_errors_are_one_line(tmp_path, args, needle) -> None:
@@ -151,9 +152,9 @@ def test_infer_on_a_directory_reads_its_images_or_says_it_has_none(tmp_path) -> 
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--synthetic", "0"], "--synthetic 0: give the number of synthetic frames to score, 1 or more"),
-    (["--synthetic", "-1"], "--synthetic -1: give the number of synthetic frames to score, 1 or more"),
-    (["--synthetic", "2", "--seed", "-4"], "--seed -4: the first synthetic evaluation seed is 0 or more"),
+    (["--synthetic", "0"], "--synthetic must be a whole number of frames in [1, 100000], not 0."),
+    (["--synthetic", "-1"], "--synthetic must be a whole number of frames in [1, 100000], not -1."),
+    (["--synthetic", "2", "--seed", "-4"], "--seed must be a seed offset in [0, 100000000], not -4."),
 ])
 def test_evaluate_synthetic_counts_are_named_as_options(tmp_path, args, needle) -> None:
     line = error(cli("evaluate", "--url", "127.0.0.1:1", *args, cwd=tmp_path))

@@ -73,10 +73,12 @@ def test_the_tls_options_read_the_same_everywhere(name: str) -> None:
 def test_the_decode_group_keeps_each_commands_meaning() -> None:
     infer = {p.name: p for p in _command("infer").params}
     convert = {p.name: p for p in _command("convert").params}
-    assert infer["conf"].help == "Score threshold." and infer["top_k"].help == "At most this many lanes."
-    assert convert["conf"].help == "Score threshold (default: the family's for the data set)."
+    takes_conf, takes_top_k = " Takes a score threshold in [0, 1].", " Takes a whole number of lanes in [1, 1000]."
+    assert infer["conf"].help == "Score threshold." + takes_conf
+    assert infer["top_k"].help == "At most this many lanes." + takes_top_k
+    assert convert["conf"].help == "Score threshold (default: the family's for the data set)." + takes_conf
     assert convert["top_k"].help == ("At most this many lanes (default: the family's for the data set): as many as "
-                                     "your roads have.")
+                                     "your roads have." + takes_top_k)
     assert "pixels at the model's input width" in convert["nms"].help and "640 wide" in infer["nms"].help
 
 

@@ -139,9 +139,9 @@ def test_install_records_written_before_priority_and_threads_still_read() -> Non
 
 @pytest.mark.parametrize("args, needle", [
     (("--priority", "urgent"), "--priority"),
-    (("--threads", "0"), "from 1 to 64"),
-    (("--threads", "-1"), "from 1 to 64"),
-    (("--threads", "100000"), "from 1 to 64"),
+    (("--threads", "0"), "in [1, 64], not 0"),
+    (("--threads", "-1"), "in [1, 64], not -1"),
+    (("--threads", "100000"), "in [1, 64], not 100000"),
 ])
 def test_bad_priority_or_threads_is_one_line_and_writes_nothing(tmp_path, artifact, args, needle) -> None:
     repo = tmp_path / "repo"

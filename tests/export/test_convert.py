@@ -370,9 +370,9 @@ def test_decode_defaults_given_to_convert_are_recorded(models_dir: Path, tmp_pat
                      "--top-k", "6", "--conf", "0.4", cwd=models_dir)
     assert result.returncode == 0, result.stderr
     assert manifest_json(out)["decode"] == {"conf_threshold": 0.4, "nms_threshold": 50.0, "top_k": 6}
-    for args, fragment in ((["--top-k", "0"], "--top-k must be at least 1 lane"),
-                           (["--conf", "1.5"], "--conf is a score threshold from 0 to 1"),
-                           (["--nms", "-1"], "--nms must be 0 or more pixels")):
+    for args, fragment in ((["--top-k", "0"], "--top-k must be a whole number of lanes in [1, 1000], not 0"),
+                           (["--conf", "1.5"], "--conf must be a score threshold in [0, 1], not 1.5"),
+                           (["--nms", "-1"], "--nms must be a number of pixels in [0, 10000], not -1")):
         bad = tmp_path / "bad"
         assert_user_error(run_cli("cv_models:tiny", "--input-shape", "1,3,16,24", "-o", str(bad), *args,
                                   cwd=models_dir), bad, fragment)

@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 
 from ...json_record import Record, read_int, read_record, read_str
 from ...model_source import ModelSource, SourceFile
+from ...numbers import whole
 from ..datasets import DatasetPreset
 from ..decode_params import ScoreNmsDecodeParams
 from ..lane_family import LaneFamily, LoadedModel
@@ -36,7 +37,7 @@ class LaneATTOptions:
     anchors_freq: Optional[Path] = field(default=None, metadata={"help": (
         "Your own anchor-frequency file (a torch 1-D tensor, for custom training) for --topk-anchors. A wrong file "
         "cannot be detected from shapes: the model converts and finds poor lanes.")})
-    topk_anchors: Optional[int] = field(default=None, metadata={"help": (
+    topk_anchors: Optional[int] = field(default=None, metadata={"range": whole(1, 100000, "anchors"), "help": (
         "Keep the top-k most frequent anchors (default 1000 with --dataset).")})
     anchor_order: str = field(default="torch16", metadata={"choices": tuple(ANCHOR_ORDER_RULES), "help": (
         "How tied frequencies are ordered: torch16 (the default) = PyTorch 1.6's argsort, what every official "

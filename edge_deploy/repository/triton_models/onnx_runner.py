@@ -19,6 +19,20 @@ _NUMPY = {
 }
 
 
+MAX_THREADS = 64  # edge_deploy.numbers.MAX_THREADS: this file runs in Triton's Python, without edge_deploy
+
+
+def _thread_count(text):
+    """The ONNX Runtime threads `text` names (install --threads, or $EDGE_DEPLOY_ORT_THREADS of the server), 1 to
+    MAX_THREADS; a ValueError in one line (the model does not load, the server says why) for anything else: ONNX
+    Runtime crashes (SIGSEGV, the whole server with it) making a pool of 100000 threads."""
+    value = str(text).strip()
+    if not value.isdigit() or not 1 <= int(value) <= MAX_THREADS:
+        raise ValueError(f"EDGE_DEPLOY_ORT_THREADS={value[:40]!r} (or edge_deploy.ort_threads) is not a whole number "
+                         f"of threads in [1, {MAX_THREADS}]; set it in that range, or unset it for one per core.")
+    return int(value)
+
+
 class TritonPythonModel:
     def initialize(self, args):
         import onnxruntime as ort
@@ -31,8 +45,8 @@ class TritonPythonModel:
         threads = config.get("parameters", {}).get("edge_deploy.ort_threads", {}).get("string_value") \
             or os.environ.get("EDGE_DEPLOY_ORT_THREADS", "")  # parity.ORT_THREADS_ENV, through tritonserver
         options = ort.SessionOptions()
-        if threads:  # intra-op; inter-op too (used only when a session runs graph branches in parallel)
-            options.intra_op_num_threads = options.inter_op_num_threads = int(threads)
+        if str(threads).strip():  # intra-op; inter-op too (used only when a session runs graph branches in parallel)
+            options.intra_op_num_threads = options.inter_op_num_threads = _thread_count(threads)
         self.session = ort.InferenceSession(
             os.path.join(version_dir, "model.onnx"), options, providers=["CPUExecutionProvider"]
         )
