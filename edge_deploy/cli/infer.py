@@ -138,12 +138,16 @@ class InferOptions:
 
         check_ros_options(topic=self.topic, mcap=self.mcap, foxglove=self.foxglove, recordings=self.recordings(),
                           streams=len(self.videos()) + len(self.recordings()),
-                          stills=bool(self.image_paths()) or self.synthetic > 0)
+                          stills=bool(self.image_paths()) or self.synthetic > 0, inputs=self.read_files())
         out = self.out
         blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
         if blocker is not None:
             raise ClientError(f"--out {out} cannot be a directory: {blocker} is a file; pass a directory with --out.")
         return self
+
+    def read_files(self) -> list[str]:
+        """Every video file and recording this run reads (an output must not be one of them)."""
+        return [s for s in (*self.videos(), *self.recordings()) if not s.startswith("/dev/video") and "!" not in s]
 
     def videos(self) -> list[str]:
         from ..media import is_video_source
@@ -199,7 +203,8 @@ def infer(**given: Any) -> None:
     opened = open_recordings(bags, options.topic, geometry.camera if geometry else None, options.track, options.speed)
     client = options.client()
     objects = options.detector_client()
-    with client, contextlib.ExitStack() as stack, publishing(options.mcap, options.foxglove) as publish:
+    with client, contextlib.ExitStack() as stack, publishing(options.mcap, options.foxglove,
+                                                                 options.read_files()) as publish:
         if objects is not None:
             stack.enter_context(objects)
         if options.wait > 0:

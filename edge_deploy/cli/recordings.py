@@ -2,7 +2,7 @@
 request, each recording opened with its camera, the publisher opened and reported. infer.py calls these."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +23,7 @@ class OpenedRecording:
 
 
 def check_ros_options(*, topic: str | None, mcap: Path | None, foxglove: str | None, recordings: list[str],
-                      streams: int, stills: bool) -> Any:
+                      streams: int, stills: bool, inputs: Sequence[str] = ()) -> Any:
     """One-line ClientErrors for --topic/--mcap/--foxglove that cannot work; returns the parsed --foxglove
     address (None without it)."""
     if topic is not None and not recordings:
@@ -36,7 +36,7 @@ def check_ros_options(*, topic: str | None, mcap: Path | None, foxglove: str | N
     if mcap is not None:
         from ..ros.mcap_file import check_output
 
-        check_output(mcap)
+        check_output(mcap, inputs)
     if foxglove is None:
         return None
     from ..ros.live import parse_listen
@@ -69,7 +69,7 @@ def open_recordings(sources: list[str], topic: str | None, calibration: Any, tra
     return opened
 
 
-def open_publisher(mcap: Path | None, foxglove: str | None) -> Any:
+def open_publisher(mcap: Path | None, foxglove: str | None, inputs: Sequence[str] = ()) -> Any:
     """The Publisher of --mcap/--foxglove (None without either); the Foxglove address and, beyond loopback, the
     unauthenticated warning printed on stderr."""
     if mcap is None and foxglove is None:
@@ -78,7 +78,7 @@ def open_publisher(mcap: Path | None, foxglove: str | None) -> Any:
     from ..ros.publisher import Publisher
 
     address = parse_listen(foxglove) if foxglove is not None else None
-    publisher = Publisher.open(mcap, address)
+    publisher = Publisher.open(mcap, address, inputs)
     if address is not None:
         if not address.loopback:
             typer.echo(unauthenticated_warning(address), err=True)
@@ -87,14 +87,21 @@ def open_publisher(mcap: Path | None, foxglove: str | None) -> Any:
 
 
 @contextmanager
-def publishing(mcap: Path | None, foxglove: str | None) -> Iterator[Any]:
-    """The run's publisher (None without --mcap/--foxglove), finished when the run ends however it ends: an MCAP
-    file keeps the frames published, or is not left at all when there were none."""
-    publisher = open_publisher(mcap, foxglove)
+def publishing(mcap: Path | None, foxglove: str | None, inputs: Sequence[str] = ()) -> Iterator[Any]:
+    """The run's publisher (None without --mcap/--foxglove), finished when the run ends: an MCAP file keeps the
+    frames published when the run ends or is stopped with Ctrl-C, and is not left at all when there were none, or
+    when the run failed or got SIGTERM (then an earlier file at that path is left as it was). `inputs`: the
+    recordings and videos read, which --mcap must not be."""
+    publisher = open_publisher(mcap, foxglove, inputs)
+    keep = False
     try:
         yield publisher
+        keep = True
+    except KeyboardInterrupt:
+        keep = True
+        raise
     finally:
         if publisher is not None:
-            publisher.close(keep=True)
-            if mcap is not None and publisher.frames > 0:
+            publisher.close(keep=keep)
+            if mcap is not None and keep and publisher.frames > 0:
                 typer.echo(f"{mcap}: {publisher.frames} frames as ROS 2 messages (docs/recordings.md)")

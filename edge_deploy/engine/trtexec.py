@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import EngineError
-from ..fsutil import write_text_atomic
+from ..fsutil import AtomicOutput, write_text_atomic
 from ..precision import Precision
 from ..progress import Reporter
 from ..machine import tensorrt_api
@@ -215,12 +215,14 @@ def build_with_trtexec(
         reporter.warn(warning)
     calibration = settings.calibration
     calib = calibration.cache_path if calibration is not None and calibration.cache_path.is_file() else None
-    cache_copy = None
+    cache_copy, cache_output = None, None
     if timing_cache is not None:
-        cache_copy = timing_cache.with_name(f".{timing_cache.name}.tmp-{os.getpid()}")
+        cache_output = AtomicOutput(timing_cache)  # trtexec's copy, beside it, renamed over it after the build
+        cache_copy = cache_output.tmp
         if timing_cache.exists():
             shutil.copyfile(timing_cache, cache_copy)
         else:
+            cache_copy.unlink()  # trtexec creates it (the name is this run's own: pid and random)
             reporter.info(f"timing cache {timing_cache} does not exist yet: it will be created")
     log_path = plan_out.parent / LOG_NAME
     argv = trtexec_argv(trtexec, onnx, plan_out, settings, timing_cache=cache_copy, calibration_cache=calib,
@@ -241,7 +243,7 @@ def build_with_trtexec(
                 line = f"it exited 0 but wrote no engine ({line})"
             raise EngineError(f"trtexec could not build the plan: {line} (full log: {log_path}).")
         if cache_copy is not None and timing_cache is not None and cache_copy.is_file() and cache_copy.stat().st_size:
-            os.replace(cache_copy, timing_cache)
+            cache_output.commit()  # type: ignore[union-attr]  # set with cache_copy
         if nodes:
             reporter.info(f"kept {len(nodes)} node(s) in FP32 (--layerPrecisions): {', '.join(nodes[:8])}")
             reporter.warn(
@@ -250,5 +252,5 @@ def build_with_trtexec(
                 "TensorRT 10+ builds model_fp16.onnx (the nodes FP32 in the graph) unless --weak-typing"
             )
     finally:
-        if cache_copy is not None:
-            cache_copy.unlink(missing_ok=True)
+        if cache_output is not None:
+            cache_output.discard()

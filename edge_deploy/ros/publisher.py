@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +32,15 @@ class Publisher:
         self._worker.start()
 
     @classmethod
-    def open(cls, mcap: Path | None = None, foxglove: Any = None) -> "Publisher":
-        """The sinks for --mcap PATH and --foxglove ADDRESS (a ListenAddress); either may be None."""
+    def open(cls, mcap: Path | None = None, foxglove: Any = None, inputs: Iterable[Path | str] = ()) -> "Publisher":
+        """The sinks for --mcap PATH and --foxglove ADDRESS (a ListenAddress); either may be None. `inputs`: the
+        files the run reads, which --mcap must not be."""
         sinks: list[Any] = []
         try:
             if mcap is not None:
                 from .mcap_file import McapRecording
 
-                sinks.append(McapRecording(mcap))
+                sinks.append(McapRecording(mcap, inputs))
             if foxglove is not None:
                 from .live import FoxgloveLive
 
