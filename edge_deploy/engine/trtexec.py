@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -55,13 +56,40 @@ def parse_trtexec_version(text: str) -> str | None:
     return f"{n // 1000}.{(n // 100) % 10}.{n % 100}"
 
 
-def trtexec_version(trtexec: Path) -> str | None:
-    """The TensorRT version a trtexec binary reports on its banner line."""
+PROBE_TIMEOUT_S = 15.0  # `trtexec --help` prints its options and exits at once; a Jetson under load is slower
+
+
+@dataclass(frozen=True)
+class TrtexecProbe:
+    """What `trtexec --help` showed: the TensorRT version on its banner, or why the tool does not work."""
+
+    version: str | None
+    problem: str | None = None
+
+
+def probe_trtexec(trtexec: Path, timeout: float = PROBE_TIMEOUT_S) -> TrtexecProbe:
+    """Run `trtexec --help` (it prints the banner "&&&& RUNNING TensorRT.trtexec [TensorRT vNNNN]" and exits 0):
+    the version, or the problem in words when it cannot run, does not answer within `timeout`, exits non-zero or
+    prints no trtexec banner (then it is not NVIDIA's trtexec, whatever its name)."""
     try:
-        done = subprocess.run([str(trtexec), "--help"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return parse_trtexec_version(done.stdout + done.stderr)
+        done = subprocess.run([str(trtexec), "--help"], capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return TrtexecProbe(None, f"`{trtexec} --help` did not answer within {timeout:g} s")
+    except (OSError, subprocess.SubprocessError) as exc:
+        return TrtexecProbe(None, f"{trtexec} cannot be run ({getattr(exc, 'strerror', None) or exc})")
+    output = done.stdout + done.stderr
+    if done.returncode != 0:
+        return TrtexecProbe(None, f"`{trtexec} --help` failed: {trtexec_error_line(done.stdout, done.stderr, done.returncode)}")
+    if "TensorRT.trtexec" not in output:
+        return TrtexecProbe(None, f"`{trtexec} --help` printed no TensorRT.trtexec banner, so it is not NVIDIA's "
+                                  "trtexec")
+    return TrtexecProbe(parse_trtexec_version(output))
+
+
+def trtexec_version(trtexec: Path) -> str | None:
+    """The TensorRT version a trtexec binary reports on its banner line (None when it reports none)."""
+    return probe_trtexec(trtexec, timeout=60).version
 
 
 def _check_name(name: str, what: str) -> None:
