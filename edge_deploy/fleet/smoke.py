@@ -43,8 +43,8 @@ def record_reference(artifact_dir: Path, out_dir: Path | None = None, frames: in
     artifact_dir = Path(artifact_dir)
     read_manifest(artifact_dir)
     target = Path(out_dir if out_dir is not None else artifact_dir) / SMOKE_DIR
+    runner = OnnxRunner(artifact_dir)  # refuses an artifact it cannot run before anything is written
     target.mkdir(parents=True, exist_ok=True)
-    runner = OnnxRunner(artifact_dir)
     names, lanes = [], []
     for i in range(frames):
         frame, _ = road_scene(FRAME_SIZE[1], FRAME_SIZE[0], seed=9000 + i, lanes=2 + i % 3)
