@@ -161,10 +161,16 @@ def _earlier_outputs(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _wait_for_temporaries(tmp_path: Path, proc: subprocess.Popen, deadline_s: float = 120) -> None:
-    """Until the run has its three outputs open under temporary names (it is then in its frame loop)."""
+    """Until the run has its three outputs open under temporary names and frames in them: its video has passed
+    64 KiB (FFmpeg writes it out in 32 KiB blocks), so frames were detected and published."""
     patterns = (".o.mcap.*.tmp", "out/.drive.lanes.mp4.*.tmp.mp4", "out/.drive.lanes.jsonl.*.tmp")
+
+    def writing() -> bool:
+        found = [list(tmp_path.glob(p)) for p in patterns]
+        return all(found) and found[1][0].stat().st_size > 64 << 10
+
     end = time.monotonic() + deadline_s
-    while not all(list(tmp_path.glob(p)) for p in patterns):
+    while not writing():
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < end, "the run never opened its outputs"
         time.sleep(0.05)  # polling the directory: there is no event to await for a file appearing
