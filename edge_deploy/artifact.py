@@ -301,12 +301,36 @@ def open_inside(path: Path) -> BinaryIO:
         if exc.errno == errno.ENOENT:
             raise ManifestError(f"{path} is listed in the manifest but missing; re-run `edge-deploy convert`.") from None
         raise
-    fh = os.fdopen(fd, "rb")
-    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-        fh.close()
-        raise ManifestError(f"{path} is listed in the manifest but is not a regular file; re-run `edge-deploy convert`.")
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)  # before fdopen, which refuses a directory with "Is a directory (N)"
+        raise ManifestError(f"{path} is listed in the manifest as a file but is {file_kind(mode)}; every file a "
+                            "manifest lists must be a regular file inside the artifact: put the file itself there, "
+                            "or re-run `edge-deploy convert`.")
     os.set_blocking(fd, True)
-    return fh
+    return os.fdopen(fd, "rb")
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is ("a directory", "a FIFO (named pipe)", ...), from its st_mode."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return name
+    return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why `path` is not a regular file, in words ("does not exist", "is a directory", ...), or None when it is one
+    (followed through a link)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return None if stat.S_ISREG(mode) else f"is {file_kind(mode)}"
 
 
 def _listed_file_sha256(path: Path) -> str:

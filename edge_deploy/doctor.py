@@ -143,16 +143,25 @@ def _tensorrt_checks(facts: machine_facts.DeviceFacts) -> list[Check]:
     checks.append(Check("TensorRT (Python)", OK if module else INFO,
                         module or "the tensorrt module does not import in this Python"))
     tool = trtexec.find_trtexec()
-    tool_version = None
+    tool_version, broken = None, None
     if tool:
-        tool_version = trtexec.trtexec_version(tool)
-        checks.append(Check("trtexec", OK, f"{tool} (TensorRT {tool_version or 'unknown version'})"))
+        probe = trtexec.probe_trtexec(tool)  # run, not only found: a file named trtexec may not work
+        tool_version, broken = probe.version, probe.problem
+        if broken is None:
+            checks.append(Check("trtexec", OK, f"{tool} (TensorRT {tool_version or 'unknown version'})"))
+        else:
+            checks.append(Check("trtexec", WARN, f"{broken}; fix or reinstall it (`libnvinfer-bin` on JetPack), or "
+                                                 f"point ${trtexec.TRTEXEC_ENV} at a working trtexec"))
     else:
         checks.append(Check("trtexec", INFO, "not found (/usr/src/tensorrt/bin, PATH, $TRTEXEC)"))
     if facts.tensorrt and facts.tensorrt_source == "libnvinfer" and not module:
         checks.append(Check("TensorRT (library)", INFO, f"libnvinfer {facts.tensorrt}"))
     builder = engine.available_builder("auto")
-    if builder:
+    if builder == "trtexec" and broken is not None:
+        checks.append(Check("plan builder", FAIL, f"trtexec, the only builder here, does not work: {broken}; fix "
+                            f"or reinstall it, or point ${trtexec.TRTEXEC_ENV} at a working trtexec",
+                            ("convert",)))
+    elif builder:
         try:
             tensorrt_api.check_supported(module if builder == "python" else tool_version)
             checks.append(Check("plan builder", OK, f"{builder}", ("convert",)))

@@ -181,3 +181,13 @@ def os_error_message(exc: OSError) -> str:
     else:
         advice = "check the path and the file system"
     return f"{why}{where}; {advice}."
+
+
+class OutputError(EdgeDeployError):
+    """A file edge-deploy would write cannot be written there: the target exists and is not a regular file (a
+    directory, a device node, a FIFO, a socket), is one of the command's inputs, or its directory is missing."""
+
+
+class Terminated(BaseException):
+    """The CLI got SIGTERM: raised in the main thread so every output under way is removed on the way out
+    (a BaseException, like KeyboardInterrupt, so no `except Exception` takes it for an error to recover from)."""

@@ -4,7 +4,9 @@ Below every stage that keeps state, so that none of them imports another to find
 """
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 
 from .errors import ServerError
@@ -13,17 +15,39 @@ SYSTEM_STATE_DIR = Path("/etc/edge-deploy")
 
 
 def state_dir(scope: str) -> Path:
-    """Where records live: $EDGE_DEPLOY_STATE_DIR, else /etc/edge-deploy (system) or ~/.config/edge-deploy (user)."""
+    """Where records live: $EDGE_DEPLOY_STATE_DIR, else /etc/edge-deploy (system) or ~/.config/edge-deploy (user).
+
+    A path that exists and is not a directory, lies below a file, or is a symbolic-link loop is a one-line
+    ServerError: read as "no server here", it would make install write configs past a running server. A path that
+    does not exist yet is fine (nothing is recorded there)."""
     override = os.environ.get("EDGE_DEPLOY_STATE_DIR")
     if override:
-        if Path(override).exists() and not Path(override).is_dir():
-            # Read as "no server here", it would make install write configs past a running server.
-            raise ServerError(
-                f"EDGE_DEPLOY_STATE_DIR={override} is not a directory, so the servers recorded there cannot be "
-                "found; point it at a directory (or unset it)."
-            )
-        return Path(override)
+        return _checked(Path(override), f"EDGE_DEPLOY_STATE_DIR={override}", "point it at a directory (or unset it)")
     if scope == "system":
-        return SYSTEM_STATE_DIR
-    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(config_home) / "edge-deploy"
+        return _checked(SYSTEM_STATE_DIR, str(SYSTEM_STATE_DIR), f"make {SYSTEM_STATE_DIR} a directory")
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    config_home = xdg or str(Path.home() / ".config")
+    where = f"XDG_CONFIG_HOME={xdg} gives {Path(config_home) / 'edge-deploy'}, which" if xdg else \
+        str(Path(config_home) / "edge-deploy")
+    return _checked(Path(config_home) / "edge-deploy", where, "point XDG_CONFIG_HOME at a directory (or unset it)"
+                    if xdg else f"make {Path(config_home) / 'edge-deploy'} a directory")
+
+
+def _checked(path: Path, named: str, advice: str) -> Path:
+    """`path` unless it cannot be a state directory (see state_dir)."""
+    try:
+        is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            blocker = next((str(p) for p in reversed(path.parents) if p.exists() and not p.is_dir()), "a part of it")
+            why = f"lies below {blocker}, which is a file"
+        elif exc.errno == errno.ELOOP:
+            why = "is a symbolic-link loop"
+        else:
+            return path  # permissions: what reads it says so, as before
+        raise ServerError(f"{named} {why}, so the servers recorded there cannot be found; {advice}.") from None
+    if not is_dir:
+        raise ServerError(f"{named} is not a directory, so the servers recorded there cannot be found; {advice}.")
+    return path

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..fsutil import write_bytes_atomic
 from .results import BenchReport, CellResult
 
 COLUMNS = ("model", "pipeline", "conc.", "frames/s", "p50 ms", "p90 ms", "p99 ms", "client pre/req/dec ms",
@@ -122,7 +123,7 @@ def write_plot(report: BenchReport, path: Path) -> Path:
     ok, data = cv2.imencode(".png", img)
     if not ok:
         raise OSError(f"cannot encode the plot as PNG for {path}")
-    path.write_bytes(data.tobytes())
+    write_bytes_atomic(path, data.tobytes(), 0o644)
     return path
 
 

@@ -7,13 +7,14 @@ memory, a bug) so no failure escapes as a traceback unless EDGE_DEPLOY_DEBUG=1.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
 import warnings
 from typing import Any, Protocol, TypeGuard
 
-from ..errors import EdgeDeployError, one_line, os_error_message
+from ..errors import EdgeDeployError, Terminated, one_line, os_error_message
 
 # The module of each top-level command (each registers its commands on the typer app, cli/typer_app.py, when
 # imported), in the order of the help's list. `edge-deploy NAME ...` imports only NAME's module, so a command starts
@@ -27,6 +28,22 @@ MODULE_OF_COMMAND = {
 COMMAND_MODULES = tuple(dict.fromkeys(MODULE_OF_COMMAND.values()))
 
 INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE: a bug of edge-deploy, not something the user did
+TERMINATED_EXIT = 128 + 15  # what a shell reports for a process SIGTERM ended
+
+
+def terminate_on_sigterm() -> None:
+    """SIGTERM raises `Terminated` in the main thread, so the command unwinds: every file being written is removed
+    (fsutil.AtomicOutput, the video and MCAP writers) and an earlier file at its path is left as it was. A second
+    SIGTERM ends the process at once (the default action), as one would a command that does not stop."""
+    import signal
+
+    def terminated(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise Terminated()
+
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # not when an embedding program chose its own
+        with contextlib.suppress(ValueError):  # not the main thread: nothing to install
+            signal.signal(signal.SIGTERM, terminated)
 
 
 def register_commands(command: str | None = None) -> None:
@@ -109,6 +126,7 @@ def _main() -> None:
     from .typer_app import app
 
     register_commands(sys.argv[1] if len(sys.argv) > 1 else None)
+    terminate_on_sigterm()
     if os.environ.get("EDGE_DEPLOY_DEBUG") != "1":
         warnings.showwarning = _warning_line
     try:
@@ -116,6 +134,10 @@ def _main() -> None:
     except (KeyboardInterrupt, typer.Abort):
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)
+    except Terminated:
+        print("error: terminated (SIGTERM); the files it was writing were removed, earlier ones are as they were.",
+              file=sys.stderr)
+        sys.exit(TERMINATED_EXIT)
     except BrokenPipeError:
         # `edge-deploy models | head`: the reader is gone; nothing left to say to it.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

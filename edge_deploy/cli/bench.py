@@ -94,6 +94,10 @@ class BenchOptions:
                                            groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key))
         if self.plot is not None and self.plot.suffix.lower() != ".png":
             raise BenchError(f"--plot {self.plot} must name a .png file.")
+        if self.plot is not None:
+            from ..fsutil import check_target
+
+            check_target(self.plot, what="--plot", inputs=[self.frames] if self.frames else [], error=BenchError)
         return BenchConfig(url=url, tls=tls, repository=repository, models=tuple(self.model or ()),
                            frames=self.frames, max_frames=self.max_frames,
                            concurrency=parse_concurrency(self.concurrency), seconds=self.seconds,

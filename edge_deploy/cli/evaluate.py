@@ -14,7 +14,7 @@ from .typer_app import app
 from .options import takes_options
 from .numeric import number
 from ..numbers import whole
-from ..fsutil import write_json_atomic
+from ..fsutil import check_target, write_json_atomic
 from ..progress import ConsoleReporter
 
 EVAL_FRAMES = whole(1, 100000, "frames")
@@ -22,6 +22,7 @@ EVAL_SEED = whole(0, 10**8, noun="a seed offset")
 EVAL_LIMIT = whole(1, 10**9, "frames")
 SHOW_FRAMES = whole(0, 1000, "frames")
 
+WORST_FRAMES = "worst_frames.png"  # what --show writes into --out
 _MODEL_HELP = ("An artifact directory (its model.onnx; DIR:fp16 for model_fp16.onnx), or grpc://HOST:PORT/MODEL "
                "for a served model (or give --url and --model instead).")
 
@@ -89,6 +90,16 @@ class EvaluateOptions:
 
         return Camera.from_yaml(self.camera)
 
+    def checked(self) -> "EvaluateOptions":
+        """These options, or a one-line EvaluationError for an output that cannot be written: --json or
+        --show's picture a directory, a device, a FIFO or a socket, or one of the files read."""
+        inputs = [p for p in (self.data, *(self.tusimple or ()), self.camera) if p is not None]
+        if self.json_out is not None:
+            check_target(self.json_out, what="--json", inputs=inputs, error=EvaluationError)
+        if self.show > 0:
+            check_target(self.out / WORST_FRAMES, what="--show", inputs=inputs, error=EvaluationError)
+        return self
+
     def tls(self) -> TLSConfig | None:
         return groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key)
 
@@ -106,7 +117,7 @@ def evaluate(**given: Any) -> None:
     from ..parity import ort_threads
 
     ort_threads()  # $EDGE_DEPLOY_ORT_THREADS read through its range before any work
-    options = EvaluateOptions(**given)
+    options = EvaluateOptions(**given).checked()
     model, frames, camera = options.model_ref(), options.frames(), options.marker_camera()
     report, worst = evaluate_models(model, frames, against=options.against, tls=options.tls(),
                                     reporter=ConsoleReporter(Console(stderr=True, soft_wrap=True)),
@@ -119,7 +130,7 @@ def evaluate(**given: Any) -> None:
         typer.echo(f"report: {options.json_out}")
     if options.show > 0:
         options.out.mkdir(parents=True, exist_ok=True)
-        typer.echo(f"worst frames: {worst_frames_grid(worst, options.out / 'worst_frames.png', model=report.model)}")
+        typer.echo(f"worst frames: {worst_frames_grid(worst, options.out / WORST_FRAMES, model=report.model)}")
 
 def _print(report) -> None:  # noqa: ANN001
     from rich.console import Console

@@ -157,12 +157,17 @@ class InferOptions:
         check_ros_options(topic=self.topic, mcap=self.mcap, foxglove=self.foxglove, recordings=self.recordings(),
                           streams=len(self.videos()) + len(self.recordings()),
                           stills=bool(self.image_paths()) or self.synthetic > 0,
-                          foxglove_insecure=self.foxglove_insecure, foxglove_wait=self.foxglove_wait)
+                          foxglove_insecure=self.foxglove_insecure, foxglove_wait=self.foxglove_wait,
+                          inputs=self.read_files())
         out = self.out
         blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
         if blocker is not None:
             raise ClientError(f"--out {out} cannot be a directory: {blocker} is a file; pass a directory with --out.")
         return self
+
+    def read_files(self) -> list[str]:
+        """Every video file and recording this run reads (an output must not be one of them)."""
+        return [s for s in (*self.videos(), *self.recordings()) if not s.startswith("/dev/video") and "!" not in s]
 
     def videos(self) -> list[str]:
         from ..media import is_video_source
@@ -220,7 +225,7 @@ def infer(**given: Any) -> None:
     objects = options.detector_client()
     camera = (geometry is not None and bool(options.videos())) or any(bag.setup is not None for bag in opened)
     with client, contextlib.ExitStack() as stack, publishing(
-            options.mcap, options.foxglove, camera=camera, detections=objects is not None,
+            options.mcap, options.foxglove, options.read_files(), camera=camera, detections=objects is not None,
             insecure=options.foxglove_insecure, wait=options.foxglove_wait) as publish:
         if objects is not None:
             stack.enter_context(objects)

@@ -2,7 +2,7 @@
 request, each recording opened with its camera, the publisher opened and reported. infer.py calls these."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +26,7 @@ class OpenedRecording:
 
 def check_ros_options(*, topic: str | None, mcap: Path | None, foxglove: str | None, recordings: list[str],
                       streams: int, stills: bool, foxglove_insecure: bool = False,
-                      foxglove_wait: float = 0.0) -> Any:
+                      foxglove_wait: float = 0.0, inputs: Sequence[str] = ()) -> Any:
     """One-line ClientErrors for --topic/--mcap/--foxglove(-insecure, -wait) that cannot work (an address beyond
     loopback without --foxglove-insecure among them, before anything binds); returns the parsed --foxglove
     address (None without it)."""
@@ -45,7 +45,7 @@ def check_ros_options(*, topic: str | None, mcap: Path | None, foxglove: str | N
     if mcap is not None:
         from ..ros.mcap_file import check_output
 
-        check_output(mcap)
+        check_output(mcap, inputs)
     if foxglove is None:
         return None
     from ..ros.live import check_exposure, parse_listen
@@ -80,11 +80,12 @@ def open_recordings(sources: list[str], topic: str | None, calibration: Any, tra
     return opened
 
 
-def open_publisher(mcap: Path | None, foxglove: str | None, *, camera: bool = False, detections: bool = False,
-                   insecure: bool = False) -> Any:
+def open_publisher(mcap: Path | None, foxglove: str | None, inputs: Sequence[str] = (), *, camera: bool = False,
+                   detections: bool = False, insecure: bool = False) -> Any:
     """The Publisher of --mcap/--foxglove (None without either); the Foxglove address and, beyond loopback (only
     with --foxglove-insecure), the unauthenticated warning printed on stderr. The Foxglove server advertises the
-    channels of this run (`camera`, `detections`: messages.run_channels) from the start."""
+    channels of this run (`camera`, `detections`: messages.run_channels) from the start. `inputs`: the files the run
+    reads, which --mcap must not be."""
     if mcap is None and foxglove is None:
         return None
     from ..ros.live import parse_listen, unauthenticated_warning
@@ -92,7 +93,7 @@ def open_publisher(mcap: Path | None, foxglove: str | None, *, camera: bool = Fa
     from ..ros.publisher import Publisher
 
     address = parse_listen(foxglove) if foxglove is not None else None
-    publisher = Publisher.open(mcap, address, channels=run_channels(camera, detections), insecure=insecure)
+    publisher = Publisher.open(mcap, address, inputs, channels=run_channels(camera, detections), insecure=insecure)
     if address is not None:
         if not address.loopback:
             typer.echo(unauthenticated_warning(address), err=True)
@@ -101,20 +102,27 @@ def open_publisher(mcap: Path | None, foxglove: str | None, *, camera: bool = Fa
 
 
 @contextmanager
-def publishing(mcap: Path | None, foxglove: str | None, *, camera: bool = False, detections: bool = False,
-               insecure: bool = False, wait: float = 0.0) -> Iterator[Any]:
-    """The run's publisher (None without --mcap/--foxglove), finished when the run ends however it ends: an MCAP
-    file keeps the frames published, or is not left at all when there were none. With `wait` (--foxglove-wait),
-    the first frame waits up to that long for a Foxglove client to subscribe."""
-    publisher = open_publisher(mcap, foxglove, camera=camera, detections=detections, insecure=insecure)
+def publishing(mcap: Path | None, foxglove: str | None, inputs: Sequence[str] = (), *, camera: bool = False,
+               detections: bool = False, insecure: bool = False, wait: float = 0.0) -> Iterator[Any]:
+    """The run's publisher (None without --mcap/--foxglove), finished when the run ends: an MCAP file keeps the
+    frames published when the run ends or is stopped with Ctrl-C, and is not left at all when there were none, or
+    when the run failed or got SIGTERM (then an earlier file at that path is left as it was). `inputs`: the
+    recordings and videos read, which --mcap must not be. With `wait` (--foxglove-wait), the first frame waits up
+    to that long for a Foxglove client to subscribe."""
+    publisher = open_publisher(mcap, foxglove, inputs, camera=camera, detections=detections, insecure=insecure)
+    keep = False
     try:
         if foxglove is not None and wait > 0:
             typer.echo(f"Foxglove: waiting up to {wait:g} s for a client to subscribe", err=True)
             if not publisher.wait_for_subscriber(wait):
                 typer.echo(f"Foxglove: no client subscribed within {wait:g} s; publishing anyway", err=True)
         yield publisher
+        keep = True
+    except KeyboardInterrupt:
+        keep = True
+        raise
     finally:
         if publisher is not None:
-            publisher.close(keep=True)
-            if mcap is not None and publisher.frames > 0:
+            publisher.close(keep=keep)
+            if mcap is not None and keep and publisher.frames > 0:
                 typer.echo(f"{mcap}: {publisher.frames} frames as ROS 2 messages (docs/recordings.md)")

@@ -9,7 +9,7 @@ from ..precision import Precision
 from ..repository.model_config import SERVED_ONNX, Priority, check_threads, priority_of
 from ..repository.new_version import DEFAULT_NAME
 from ..repository.pipeline_kind import PipelineKind, pipeline_kind
-from ..repository.versions import DEFAULT_REPOSITORY, check_name
+from ..repository.versions import DEFAULT_REPOSITORY, check_new_name
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class InstallOptions:
     def __post_init__(self) -> None:
         object.__setattr__(self, "artifact", Path(self.artifact))
         object.__setattr__(self, "repository", Path(self.repository))
-        check_name(self.name)
+        check_new_name(self.name)
         object.__setattr__(self, "kind", pipeline_kind(self.pipeline))
         if self.precision is not None:
             object.__setattr__(self, "precision", _precision(self.precision))

@@ -17,14 +17,13 @@ was built and verified, so an existing plan is never damaged by a failed build.
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, IOSignature, Manifest, PlanFingerprint, PlanRecord, sha256_file
 from ..errors import EdgeDeployError, EngineError, one_line
-from ..fsutil import write_bytes_atomic
+from ..fsutil import AtomicOutput, write_bytes_atomic
 from ..precision import Precision
 from ..progress import Reporter
 from ..records import PlanVerify
@@ -391,7 +390,8 @@ def build_plan(
         reporter.warn(warning)
 
     timing_cache = Path(options.timing_cache) if options.timing_cache is not None else None
-    plan_tmp = artifact_dir / f".{PLAN_NAME}.tmp-{os.getpid()}"
+    output = AtomicOutput(plan_path)  # .model.plan.<pid>.<random>.tmp beside it, until verified
+    plan_tmp = output.tmp
     started = time.perf_counter()
     try:
         typing = "strongly typed" if build.settings.strongly_typed else "builder flags"
@@ -407,13 +407,13 @@ def build_plan(
         if options.verify:
             verification = _verify(plan_tmp, onnx, manifest, build.settings.dla_core, reporter,
                                    io=manifest.io_of(build.onnx.name))
-        os.replace(plan_tmp, plan_path)
+        output.commit()
     except EdgeDeployError:
         raise
     except Exception as exc:  # TensorRT/pycuda raise plain exceptions: one line, nothing replaced
         raise EngineError(f"building {PLAN_NAME} failed: {one_line(exc, 300)}; nothing was replaced.") from exc
     finally:
-        plan_tmp.unlink(missing_ok=True)
+        output.discard()
 
     mode = facts.power_mode
     return PlanRecord.from_dict({

@@ -20,11 +20,12 @@ import os
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from ..errors import EngineError
-from ..fsutil import write_text_atomic
+from ..fsutil import AtomicOutput, write_text_atomic
 from ..precision import Precision
 from ..progress import Reporter
 from ..machine import tensorrt_api
@@ -55,13 +56,40 @@ def parse_trtexec_version(text: str) -> str | None:
     return f"{n // 1000}.{(n // 100) % 10}.{n % 100}"
 
 
-def trtexec_version(trtexec: Path) -> str | None:
-    """The TensorRT version a trtexec binary reports on its banner line."""
+PROBE_TIMEOUT_S = 15.0  # `trtexec --help` prints its options and exits at once; a Jetson under load is slower
+
+
+@dataclass(frozen=True)
+class TrtexecProbe:
+    """What `trtexec --help` showed: the TensorRT version on its banner, or why the tool does not work."""
+
+    version: str | None
+    problem: str | None = None
+
+
+def probe_trtexec(trtexec: Path, timeout: float = PROBE_TIMEOUT_S) -> TrtexecProbe:
+    """Run `trtexec --help` (it prints the banner "&&&& RUNNING TensorRT.trtexec [TensorRT vNNNN]" and exits 0):
+    the version, or the problem in words when it cannot run, does not answer within `timeout`, exits non-zero or
+    prints no trtexec banner (then it is not NVIDIA's trtexec, whatever its name)."""
     try:
-        done = subprocess.run([str(trtexec), "--help"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return parse_trtexec_version(done.stdout + done.stderr)
+        done = subprocess.run([str(trtexec), "--help"], capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return TrtexecProbe(None, f"`{trtexec} --help` did not answer within {timeout:g} s")
+    except (OSError, subprocess.SubprocessError) as exc:
+        return TrtexecProbe(None, f"{trtexec} cannot be run ({getattr(exc, 'strerror', None) or exc})")
+    output = done.stdout + done.stderr
+    if done.returncode != 0:
+        return TrtexecProbe(None, f"`{trtexec} --help` failed: {trtexec_error_line(done.stdout, done.stderr, done.returncode)}")
+    if "TensorRT.trtexec" not in output:
+        return TrtexecProbe(None, f"`{trtexec} --help` printed no TensorRT.trtexec banner, so it is not NVIDIA's "
+                                  "trtexec")
+    return TrtexecProbe(parse_trtexec_version(output))
+
+
+def trtexec_version(trtexec: Path) -> str | None:
+    """The TensorRT version a trtexec binary reports on its banner line (None when it reports none)."""
+    return probe_trtexec(trtexec, timeout=60).version
 
 
 def _check_name(name: str, what: str) -> None:
@@ -215,12 +243,14 @@ def build_with_trtexec(
         reporter.warn(warning)
     calibration = settings.calibration
     calib = calibration.cache_path if calibration is not None and calibration.cache_path.is_file() else None
-    cache_copy = None
+    cache_copy, cache_output = None, None
     if timing_cache is not None:
-        cache_copy = timing_cache.with_name(f".{timing_cache.name}.tmp-{os.getpid()}")
+        cache_output = AtomicOutput(timing_cache)  # trtexec's copy, beside it, renamed over it after the build
+        cache_copy = cache_output.tmp
         if timing_cache.exists():
             shutil.copyfile(timing_cache, cache_copy)
         else:
+            cache_copy.unlink()  # trtexec creates it (the name is this run's own: pid and random)
             reporter.info(f"timing cache {timing_cache} does not exist yet: it will be created")
     log_path = plan_out.parent / LOG_NAME
     argv = trtexec_argv(trtexec, onnx, plan_out, settings, timing_cache=cache_copy, calibration_cache=calib,
@@ -241,7 +271,7 @@ def build_with_trtexec(
                 line = f"it exited 0 but wrote no engine ({line})"
             raise EngineError(f"trtexec could not build the plan: {line} (full log: {log_path}).")
         if cache_copy is not None and timing_cache is not None and cache_copy.is_file() and cache_copy.stat().st_size:
-            os.replace(cache_copy, timing_cache)
+            cache_output.commit()  # type: ignore[union-attr]  # set with cache_copy
         if nodes:
             reporter.info(f"kept {len(nodes)} node(s) in FP32 (--layerPrecisions): {', '.join(nodes[:8])}")
             reporter.warn(
@@ -250,5 +280,5 @@ def build_with_trtexec(
                 "TensorRT 10+ builds model_fp16.onnx (the nodes FP32 in the graph) unless --weak-typing"
             )
     finally:
-        if cache_copy is not None:
-            cache_copy.unlink(missing_ok=True)
+        if cache_output is not None:
+            cache_output.discard()

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EvaluationError
+from ..fsutil import write_text_atomic
 from ..synthetic_roads import EVAL_SEED_BASE, scene, scene_truth
 
 __all__ = [
@@ -189,7 +190,7 @@ def write_lines_file(path: str | Path, lanes: Sequence[Any]) -> Path:
         if len(pts) >= 2:
             rows.append(" ".join(f"{x:.5f} {y:.5f}" for x, y in pts) + "\n")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(rows))
+    write_text_atomic(path, "".join(rows))
     return path
 
 

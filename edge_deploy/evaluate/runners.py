@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..artifact import FP16_ONNX_NAME, ONNX_NAME, Manifest
+from ..artifact import FP16_ONNX_NAME, ONNX_NAME, Manifest, not_a_file
 from ..errors import EvaluationError
 from ..lanedet.lane import Lane
 from ..client.sync_client import LaneDetClient
@@ -40,9 +40,12 @@ class OnnxRunner:
         if precision not in _ONNX_FILES:
             raise EvaluationError(f"unknown precision {precision!r} in the model spec; use :fp32 or :fp16.")
         path = Path(artifact_dir) / _ONNX_FILES[precision]
-        if not path.is_file():
+        why = not_a_file(path)
+        if why is not None:
             hint = "convert with --precision fp16" if precision == "fp16" else "run `edge-deploy convert`"
-            raise EvaluationError(f"{path} does not exist; {hint}.")
+            if why != "does not exist":
+                hint = f"it must be the ONNX model file; put the file itself there, or {hint}"
+            raise EvaluationError(f"{path} {why}; {hint}.")
         manifest = manifest if manifest is not None else Manifest.read(artifact_dir)
         if not manifest.io.inputs or not manifest.io.outputs:
             raise EvaluationError(f"the manifest of {artifact_dir} lists no inputs/outputs; re-run `edge-deploy convert`.")

@@ -24,6 +24,7 @@ from typing import Any
 from .._deps import require
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, IOSignature, Manifest, TensorSpec, file_entry
 from ..errors import ConvertError, EdgeDeployError, one_line
+from ..fsutil import AtomicOutput
 from ..parity import (NEAR_TIE_MAX_REL, LaneCheck, compare_to_reference, lanes_line, lanes_moved_reason, ort_session,
                       parity_feeds)
 from ..progress import Reporter
@@ -173,7 +174,8 @@ def make_fp16_onnx(artifact_dir: Path, manifest: Manifest, *, fp16_io: bool = Fa
         raise ConvertError(
             f"cannot make {FP16_ONNX_NAME}: {one_line(exc, 300)}; convert with --precision fp32 to skip it."
         ) from exc
-    tmp = target.with_name(f".{target.name}.tmp")
+    output = AtomicOutput(target)
+    tmp = output.tmp
     try:
         onnx_target.save(converted, tmp, what=FP16_ONNX_NAME)
         try:
@@ -186,9 +188,9 @@ def make_fp16_onnx(artifact_dir: Path, manifest: Manifest, *, fp16_io: bool = Fa
             ) from exc
         if not verdict.passed:
             verdict = _refuse_or_note_lanes(verdict, manifest, reporter)
-        tmp.replace(target)
+        output.commit()
     finally:
-        tmp.unlink(missing_ok=True)
+        output.discard()
     section = Fp16OnnxRecord(
         file=FP16_ONNX_NAME,
         converter=_converter_name(),

@@ -42,6 +42,7 @@ import numpy as np
 from .._deps import require
 from ..artifact import FP16_ONNX_NAME, ONNX_NAME, IOSignature, Manifest, TensorSpec, file_entry
 from ..errors import ConvertError, one_line
+from ..fsutil import atomic_path
 from ..lanedet.preprocess import Preprocessor, PreprocessSpec, kept_rows
 from ..parity import LaneCheck, compare_to_reference, lanes_moved_reason, ort_session
 from ..records import (Comparison, FrameRecord, FusedParity, FusedPreprocessRecord, PixelDiff, PixelParity,
@@ -205,9 +206,8 @@ def fuse_file(path: Path, spec: PreprocessSpec, frame_size: tuple[int, int]) -> 
     """Rewrite the ONNX file at `path` with the preprocessing fused in."""
     onnx = require("onnx", "fusing the preprocessing into the model")
     fused = fuse(onnx.load(str(path)), spec, frame_size)
-    tmp = path.with_name(f".{path.name}.fused.tmp")
-    onnx_target.save(fused, tmp, what=f"the fused {path.name}")
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        onnx_target.save(fused, tmp, what=f"the fused {path.name}")
 
 
 # --------------------------------------------------------------------------- parity and the artifact stage

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator, Sequence, TypedDict
 from .._deps import require
 from ..artifact import ONNX_TRITON_DTYPES, BatchRange, IOSignature, TensorSpec
 from ..errors import ConvertError, one_line
+from ..fsutil import atomic_path
 from ..parity import ort_session, run_ort, tolerance_report
 from ..records import SimplifyReport
 from . import onnx_target
@@ -151,9 +152,8 @@ def simplify_onnx(path: Path, input_name: str, inputs: Sequence[Any], baseline: 
         worst = max(same, key=lambda n: same[n].max_abs or 0.0)
         reason = f"simplified graph changed {worst!r} by {same[worst].max_abs or 0.0:.3g}"
         return replace(report, applied=False, reason=reason), [list(o) for o in baseline]
-    tmp = path.with_suffix(".slim.onnx")
-    onnx_target.save(slim, tmp, what="the simplified model")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        onnx_target.save(slim, tmp, what="the simplified model")
     report = replace(report, applied=True, nodes_after=len(slim.graph.node),
                      max_abs_change={n: e.max_abs or 0.0 for n, e in same.items()})
     return report, outputs

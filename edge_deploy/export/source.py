@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .._deps import require
-from ..artifact import MANIFEST_NAME, ONNX_NAME
+from ..artifact import MANIFEST_NAME, ONNX_NAME, not_a_file
 from ..errors import ConvertError, EdgeDeployError, one_line
 from ..lanedet.lane_family import LoadedModel, family_fault, family_names, get_family, is_plugin
 from ..lanedet.source import SourceSpec
@@ -49,6 +49,11 @@ def classify_model(model: str) -> str:
     if path.is_dir():
         if (path / MANIFEST_NAME).is_file() and (path / ONNX_NAME).is_file():
             return "artifact"
+        why = not_a_file(path / ONNX_NAME)
+        if (path / MANIFEST_NAME).is_file() and why != "does not exist":
+            raise ConvertError(f"{path / ONNX_NAME} {why}, but an artifact's {ONNX_NAME} is the ONNX model file; put "
+                               "the file itself there, or re-run `edge-deploy convert` with --output to a new "
+                               "directory.")
         raise ConvertError(
             f"{model} is a directory but not an edge-deploy artifact (no {MANIFEST_NAME} + {ONNX_NAME}); "
             f"pass {'|'.join(family_names())}, an ONNX or TorchScript file, package.module:factory, or a directory made by "

@@ -6,11 +6,11 @@ builds (or reuses) its own plan from it.
 """
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
 
+from ..fsutil import atomic_path
 from ..artifact import MANIFEST_NAME, PLAN_NAME, Manifest, open_inside, sha256_file
 from .smoke import REFERENCE_NAME, SMOKE_DIR, record_reference
 
@@ -41,11 +41,9 @@ def archive(payload_dir: Path) -> Path:
     import tarfile
 
     target = Path(f"{payload_dir}.tar")
-    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    with tarfile.open(partial, "w") as tar:
+    with atomic_path(target) as partial, tarfile.open(partial, "w") as tar:
         for path in sorted(Path(payload_dir).rglob("*")):
             tar.add(path, arcname=str(path.relative_to(payload_dir)), recursive=False)
-    os.replace(partial, target)
     return target
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from ..fsutil import write_text_atomic
 from ..records import RecordError, json_value
 from .ansible import playbook, run_playbook
 from .inventory import inventory_hosts
@@ -127,7 +128,7 @@ def rollout(
         reports = run_dir / f"batch{index}"
         reports.mkdir()
         vars_file = run_dir / f"batch{index}.vars.json"
-        vars_file.write_text(json.dumps({**variables, "edge_deploy_report_dir": str(reports)}, indent=2))
+        write_text_atomic(vars_file, json.dumps({**variables, "edge_deploy_report_dir": str(reports)}, indent=2))
         code = run_playbook(playbook("rollout.yml"), Path(inventory), group, vars_file, run_dir / "ansible.log",
                             forks=len(group), timeout=batch_timeout)
         for host in group:
@@ -142,7 +143,7 @@ def rollout(
             result.untouched = [h for later in plan[index + 1:] for h in later]
             break
     result.seconds = time.monotonic() - started
-    (run_dir / "result.json").write_text(json.dumps(result.to_dict(), indent=2))
+    write_text_atomic(run_dir / "result.json", json.dumps(result.to_dict(), indent=2))
     return result
 
 
@@ -169,7 +170,7 @@ def fleet_status(inventory: Path, extra_vars: RoleVars | None = None, limit: str
     with tempfile.TemporaryDirectory(dir=root, prefix=".status-") as tmp:
         reports = Path(tmp)
         vars_file = reports / "vars.json"
-        vars_file.write_text(json.dumps({**(extra_vars or {}), "edge_deploy_report_dir": str(reports)}))
+        write_text_atomic(vars_file, json.dumps({**(extra_vars or {}), "edge_deploy_report_dir": str(reports)}))
         code = run_playbook(playbook("status.yml"), Path(inventory), hosts, vars_file, reports / "ansible.log",
                             forks=min(len(hosts), 32), timeout=timeout)
         out: dict[str, VehicleReport] = {}

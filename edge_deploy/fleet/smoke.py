@@ -23,7 +23,7 @@ from .policy import FleetError
 from ..artifact import ONNX_NAME, read_manifest, sha256_file
 from ..client.sync_client import LaneDetClient
 from ..evaluate.runners import OnnxRunner
-from ..fsutil import write_json_atomic
+from ..fsutil import atomic_path, write_json_atomic
 from ..lanedet.lane import Lane
 from ..parity import lane_dx
 from ..synthetic_roads import road_scene
@@ -43,14 +43,15 @@ def record_reference(artifact_dir: Path, out_dir: Path | None = None, frames: in
     artifact_dir = Path(artifact_dir)
     read_manifest(artifact_dir)
     target = Path(out_dir if out_dir is not None else artifact_dir) / SMOKE_DIR
+    runner = OnnxRunner(artifact_dir)  # refuses an artifact it cannot run before anything is written
     target.mkdir(parents=True, exist_ok=True)
-    runner = OnnxRunner(artifact_dir)
     names, lanes = [], []
     for i in range(frames):
         frame, _ = road_scene(FRAME_SIZE[1], FRAME_SIZE[0], seed=9000 + i, lanes=2 + i % 3)
         name = f"frame_{i}.png"
-        if not cv2.imwrite(str(target / name), frame):
-            raise FleetError(f"cannot write {target / name}; check the disk.")
+        with atomic_path(target / name, mode=0o644, suffix=".png") as tmp:
+            if not cv2.imwrite(str(tmp), frame):
+                raise FleetError(f"cannot write {target / name}; check the disk.")
         names.append(name)
         lanes.append([{"score": lane.score, "points": lane.points.tolist()} for lane in runner.detect(frame)])
     runner.close()

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..errors import EngineError, one_line
+from ..fsutil import write_bytes_atomic
 from ..precision import Precision
 from .._deps import require
 
@@ -609,8 +610,6 @@ def make_calibrator(trt: Any, calibration: Calibration) -> Any:
 
         def write_calibration_cache(self, cache: Any) -> None:
             path = calibration.cache_path
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_bytes(bytes(memoryview(cache)))
-            tmp.replace(path)
+            write_bytes_atomic(path, bytes(memoryview(cache)))
 
     return _EntropyCalibrator()

@@ -14,7 +14,7 @@ from ..strict_json import dumps
 from .lane_json import FrameLanes, ImageLanes
 from .stamped import CameraSetup, FrameResult, Publish, StampedFrame
 from .video import VideoWriter, frames_of, open_video, source_fps
-from ..fsutil import write_json_atomic
+from ..fsutil import AtomicOutput, write_json_atomic
 from ..geometry.birdseye import annotated_frame
 from ..lanedet.draw import save_png
 from .bag import read_frames
@@ -138,12 +138,10 @@ def detect_stream(
             geometry.fps = fps
     if setup is None and geometry is not None:
         setup = CameraSetup(geometry.camera)
-    writer = VideoWriter(out / f"{stem}.lanes.mp4", fps)
-    jsonl_path = out / f"{stem}.lanes.jsonl"
-    tmp_jsonl = out / f".{jsonl_path.name}.tmp"
+    writer, jsonl = video_outputs(out, stem, fps)
     lanes_total, started = 0, time.monotonic()
     try:
-        with open(tmp_jsonl, "w") as log:
+        with jsonl.open("w") as log:
             for frame in frames:
                 result = _video_frame(detect, frame, writer, log, model, geometry, setup, stamps, detect_objects)
                 lanes_total += len(result.lanes)
@@ -153,21 +151,40 @@ def detect_stream(
                     progress(writer.frames, time.monotonic() - started)
     except KeyboardInterrupt:
         pass  # keep what was done
+    except BaseException:
+        writer.discard()  # an error, SIGTERM: no temporary file left, an earlier output left as it was
+        jsonl.discard()
+        raise
     finally:
         writer.close()
-    return finish_video(source, writer, tmp_jsonl, jsonl_path, time.monotonic() - started, lanes_total)
+    return finish_video(source, writer, jsonl, time.monotonic() - started, lanes_total)
 
 
-def finish_video(source: str, writer: VideoWriter, tmp_jsonl: Path, jsonl_path: Path, seconds: float,
+def video_outputs(out: Path, stem: str, fps: float) -> tuple[VideoWriter, AtomicOutput]:
+    """OUT/<stem>.lanes.mp4 and OUT/<stem>.lanes.jsonl, each under a temporary name until `finish_video` (a target
+    that is not a regular file is refused: OutputError)."""
+    writer = VideoWriter(out / f"{stem}.lanes.mp4", fps)
+    try:
+        return writer, AtomicOutput(out / f"{stem}.lanes.jsonl")
+    except BaseException:
+        writer.discard()
+        raise
+
+
+def finish_video(source: str, writer: VideoWriter, jsonl: AtomicOutput, seconds: float,
                  lanes_total: int) -> VideoResult:
     """The annotated video and its JSON lines renamed to their final names (both discarded, with a one-line
-    FrameError, when no frame was written)."""
+    FrameError, when no frame was written; neither left under a temporary name whatever fails)."""
     if writer.frames == 0:
         writer.discard()
-        tmp_jsonl.unlink(missing_ok=True)
+        jsonl.discard()
         raise FrameError(f"{source} gave no frames; check that it is a video OpenCV can decode.")
-    tmp_jsonl.replace(jsonl_path)
-    return VideoResult(source, writer.frames, seconds, writer.finish(), jsonl_path, lanes_total / writer.frames)
+    try:
+        video = writer.finish()
+    except BaseException:
+        jsonl.discard()
+        raise
+    return VideoResult(source, writer.frames, seconds, video, jsonl.commit(), lanes_total / writer.frames)
 
 
 def _video_frame(detect: Detect, stamped: StampedFrame, writer: VideoWriter, log: Any, model: str, geometry: Any,

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from ..strict_json import dumps
-from .detect import VideoResult, _caption, finish_video
+from .detect import VideoResult, _caption, finish_video, video_outputs
 from .lane_json import LiveFrameLanes
 from .stamped import CameraSetup, FrameResult, Publish, StampedFrame
 from .stream import LaneResult, LaneStream, StreamStats
-from .video import VideoWriter, frames_of, is_live_source, open_video, source_fps
+from .video import frames_of, is_live_source, open_video, source_fps
 from ..geometry.birdseye import annotated_frame
 
 
@@ -67,14 +67,19 @@ def detect_live(
     fps_in = source_fps(capture)
     stem = "camera" if live else Path(source).stem
     out.mkdir(parents=True, exist_ok=True)
-    writer = VideoWriter(out / f"{stem}.lanes.mp4", fps_in)
-    jsonl_path = out / f"{stem}.lanes.jsonl"
-    tmp_jsonl = out / f".{jsonl_path.name}.tmp"
-    stream = LaneStream(_Detector(client, detect_options or DecodeOverrides()), frames_of(capture, max_frames),
-                        max_age=max_age, fps=None if live else fps_in, camera=camera, track=track, speed_mps=speed_mps)
+    writer, jsonl = video_outputs(out, stem, fps_in)
+    try:
+        stream = LaneStream(_Detector(client, detect_options or DecodeOverrides()), frames_of(capture, max_frames),
+                            max_age=max_age, fps=None if live else fps_in, camera=camera, track=track,
+                            speed_mps=speed_mps)
+    except BaseException:
+        writer.discard()
+        jsonl.discard()
+        capture.release()
+        raise
     lanes_total, last_seq, started = 0, 0, time.monotonic()
     try:
-        with open(tmp_jsonl, "w") as log, stream:
+        with jsonl.open("w") as log, stream:
             for result in stream:
                 if result.frame is None or result.seq <= last_seq:
                     continue  # nothing new within max_age: the loop goes on
@@ -93,11 +98,15 @@ def detect_live(
                     progress(writer.frames, time.monotonic() - started)
     except KeyboardInterrupt:
         pass  # keep what was done
+    except BaseException:
+        writer.discard()  # an error, SIGTERM: no temporary file left, an earlier output left as it was
+        jsonl.discard()
+        raise
     finally:
         stream.stop()
         capture.release()
         writer.close()
-    video = finish_video(source, writer, tmp_jsonl, jsonl_path, time.monotonic() - started, lanes_total)
+    video = finish_video(source, writer, jsonl, time.monotonic() - started, lanes_total)
     return LiveResult(video, stream.stats())
 
 

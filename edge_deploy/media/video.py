@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FrameError
+from ..fsutil import AtomicOutput
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mkv", ".mov", ".webm", ".m4v")
 FOURCC = "mp4v"  # MPEG-4 part 2: written by every OpenCV build with FFmpeg, read by common players
@@ -82,15 +83,18 @@ def source_fps(capture: Any, default: float = 30.0) -> float:
 
 
 class VideoWriter:
-    """An MPEG-4 video file written under a temporary name in its folder: `finish()` renames it to `path`,
-    `discard()` removes it, so a reader never finds half a video under the final name.
+    """An MPEG-4 video file written under a temporary name in its folder (`fsutil.AtomicOutput`): `finish()` renames
+    it to `path`, `discard()` removes it, so a reader never finds half a video under the final name. A `path` that
+    exists and is not a regular file, or is one of `inputs`, is refused (OutputError) when the writer is made.
 
     The first frame sets the size; an odd width or height is cropped by one pixel (MPEG-4 needs even sizes).
     """
 
-    def __init__(self, path: Path, fps: float) -> None:
+    def __init__(self, path: Path, fps: float, *, inputs: Iterable[Path | str] = ()) -> None:
         self.path = Path(path)
-        self.tmp = self.path.parent / f".{self.path.name}.tmp{self.path.suffix}"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._output = AtomicOutput(self.path, suffix=self.path.suffix, inputs=inputs)
+        self.tmp = self._output.tmp
         self.fps = fps
         self.frames = 0
         self._writer: Any = None
@@ -101,7 +105,6 @@ class VideoWriter:
 
         if self._writer is None:
             h, w = frame.shape[0] // 2 * 2, frame.shape[1] // 2 * 2
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._writer = cv2.VideoWriter(str(self.tmp), cv2.VideoWriter.fourcc(*FOURCC), self.fps, (w, h))
             if not self._writer.isOpened():
                 raise FrameError(f"cannot write {self.path}: OpenCV has no {FOURCC} encoder here.")
@@ -119,12 +122,11 @@ class VideoWriter:
     def finish(self) -> Path:
         """Close and rename to `path`; returns it."""
         self.close()
-        os.replace(self.tmp, self.path)
-        return self.path
+        return self._output.commit()
 
     def discard(self) -> None:
         self.close()
-        self.tmp.unlink(missing_ok=True)
+        self._output.discard()
 
 
 def write_video(path: Path, frames: Iterable[Any], width: int, height: int, fps: float = 30.0) -> Path:

@@ -79,6 +79,19 @@ def check_name(name: str) -> str:
     return name
 
 
+def check_new_name(name: str) -> str:
+    """`check_name`, and a name every command can address as written: not starting with '-' (a command line would
+    take `-rf` for an option, and `rollback -rf` or `models -rf` could not name it). Only a new model's name is
+    held to this; a model already in a repository is still found by `check_name`'s rule."""
+    check_name(name)
+    if not name[0].isalnum() and name[0] != "_":
+        raise RepositoryError(
+            f"illegal model name {name!r}: it starts with {name[0]!r}, which a command line takes for an option, so "
+            "`edge-deploy rollback` and `models` could not name it; start it with a letter, digit or _ (for "
+            "example --name lanedet).")
+    return name
+
+
 def config_role(config: Any) -> str:
     """What a model is to edge-deploy: "model", "preprocess", "postprocess" or "pipeline" (its config's role)."""
     role = config.parameters[contract.PARAM_ROLE].string_value if contract.PARAM_ROLE in config.parameters else ""

@@ -3,11 +3,14 @@
 the final name, and a run stopped with Ctrl-C still finishes (summary, footer) what it wrote."""
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ..errors import ClientError
+from ..fsutil import AtomicOutput, check_target
 from .messages import TF_STATIC, Message
 from .types import schema
 from .._deps import require
@@ -29,11 +32,12 @@ def offered_qos(latched: bool) -> str:
     return yaml.safe_dump([profile], sort_keys=False).strip()
 
 
-def check_output(path: Path) -> Path:
-    """`path` if an MCAP file can be written there, else a one-line ClientError (before anything is run)."""
+def check_output(path: Path, inputs: Iterable[Path | str] = ()) -> Path:
+    """`path` if an MCAP file can be written there, else a one-line ClientError (before anything is run): not a
+    directory, a device node, a FIFO or a socket, not one of `inputs` (the recordings and videos read: the same
+    file however reached), in a directory that exists and can be written."""
     path = Path(path)
-    if path.is_dir():
-        raise ClientError(f"--mcap {path} is a directory; pass a file name such as {path / 'lanes.mcap'}.")
+    check_target(path, what="--mcap", inputs=_files_of(inputs), error=ClientError)
     if not path.parent.is_dir():
         raise ClientError(f"--mcap {path}: the directory {path.parent} does not exist; create it or pass a path in "
                           "an existing directory.")
@@ -42,17 +46,35 @@ def check_output(path: Path) -> Path:
     return path
 
 
-class McapRecording:
-    """Messages (`write`) into `path`: channels and schemas registered as their first message comes."""
+def _files_of(inputs: Iterable[Path | str]) -> list[Path]:
+    """The inputs and, for a directory (a rosbag2 recording), the files directly in it."""
+    files = []
+    for source in inputs:
+        path = Path(source)
+        files.append(path)
+        if path.is_dir():
+            with contextlib.suppress(OSError):
+                files.extend(p for p in path.iterdir())
+    return files
 
-    def __init__(self, path: Path) -> None:
+
+class McapRecording:
+    """Messages (`write`) into `path`: channels and schemas registered as their first message comes. The file is
+    written under a temporary name beside `path` (fsutil.AtomicOutput) and renamed by `finish()`."""
+
+    def __init__(self, path: Path, inputs: Iterable[Path | str] = ()) -> None:
         writer = require("mcap.writer", "writing an MCAP file (--mcap)")
-        self.path = check_output(path)
-        self.tmp = self.path.parent / f".{self.path.name}.tmp"
-        self._file = open(self.tmp, "wb")  # noqa: SIM115 - closed by finish() or discard()
-        # Chunks uncompressed: most of each is the frame's JPEG, which does not compress; zstd cost CPU per frame.
-        self._writer = writer.Writer(self._file, compression=writer.CompressionType.NONE)
-        self._writer.start(profile="ros2", library=f"edge-deploy {__version__}")
+        self.path = check_output(path, inputs)
+        self._output = AtomicOutput(self.path, what="--mcap", inputs=_files_of(inputs), error=ClientError)
+        self.tmp = self._output.tmp
+        try:
+            self._file = self._output.open("wb")
+            # Chunks uncompressed: most of each is the frame's JPEG, which does not compress; zstd cost CPU per frame.
+            self._writer = writer.Writer(self._file, compression=writer.CompressionType.NONE)
+            self._writer.start(profile="ros2", library=f"edge-deploy {__version__}")
+        except BaseException:
+            self.discard()
+            raise
         self._channels: dict[str, int] = {}
         self._schemas: dict[str, int] = {}
         self._sequence = 0
@@ -74,15 +96,21 @@ class McapRecording:
         self.messages += 1
 
     def finish(self) -> Path:
-        """Write the summary and footer and rename to `path`; returns it."""
-        self._writer.finish()
-        self._file.close()
-        os.replace(self.tmp, self.path)
-        return self.path
+        """Write the summary and footer and rename to `path`; returns it (on any failure the temporary file is
+        removed and `path` is left as it was)."""
+        try:
+            self._writer.finish()
+            self._file.close()
+        except BaseException:
+            self.discard()
+            raise
+        return self._output.commit()
 
     def discard(self) -> None:
-        self._file.close()
-        self.tmp.unlink(missing_ok=True)
+        if getattr(self, "_file", None) is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+        self._output.discard()
 
     def close(self, keep: bool) -> Any:
         return self.finish() if keep else self.discard()

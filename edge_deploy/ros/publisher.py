@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +32,18 @@ class Publisher:
         self._worker.start()
 
     @classmethod
-    def open(cls, mcap: Path | None = None, foxglove: Any = None, *, channels: Mapping[str, str] | None = None,
-             insecure: bool = False) -> "Publisher":
-        """The sinks for --mcap PATH and --foxglove ADDRESS (a ListenAddress); either may be None. `channels`: those
-        the run publishes (topic -> type; messages.run_channels), advertised to Foxglove clients before the first
-        frame (None: every one of CHANNELS); `insecure`: --foxglove-insecure (an address beyond loopback)."""
+    def open(cls, mcap: Path | None = None, foxglove: Any = None, inputs: Iterable[Path | str] = (), *,
+             channels: Mapping[str, str] | None = None, insecure: bool = False) -> "Publisher":
+        """The sinks for --mcap PATH and --foxglove ADDRESS (a ListenAddress); either may be None. `inputs`: the
+        files the run reads, which --mcap must not be. `channels`: those the run publishes (topic -> type;
+        messages.run_channels), advertised to Foxglove clients before the first frame (None: every one of
+        CHANNELS); `insecure`: --foxglove-insecure (an address beyond loopback)."""
         sinks: list[Any] = []
         try:
             if mcap is not None:
                 from .mcap_file import McapRecording
 
-                sinks.append(McapRecording(mcap))
+                sinks.append(McapRecording(mcap, inputs))
             if foxglove is not None:
                 from .live import FoxgloveLive
 

@@ -311,10 +311,8 @@ def ensure_service_user(user: str = SERVICE_USER) -> None:
     except KeyError:
         pass
     SYSUSERS_FILE.parent.mkdir(parents=True, exist_ok=True)
-    SYSUSERS_FILE.write_text(
-        f'u {user} - "edge-deploy Triton server" /nonexistent /usr/sbin/nologin\n'
-        f"m {user} video\n"
-    )
+    write_text_atomic(SYSUSERS_FILE, f'u {user} - "edge-deploy Triton server" /nonexistent /usr/sbin/nologin\n'
+                                     f"m {user} video\n", 0o644)
     result = subprocess.run(["systemd-sysusers", str(SYSUSERS_FILE)], capture_output=True, text=True, timeout=30)
     if result.returncode != 0:
         raise ServerError(f"cannot create the system user {user}: {result.stderr.strip() or 'systemd-sysusers failed'}")

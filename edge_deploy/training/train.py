@@ -21,7 +21,6 @@ import collections
 import csv
 import math
 import multiprocessing
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any, Callable, Generator, Sequence
 import numpy as np
 
 from ..errors import EdgeDeployError, one_line
+from ..fsutil import atomic_path
 from ..lanedet.laneatt import anchors as A
 from ..lanedet.laneatt.decode import nms_keep
 from ..synthetic_roads import EVAL_SEED_BASE, scene
@@ -368,9 +368,8 @@ def _save(path: Path, obj: dict[str, Any]) -> None:
     """torch.save `obj` (a checkpoint mapping, torch's format) atomically."""
     import torch
 
-    tmp = path.with_suffix(".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
 
 
 def _lr_at(step: int, elapsed_s: float, cfg: TrainConfig) -> float:
