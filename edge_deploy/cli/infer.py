@@ -16,6 +16,7 @@ from .options import takes_options
 from .numeric import number
 from ..errors import CalibrationError, ClientError
 from ..numbers import MAX_AGE_S, SPEED_MPS, TIMEOUT_S, WAIT_S, whole
+from .recordings import FOXGLOVE_WAIT_S
 from ..lanedet.decode_params import DecodeParamsError, ScoreNmsDecodeParams
 
 if TYPE_CHECKING:  # numpy and OpenCV: loaded when a command runs
@@ -127,9 +128,9 @@ class InferOptions:
         "--foxglove-insecure", help="Let --foxglove listen beyond loopback (0.0.0.0, an interface's address): the "
                                     "protocol has no authentication, so anyone who reaches it sees the camera and "
                                     "the lanes.", rich_help_panel=_ROS)] = False
-    foxglove_wait: Annotated[float, typer.Option(
-        metavar="SECONDS", help="Before the first frame, wait up to this long for a Foxglove client to subscribe, "
-                                "so that it sees the run from frame 0 (0: start at once).",
+    foxglove_wait: Annotated[float, number(
+        FOXGLOVE_WAIT_S, metavar="SECONDS", help="Before the first frame, wait up to this long for a Foxglove client "
+                                                 "to subscribe, so that it sees the run from frame 0 (0: start at once).",
         rich_help_panel=_ROS)] = 0.0
 
     def checked(self) -> "InferOptions":

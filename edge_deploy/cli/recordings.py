@@ -10,8 +10,9 @@ from typing import Any
 
 import typer
 from ..errors import CalibrationError, ClientError
+from ..numbers import Range
 
-MAX_FOXGLOVE_WAIT_S = 3600.0  # --foxglove-wait: an hour
+FOXGLOVE_WAIT_S = Range(0, 3600, "seconds", note="0: start at once")  # --foxglove-wait: up to an hour
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,7 @@ def check_ros_options(*, topic: str | None, mcap: Path | None, foxglove: str | N
     """One-line ClientErrors for --topic/--mcap/--foxglove(-insecure, -wait) that cannot work (an address beyond
     loopback without --foxglove-insecure among them, before anything binds); returns the parsed --foxglove
     address (None without it)."""
-    if not 0 <= foxglove_wait <= MAX_FOXGLOVE_WAIT_S:
-        raise ClientError(f"--foxglove-wait must be 0 to {MAX_FOXGLOVE_WAIT_S:g} seconds (got {foxglove_wait:g}).")
+    FOXGLOVE_WAIT_S.check("--foxglove-wait", foxglove_wait, ClientError)
     if foxglove is None and (foxglove_insecure or foxglove_wait > 0):
         given = "--foxglove-insecure" if foxglove_insecure else "--foxglove-wait"
         raise ClientError(f"{given} goes with --foxglove [HOST:]PORT, which was not given; add it or drop {given}.")

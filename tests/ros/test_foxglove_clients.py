@@ -153,7 +153,7 @@ def test_beyond_loopback_is_refused_without_foxglove_insecure_before_anything_bi
     out = tmp_path / "out"
     for extra, words in ((("--foxglove", f"0.0.0.0:{free_port()}"), "beyond loopback"),
                          (("--foxglove-insecure",), "goes with --foxglove"),
-                         (("--foxglove", "8765", "--foxglove-wait", "nan"), "0 to 3600 seconds")):
+                         (("--foxglove", "8765", "--foxglove-wait", "nan"), "seconds in [0, 3600]")):
         result = run_cli(["infer", str(tmp_path / "drive.mp4"), "--url", url, "--out", str(out), *extra],
                          timeout=60)
         lines = result.stderr.strip().splitlines()
