@@ -45,7 +45,7 @@ def scheduling_line(repository: Path | None, model: str) -> str | None:
 
 
 def _print_models(models: list, repository: Path | None = None, *, scheduling: bool = False) -> None:
-    from ..triton_layout import config_disagreement
+    from ..repository.served_config import config_disagreement
 
     for model in models:
         versions = ", ".join(model.versions) or "-"
