@@ -69,7 +69,7 @@ class InferOptions:
         help="Image files (PNG/JPEG, any size) or directories of them, video files (.mp4 .avi .mkv .mov .webm), cameras (/dev/video0), "
              "GStreamer pipelines ending in appsink, or ROS recordings (rosbag2 directories, .mcap, ROS 1 .bag).",
         show_default=False)] = None
-    url: Annotated[str, groups.url("Triton gRPC address.")] = groups.DEFAULT_URL
+    url: Annotated[Optional[str], groups.url(groups.FOUND_URL_HELP)] = None
     model: Annotated[str, typer.Option(help="Served model: the lane model NAME or NAME_pipeline.")] = "lanedet"
     detector: Annotated[Optional[str], typer.Option(
         help="A served object detector beside the lane model (docs/stack.md): its boxes are drawn, written to the "
@@ -166,21 +166,32 @@ class InferOptions:
 
         return DecodeOverrides(conf_threshold=self.conf, nms_threshold=self.nms, top_k=self.top_k)
 
-    def client(self) -> Any:
-        """The LaneDetClient these options ask for (not yet connected with --wait)."""
+    def dial(self, server: Any = None) -> tuple[str, Any]:
+        """(address, TLSConfig or None) to dial: --url, else `server`'s (cli.option_groups.found_server), else the
+        default address; --tls-* when given, else the TLS identity of the server record found there."""
+        tls = groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key)
+        if server is None:
+            return self.url or groups.DEFAULT_URL, tls
+        record = server.record
+        return server.url, tls if tls is not None or record is None else record.client_tls()
+
+    def client(self, server: Any = None) -> Any:
+        """The LaneDetClient these options ask for (not yet connected with --wait), on `server` (see `dial`)."""
         from ..client.sync_client import LaneDetClient
 
-        return LaneDetClient(self.url, self.model, transport=self.transport.value, client_timeout=self.timeout,
-                             connect=self.wait <= 0, tls=groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key))
+        url, tls = self.dial(server)
+        return LaneDetClient(url, self.model, transport=self.transport.value, client_timeout=self.timeout,
+                             connect=self.wait <= 0, tls=tls)
 
-    def detector_client(self) -> Any:
+    def detector_client(self, server: Any = None) -> Any:
         """The DetectorClient of --detector, or None (not yet connected with --wait)."""
         if self.detector is None:
             return None
         from ..client.detector_client import DetectorClient
 
-        return DetectorClient(self.url, self.detector, transport=self.transport.value, client_timeout=self.timeout,
-                              connect=self.wait <= 0, tls=groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key))
+        url, tls = self.dial(server)
+        return DetectorClient(url, self.detector, transport=self.transport.value, client_timeout=self.timeout,
+                              connect=self.wait <= 0, tls=tls)
 
 
 @app.command()
@@ -197,12 +208,14 @@ def infer(**given: Any) -> None:
     geometry = lane_geometry(options.camera, options.track, options.speed, recordings=bool(bags))
     frames = _frames(options.image_paths(), options.videos(), options.synthetic, options.out, geometry)
     opened = open_recordings(bags, options.topic, geometry.camera if geometry else None, options.track, options.speed)
-    client = options.client()
-    objects = options.detector_client()
+    server = groups.found_server(options.url)
+    client = options.client(server)
+    objects = options.detector_client(server)
     with client, contextlib.ExitStack() as stack, publishing(options.mcap, options.foxglove) as publish:
         if objects is not None:
             stack.enter_context(objects)
         if options.wait > 0:
+            typer.echo(f"waiting up to {options.wait:g} s for {options.model} at {server.url} to be ready", err=True)
             client.wait_until_ready(options.wait)
             if objects is not None:
                 objects.wait_until_ready(options.wait)

@@ -220,9 +220,9 @@ def health(
     user: UserOpt = False,
     wait: Annotated[float, typer.Option("--wait", help="Wait up to this many seconds for readiness (0: ask once).")] = 0.0,
     model: Annotated[Optional[list[str]], typer.Option("--model", help="Model that must be ready (repeatable; default: every model of the repository).")] = None,
-    url: Annotated[Optional[str], groups.url(
-        f"Server gRPC address (default: from the installed unit, else {groups.DEFAULT_URL}).")] = None,
-    repository: Annotated[Optional[Path], typer.Option(help="Repository whose models must be ready (default: the unit's).")] = None,
+    url: Annotated[Optional[str], groups.url(groups.FOUND_URL_HELP)] = None,
+    repository: Annotated[Optional[Path], typer.Option(
+        help="Repository whose models must be ready (default: the one the server found serves).")] = None,
     tls_ca: Annotated[Optional[Path], groups.tls_ca(default="as the server record says")] = None,
     tls_cert: Annotated[Optional[Path], groups.tls_cert()] = None,
     tls_key: Annotated[Optional[Path], groups.tls_key()] = None,
@@ -230,9 +230,11 @@ def health(
     """Exit 0 when the server (and every model) is ready; otherwise say what is not."""
     from ..serve.status import server_health
 
+    say = lambda line: typer.echo(line, err=True)  # noqa: E731
     target, result = server_health(user=user, url=url, repository=repository, models=tuple(model or ()), wait=wait,
                                    tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
-                                   main_pid=os.environ.get("MAINPID"))  # set by systemd for ExecStartPost=
+                                   main_pid=os.environ.get("MAINPID"),  # set by systemd for ExecStartPost=
+                                   on_found=lambda found: say(found.line()), on_wait=say)
     typer.echo(f"ready: {target}")
     _print_models(result.models, repository)
 
