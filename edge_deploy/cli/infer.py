@@ -296,10 +296,11 @@ def _progress(source: str) -> Any:
 
 def _print_results(records: list[ImageLanes], played: list[Any], client: Any, out: Path) -> None:
     from rich.console import Console
-    from rich.table import Table
+
+    from ..tables import narrow_table
 
     console = Console()
-    table = Table("image", "size", "lanes", "scores", "written")
+    table = narrow_table("image", "size", "lanes", "scores", "written")
     for rec in records:
         scores = ", ".join(f"{lane.score:.2f}" for lane in rec.lanes) or "-"
         written = ", ".join(Path(path).name for path in (rec.png, rec.json) if path is not None)
