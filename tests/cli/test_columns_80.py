@@ -1,7 +1,8 @@
 """Everything edge-deploy prints fits a terminal of 80 columns, and nothing is cut with "…" (issue 56, item 6).
 
 - every command's --help (each command of the live CLI, groups' commands too): no "…", no line over 80 columns, every
-  option's names (--x and --no-x, -s) whole, and no `<bool>` placeholder after a flag;
+  option's names (--x and --no-x, -s) whole, no `<bool>` placeholder after a flag, and the options of a panel
+  (`rich_help_panel`, e.g. infer's "Decoding") under its heading;
 - `models` on a real pseudo-terminal of 80 columns (as a user sees it, rich measuring the terminal itself): the
   `lanedet_*` names whole;
 - the `bench --realtime` table and `infer`'s image table, rendered by the commands' own functions at 80 columns.
@@ -75,6 +76,9 @@ def test_every_help_fits_80_columns_whole(monkeypatch, capsys) -> None:
                 continue
             problems += [f"{where}: {name} not whole" for name in [*param.opts, *param.secondary_opts]
                          if name not in words]
+            panel = getattr(param, "rich_help_panel", None)  # its options are listed under that heading
+            if panel and f"\n{panel}:\n" not in text:
+                problems.append(f"{where}: no heading {panel!r} for {param.opts[0]}")
     assert not problems, "\n".join(problems)
 
 
