@@ -3,6 +3,7 @@ video and JSON lines); `edge-deploy sample`: synthetic frames or a synthetic dri
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -282,16 +283,12 @@ def _frames(paths: list[Path], videos: list[str], synthetic: int, out: Path, geo
 
 
 def _progress(source: str) -> Any:
-    """A progress line on stderr every 30 frames of a video or camera."""
-    from rich.console import Console
+    """A progress line on stderr for the first frame of a video or camera, then every PROGRESS_EVERY_S seconds."""
+    from ..progress import every_few_seconds
 
-    console = Console(stderr=True)
-
-    def progress(frames: int, seconds: float) -> None:
-        if frames % 30 == 0:
-            console.print(f"{source}: {frames} frames, {frames / max(seconds, 1e-9):.1f} frames/s", highlight=False)
-
-    return progress
+    return every_few_seconds(
+        lambda line: typer.echo(line, err=True),
+        lambda frames, seconds: f"{source}: {frames} frames, {frames / max(seconds, 1e-9):.1f} frames/s")
 
 
 def _print_results(records: list[ImageLanes], played: list[Any], client: Any, out: Path) -> None:
@@ -362,8 +359,15 @@ def sample(
         from ..media import write_video
         from ..synthetic_roads import drive
 
-        frames = (scene.frame for scene in drive(EVAL_SEED_BASE + seed, count, width, height, fps=30.0))
+        from ..progress import counted, every_few_seconds
+
+        say = every_few_seconds(lambda line: typer.echo(line, err=True),
+                                lambda done, seconds: f"drive.mp4: {done}/{count} frames drawn ({seconds:.0f} s)")
+        started = time.monotonic()
+        frames = counted((scene.frame for scene in drive(EVAL_SEED_BASE + seed, count, width, height, fps=30.0)),
+                         say)
         typer.echo(str(write_video(out / "drive.mp4", frames, width, height, fps=30.0)))
+        typer.echo(f"drive.mp4: {count} frames in {time.monotonic() - started:.0f} s", err=True)
         first = next(drive_truth(EVAL_SEED_BASE + seed, 1, width, height))  # one camera for the whole drive
         typer.echo(str(write_calibration(out / "drive.calib.yaml", Camera.from_mapping(first.camera))))
         return
