@@ -87,10 +87,10 @@ class BenchOptions:
         located = locate_server(None).url if self.url is None and self.repository is None else None
         url, repository, tls = find_server(self.url or located, self.repository,
                                            groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key))
-        if self.url is None:
-            typer.echo(locate_server(None, self.repository).line(), err=True)
         if self.plot is not None and self.plot.suffix.lower() != ".png":
             raise BenchError(f"--plot {self.plot} must name a .png file.")
+        if self.url is None:
+            typer.echo(locate_server(None, self.repository).line(), err=True)
         return BenchConfig(url=url, tls=tls, repository=repository, models=tuple(self.model or ()),
                            frames=self.frames, max_frames=self.max_frames,
                            concurrency=parse_concurrency(self.concurrency), seconds=self.seconds,
