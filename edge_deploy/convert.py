@@ -175,6 +175,8 @@ def convert(
     elif detection != DetectionOptions():
         raise ConvertError("--layout and --resize describe an object detector given as an ONNX file (MODEL.onnx); "
                            f"{source.model} is not one: drop them.")
+    if kind == "family" and source.checkpoint is not None:
+        _check_checkpoint_file(source)  # a missing checkpoint first: before "OUTPUT already exists"
     with StagingDir(Path(output), force) as staging:
         if kind == "onnx":
             manifest = import_onnx_artifact(source, settings, staging.path, reporter, detection)
@@ -190,6 +192,17 @@ def convert(
             manifest.write(staging.path)
             staging.commit()
     return _result(staging.target, manifest, reporter, started)
+
+
+def _check_checkpoint_file(source: SourceSpec) -> None:
+    """The one-line CheckpointError of a --checkpoint that is missing or a directory, before anything else of the
+    output is looked at (the family reads the file itself later)."""
+    from .export.source import family_named
+    from .lanedet.checkpoint import checkpoint_path
+    from .lanedet.lane_family import get_family
+
+    name = family_named(source.model)
+    checkpoint_path(Path(str(source.checkpoint)), get_family(name).title if name is not None else source.model)
 
 
 def _one_precision(settings: ExportSettings | None,
@@ -253,16 +266,18 @@ def _require_builder(engine_options: EngineOptions) -> None:
         raise EngineError(_missing_tensorrt(engine))
 
 
-def _missing_tensorrt(engine: Any | None) -> str:
+def _missing_tensorrt(engine: Any | None, artifact: Path | None = None) -> str:
+    """Why no plan can be built here; `artifact`: an artifact directory given as MODEL (its ONNX is made)."""
     if engine is not None:
-        return engine.tensorrt_missing_message()
+        return engine.tensorrt_missing_message(artifact)
     return ("--target tensorrt needs TensorRT, which is not available here; TensorRT comes with JetPack "
             "on the Jetson (apt install python3-libnvinfer): run `edge-deploy convert DIR` there.")
 
 
 def _plan_stage(artifact_dir: Path, manifest: Manifest, target: str, engine_options: EngineOptions,
-                reporter: Reporter) -> PlanRecord | None:
-    """Build model.plan in `artifact_dir` when the target asks for it; returns the manifest's plan section."""
+                reporter: Reporter, given: Path | None = None) -> PlanRecord | None:
+    """Build model.plan in `artifact_dir` when the target asks for it; returns the manifest's plan section.
+    `given`: the artifact directory given as MODEL (what a missing TensorRT's message names)."""
     if target == "onnx":
         return None
     engine = _engine_module()
@@ -271,7 +286,7 @@ def _plan_stage(artifact_dir: Path, manifest: Manifest, target: str, engine_opti
         builder = engine.available_builder(engine_options.builder)
     if builder is None or engine is None:  # (no engine: no builder)
         if target == "tensorrt":
-            raise EngineError(_missing_tensorrt(engine))
+            raise EngineError(_missing_tensorrt(engine, given))
         reporter.info("no TensorRT here: stopped after ONNX; the plan is built on the device "
                       "(copy the directory to the Jetson and run `edge-deploy convert DIR` there).")
         return None
@@ -319,14 +334,14 @@ def _convert_artifact(artifact: Path, output: Path | None, target: str, engine_o
     if output is None or Path(os.path.abspath(output)) == Path(os.path.abspath(artifact)):  # in place
         if _ensure_fp16_onnx(artifact, manifest, engine_options, fp16_io, reporter):
             manifest.write(artifact)
-        manifest.plan = _plan_stage(artifact, manifest, "tensorrt", engine_options, reporter)
+        manifest.plan = _plan_stage(artifact, manifest, "tensorrt", engine_options, reporter, artifact)
         manifest.files[PLAN_NAME] = file_entry(artifact / PLAN_NAME)
         manifest.write(artifact)
         return Path(os.path.abspath(artifact)), manifest
     with StagingDir(Path(output), force) as staging:
         shutil.copytree(artifact, staging.path, dirs_exist_ok=True)
         _ensure_fp16_onnx(staging.path, manifest, engine_options, fp16_io, reporter)
-        manifest.plan = _plan_stage(staging.path, manifest, "tensorrt", engine_options, reporter)
+        manifest.plan = _plan_stage(staging.path, manifest, "tensorrt", engine_options, reporter, artifact)
         manifest.files[PLAN_NAME] = file_entry(staging.path / PLAN_NAME)
         manifest.write(staging.path)
         staging.commit()

@@ -108,3 +108,30 @@ class ConsoleReporter(Reporter):
 
     def warn(self, message: str) -> None:
         self.console.print(f"[yellow]warning:[/] {message}")
+
+
+PROGRESS_EVERY_S = 2.0  # a line of progress on stderr at least this often while long work runs (video, drive)
+
+
+def every_few_seconds(say: Callable[[str], object], line: Callable[[int, float], str],
+                      every: float = PROGRESS_EVERY_S) -> Callable[[int, float], None]:
+    """`progress(done, seconds)` for work that reports each unit (a video's frames): says `line(done, seconds)` for
+    the first unit and then whenever `every` seconds have passed since the last line, whatever the rate (a frame of
+    1 s or of 10 ms)."""
+    next_at = [0.0]
+
+    def progress(done: int, seconds: float) -> None:
+        if done == 1 or seconds >= next_at[0]:
+            say(line(done, seconds))
+            next_at[0] = seconds + every
+
+    return progress
+
+
+def counted(items: Iterator[Any], progress: Callable[[int, float], None],
+            clock: Callable[[], float] = time.monotonic) -> Iterator[Any]:
+    """`items`, calling `progress(done, seconds since the first was asked for)` after each one is made."""
+    start = clock()
+    for done, item in enumerate(items, 1):
+        progress(done, clock() - start)
+        yield item

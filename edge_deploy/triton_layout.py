@@ -82,28 +82,3 @@ def policy_now(repository: Path, model: str) -> list[int]:
         return policy_versions(read_config(repository, model), versions(repository, model))
     except RepositoryError:
         return []
-
-
-def config_disagreement(repository: Path, model: str, served: list[int] | list[str]) -> str | None:
-    """One line when MODEL's config.pbtxt selects other versions than the server serves (`served`, non-empty), with
-    the commands that settle it; None when they agree or nothing serves (a failed load is reported as such).
-
-    They disagree after an install or rollback was cut off between its config write and the server's load: the
-    server keeps serving the old version, and its next start would load the config's.
-    """
-    now = sorted(int(v) for v in served)
-    selected = policy_now(repository, model)
-    if not now or not selected or selected == now:
-        return None
-    base = model
-    for suffix in ("_preprocess", "_postprocess", "_pipeline"):  # a pipeline model follows its lane model's rollback
-        if model.endswith(suffix):
-            base = model[: -len(suffix)]
-    words = lambda vs: ", ".join(map(str, vs))  # noqa: E731
-    repo = f" --repository {repository}"
-    return (
-        f"{model}: config.pbtxt selects version {words(selected)} but the server serves {words(now)} (an install or "
-        f"rollback was cut off before the server loaded it; a restart would serve {words(selected)}): "
-        f"`edge-deploy rollback {base} --to {now[-1]}{repo}` pins what serves, "
-        f"`edge-deploy rollback {base} --to {selected[-1]}{repo}` serves what the config says"
-    )

@@ -75,3 +75,5 @@ echo "demo: lane markers and the bird's-eye panel in $OUT/markers/ (road-000.lan
 "$ED" evaluate --url "127.0.0.1:$PORT" --model "$NAME" --synthetic 1 --show 1 --out "$OUT/evaluate"
 echo "demo: lanes drawn in $OUT/lanes/ (road-000.lanes.png, drive.lanes.mp4), scored against the truth in" \
      "$OUT/evaluate/worst_frames.png; server log in $OUT/tritonserver.log"
+echo "demo: done. edge-deploy is installed in .venv, not on your PATH: run \`source .venv/bin/activate\` first" \
+     "(then \`edge-deploy --help\`, \`edge-deploy doctor\`), or call .venv/bin/edge-deploy"

@@ -126,19 +126,30 @@ def _row(camera: int, before: Any, after: Any, wall: float) -> StreamRow:
 
 
 def print_realtime(report: RealtimeReport, console: Any) -> None:
-    """The report as a table that fits 80 columns."""
-    from rich.table import Table
+    """The report as a table (tables.narrow_table) when it fits the console's width, else one line per stream
+    (wrapped at words): nothing is cut."""
+    from ..tables import fits, narrow_table
 
-    table = Table("model", "cam", "frames/s", "p50 ms", "p99 ms", "dropped", "states", "CPU ms/frame",
-                  title=f"realtime: {report.url}, {report.frames}")
+    title = f"realtime: {report.url}, {report.frames}"
+    table = narrow_table("model", "cam", "frames/s", "p50 ms", "p99 ms", "dropped", "states", "CPU ms/frame",
+                         title=title)
+    lines = [title]
     for cell in report.cells:
         for row in cell.streams:
+            states = " ".join(f"{k} {v}" for k, v in sorted(row.states.items()))
+            cpu = _ms(cell.client_cpu_ms_per_frame) if row.camera == 0 else ""
             table.add_row(cell.model if row.camera == 0 else "", f"{row.camera + 1}/{cell.cameras}",
                           f"{row.frames_per_s:.1f}", _ms(row.latency_p50_ms), _ms(row.latency_p99_ms),
-                          f"{row.frames_dropped}/{row.frames_read}",
-                          " ".join(f"{k} {v}" for k, v in sorted(row.states.items())),
-                          _ms(cell.client_cpu_ms_per_frame) if row.camera == 0 else "")
-    console.print(table)
+                          f"{row.frames_dropped}/{row.frames_read}", states, cpu)
+            lines.append(f"{cell.model} camera {row.camera + 1}/{cell.cameras}: {row.frames_per_s:.1f} frames/s, "
+                         f"p50 {_ms(row.latency_p50_ms)} ms, p99 {_ms(row.latency_p99_ms)} ms, dropped "
+                         f"{row.frames_dropped}/{row.frames_read}, states {states}"
+                         + (f", CPU {cpu} ms/frame" if cpu else ""))
+    if fits(console, table):
+        console.print(table)
+    else:
+        for line in lines:
+            console.print(line, highlight=False)
 
 
 def _ms(value: float | None) -> str:

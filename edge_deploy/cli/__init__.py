@@ -49,11 +49,12 @@ def terminate_on_sigterm() -> None:
 def register_commands(command: str | None = None) -> None:
     """Import the module of `command` (a top-level command name), or every command module when None or unknown;
     the commands listed in MODULE_OF_COMMAND's order, whichever module was imported first."""
-    from .typer_app import app
+    from .typer_app import app, plain_help
 
     module = MODULE_OF_COMMAND.get(command) if command is not None else None
     for name in (module,) if module is not None else COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}")
+    plain_help(app)
     order = {name: i for i, name in enumerate(MODULE_OF_COMMAND)}
     app.registered_commands.sort(key=lambda info: order.get(str(info.name or getattr(info.callback, "__name__", "")),
                                                             -1))

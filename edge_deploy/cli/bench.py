@@ -36,8 +36,8 @@ class BenchOptions:
     parameters are made from these fields); `config()` makes the library's BenchConfig once, finding the server."""
 
     url: Annotated[Optional[str], groups.url(
-        f"Triton gRPC address (default: the server of --repository, else {groups.DEFAULT_URL}); a server `edge-deploy "
-        "serve` started on this machine is found there, with its key and TLS identity.")] = None
+        f"{groups.FOUND_URL_HELP[:-1]}; a server `edge-deploy serve` started on this machine is found there, with its "
+        "key and TLS identity.")] = None
     repository: Annotated[Optional[Path], typer.Option(
         "--repository", "-r", help="Model repository: its models, and its running `edge-deploy serve` server.",
         show_default=False)] = None
@@ -90,7 +90,10 @@ class BenchOptions:
         any request."""
         from ..bench.config import BenchConfig, find_server, parse_concurrency
 
-        url, repository, tls = find_server(self.url, self.repository,
+        from ..serve.locate import locate_server
+
+        located = locate_server(None).url if self.url is None and self.repository is None else None
+        url, repository, tls = find_server(self.url or located, self.repository,
                                            groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key))
         if self.plot is not None and self.plot.suffix.lower() != ".png":
             raise BenchError(f"--plot {self.plot} must name a .png file.")
@@ -98,6 +101,8 @@ class BenchOptions:
             from ..fsutil import check_target
 
             check_target(self.plot, what="--plot", inputs=[self.frames] if self.frames else [], error=BenchError)
+        if self.url is None:
+            typer.echo(locate_server(None, self.repository).line(), err=True)
         return BenchConfig(url=url, tls=tls, repository=repository, models=tuple(self.model or ()),
                            frames=self.frames, max_frames=self.max_frames,
                            concurrency=parse_concurrency(self.concurrency), seconds=self.seconds,

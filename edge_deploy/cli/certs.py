@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .typer_app import app
+from .typer_app import HELP_MARKUP, app
 from ..errors import CertificateError
 from ..numbers import whole
 from .numeric import number
@@ -14,7 +14,7 @@ from .numeric import number
 DAYS = whole(1, 36500, "days")  # a hundred years: past it, a date the certificate library cannot write
 
 certs_app = typer.Typer(help="A small CA for mutual TLS: the server certificate and one client certificate per app.",
-                        no_args_is_help=True)
+                        no_args_is_help=True, rich_markup_mode=HELP_MARKUP)
 app.add_typer(certs_app, name="certs")
 
 DirOpt = Annotated[Optional[Path], typer.Option("--dir", help="Certificates directory (default: /etc/edge-deploy/tls as root, else ~/.config/edge-deploy/tls).")]

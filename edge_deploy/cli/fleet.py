@@ -9,7 +9,7 @@ import typer
 
 from ..fleet.role_vars import parse_extra_vars
 from .. import strict_json
-from .typer_app import app
+from .typer_app import HELP_MARKUP, app
 from .numeric import number
 from ..fleet.policy import HOSTS
 from ..numbers import whole
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..fleet.reports import HostResult
 
 fleet_app = typer.Typer(help="A fleet of vehicles: status, and the commands the Ansible role runs on a vehicle.",
-                        no_args_is_help=True)
+                        no_args_is_help=True, rich_markup_mode=HELP_MARKUP)
 app.add_typer(fleet_app, name="fleet")
 
 InventoryOpt = Annotated[Path, typer.Option("--inventory", "-i", help="Ansible inventory of the vehicles.")]

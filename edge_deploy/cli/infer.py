@@ -3,6 +3,7 @@ video and JSON lines); `edge-deploy sample`: synthetic frames or a synthetic dri
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -78,7 +79,7 @@ class InferOptions:
         help="Image files (PNG/JPEG, any size) or directories of them, video files (.mp4 .avi .mkv .mov .webm), cameras (/dev/video0), "
              "GStreamer pipelines ending in appsink, or ROS recordings (rosbag2 directories, .mcap, ROS 1 .bag).",
         show_default=False)] = None
-    url: Annotated[str, groups.url("Triton gRPC address.")] = groups.DEFAULT_URL
+    url: Annotated[Optional[str], groups.url(groups.FOUND_URL_HELP)] = None
     model: Annotated[str, typer.Option(help="Served model: the lane model NAME or NAME_pipeline.")] = "lanedet"
     detector: Annotated[Optional[str], typer.Option(
         help="A served object detector beside the lane model (docs/stack.md): its boxes are drawn, written to the "
@@ -191,21 +192,32 @@ class InferOptions:
 
         return DecodeOverrides(conf_threshold=self.conf, nms_threshold=self.nms, top_k=self.top_k)
 
-    def client(self) -> Any:
-        """The LaneDetClient these options ask for (not yet connected with --wait)."""
+    def dial(self, server: Any = None) -> tuple[str, Any]:
+        """(address, TLSConfig or None) to dial: --url, else `server`'s (cli.option_groups.found_server), else the
+        default address; --tls-* when given, else the TLS identity of the server record found there."""
+        tls = groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key)
+        if server is None:
+            return self.url or groups.DEFAULT_URL, tls
+        record = server.record
+        return server.url, tls if tls is not None or record is None else record.client_tls()
+
+    def client(self, server: Any = None) -> Any:
+        """The LaneDetClient these options ask for (not yet connected with --wait), on `server` (see `dial`)."""
         from ..client.sync_client import LaneDetClient
 
-        return LaneDetClient(self.url, self.model, transport=self.transport.value, client_timeout=self.timeout,
-                             connect=self.wait <= 0, tls=groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key))
+        url, tls = self.dial(server)
+        return LaneDetClient(url, self.model, transport=self.transport.value, client_timeout=self.timeout,
+                             connect=self.wait <= 0, tls=tls)
 
-    def detector_client(self) -> Any:
+    def detector_client(self, server: Any = None) -> Any:
         """The DetectorClient of --detector, or None (not yet connected with --wait)."""
         if self.detector is None:
             return None
         from ..client.detector_client import DetectorClient
 
-        return DetectorClient(self.url, self.detector, transport=self.transport.value, client_timeout=self.timeout,
-                              connect=self.wait <= 0, tls=groups.client_tls(self.tls_ca, self.tls_cert, self.tls_key))
+        url, tls = self.dial(server)
+        return DetectorClient(url, self.detector, transport=self.transport.value, client_timeout=self.timeout,
+                              connect=self.wait <= 0, tls=tls)
 
 
 @app.command()
@@ -222,8 +234,9 @@ def infer(**given: Any) -> None:
     geometry = lane_geometry(options.camera, options.track, options.speed, recordings=bool(bags))
     frames = _frames(options.image_paths(), options.videos(), options.synthetic, options.out, geometry)
     opened = open_recordings(bags, options.topic, geometry.camera if geometry else None, options.track, options.speed)
-    client = options.client()
-    objects = options.detector_client()
+    server = groups.found_server(options.url)
+    client = options.client(server)
+    objects = options.detector_client(server)
     camera = (geometry is not None and bool(options.videos())) or any(bag.setup is not None for bag in opened)
     with client, contextlib.ExitStack() as stack, publishing(
             options.mcap, options.foxglove, options.read_files(), camera=camera, detections=objects is not None,
@@ -231,6 +244,7 @@ def infer(**given: Any) -> None:
         if objects is not None:
             stack.enter_context(objects)
         if options.wait > 0:
+            typer.echo(f"waiting up to {options.wait:g} s for {options.model} at {server.url} to be ready", err=True)
             client.wait_until_ready(options.wait)
             if objects is not None:
                 objects.wait_until_ready(options.wait)
@@ -297,24 +311,21 @@ def _frames(paths: list[Path], videos: list[str], synthetic: int, out: Path, geo
 
 
 def _progress(source: str) -> Any:
-    """A progress line on stderr every 30 frames of a video or camera."""
-    from rich.console import Console
+    """A progress line on stderr for the first frame of a video or camera, then every PROGRESS_EVERY_S seconds."""
+    from ..progress import every_few_seconds
 
-    console = Console(stderr=True)
-
-    def progress(frames: int, seconds: float) -> None:
-        if frames % 30 == 0:
-            console.print(f"{source}: {frames} frames, {frames / max(seconds, 1e-9):.1f} frames/s", highlight=False)
-
-    return progress
+    return every_few_seconds(
+        lambda line: typer.echo(line, err=True),
+        lambda frames, seconds: f"{source}: {frames} frames, {frames / max(seconds, 1e-9):.1f} frames/s")
 
 
 def _print_results(records: list[ImageLanes], played: list[Any], client: Any, out: Path) -> None:
     from rich.console import Console
-    from rich.table import Table
+
+    from ..tables import narrow_table
 
     console = Console()
-    table = Table("image", "size", "lanes", "scores", "written")
+    table = narrow_table("image", "size", "lanes", "scores", "written")
     for rec in records:
         scores = ", ".join(f"{lane.score:.2f}" for lane in rec.lanes) or "-"
         written = ", ".join(Path(path).name for path in (rec.png, rec.json) if path is not None)
@@ -375,8 +386,15 @@ def sample(
         from ..media import write_video
         from ..synthetic_roads import drive
 
-        frames = (scene.frame for scene in drive(EVAL_SEED_BASE + seed, count, width, height, fps=30.0))
+        from ..progress import counted, every_few_seconds
+
+        say = every_few_seconds(lambda line: typer.echo(line, err=True),
+                                lambda done, seconds: f"drive.mp4: {done}/{count} frames drawn ({seconds:.0f} s)")
+        started = time.monotonic()
+        frames = counted((scene.frame for scene in drive(EVAL_SEED_BASE + seed, count, width, height, fps=30.0)),
+                         say)
         typer.echo(str(write_video(out / "drive.mp4", frames, width, height, fps=30.0)))
+        typer.echo(f"drive.mp4: {count} frames in {time.monotonic() - started:.0f} s", err=True)
         first = next(drive_truth(EVAL_SEED_BASE + seed, 1, width, height))  # one camera for the whole drive
         typer.echo(str(write_calibration(out / "drive.calib.yaml", Camera.from_mapping(first.camera))))
         return

@@ -55,6 +55,21 @@ CONF = Range(0, 1, "", noun="a score threshold")
 NMS = Range(0, 10000, "pixels")
 TOP_K = whole(1, 1000, "lanes")
 
+# Where a command that dials a server finds it without --url (edge_deploy.serve.locate), in --help.
+FOUND_URL_HELP = ("Triton gRPC address (default: the server `edge-deploy status` shows: that of --repository, else of "
+                  f"./model_repository, the installed unit's, or the one `serve --foreground` here; else {DEFAULT_URL}).")
+
+
+def found_server(url: str | None, repository: Path | None = None, *, user: bool = False) -> Any:
+    """The server (edge_deploy.serve.locate.FoundServer) a command dials: --url, else the one `status` shows; says
+    which on one line of stderr when it was not given."""
+    from ..serve.locate import locate_server
+
+    found = locate_server(url, repository, user=user)
+    if not found.given:
+        typer.echo(found.line(), err=True)
+    return found
+
 
 def conf(panel: str, default: str | None = None) -> Any:
     """--conf; `default`: where the value comes from when not given (None: not said)."""

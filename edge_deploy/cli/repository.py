@@ -120,9 +120,10 @@ def models(
         typer.echo(f"{repository} has no models; add one with `edge-deploy install ARTIFACT`.")
         return
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table("model", "role", "version", "runtime", "manifest sha256", "plan", "served")
+    from ..tables import narrow_table
+
+    table = narrow_table("model", "version", "runtime", "manifest sha256", "plan", "served")
     for info in infos:
         for v in info.versions:
             plan = ""
@@ -137,19 +138,17 @@ def models(
                 served = "yes" if v.version in info.served else ""
             else:
                 served = "by config" if v.version in info.policy else ""
-            table.add_row(info.name, info.role, str(v.version), v.runtime or "?",
-                          (v.manifest_sha256 or "?")[:16], plan, served)
+            table.add_row(info.name, str(v.version), v.runtime or "?", (v.manifest_sha256 or "?")[:16], plan, served)
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)  # piped: do not wrap hashes and fingerprints into narrow columns
     console.print(table)
-    placed = [i for i in infos if i.instances is not None]  # ensembles have no instances of their own
-    if placed:
-        # How the server runs each model, from its config.pbtxt (narrow: within 80 columns).
-        serving = Table("model", "priority", "instances", "placement")
-        for info in placed:
-            serving.add_row(info.name, info.priority or "?", str(info.instances), info.placement or "?")
-        console.print(serving)
+    # Each model's role and how the server runs it, from its config.pbtxt (an ensemble has no instances of its own).
+    serving = narrow_table("model", "role", "priority", "instances", "placement")
+    for info in infos:
+        serving.add_row(info.name, info.role, info.priority or "-",
+                        str(info.instances) if info.instances is not None else "-", info.placement or "-")
+    console.print(serving)
     for info in infos:
         if info.warning:
             typer.echo(f"warning: {info.warning}")

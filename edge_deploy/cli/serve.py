@@ -47,7 +47,7 @@ def scheduling_line(repository: Path | None, model: str) -> str | None:
 
 
 def _print_models(models: list, repository: Path | None = None, *, scheduling: bool = False) -> None:
-    from ..triton_layout import config_disagreement
+    from ..repository.served_config import config_disagreement
 
     for model in models:
         versions = ", ".join(model.versions) or "-"
@@ -228,9 +228,9 @@ def health(
     user: UserOpt = False,
     wait: Annotated[float, number(HEALTH_WAIT_S, "--wait", help="Wait up to this many seconds for readiness.")] = 0.0,
     model: Annotated[Optional[list[str]], typer.Option("--model", help="Model that must be ready (repeatable; default: every model of the repository).")] = None,
-    url: Annotated[Optional[str], groups.url(
-        f"Server gRPC address (default: from the installed unit, else {groups.DEFAULT_URL}).")] = None,
-    repository: Annotated[Optional[Path], typer.Option(help="Repository whose models must be ready (default: the unit's).")] = None,
+    url: Annotated[Optional[str], groups.url(groups.FOUND_URL_HELP)] = None,
+    repository: Annotated[Optional[Path], typer.Option(
+        help="Repository whose models must be ready (default: the one the server found serves).")] = None,
     tls_ca: Annotated[Optional[Path], groups.tls_ca(default="as the server record says")] = None,
     tls_cert: Annotated[Optional[Path], groups.tls_cert()] = None,
     tls_key: Annotated[Optional[Path], groups.tls_key()] = None,
@@ -238,9 +238,11 @@ def health(
     """Exit 0 when the server (and every model) is ready; otherwise say what is not."""
     from ..serve.status import server_health
 
+    say = lambda line: typer.echo(line, err=True)  # noqa: E731
     target, result = server_health(user=user, url=url, repository=repository, models=tuple(model or ()), wait=wait,
                                    tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
-                                   main_pid=os.environ.get("MAINPID"))  # set by systemd for ExecStartPost=
+                                   main_pid=os.environ.get("MAINPID"),  # set by systemd for ExecStartPost=
+                                   on_found=lambda found: say(found.line()), on_wait=say)
     typer.echo(f"ready: {target}")
     _print_models(result.models, repository)
 

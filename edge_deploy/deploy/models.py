@@ -14,7 +14,8 @@ from ..repository.versions import (
     version_info,
 )
 from ..serve import admin
-from ..triton_layout import config_disagreement, policy_versions, read_config, repository_models, versions
+from ..repository.served_config import config_disagreement
+from ..triton_layout import policy_versions, read_config, repository_models, versions
 
 
 def list_models(repository: Path = DEFAULT_REPOSITORY, name: str | None = None) -> list[ModelInfo]:

@@ -63,13 +63,17 @@ def available_builder(preference: str = "auto") -> str | None:
     return None
 
 
-def tensorrt_missing_message() -> str:
-    """One line: no TensorRT here, and how to get it on a Jetson."""
+def tensorrt_missing_message(artifact: Path | None = None) -> str:
+    """One line: no TensorRT here, and how to get it on a Jetson. `artifact`: the plan was asked of an artifact
+    directory (`convert ART`), whose ONNX is made already: build it on the device, not `--target onnx` here."""
+    elsewhere = (f"elsewhere copy {artifact} to the device and run `edge-deploy convert {artifact}` there (its ONNX "
+                 "is made already)" if artifact is not None else
+                 "elsewhere run `edge-deploy convert --target onnx` and build on the device")
     return (
         "building a TensorRT plan needs TensorRT, and neither its Python module nor trtexec is available here; "
         "on a Jetson it comes with JetPack (`sudo apt install nvidia-jetpack`, or just `python3-libnvinfer` "
         "and `libnvinfer-bin` for trtexec); in a venv, create it with `python3 -m venv --system-site-packages` "
-        "so the system TensorRT is visible; elsewhere run `edge-deploy convert --target onnx` and build on the device."
+        f"so the system TensorRT is visible; {elsewhere}."
     )
 
 

@@ -32,13 +32,46 @@ def _to_pixels(x: np.ndarray, y: np.ndarray, width: int, height: int) -> np.ndar
 
 def draw_birdseye(markers: LaneMarkers, height: int, figures: Any = None, plausibility: Any = None) -> np.ndarray:
     """A height x (0.55 height) BGR panel: a 10 m grid, the ego lane shaded, each marker over the range it was
-    seen (ego markers yellow, the others blue, ids when tracked), the vehicle, and the figures if given; with
+    seen (ego markers yellow, the others blue, ids when tracked), the vehicle, and the figures if given, in a strip
+    of their own under the road; with
     `plausibility` (a Plausibility) a line under them, "plausible" in green or "IMPLAUSIBLE" and the failed
     checks in red, the figures then in red too."""
     import cv2
 
     width = max(int(height * 0.55), 120)
     panel = np.full((height, width, 3), _BACKGROUND, np.uint8)
+    lines, colours = _figure_lines(figures, plausibility)
+    # The figures get a strip of their own under the road, so no marker (nor its extrapolated dots, nor the
+    # vehicle) runs through them: the road is drawn into the rows above it (a view of the panel, which clips).
+    strip = 8 + 14 * (len(lines) - 1) + 14 if lines else 0
+    road = panel[: height - strip] if strip < height // 2 else panel
+    _draw_road(road, markers)
+    for i, (text, colour) in enumerate(zip(lines, colours)):
+        cv2.putText(panel, text, (4, height - 8 - 14 * (len(lines) - 1 - i)), cv2.FONT_HERSHEY_SIMPLEX, 0.38,
+                    colour, 1, cv2.LINE_AA)
+    return panel
+
+
+def _figure_lines(figures: Any, plausibility: Any) -> tuple[list[str], list[tuple[int, int, int]]]:
+    """The figures' lines under the road and their colours ([] without figures)."""
+    if figures is None:
+        return [], []
+    lines = [f"offset {_fmt(figures.lateral_offset_m, '+.2f')} m",
+             f"width {_fmt(figures.lane_width_m, '.2f')} m",
+             f"heading {_fmt(figures.heading_deg, '+.1f')} deg",
+             f"radius {_radius(figures.curvature_1pm)}"]
+    colours = [_TEXT if plausibility is None or plausibility.ok else _IMPLAUSIBLE] * len(lines)
+    if plausibility is not None:
+        lines.append(_verdict_line(plausibility))
+        colours.append(_PLAUSIBLE if plausibility.ok else _IMPLAUSIBLE)
+    return lines, colours
+
+
+def _draw_road(panel: np.ndarray, markers: LaneMarkers) -> None:
+    """The grid, the ego lane, the markers and the vehicle, into `panel` (its whole height is the road)."""
+    import cv2
+
+    height, width = panel.shape[:2]
     for x in np.arange(0.0, _AHEAD_M[1] + 1, 10.0):
         (u, v), = _to_pixels(np.array([x]), np.array([0.0]), width, height)
         cv2.line(panel, (0, int(v)), (width, int(v)), _GRID, 1)
@@ -65,19 +98,6 @@ def draw_birdseye(markers: LaneMarkers, height: int, figures: Any = None, plausi
     length, car_width = _VEHICLE_SIZE_M
     corners = _to_pixels(np.array([1.5 - length, 1.5]), np.array([car_width / 2, -car_width / 2]), width, height)
     cv2.rectangle(panel, tuple(int(c) for c in corners[0]), tuple(int(c) for c in corners[1]), _VEHICLE, -1)
-    if figures is not None:
-        lines = [f"offset {_fmt(figures.lateral_offset_m, '+.2f')} m",
-                 f"width {_fmt(figures.lane_width_m, '.2f')} m",
-                 f"heading {_fmt(figures.heading_deg, '+.1f')} deg",
-                 f"radius {_radius(figures.curvature_1pm)}"]
-        colours = [_TEXT if plausibility is None or plausibility.ok else _IMPLAUSIBLE] * len(lines)
-        if plausibility is not None:
-            lines.append(_verdict_line(plausibility))
-            colours.append(_PLAUSIBLE if plausibility.ok else _IMPLAUSIBLE)
-        for i, (text, colour) in enumerate(zip(lines, colours)):
-            cv2.putText(panel, text, (4, height - 8 - 14 * (len(lines) - 1 - i)), cv2.FONT_HERSHEY_SIMPLEX, 0.38,
-                        colour, 1, cv2.LINE_AA)
-    return panel
 
 
 def with_birdseye(frame: np.ndarray, markers: LaneMarkers, figures: Any = None, plausibility: Any = None) -> np.ndarray:

@@ -345,8 +345,10 @@ def read_tensorrt_library_version(root: Path) -> str | None:
     return ".".join(map(str, best)) if best else None
 
 
-def read_tritonservers(root: Path) -> list[TritonProc]:
-    """Running tritonserver processes (from /proc/<pid>/comm) with their resident memory."""
+def read_tritonservers(root: Path, uid: int | None = None) -> list[TritonProc]:
+    """Running tritonserver processes (from /proc/<pid>/comm) with their resident memory: with `uid`, only those
+    running as that user (a shared machine's other users' servers are not this user's to stop; a process whose
+    status names no user is kept)."""
     procs: list[TritonProc] = []
     proc = root / "proc"
     try:
@@ -359,11 +361,15 @@ def read_tritonservers(root: Path) -> list[TritonProc]:
         comm = _read(entry / "comm")
         if comm is None or comm.strip() != "tritonserver":
             continue
-        rss = 0
+        rss, owner = 0, None
         for line in (_read(entry / "status") or "").splitlines():
+            fields = line.split()
             if line.startswith("VmRSS:"):
-                fields = line.split()
                 rss = int(fields[1]) * 1024 if len(fields) > 1 and fields[1].isdigit() else 0
+            elif line.startswith("Uid:") and len(fields) > 1 and fields[1].isdigit():
+                owner = int(fields[1])  # the real user
+        if uid is not None and owner is not None and owner != uid:
+            continue
         procs.append(TritonProc(pid=int(entry.name), rss_bytes=rss))
     return sorted(procs, key=lambda p: p.pid)
 
@@ -408,7 +414,7 @@ def device_facts(root: Path | None = None, *, probe_gpu: bool = True) -> DeviceF
         swap_total=mem.get("SwapTotal"),
         power_mode=read_power_mode(root),
         jetson_clocks=read_jetson_clocks(root),
-        tritonservers=read_tritonservers(root),
+        tritonservers=read_tritonservers(root, os.getuid()),
     )
     if soc in _SOC_GPU:
         facts.gpu, facts.compute_capability = _SOC_GPU[soc]

@@ -150,15 +150,20 @@ def wait_healthy(
     tls: TLSConfig | None = None,
     probe: "Callable[[], Health] | None" = None,
     settle: bool = False,
+    progress: "Callable[[Health, float], None] | None" = None,
+    every: float = 5.0,
 ) -> Health:
     """Poll until the server and `models` are ready (with `settle`: or failed to load, some ready: `Health.settled`);
     ServerError after `timeout`.
 
     `alive` (optional) returns a reason string once the server has died, so a crash
     fails fast instead of waiting out the timeout. `probe` (optional) asks instead of
-    `check_health(url, ...)`, for a caller that decides where and how to dial on every try.
+    `check_health(url, ...)`, for a caller that decides where and how to dial on every try. `progress` (optional)
+    is told the latest answer and the seconds waited every `every` seconds while not ready.
     """
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = start + timeout
+    reported = start
     health = Health(url, False, False)
     while True:
         if alive is not None:
@@ -173,8 +178,12 @@ def wait_healthy(
         if not settle and health.live and any(m.failed for m in health.models):
             # A failed load is final (explicit model control never retries it): no point waiting out the timeout.
             raise ServerError(f"{health.not_ready()} at {health.url}.")
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             break
+        if progress is not None and now - reported >= every:
+            reported = now
+            progress(health, now - start)
         time.sleep(0.25)
     reason = f" ({health.error})" if health.error else ""
     raise ServerError(f"{health.not_ready()} at {health.url} not ready after {timeout:.0f} s{reason}.")

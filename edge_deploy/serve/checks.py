@@ -1,17 +1,19 @@
 """Checks before a server starts: its settings, its ports, and the model repository it serves."""
 from __future__ import annotations
 
+import errno
 import socket
 from pathlib import Path
 from typing import Callable
 
 from ..errors import ServerError
 from ..triton_layout import repository_models
+from .addresses import not_on_this_host_message
 from .argv import DEFAULT_GRPC_PORT, ServerOptions
 
 
-def port_in_use(address: str, port: int) -> bool:
-    """True when something already listens on (address, port): a bind test."""
+def bind_error(address: str, port: int) -> OSError | None:
+    """Why (address, port) cannot be bound now (None: it can): a bind test."""
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     host = "127.0.0.1" if address in ("0.0.0.0", "") else address
     with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -19,9 +21,15 @@ def port_in_use(address: str, port: int) -> bool:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
-        except OSError:
-            return True
-    return False
+        except OSError as exc:
+            return exc
+    return None
+
+
+def port_in_use(address: str, port: int) -> bool:
+    """True when (address, port) cannot be bound now: something already listens there (or the address is not
+    this host's: check_ports_free tells them apart)."""
+    return bind_error(address, port) is not None
 
 
 def check_options(options: ServerOptions) -> None:
@@ -41,11 +49,18 @@ def check_ports_free(options: ServerOptions) -> None:
     """Raise ServerError when a port the server needs is out of range or taken."""
     check_options(options)
     for what, address, port in options.ports():
-        if port_in_use(address, port):
-            raise ServerError(
-                f"{what} port {address}:{port} is already in use; stop whatever listens there "
-                f"(`ss -ltnp 'sport = :{port}'`) or pick another port (--grpc-port)."
-            )
+        failed = bind_error(address, port)
+        if failed is None:
+            continue
+        if failed.errno == errno.EADDRNOTAVAIL:
+            raise ServerError(f"cannot listen on {address}:{port} ({what}): {not_on_this_host_message(address)}")
+        if failed.errno != errno.EADDRINUSE:
+            raise ServerError(f"cannot listen on {what} {address}:{port}: {failed.strerror or failed}; pass another "
+                              "address (--grpc-address) or port (--grpc-port).")
+        raise ServerError(
+            f"{what} port {address}:{port} is already in use; stop whatever listens there "
+            f"(`ss -ltnp 'sport = :{port}'`) or pick another port (--grpc-port)."
+        )
 
 
 def check_repository(repository: Path, warn: Callable[[str], object] | None = None) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..certs import ADMIN_CLIENT, EXPIRY_WARN_DAYS, CertificateAuthority, cert_not_after, default_dir
 from ..errors import CertificateError, ClientError, NotServingError, ServerError
@@ -21,8 +21,9 @@ from .server_record import find_record, foreground_records
 from .service import foreground_scope, key_paths, scope_of
 from .addresses import is_loopback
 from .argv import GRPC_KEY_HEADER
+from .locate import DEFAULT_URL, FoundServer, locate_server
 
-DEFAULT_URL = "127.0.0.1:8001"
+__all__ = ["DEFAULT_URL", "FoundServer", "server_health", "serving_status"]
 
 
 def record_tls(repository: Path | None) -> TLSConfig | None:
@@ -185,18 +186,18 @@ def unit_key_headers(scope: str) -> dict[str, str] | None:
 
 
 def health_target(
-    *, scope: str, url: str | None, repository: Path | None, installed: Any, explicit_tls: Any = None,
+    *, scope: str, found: FoundServer, repository: Path | None, explicit_tls: Any = None,
 ) -> HealthTarget:
     """Where `health` dials now, and over what.
 
-    The address: `url`, else the server record of `repository` (where its server listens), else the
-    installed unit's, else 127.0.0.1:8001. TLS: `explicit_tls`, else the record's (plaintext when
-    its server is plaintext); without a record yet (a server still starting writes it once ready),
-    beyond loopback the identity of `edge-deploy certs`' directory first (serve speaks only mutual TLS
-    there unless --insecure), then plaintext.
+    The address: `found`'s (locate.locate_server: --url, else the server record of the repository, ...). TLS:
+    `explicit_tls`, else the record's (the repository's, else the one found at the address; plaintext when its
+    server is plaintext); without a record yet (a server still starting writes it once ready), beyond loopback the
+    identity of `edge-deploy certs`' directory first (serve speaks only mutual TLS there unless --insecure), then
+    plaintext.
     """
-    record = find_record(repository) if repository is not None else None
-    target = url or (record.url if record is not None else installed.url if installed else DEFAULT_URL)
+    record = (find_record(repository) if repository is not None else None) or found.record
+    target = found.url
     if explicit_tls is not None:
         choices = [explicit_tls]
     elif record is not None:
@@ -206,6 +207,9 @@ def health_target(
         guess = None if is_loopback(host) or host in ("0.0.0.0", "::") else certs_dir_tls(scope)
         choices = [guess, None] if guess is not None else [None]
     return HealthTarget(target, choices, repository_headers(repository))
+
+
+WAIT_REPORT_EVERY_S = 5.0  # `health --wait`: a line this often while it waits
 
 
 def server_health(
@@ -219,16 +223,19 @@ def server_health(
     tls_cert: Path | None = None,
     tls_key: Path | None = None,
     main_pid: str | None = None,
+    on_found: Callable[[FoundServer], object] | None = None,
+    on_wait: Callable[[str], object] | None = None,
 ) -> tuple[str, Health]:
     """(the address asked, its health) once the server and every model are ready; else ServerError saying what is not.
 
-    url defaults to where the server record of `repository` says its server listens, else the
-    installed unit's address, else 127.0.0.1:8001; repository to the unit's; models to every model
-    of the repository. wait > 0 waits up to that many seconds, 0 asks once; while waiting, the
-    address and TLS are looked up again on every try (`health_target`), so a server that writes its
-    record once ready is dialed as it serves. tls_ca, tls_cert, tls_key: dial over TLS with these
-    files. main_pid: the server's PID while systemd starts it (ExecStartPost='s $MAINPID); waiting
-    stops when it is gone.
+    Without `url`, the server is found as every command finds it (locate.locate_server: the server record of
+    `repository`, else of the default repository, the installed unit, the one foreground server running here, else
+    127.0.0.1:8001) and `on_found` is told which; the repository defaults to the one that server serves; models to
+    every model of the repository. wait > 0 waits up to that many seconds, 0 asks once; while waiting, the server is
+    looked up again on every try, so a server that writes its record once ready is dialed as it serves, and
+    `on_wait` gets a line every WAIT_REPORT_EVERY_S seconds (what the server says, how long waited). tls_ca,
+    tls_cert, tls_key: dial over TLS with these files. main_pid: the server's PID while systemd starts it
+    (ExecStartPost='s $MAINPID); waiting stops when it is gone.
     """
     if not wait >= 0:
         raise ServerError(f"--wait must be 0 (ask once) or more seconds (got {wait:g}).")
@@ -239,9 +246,12 @@ def server_health(
         why = "is not a directory" if Path(repository).exists() else "does not exist"
         raise ServerError(f"model repository {repository} {why}; pass the --repository the server serves.")
     scope = scope_of(user)
-    installed = su.read_installed_unit(scope) if url is None or (repository is None and not models) else None
-    repo = repository or (installed.repository if installed else None)
-    names = list(models) if models else (repository_models(repo) if repo else [])
+    found = locate_server(url, repository, user=user)
+    if url is not None and found.repository is None and repository is None and not models:
+        installed = su.read_installed_unit(scope)  # --url alone: the installed unit's repository names the models
+        found = FoundServer(found.url, found.record, installed.repository if installed else None, found.how, True)
+    if on_found is not None and not found.given:
+        on_found(found)
 
     def server_gone() -> str | None:
         if main_pid and not Path(f"/proc/{main_pid}").exists():
@@ -253,7 +263,10 @@ def server_health(
         explicit = TLSConfig(ca=tls_ca, cert=tls_cert, key=tls_key)
 
     def probe() -> Health:
-        target = health_target(scope=scope, url=url, repository=repo, installed=installed, explicit_tls=explicit)
+        here = found if found.given or found.record is not None else locate_server(None, repository, user=user)
+        repo = repository or here.repository
+        names = list(models) if models else (repository_models(repo) if repo else [])
+        target = health_target(scope=scope, found=here, repository=repo, explicit_tls=explicit)
         if main_pid and target.headers is None:
             # The unit starting (ExecStartPost=): its record is written once it is ready, but its key is already in
             # the state dir; with it the repository index tells a model that failed to load from one still loading.
@@ -263,8 +276,14 @@ def server_health(
     if wait > 0:
         # Starting the unit (ExecStartPost=, $MAINPID): a model that failed to load must not fail the server that
         # serves the others; `status` and `health` name it.
+        def waiting(health: Health, waited: float) -> None:
+            if on_wait is not None:
+                state = "answers, not ready" if health.live else f"not reachable ({health.error or 'no answer'})"
+                on_wait(f"waiting for the server at {health.url}: {state}; {waited:.0f} s of {wait:g} s")
+
         try:
-            result = wait_healthy("", names, wait, alive=server_gone, probe=probe, settle=bool(main_pid))
+            result = wait_healthy("", (), wait, alive=server_gone, probe=probe, settle=bool(main_pid),
+                                  progress=waiting, every=WAIT_REPORT_EVERY_S)
         except ServerError as exc:
             raise NotServingError(str(exc)) from exc
         return result.url, result

@@ -186,10 +186,12 @@ def test_models_shows_priority_instances_and_placement(tmp_path, artifact) -> No
 
     lines = _models(tmp_path).stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if "placement" in line)
-    serving = lines[head - 1: next(i for i in range(head, len(lines)) if lines[i].startswith("└")) + 1]
-    rows = [line.strip("│ ").split() for line in serving if line.startswith("│")]
-    assert rows == [["lane", "│", "high", "│", "2", "│", "CPU"], ["lane_postprocess", "│", "normal", "│", "1", "│", "CPU"],
-                    ["lane_preprocess", "│", "normal", "│", "1", "│", "CPU"]], "\n".join(lines)
+    serving = lines[head: head + 6]  # the header, its rule, one row per model (an ensemble's: "-")
+    rows = [line.split() for line in serving[2:]]
+    assert serving[0].split() == ["model", "role", "priority", "instances", "placement"], "\n".join(lines)
+    assert rows == [["lane", "model", "high", "2", "CPU"], ["lane_pipeline", "pipeline", "-", "-", "-"],
+                    ["lane_postprocess", "postprocess", "normal", "1", "CPU"],
+                    ["lane_preprocess", "preprocess", "normal", "1", "CPU"]], "\n".join(lines)
     assert all(len(line) <= 80 for line in serving), "\n".join(serving)
 
 
