@@ -82,8 +82,11 @@ class TLSConfig:
 def _check_pem(what: str, path: Path) -> None:
     """ClientError when a TLS file is not PEM of its kind: gRPC would only fail the handshake later, which reads as an
     unreachable server (`bench --tls-ca notes.txt`)."""
+    from .bounded_read import open_regular  # a FIFO given as a certificate would block the open forever
+
+    hint = "pass the files `edge-deploy certs issue` wrote."
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path, f"TLS {what} file", ClientError, hint) as fh:
             head = fh.read(1 << 20)
     except OSError as exc:
         raise ClientError(f"TLS {what} file {path} cannot be read ({exc.strerror or exc}); pass the files "

@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..bounded_read import special_kind
 from .._deps import require
 from ..artifact import MANIFEST_NAME, ONNX_NAME, not_a_file
 from ..errors import ConvertError, EdgeDeployError, one_line
@@ -61,6 +62,9 @@ def classify_model(model: str) -> str:
         )
     if path.is_file():
         return "torchscript"
+    special = special_kind(path)
+    if special is not None:  # a FIFO would block the read forever, a device never ends
+        raise ConvertError(f"MODEL {model} is {special}, not a regular file; pass the TorchScript or ONNX file itself.")
     if ":" in model and os.sep not in model.split(":", 1)[0]:
         return "factory"
     raise ConvertError(

@@ -275,14 +275,19 @@ from edge_deploy.artifact import Manifest
 attempt("manifest", lambda: Manifest.read(d / "artifact"))
 from edge_deploy.export.onnx_import import read_onnx
 attempt("onnx", lambda: read_onnx(d / "fifo.onnx"))
+from edge_deploy.export.source import classify_model
+attempt("model", lambda: classify_model(str(d / "fifo.pt")))
+from edge_deploy.tls import TLSConfig
+attempt("tls", lambda: TLSConfig(ca=d / "fifo.pem"))
 """
 
 
 def test_no_reader_opens_a_fifo_or_a_device(tmp_path):
     """A FIFO (or /dev/null) given as a recording, a rosbag2 directory's file or metadata, an image, a video, a
-    checkpoint, a calibration file, a manifest or an ONNX model: each reader answers at once with its own one-line
+    checkpoint, a calibration file, a manifest, an ONNX model, a convert MODEL or a TLS file: each reader answers at once with its own one-line
     error saying what the path is ("not found" for none), where opening it would block for ever."""
-    for name in ("fifo.mcap", "fifo.bag", "fifo.db3", "fifo.png", "fifo.mp4", "fifo.pt", "fifo.yaml", "fifo.onnx"):
+    for name in ("fifo.mcap", "fifo.bag", "fifo.db3", "fifo.png", "fifo.mp4", "fifo.pt", "fifo.yaml", "fifo.onnx",
+                 "fifo.pem"):
         os.mkfifo(tmp_path / name)
     for bag, fifo in (("bag", "bag_0.mcap"), ("bag2", "metadata.yaml")):
         (tmp_path / bag).mkdir()
@@ -294,7 +299,7 @@ def test_no_reader_opens_a_fifo_or_a_device(tmp_path):
     result = subprocess.run([sys.executable, "-c", EVERY_READER.format(d=str(tmp_path))], capture_output=True,
                             text=True, timeout=60, check=False)
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
-    assert result.returncode == 0 and len(lines) == 12, (result.stdout, result.stderr[-2000:])
+    assert result.returncode == 0 and len(lines) == 14, (result.stdout, result.stderr[-2000:])
     fifo = "is a FIFO (named pipe), not a regular file"
     expected = {"recording": ("FrameError", f"recording {tmp_path}/fifo.mcap {fifo}"),
                 "ros1": ("FrameError", f"recording {tmp_path}/fifo.bag {fifo}"),
@@ -307,7 +312,9 @@ def test_no_reader_opens_a_fifo_or_a_device(tmp_path):
                 "device": ("CheckpointError", "checkpoint /dev/null is a character device, not a regular file"),
                 "calibration": ("CalibrationError", f"calibration file {tmp_path}/fifo.yaml {fifo}"),
                 "manifest": ("ManifestError", f"{tmp_path}/artifact/manifest.json {fifo}"),
-                "onnx": ("ConvertError", f"ONNX model {tmp_path}/fifo.onnx {fifo}")}
+                "onnx": ("ConvertError", f"ONNX model {tmp_path}/fifo.onnx {fifo}"),
+                "model": ("ConvertError", f"MODEL {tmp_path}/fifo.pt {fifo}"),
+                "tls": ("ClientError", f"TLS ca file {tmp_path}/fifo.pem {fifo}")}
     for name, (kind, text) in expected.items():
         assert lines[name].startswith(f"{kind} {text}"), (name, lines[name])
         assert "not found" not in lines[name]
