@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ClientError
+
 NAME_PREFIX = "edge_deploy_"
 GROUP_ENV = "EDGE_DEPLOY_SHM_GROUP"
 DEFAULT_GROUP = "video"  # the group of the Jetson GPU device nodes, which the system unit's server has
@@ -80,7 +82,13 @@ class ShmRegion:
         self.name = region_name(role)
         self.key = "/" + self.name
         self.byte_size = int(byte_size)
-        self._handle = tshm.create_shared_memory_region(self.name, self.key, self.byte_size, create_only=True)
+        try:
+            self._handle = tshm.create_shared_memory_region(self.name, self.key, self.byte_size, create_only=True)
+        except tshm.SharedMemoryException as exc:
+            cause = exc.__cause__ or exc
+            raise ClientError(f"cannot make a {self.byte_size}-byte shared memory region in /dev/shm ({cause}): "
+                              "/dev/shm is full or limited here; free space there (`df -h /dev/shm`), or send the "
+                              "tensors inside the requests (transport='grpc', `--transport grpc`).") from None
         self._finalizer = weakref.finalize(self, _release, self._handle, self.key, os.getpid())
         fd = self._handle._mpsm_handle._fd  # the multiprocessing.SharedMemory's descriptor of /dev/shm/<name>
         os.fchmod(fd, 0o660)
