@@ -45,3 +45,5 @@ def test_realtime_percentiles_leave_the_warm_up_out(server, tmp_path) -> None:
     assert 0 < stream["latency_p50_ms"] <= stream["latency_p99_ms"] < SLOW_S * 1000, stream
     # the counts are the timed second's too: FPS frames a second read, not the warm-up's as well
     assert stream["frames_read"] <= cell["seconds"] * FPS * 1.2 + 2, (stream, cell["seconds"])
+    # and so are the states: each published result of the timed second counted once, none of the warm-up's
+    assert sum(stream["states"].values()) <= stream["frames_processed"] + stream["frames_failed"], stream

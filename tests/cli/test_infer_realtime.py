@@ -207,3 +207,15 @@ def test_live_mcap_and_foxglove_messages_are_stamped_at_capture(tmp_path, server
     for at, log_time, payload in live_images:
         assert stamp_ns(image(payload)) == log_time in mcap_stamps
         assert log_time <= at - SLOW_S * 1e9, (at - log_time) / 1e9
+
+
+def test_realtime_with_a_model_slower_than_max_age_writes_each_frame_once(tmp_path, server):
+    """The stream hands `latest()` again when nothing new comes within max_age; infer writes each detected frame
+    once, in order. Plant `result.seq < last_seq` in media/live.py's loop and the repeats are written again."""
+    video = drive(tmp_path, 15)
+    out = tmp_path / "out"
+    result = cli("infer", str(video), "--url", server.url, "--model", "slow", "--out", str(out), "--realtime",
+                 "--max-age", "0.05")
+    assert result.returncode == 0, result.stderr
+    seqs = [json.loads(line)["frame"] for line in (out / "drive.lanes.jsonl").read_text().splitlines()]
+    assert seqs and all(a < b for a, b in zip(seqs, seqs[1:])), seqs
