@@ -396,11 +396,12 @@ def _marking_polys(p: _Params, v: _View, i: int, zf: np.ndarray, v_c: np.ndarray
     return polys
 
 
-def _paint_alpha(p: _Params, v: _View, rng: np.random.Generator, tags: set[str]) -> tuple[
+def _paint_alpha(p: _Params, v: _View, rng: np.random.Generator, tags: set[str], *, colours: bool = True) -> tuple[
         dict[bool, np.ndarray], dict[bool, np.ndarray], list[tuple[np.ndarray, np.ndarray]], tuple[bool, ...]]:
     """Paint: one mask per colour, value = paint strength, then wear. Returns (the masks by is-yellow, uint8; the
     paint's opacity by is-yellow, float32 0..1, wear included; each marking's painted centreline (u, v) in the
-    reference frame; whether any of each marking's paint shows in the frame, `_shows`)."""
+    reference frame; whether any of each marking's paint shows in the frame, `_shows`). colours=False: only the
+    last two (the masks and opacities empty), the rng drawn from all the same."""
     width, height = v.width, v.height
     masks = {False: np.zeros((height, width), np.uint8), True: np.zeros((height, width), np.uint8)}
     zf = _distances(p)
@@ -411,7 +412,7 @@ def _paint_alpha(p: _Params, v: _View, rng: np.random.Generator, tags: set[str])
         truth_ref.append((u_c, v_c))
         polys = _marking_polys(p, v, i, zf[:n], v_c)
         polys_of.append(polys)
-        if polys:
+        if polys and colours:
             value = int(round(255 * p.paint[i]))
             cv2.fillPoly(masks[p.yellow[i]], polys, value, cv2.LINE_AA, _SUBPIXEL)  # type: ignore[call-overload]
     wear_map = None
@@ -420,7 +421,7 @@ def _paint_alpha(p: _Params, v: _View, rng: np.random.Generator, tags: set[str])
         blotch = _noise_field(rng, width, height, (60, 30)) * 0.6 + 0.4 * rng.random((height, width), dtype=np.float32)
         wear_map = np.clip((blotch - p.wear * 0.8) * 4.0, 0.0, 1.0)
     alphas = {}
-    for is_yellow, mask in masks.items():
+    for is_yellow, mask in masks.items() if colours else ():
         if is_yellow and not any(p.yellow):
             continue
         a = mask.astype(np.float32) * np.float32(1 / 255)
@@ -455,11 +456,23 @@ def _shows(p: _Params, v: _View, i: int, polys: list[np.ndarray], wear_map: np.n
     fx, fy = m[0, 0] * xs + m[0, 1] * ys + m[0, 2], m[1, 0] * xs + m[1, 1] * ys + m[1, 2]
     if np.any((fx >= 2) & (fx <= v.width - 3) & (fy >= 2) & (fy <= v.height - 3)):
         return True
-    if not shows.any():
+    ys, xs = np.nonzero(shows)
+    if not len(xs):
+        return False
+    # Else warp as the frame does, over the frame's part where those pixels land (2 pixels around them; the edge's
+    # pixels that BORDER_REPLICATE repeats outwards land there too).
+    xs, ys = xs + x0, ys + y0
+    fx, fy = m[0, 0] * xs + m[0, 1] * ys + m[0, 2], m[1, 0] * xs + m[1, 1] * ys + m[1, 2]
+    bx0, by0 = max(int(fx.min()) - 2, 0), max(int(fy.min()) - 2, 0)
+    bx1, by1 = min(int(fx.max()) + 3, v.width), min(int(fy.max()) + 3, v.height)
+    if bx0 >= bx1 or by0 >= by1:
         return False
     whole = np.zeros((v.height, v.width), np.float32)
     whole[y0:y1, x0:x1] = opacity
-    moved = cv2.warpAffine(whole, m, (v.width, v.height), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    to_box = m.copy()
+    to_box[:, 2] -= (bx0, by0)
+    moved = cv2.warpAffine(whole, to_box, (bx1 - bx0, by1 - by0), flags=cv2.INTER_LINEAR,
+                           borderMode=cv2.BORDER_REPLICATE)
     return bool((moved >= _SHOWN_OPACITY).any())
 
 
@@ -602,14 +615,15 @@ def _sensor_noise(canvas: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return cv2.add(canvas, noise.reshape(canvas.shape), dtype=cv2.CV_8U)
 
 
-def _paint_shown(p: _Params, width: int, height: int, rng: np.random.Generator
+def _paint_shown(p: _Params, width: int, height: int, rng: np.random.Generator, *, colours: bool = True
                  ) -> tuple[dict[bool, np.ndarray], tuple[bool, ...]]:
     """`_paint_alpha` of the scene `_render(p, width, height, rng)` draws (the rng drawn from as there), without the
-    rest of the frame: (the paint's opacity by is-yellow, whether each marking's paint shows)."""
+    rest of the frame: (the paint's opacity by is-yellow, empty with colours=False; whether each marking's paint
+    shows)."""
     v = _view(p, width, height)
     for cells in _VERGE_CELLS, _ROAD_CELLS:  # the rng's draws before the paint's (_render's order), not their pixels
         _noise_grid(rng, cells)
-    _, alphas, _, shown = _paint_alpha(p, v, rng, set())
+    _, alphas, _, shown = _paint_alpha(p, v, rng, set(), colours=colours)
     return alphas, shown
 
 
@@ -735,7 +749,7 @@ def _truth(p: _Params, width: int, height: int, rng: np.random.Generator) -> Sce
     }
     # the world's lateral offset grows to the right: y (left) is its negative, relative to the camera
     markings = tuple((p.cam_x - x, -p.yaw, -p.c0 / 2.0, -p.c1 / 6.0) for x in p.xs)
-    shown = {i for i, _ in _lanes(p, width, height, _paint_shown(p, width, height, rng)[1])}
+    shown = {i for i, _ in _lanes(p, width, height, _paint_shown(p, width, height, rng, colours=False)[1])}
     left = [i for i, x in enumerate(p.xs) if x < p.cam_x]
     right = [i for i, x in enumerate(p.xs) if x > p.cam_x]
     return SceneTruth(camera, markings, tuple(i in shown for i in range(len(p.xs))),
