@@ -36,14 +36,20 @@ _GRASS = np.array([60, 120, 80], dtype=np.float32)
 _WHITE = np.array([235, 235, 235], dtype=np.float32)
 _YELLOW = np.array([40, 200, 230], dtype=np.float32)
 _SUBPIXEL = 4  # cv2 shift bits for anti-aliased sub-pixel drawing
+_VERGE_CELLS, _ROAD_CELLS = (24, 10), (40, 16)  # noise grids of the verge and the asphalt texture
+_RISE = 0.01  # reference pixels: a marking's centreline rises at least this much in the frame per sample (`_painted`)
+# Paint shows where its opacity is at least _SHOWN_OPACITY (white on asphalt: 30 or more grey levels, four times the
+# sensor noise's 7). Heavy wear can take all of a marking's paint in the frame below that: the truth does not hold it.
+_SHOWN_OPACITY = 0.25
 _CAR_COLOURS = ((40, 40, 40), (200, 200, 200), (30, 30, 150), (140, 60, 20), (90, 90, 90), (230, 230, 230))
 
 
 @dataclass(frozen=True)
 class Scene:
-    """One rendered frame: image (uint8 HxWx3 BGR), lanes (float32 (N, 2) (x, y) polylines, top to
-    bottom, inside the frame; one per marking, occluded or worn parts included), and the condition
-    tags drawn for it (a subset of CONDITIONS, sorted)."""
+    """One rendered frame: image (uint8 HxWx3 BGR), lanes (float32 (N, 2) (x, y) polylines, strictly top to
+    bottom, inside the frame; one per marking whose paint shows in the frame, its dash gaps, occluded and worn parts
+    included: a marking that wear took all the paint of is not held, nor drawn), and the condition tags drawn for it
+    (a subset of CONDITIONS, sorted). Every marking the frame draws is in `lanes` (tests/test_synthetic_truth.py)."""
 
     frame: np.ndarray
     lanes: list[np.ndarray]
@@ -223,30 +229,54 @@ def _camera_matrix(p: _Params, width: int, height: int) -> np.ndarray:
     return m
 
 
+def _distances(p: _Params) -> np.ndarray:
+    """The distances (m, near to far) at which the markings are drawn and their truth sampled."""
+    return np.geomspace(*_z_range(p), 400)
+
+
+def _painted(p: _Params, i: int, zf: np.ndarray) -> int:
+    """How many of the distances zf (near to far) marking i is painted over: all, or up to where its centreline
+    stops rising in the frame. A bend seen through a rolled camera can turn back down near the horizon; a lane is
+    one x per row, top to bottom, and cannot hold that turn, so neither the paint nor the truth goes past it. A
+    property of the road and the camera, the same at every output size."""
+    u_c, v_c = _project(p, p.xs[i], zf)
+    m = _camera_matrix(p, int(_REF_W), int(_REF_H))
+    rows = m[1, 0] * u_c + m[1, 1] * v_c + m[1, 2]
+    stops = np.flatnonzero(np.diff(rows) > -_RISE)
+    return len(zf) if not len(stops) else int(stops[0]) + 1
+
+
 def _visible_markings(p: _Params, width: int, height: int) -> list[tuple[int, np.ndarray]]:
-    """(marking index, float32 (N, 2) polyline in frame pixels, top to bottom) of each marking in the frame."""
-    z_near, z_far = _z_range(p)
-    zf = np.geomspace(z_near, z_far, 400)
+    """(marking index, float32 (N, 2) polyline in frame pixels, top to bottom) of each marking in the frame: its
+    centreline over the distances it is painted (`_painted`), dash gaps, wear and vehicles in front included."""
+    zf = _distances(p)
     m = _camera_matrix(p, width, height)
     out = []
     for i, x in enumerate(p.xs):
-        u_c, v_c = _project(p, x, zf)
+        z = zf[:_painted(p, i, zf)]
+        u_c, v_c = _project(p, x, z)
         pts = np.stack([u_c * width / _REF_W, v_c * height / _REF_H], 1)
         pts = pts @ m[:, :2].T + m[:, 2]
-        pts = pts[::-1]  # top to bottom
+        pts = pts[::-1]  # top to bottom: strictly, as `_painted` ends the marking where it stops rising
         inside = (pts[:, 0] >= 0) & (pts[:, 0] <= width - 1) & (pts[:, 1] >= 0) & (pts[:, 1] <= height - 1)
         pts = pts[inside]
-        if len(pts) >= 2:  # keep a strictly top-to-bottom run (roll can fold near-flat markings)
-            keep = np.concatenate([[True], np.diff(pts[:, 1]) > 1e-3])
-            pts = pts[np.cumprod(keep).astype(bool)]
         if len(pts) >= 2:
             out.append((i, pts.astype(np.float32)))
     return out
 
 
+def _lanes(p: _Params, width: int, height: int, shown: tuple[bool, ...]) -> list[tuple[int, np.ndarray]]:
+    """The truth: (marking index, polyline) of each marking in the frame whose paint shows there (`_paint_alpha`)."""
+    return [(i, pts) for i, pts in _visible_markings(p, width, height) if shown[i]]
+
+
+def _noise_grid(rng: np.random.Generator, cells: tuple[int, int]) -> np.ndarray:
+    return rng.random((cells[1], cells[0]), dtype=np.float32)
+
+
 def _noise_field(rng: np.random.Generator, width: int, height: int, cells: tuple[int, int]) -> np.ndarray:
     """Smooth noise in [0, 1], float32 HxW: a coarse random grid upscaled bicubically."""
-    grid = rng.random((cells[1], cells[0]), dtype=np.float32)
+    grid = _noise_grid(rng, cells)
     return np.clip(cv2.resize(grid, (width, height), interpolation=cv2.INTER_CUBIC), 0.0, 1.0)
 
 
@@ -280,15 +310,19 @@ class _View:
     z_far: float
 
 
+def _view(p: _Params, width: int, height: int) -> _View:
+    sx, sy = width / _REF_W, height / _REF_H
+    return _View(width, height, sx, sy, p.horizon * sy, *_z_range(p))
+
+
 def _render(p: _Params, width: int, height: int, rng: np.random.Generator) -> Scene:
     """The scene of `p` drawn at width x height: the steps below in order (each draws on the canvas; the rng is
     drawn from in this order, so a seed keeps its frame)."""
-    sx, sy = width / _REF_W, height / _REF_H
-    v = _View(width, height, sx, sy, p.horizon * sy, *_z_range(p))
+    v = _view(p, width, height)
     tags: set[str] = set()
     canvas, ground_t = _draw_sky_and_verge(v, rng)
     canvas, road_a = _draw_road(p, v, canvas, ground_t, rng)
-    canvas, masks, truth_ref = _draw_paint(p, v, canvas, rng, tags)
+    canvas, masks, truth_ref, shown = _draw_paint(p, v, canvas, rng, tags)
     canvas = _draw_shadows(p, v, canvas, tags)
     _draw_vehicles(p, v, canvas, truth_ref, tags)
     canvas = _light(p, v, canvas, masks, tags)
@@ -296,7 +330,7 @@ def _render(p: _Params, width: int, height: int, rng: np.random.Generator) -> Sc
     canvas = cv2.convertScaleAbs(canvas)  # values are >= 0: saturate to uint8
     canvas = _camera_effects(p, v, canvas, tags)
     canvas = _sensor_noise(canvas, rng)
-    lanes = [pts for _, pts in _visible_markings(p, width, height)]
+    lanes = [pts for _, pts in _lanes(p, width, height, shown)]
     if p.c0 and abs(p.c0) > 1 / 1000:
         tags.add("curve")
     if p.c1:
@@ -315,7 +349,7 @@ def _draw_sky_and_verge(v: _View, rng: np.random.Generator) -> tuple[np.ndarray,
     sky = _SKY_TOP * (1 - sky_t) + _SKY_HORIZON * sky_t
     rows = np.where((ys < horizon)[:, None], sky, _GRASS * (0.8 + 0.4 * ground_t))
     canvas = np.repeat(rows[:, None, :], width, axis=1)  # float32 HxWx3
-    verge = _noise_field(rng, width, height, (24, 10))
+    verge = _noise_field(rng, width, height, _VERGE_CELLS)
     canvas = _scale(canvas, 0.85 + 0.3 * verge)
     canvas[: int(horizon)] = np.repeat(sky[: int(horizon), None, :], width, axis=1)
     return canvas, ground_t
@@ -335,7 +369,7 @@ def _draw_road(p: _Params, v: _View, canvas: np.ndarray, ground_t: np.ndarray,
     road_a = road_mask.astype(np.float32) / 255.0
     shade = 0.75 + 0.35 * ground_t  # far asphalt looks lighter (haze)
     road_rgb = _ROAD * np.asarray(p.road_tint, dtype=np.float32) * (1.25 - 0.35 * shade)
-    texture = 0.9 + 0.2 * _noise_field(rng, width, height, (40, 16))
+    texture = 0.9 + 0.2 * _noise_field(rng, width, height, _ROAD_CELLS)
     road_img = _scale(np.ascontiguousarray(np.repeat(road_rgb[:, None, :], width, axis=1)), texture)
     return _blend(canvas, road_img, road_a), road_a
 
@@ -362,19 +396,23 @@ def _marking_polys(p: _Params, v: _View, i: int, zf: np.ndarray, v_c: np.ndarray
     return polys
 
 
-def _draw_paint(p: _Params, v: _View, canvas: np.ndarray, rng: np.random.Generator,
-                tags: set[str]) -> tuple[np.ndarray, dict[bool, np.ndarray], list[tuple[np.ndarray, np.ndarray]]]:
-    """Paint: one mask per colour, value = paint strength, then wear. Returns (canvas, the masks by
-    is-yellow, each marking's centreline (u, v) in the reference frame)."""
+def _paint_alpha(p: _Params, v: _View, rng: np.random.Generator, tags: set[str], *, colours: bool = True) -> tuple[
+        dict[bool, np.ndarray], dict[bool, np.ndarray], list[tuple[np.ndarray, np.ndarray]], tuple[bool, ...]]:
+    """Paint: one mask per colour, value = paint strength, then wear. Returns (the masks by is-yellow, uint8; the
+    paint's opacity by is-yellow, float32 0..1, wear included; each marking's painted centreline (u, v) in the
+    reference frame; whether any of each marking's paint shows in the frame, `_shows`). colours=False: only the
+    last two (the masks and opacities empty), the rng drawn from all the same."""
     width, height = v.width, v.height
     masks = {False: np.zeros((height, width), np.uint8), True: np.zeros((height, width), np.uint8)}
-    zf = np.geomspace(v.z_near, v.z_far, 400)
-    truth_ref = []
+    zf = _distances(p)
+    truth_ref, polys_of = [], []
     for i, x in enumerate(p.xs):
-        u_c, v_c = _project(p, x, zf)
+        n = _painted(p, i, zf)
+        u_c, v_c = _project(p, x, zf[:n])
         truth_ref.append((u_c, v_c))
-        polys = _marking_polys(p, v, i, zf, v_c)
-        if polys:
+        polys = _marking_polys(p, v, i, zf[:n], v_c)
+        polys_of.append(polys)
+        if polys and colours:
             value = int(round(255 * p.paint[i]))
             cv2.fillPoly(masks[p.yellow[i]], polys, value, cv2.LINE_AA, _SUBPIXEL)  # type: ignore[call-overload]
     wear_map = None
@@ -382,15 +420,71 @@ def _draw_paint(p: _Params, v: _View, canvas: np.ndarray, rng: np.random.Generat
         tags.add("worn")
         blotch = _noise_field(rng, width, height, (60, 30)) * 0.6 + 0.4 * rng.random((height, width), dtype=np.float32)
         wear_map = np.clip((blotch - p.wear * 0.8) * 4.0, 0.0, 1.0)
-    for is_yellow, mask in masks.items():
+    alphas = {}
+    for is_yellow, mask in masks.items() if colours else ():
         if is_yellow and not any(p.yellow):
             continue
         a = mask.astype(np.float32) * np.float32(1 / 255)
         if wear_map is not None:
             a *= wear_map
+        alphas[is_yellow] = a
+    return masks, alphas, truth_ref, tuple(_shows(p, v, i, polys, wear_map) for i, polys in enumerate(polys_of))
+
+
+def _shows(p: _Params, v: _View, i: int, polys: list[np.ndarray], wear_map: np.ndarray | None) -> bool:
+    """Whether marking i's paint (its polygons, its strength, the wear) shows in the frame: a pixel of opacity
+    _SHOWN_OPACITY or more once the camera (roll, zoom, shift) has moved it as `_camera_effects` moves the frame."""
+    corners = np.concatenate(polys).reshape(-1, 2) >> _SUBPIXEL
+    x0, y0 = np.maximum(corners.min(0) - 2, 0)  # the box of the marking's pixels in the drawn scene
+    x1, y1 = np.minimum(corners.max(0) + 3, (v.width, v.height))
+    if x0 >= x1 or y0 >= y1:
+        return False
+    own = np.zeros((y1 - y0, x1 - x0), np.uint8)
+    at = [q - (x0 << _SUBPIXEL, y0 << _SUBPIXEL) for q in polys]
+    cv2.fillPoly(own, at, 255, cv2.LINE_AA, _SUBPIXEL)  # type: ignore[call-overload]
+    opacity = own.astype(np.float32) * np.float32(p.paint[i] / 255)
+    if wear_map is not None:
+        opacity *= wear_map[y0:y1, x0:x1]
+    shows = (opacity >= _SHOWN_OPACITY).astype(np.uint8)
+    if not (p.roll or p.zoom != 1.0 or p.shift != (0.0, 0.0)):
+        return bool(shows.any())
+    m = _camera_matrix(p, v.width, v.height)
+    # Quick: a pixel whose 3x3 neighbourhood all shows, moved 2 pixels or more inside the frame, shows there too (the
+    # warp's bilinear samples of it come from that neighbourhood; zoom >= 1 leaves no source point unsampled).
+    ys, xs = np.nonzero(cv2.erode(shows, np.ones((3, 3), np.uint8)))
+    xs, ys = xs + x0, ys + y0
+    fx, fy = m[0, 0] * xs + m[0, 1] * ys + m[0, 2], m[1, 0] * xs + m[1, 1] * ys + m[1, 2]
+    if np.any((fx >= 2) & (fx <= v.width - 3) & (fy >= 2) & (fy <= v.height - 3)):
+        return True
+    ys, xs = np.nonzero(shows)
+    if not len(xs):
+        return False
+    # Else warp as the frame does, over the frame's part where those pixels land (2 pixels around them; the edge's
+    # pixels that BORDER_REPLICATE repeats outwards land there too).
+    xs, ys = xs + x0, ys + y0
+    fx, fy = m[0, 0] * xs + m[0, 1] * ys + m[0, 2], m[1, 0] * xs + m[1, 1] * ys + m[1, 2]
+    bx0, by0 = max(int(fx.min()) - 2, 0), max(int(fy.min()) - 2, 0)
+    bx1, by1 = min(int(fx.max()) + 3, v.width), min(int(fy.max()) + 3, v.height)
+    if bx0 >= bx1 or by0 >= by1:
+        return False
+    whole = np.zeros((v.height, v.width), np.float32)
+    whole[y0:y1, x0:x1] = opacity
+    to_box = m.copy()
+    to_box[:, 2] -= (bx0, by0)
+    moved = cv2.warpAffine(whole, to_box, (bx1 - bx0, by1 - by0), flags=cv2.INTER_LINEAR,
+                           borderMode=cv2.BORDER_REPLICATE)
+    return bool((moved >= _SHOWN_OPACITY).any())
+
+
+def _draw_paint(p: _Params, v: _View, canvas: np.ndarray, rng: np.random.Generator, tags: set[str]) -> tuple[
+        np.ndarray, dict[bool, np.ndarray], list[tuple[np.ndarray, np.ndarray]], tuple[bool, ...]]:
+    """Paint the markings (`_paint_alpha`). Returns (canvas, the masks by is-yellow, each marking's painted
+    centreline (u, v) in the reference frame, whether each marking's paint shows)."""
+    masks, alphas, truth_ref, shown = _paint_alpha(p, v, rng, tags)
+    for is_yellow, a in alphas.items():
         colour = _YELLOW if is_yellow else _WHITE
         canvas = _blend(canvas, np.full_like(canvas, colour), a)
-    return canvas, masks, truth_ref
+    return canvas, masks, truth_ref, shown
 
 
 def _draw_shadows(p: _Params, v: _View, canvas: np.ndarray, tags: set[str]) -> np.ndarray:
@@ -521,6 +615,34 @@ def _sensor_noise(canvas: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return cv2.add(canvas, noise.reshape(canvas.shape), dtype=cv2.CV_8U)
 
 
+def _paint_shown(p: _Params, width: int, height: int, rng: np.random.Generator, *, colours: bool = True
+                 ) -> tuple[dict[bool, np.ndarray], tuple[bool, ...]]:
+    """`_paint_alpha` of the scene `_render(p, width, height, rng)` draws (the rng drawn from as there), without the
+    rest of the frame: (the paint's opacity by is-yellow, empty with colours=False; whether each marking's paint
+    shows)."""
+    v = _view(p, width, height)
+    for cells in _VERGE_CELLS, _ROAD_CELLS:  # the rng's draws before the paint's (_render's order), not their pixels
+        _noise_grid(rng, cells)
+    _, alphas, _, shown = _paint_alpha(p, v, rng, set(), colours=colours)
+    return alphas, shown
+
+
+def _frame_paint(seed: int, width: int = 1640, height: int = 590, *, lanes: int | None = None,
+                 hard: bool = True) -> tuple[list[np.ndarray], np.ndarray]:
+    """The truth and the paint of `scene(seed, width, height, lanes=lanes, hard=hard)`, without drawing the rest:
+    (its lanes, as Scene.lanes; the paint's opacity as the frame shows it, float32 HxW 0..1: both colours, wear
+    included, through the camera's roll, zoom and shift, before the vehicles in front of it, the light, blur and
+    noise). For audits of the truth against the frame (tests/test_synthetic_truth.py)."""
+    rng = np.random.default_rng(seed)
+    p = _sample(rng, lanes, hard)
+    alphas, shown = _paint_shown(p, width, height, rng)
+    alpha = np.maximum.reduce(list(alphas.values()))
+    if p.roll or p.zoom != 1.0 or p.shift != (0.0, 0.0):  # as _camera_effects
+        alpha = cv2.warpAffine(alpha, _camera_matrix(p, width, height), (width, height), flags=cv2.INTER_LINEAR,
+                               borderMode=cv2.BORDER_REPLICATE)
+    return [pts for _, pts in _lanes(p, width, height, shown)], alpha
+
+
 def scene(seed: int, width: int = 1640, height: int = 590, *, lanes: int | None = None, hard: bool = True) -> Scene:
     """A road scene drawn from `seed`: varied roads, lanes (2-6 markings), traffic, paint and weather.
 
@@ -597,8 +719,9 @@ class SceneTruth:
     camera: the camera_info mapping (with `mounting`) that Camera.from_mapping reads: exact for
     the frame, roll, zoom and shift included. markings: (c0, c1, c2, c3) of every marking, left to
     right, as y(x) = c0 + c1 x + c2 x^2 + c3 x^3 (x forward, y left, m, origin below the camera; exact:
-    the world model's road is such a cubic). visible: the markings in the frame (Scene.lanes holds
-    those, in order). ego_left, ego_right: the indices of the ego lane's markings (None: no such marking).
+    the world model's road is such a cubic). visible: the markings in the frame whose paint shows there
+    (Scene.lanes holds those, in order). ego_left, ego_right: the indices of the ego lane's markings (None: no such
+    marking).
     """
 
     camera: dict
@@ -608,7 +731,8 @@ class SceneTruth:
     ego_right: int | None
 
 
-def _truth(p: _Params, width: int, height: int) -> SceneTruth:
+def _truth(p: _Params, width: int, height: int, rng: np.random.Generator) -> SceneTruth:
+    """The truth of `_render(p, width, height, rng)`."""
     m = _camera_matrix(p, width, height)
     # the image's roll about its centre, zoom and shift = the camera rolled about its optical axis, the
     # focal length zoomed and the principal point moved to where the affine map takes it
@@ -625,7 +749,7 @@ def _truth(p: _Params, width: int, height: int) -> SceneTruth:
     }
     # the world's lateral offset grows to the right: y (left) is its negative, relative to the camera
     markings = tuple((p.cam_x - x, -p.yaw, -p.c0 / 2.0, -p.c1 / 6.0) for x in p.xs)
-    shown = {i for i, _ in _visible_markings(p, width, height)}
+    shown = {i for i, _ in _lanes(p, width, height, _paint_shown(p, width, height, rng, colours=False)[1])}
     left = [i for i, x in enumerate(p.xs) if x < p.cam_x]
     right = [i for i, x in enumerate(p.xs) if x > p.cam_x]
     return SceneTruth(camera, markings, tuple(i in shown for i in range(len(p.xs))),
@@ -637,7 +761,8 @@ def scene_truth(seed: int, width: int = 1640, height: int = 590, *, lanes: int |
     """The camera and the true markings of `scene(seed, width, height, lanes=lanes, hard=hard)`."""
     width = _check_int("width", width, 64, 8192)
     height = _check_int("height", height, 64, 8192)
-    return _truth(_sample(np.random.default_rng(seed), lanes, hard), width, height)
+    rng = np.random.default_rng(seed)
+    return _truth(_sample(rng, lanes, hard), width, height, rng)
 
 
 def drive_truth(
@@ -646,8 +771,8 @@ def drive_truth(
 ) -> Iterator[SceneTruth]:
     """The truth of each frame of `drive` with the same arguments."""
     n_frames = _check_int("n_frames", n_frames, 0, 1 << 20)
-    for q in _drive_params(seed, n_frames, speed, fps, hard):
-        yield _truth(q, width, height)
+    for i, q in enumerate(_drive_params(seed, n_frames, speed, fps, hard)):
+        yield _truth(q, width, height, np.random.default_rng([seed, i]))
 
 
 def raw_output(

@@ -17,6 +17,7 @@ from edge_deploy.synthetic_roads import (
     raw_output,
     road_scene,
     scene,
+    scene_truth,
 )
 
 
@@ -85,13 +86,16 @@ def test_scene_sizes_share_one_geometry():
 
 
 def test_scenes_cover_every_condition_and_two_to_six_lanes():
-    seen, counts = set(), set()
+    seen, counts, markings = set(), set(), set()
     for seed in range(120):
-        s = scene(seed, 160, 96)
+        s, truth = scene(seed, 160, 96), scene_truth(seed, 160, 96)
         seen.update(s.conditions)
         counts.add(len(s.lanes))
+        markings.add(len(truth.markings))
+        assert len(s.lanes) == sum(truth.visible)  # the markings in the frame whose paint shows there
     assert seen == set(CONDITIONS)
-    assert counts == {2, 3, 4, 5, 6}
+    assert markings == {2, 3, 4, 5, 6}
+    assert {2, 3, 4, 5, 6} <= counts <= {1, 2, 3, 4, 5, 6}
 
 
 def test_scene_conditions_show_in_the_pixels():
