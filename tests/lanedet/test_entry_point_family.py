@@ -115,6 +115,9 @@ def test_convert_install_serve_and_infer_a_family_from_another_package(served, t
     assert not isinstance(thin, str), thin
     assert len(thin) == 1 and np.allclose(thin[0]["points"], piped[0]["points"], atol=1e-3)
     refused = _infer(bare, work / "red.png", tmp_path / "refused", proc.url, FAMILY)
-    assert isinstance(refused, str) and refused.startswith("exit 2:") and refused.count("\n") == 1, refused
+    assert isinstance(refused, str) and refused.startswith("exit 2:"), refused
+    # the error is one line, after the one progress line of --wait
+    lines = refused.split(": ", 1)[1].strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("waiting up to 30 s for") and lines[1].startswith("error: "), lines
     assert f"install {PACKAGE} where the client runs, or ask for {FAMILY}_pipeline" in refused
     assert "upgrade edge-deploy" not in refused
