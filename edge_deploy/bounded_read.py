@@ -23,21 +23,13 @@ from .errors import EdgeDeployError
 __all__ = ["kind_of", "open_regular", "read_regular", "regular_file", "special_kind"]
 
 
+_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
 def kind_of(mode: int) -> str:
     """What a stat mode names, for a message: "a regular file", "a directory", "a FIFO (named pipe)", ..."""
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    return "not a file"
+    return next((name for test, name in _KINDS if test(mode)), "not a file")
 
 
 def special_kind(path: str | os.PathLike[str]) -> str | None:

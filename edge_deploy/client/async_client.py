@@ -34,9 +34,9 @@ from .base import (
     ClientBase,
     ClientSettings,
     StageTimes,
+    Unregistering,
     release_slots,
     server_errors,
-    unregister_is_final,
 )
 from .buffers import Slot
 from .frames import check_frames
@@ -264,19 +264,15 @@ class AsyncLaneDetClient(ClientBase):
         deadline), repeating while it still holds one (unregister_is_final); best effort past that."""
         if within is None:
             within = UNREGISTER_GRACE if budget is None else max(0.0, min(UNREGISTER_GRACE, budget.left()))
-        backoff = Backoff(within, cap=0.2)
-        left = list(names)
-        while left:
+        pending = Unregistering(names, within)
+        while pending.left:
+            failure = None
             try:
                 await self._grpc.unregister_system_shared_memory(
-                    left[0], client_timeout=backoff.rpc_timeout(self._timeout(budget)))
-                left.pop(0)
-                continue
+                    pending.left[0], client_timeout=pending.timeout(self._timeout(budget)))
             except Exception as exc:  # noqa: BLE001 - best effort, see unregister_is_final
-                if unregister_is_final(exc):
-                    left.pop(0)
-                    continue
-            delay = backoff.next()
+                failure = exc
+            delay = pending.after(failure)
             if delay is None:
                 return
             await asyncio.sleep(delay)

@@ -268,6 +268,27 @@ def unregister_is_final(exc: Exception) -> bool:
     return status == "NOT_FOUND"
 
 
+class Unregistering:
+    """Regions a client asks the server to drop, all within one bound: the next name, each RPC's timeout, and what
+    follows each try (the sync and async clients share it; their calls differ only in awaiting)."""
+
+    def __init__(self, names: Sequence[str], within: float) -> None:
+        self.left = list(names)
+        self.backoff = Backoff(within, cap=0.2)
+
+    def timeout(self, limit: float) -> float:
+        return self.backoff.rpc_timeout(limit)
+
+    def after(self, failure: Exception | None) -> float | None:
+        """After a try at `left[0]` (`failure`: how it failed): 0 to go on at once (dropped, or gone with its
+        server), a sleep before trying it again (the server still holds it, or did not answer), or None when the
+        bound is over (what is left stays in `left`)."""
+        if failure is None or unregister_is_final(failure):
+            self.left.pop(0)
+            return 0.0
+        return self.backoff.next()
+
+
 def forget_regions(regions: Sequence[ShmRegion], registered: set[str]) -> list[str]:
     """Close (unlink) `regions`; returns the names among them the server has, for the caller to unregister."""
     names = [r.name for r in regions if r.name in registered]

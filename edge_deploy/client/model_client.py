@@ -28,10 +28,10 @@ from .base import (
     Backoff,
     ClientBase,
     ClientSettings,
+    Unregistering,
     forget_regions,
     release_slots,
     server_errors,
-    unregister_is_final,
 )
 from ..runtime import in_background
 from .shared_input import SharedInputPool
@@ -50,23 +50,18 @@ def unregister(grpc_client: Any, names: list[str], timeout: float | None, grace:
     """Ask the server to drop the regions `names`, all within `grace` seconds (each RPC's timeout `timeout`, cut to
     what is left), repeating while it still holds one (unregister_is_final). Returns the names it could not drop in
     time (a hung or busy server): the caller keeps them for later."""
-    backoff = Backoff(grace, cap=0.2)
-    left = list(names)
-    while left:
-        name = left[0]
+    pending = Unregistering(names, grace)
+    while pending.left:
+        failure = None
         try:
-            grpc_client.unregister_system_shared_memory(name, client_timeout=backoff.rpc_timeout(timeout or grace))
-            left.pop(0)
-            continue
+            grpc_client.unregister_system_shared_memory(pending.left[0], client_timeout=pending.timeout(timeout or grace))
         except Exception as exc:  # noqa: BLE001 - best effort, see unregister_is_final
-            if unregister_is_final(exc):
-                left.pop(0)
-                continue
-        delay = backoff.next()
+            failure = exc
+        delay = pending.after(failure)
         if delay is None:
             break
         time.sleep(delay)
-    return left
+    return pending.left
 
 
 def _cleanup(grpc_client: Any, names: list[str], timeout: float, within: float) -> None:

@@ -18,8 +18,7 @@ import time
 
 import pytest
 from cli_process import run_cli
-from slow_models import every_call, install_model, warm
-from triton_helpers import serving
+from slow_models import serving_tiny_and_slow
 
 pytestmark = pytest.mark.triton
 
@@ -34,15 +33,8 @@ def cli(*args: str, timeout: float = 120):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, laneatt_data):
-    from small_artifact import make_artifact
-
     work = tmp_path_factory.mktemp("infer_realtime")
-    artifact = make_artifact(work / "artifact", laneatt_data / "anchors_2784x77.npy")
-    install_model(artifact, work / "repo", "tiny")
-    install_model(artifact, work / "repo", "slow", every_call(SLOW_S))
-    with serving(work / "repo", work) as proc:
-        warm(proc.url, "tiny", (HEIGHT, WIDTH))
-        warm(proc.url, "slow", (HEIGHT, WIDTH), calls=1)
+    with serving_tiny_and_slow(work, laneatt_data / "anchors_2784x77.npy", SLOW_S, (HEIGHT, WIDTH)) as proc:
         yield proc
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from camera_stub import FPS, SIZE, Camera
-from stream_server import SLOW_S, install_models, our_shm, serve, sigkill
+from stream_server import SLOW_S, install_models, our_shm, serve, sigkill, tiny_artifact  # noqa: F401 (a fixture)
 
 from edge_deploy.client.async_client import AsyncLaneDetClient
 from edge_deploy.client.shm import leftover_regions
@@ -34,13 +34,6 @@ from edge_deploy.media.stream import LaneStream
 from edge_deploy.synthetic_roads import road_scene
 
 pytestmark = pytest.mark.triton
-
-
-@pytest.fixture(scope="module")
-def tiny_artifact(tmp_path_factory, laneatt_data):
-    from small_artifact import make_artifact
-
-    return make_artifact(tmp_path_factory.mktemp("tiny") / "artifact", laneatt_data / "anchors_2784x77.npy")
 
 
 @pytest.fixture(scope="module")

@@ -23,8 +23,7 @@ import time
 import numpy as np
 import pytest
 from camera_stub import FPS, SIZE, Camera
-from slow_models import every_call, install_model, warm
-from triton_helpers import serving
+from slow_models import serving_tiny_and_slow
 
 from edge_deploy.client.async_client import AsyncLaneDetClient
 from edge_deploy.client.sync_client import LaneDetClient
@@ -41,15 +40,8 @@ GIVE_UP_S = 30.0  # how long a loop below waits for what it needs before it fail
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, laneatt_data):
-    from small_artifact import make_artifact
-
     work = tmp_path_factory.mktemp("stream_behaviours")
-    artifact = make_artifact(work / "artifact", laneatt_data / "anchors_2784x77.npy")
-    install_model(artifact, work / "repo", "tiny")
-    install_model(artifact, work / "repo", "slow", every_call(SLOW_S))
-    with serving(work / "repo", work) as proc:
-        warm(proc.url, "tiny")
-        warm(proc.url, "slow", calls=1)
+    with serving_tiny_and_slow(work, laneatt_data / "anchors_2784x77.npy", SLOW_S) as proc:
         yield proc
 
 

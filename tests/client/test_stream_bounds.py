@@ -13,7 +13,8 @@ import warnings
 import numpy as np
 import pytest
 from camera_stub import SIZE, Camera
-from stream_server import install_models, our_shm, registered_regions, serve, sigcont, sigstop
+from stream_server import (  # noqa: F401 (tiny_artifact: a fixture)
+    install_models, our_shm, registered_regions, serve, sigcont, sigstop, tiny_artifact)
 
 from edge_deploy.client.base import CLOSE_WITHIN
 from edge_deploy.client.sync_client import LaneDetClient
@@ -28,13 +29,6 @@ MAX_AGE = 0.1
 BUSY_S = 0.5  # each request of the `busy` model: far longer than any bound below
 CLOSE_BOUND = 1.0  # what docs/failures.md promises for close() (CLOSE_WITHIN)
 FRAME = np.zeros((SIZE[0], SIZE[1], 3), np.uint8)
-
-
-@pytest.fixture(scope="module")
-def tiny_artifact(tmp_path_factory, laneatt_data):
-    from small_artifact import make_artifact
-
-    return make_artifact(tmp_path_factory.mktemp("tiny") / "artifact", laneatt_data / "anchors_2784x77.npy")
 
 
 @pytest.fixture(scope="module")

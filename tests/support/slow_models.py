@@ -46,3 +46,18 @@ def warm(url: str, model: str, shape: tuple[int, int] = (590, 1640), calls: int 
     with contextlib.suppress(Exception), LaneDetClient(url, model) as client:
         for _ in range(calls):
             client.detect(frame)
+
+
+@contextlib.contextmanager
+def serving_tiny_and_slow(work: Path, anchors: Path, slow_s: float, shape: tuple[int, int] = (590, 1640)):
+    """The real tritonserver serving `tiny` and `slow` (every call SLOW_S more), both warmed on `shape` frames."""
+    from small_artifact import make_artifact
+    from triton_helpers import serving
+
+    artifact = make_artifact(work / "artifact", anchors)
+    install_model(artifact, work / "repo", "tiny")
+    install_model(artifact, work / "repo", "slow", every_call(slow_s))
+    with serving(work / "repo", work) as proc:
+        warm(proc.url, "tiny", shape)
+        warm(proc.url, "slow", shape, calls=1)
+        yield proc

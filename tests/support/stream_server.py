@@ -14,6 +14,7 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
 from camera_stub import SIZE
 from conftest import free_port
 from slow_models import every_call, install_model
@@ -22,6 +23,14 @@ from slow_models import warm as warm_model
 from edge_deploy.client.shm import leftover_regions
 
 SLOW_S = 0.05
+
+
+@pytest.fixture(scope="module")
+def tiny_artifact(tmp_path_factory, laneatt_data):
+    """The negligible-compute model with LaneATT's I/O (small_artifact.py), made once per module that imports this."""
+    from small_artifact import make_artifact
+
+    return make_artifact(tmp_path_factory.mktemp("tiny") / "artifact", laneatt_data / "anchors_2784x77.npy")
 
 
 def our_shm() -> list[str]:
