@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from needs import torch_or_skip
 
 pytest.importorskip("rosbags")
 
@@ -286,6 +287,7 @@ def test_no_reader_opens_a_fifo_or_a_device(tmp_path):
     """A FIFO (or /dev/null) given as a recording, a rosbag2 directory's file or metadata, an image, a video, a
     checkpoint, a calibration file, a manifest, an ONNX model, a convert MODEL or a TLS file: each reader answers at once with its own one-line
     error saying what the path is ("not found" for none), where opening it would block for ever."""
+    torch_or_skip()  # the checkpoint reader (lanedet/checkpoint.py) imports torch
     for name in ("fifo.mcap", "fifo.bag", "fifo.db3", "fifo.png", "fifo.mp4", "fifo.pt", "fifo.yaml", "fifo.onnx",
                  "fifo.pem"):
         os.mkfifo(tmp_path / name)
@@ -329,6 +331,7 @@ def test_infer_refuses_a_fifo_recording_in_one_line(tmp_path):
 
 
 def test_a_checkpoint_that_is_missing_is_still_not_found(tmp_path):
+    torch_or_skip()  # lanedet/checkpoint.py imports torch
     from edge_deploy.lanedet.checkpoint import checkpoint_path
 
     with pytest.raises(CheckpointError, match="not found"):
