@@ -8,7 +8,9 @@ doctor runs is a script of this test, a double at the process boundary: one that
 answers without trtexec's banner like /bin/true, one that never answers, and a working one (jetson_fixtures')."""
 from __future__ import annotations
 
+
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -141,7 +143,8 @@ def test_doctor_reports_convert_not_ready_with_a_trtexec_that_does_not_work(tmp_
     monkeypatch.setenv("COLUMNS", "250")
     result = CliRunner().invoke(app, ["doctor", "--for", "convert", "--root", str(board("agx_orin_jp60"))])
     assert result.exit_code == 1, result.output
-    assert "convert: not ready (plan builder)" in result.output and says in result.output
+    # "(plan builder)", or "(plan builder, torch)" where torch is missing too (the Python 3.10 run)
+    assert re.search(r"convert: not ready \(plan builder[,)]", result.output) and says in result.output
 
 
 def test_a_trtexec_that_never_answers_is_reported_within_the_probe_timeout(tmp_path):

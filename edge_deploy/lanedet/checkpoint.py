@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 import warnings
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-import torch
-from torch import Tensor
+if TYPE_CHECKING:
+    from torch import Tensor
 
 from ..errors import CheckpointError, ConvertError
 from .lane_family import asking_families, get_family
@@ -26,6 +26,8 @@ def first(names: list[str], count: int = 3) -> str:
 def state_dict_from(obj: Any) -> dict[str, Tensor] | None:
     if isinstance(obj, dict) and isinstance(obj.get("model"), dict):
         obj = obj["model"]
+    from torch import Tensor  # here: checkpoint_path, above, is asked before torch is known to be there
+
     if isinstance(obj, dict) and obj and all(isinstance(k, str) and isinstance(v, Tensor) for k, v in obj.items()):
         return obj
     return None
@@ -89,6 +91,8 @@ def fit_problems(expected: Mapping[str, Tensor], state: Mapping[str, Tensor]) ->
 def torch_load(path: Path, what: str, resave: str, error: type[ConvertError] = CheckpointError) -> Any:
     """torch.load with weights_only=True: a checkpoint is data, and a pickle we are handed must
     not run code. Failures become one-line errors."""
+    import torch
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "Detected pickle protocol 4": the error below says what matters
