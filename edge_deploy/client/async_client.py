@@ -286,13 +286,15 @@ class AsyncLaneDetClient(ClientBase):
         """A free slot; with a deadline, only as long as it lasts (all slots busy: LanesUnavailable "busy")."""
         if budget is None:
             return await self._free.get()
-        budget.reasons.add("busy")  # what the call is waiting on, should its deadline cut it off here
+        # what the call is waiting on, should its deadline cut it off here. It stays when the wait is cancelled:
+        # an event loop that wakes late runs this wait's timeout and _within's together, and _within reports.
+        budget.reasons.add("busy")
         try:
-            return await asyncio.wait_for(self._free.get(), max(0.0, budget.left()))
+            slot = await asyncio.wait_for(self._free.get(), max(0.0, budget.left()))
         except asyncio.TimeoutError:
             raise self._unavailable("busy", deadline) from None
-        finally:
-            budget.reasons.discard("busy")
+        budget.reasons.discard("busy")
+        return slot
 
     async def _detect_chunk(self, frames: list[np.ndarray], color: str, call: tuple[Any, Any, Any],
                             budget: Backoff | None = None, deadline: float | None = None) -> list[list[Lane]]:

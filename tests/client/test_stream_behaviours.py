@@ -247,6 +247,12 @@ def test_the_async_client_with_every_slot_in_use_says_busy_within_its_deadline(s
                 await client.detect(road, deadline=0.05)
             took = time.monotonic() - start
             still_running = not any(task.done() for task in in_flight)
+            # an event loop that wakes late (a loaded machine: CI saw "slow" here) finds the slot wait's timeout
+            # and the call's own cut-off due together; the call was still waiting on a slot, so still "busy"
+            asyncio.get_running_loop().call_later(0.01, time.sleep, 0.08)
+            with pytest.raises(LanesUnavailable) as late:
+                await client.detect(road, deadline=0.05)
+            assert late.value.reason == "busy", late.value
             done = await asyncio.gather(*in_flight)
             # the slots came back: a call with a deadline gets lanes again
             again = await client.detect(road, deadline=LONG_DEADLINE)
