@@ -184,7 +184,8 @@ class Camera:
         """Unit-free viewing directions (N, 3) in the vehicle frame of image points (N, 2)."""
         pts = np.asarray(pixels, dtype=np.float64).reshape(-1, 2)
         if self._pixel_to_ray is not None:  # no distortion: one product, K^-1 and R^T folded
-            return pts @ self._pixel_to_ray[:2] + self._pixel_to_ray[2]
+            with np.errstate(invalid="ignore"):  # an infinite point (strict=False) is NaN, as documented
+                return pts @ self._pixel_to_ray[:2] + self._pixel_to_ray[2]
         import cv2
 
         if len(pts) == 0:

@@ -215,6 +215,7 @@ def test_iterating_goes_on_through_a_stalled_camera(server, road):
     assert sum(r.state == "stale" for r in during) >= 3  # the server answers; only the frames are old
 
 
+@pytest.mark.filterwarnings("ignore:LaneStream. the last 3 frames:RuntimeWarning")  # slower than max_age on purpose
 def test_iterating_goes_on_while_the_model_is_slower_than_max_age(server):
     """Each call takes SLOW_S, max_age is a sixth of it: between two results the iteration yields the newest one
     (stale) every max_age and goes on until the camera's last frame was detected."""
