@@ -21,8 +21,7 @@ FAMILIES = ["", *sorted(set(re.findall(r"FAMILY=(\w+)", README)))]
 
 pytestmark = [
     pytest.mark.slow, pytest.mark.triton,
-    pytest.mark.skipif(os.environ.get("EDGE_DEPLOY_DEMO_TESTS") != "1",
-                       reason="minutes per family: run by .ci/run on its own (EDGE_DEPLOY_DEMO_TESTS=1)"),
+    pytest.mark.once(reason="minutes per family"),
 ]
 
 

@@ -10,7 +10,6 @@ the camera, as the frame shows it); `test_the_audited_paint_is_the_frames` ties 
 """
 from __future__ import annotations
 
-import os
 
 import cv2
 import numpy as np
@@ -99,9 +98,7 @@ def test_the_frames_that_went_wrong_hold_their_markings(seed):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("EDGE_DEPLOY_DEMO_TESTS") != "1",
-                    reason="30-60 s for all 200 frames: run once by .ci/run beside the demos (EDGE_DEPLOY_DEMO_TESTS=1), "
-                           "not in both suite runs; the frames that went wrong run in the suite")
+@pytest.mark.once(reason="30-60 s for all 200 frames (the frames that went wrong run in the suite)")
 def test_every_evaluated_frame_holds_what_it_draws_and_draws_what_it_holds():
     problems = [problem for seed in EVALUATED for problem in _audit(seed)]
     assert problems == []

@@ -544,6 +544,7 @@ def test_laneatt_bad_checkpoints(laneatt_data: Path, r18_top1000, tmp_path: Path
 
 
 @pytest.mark.slow
+@pytest.mark.once(reason="ResNet-34 with every anchor (half a minute)")
 def test_laneatt_r34_all_anchors_untrained(tmp_path: Path) -> None:
     out = tmp_path / "art"
     # --precision fp32: the stages checked below, without model_fp16.onnx (made and checked for LaneATT by

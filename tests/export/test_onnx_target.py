@@ -254,6 +254,7 @@ def family_artifacts(request, tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.once(reason="a minute or more of converts per family")
 @pytest.mark.parametrize("family", family_names())
 def test_every_artifact_variant_of_every_family_is_written_for_the_device(family, family_artifacts) -> None:
     torch_or_skip()  # converting a family from PyTorch

@@ -203,6 +203,7 @@ def test_the_preprocessing_is_the_official_crop_and_resize(clrnet_artifact) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.once(reason="two more data sets' converts (the CULane one runs in the suite)")
 def test_tusimple_and_llamas_checkpoints_convert_with_their_presets(tmp_path) -> None:
     from edge_deploy.convert import convert
     from edge_deploy.export.settings import ExportSettings, batch_range

@@ -113,6 +113,7 @@ def test_tusimple_checkpoint_converts_to_onnx_equal_to_the_pytorch_model(tusimpl
 
 
 @pytest.mark.slow
+@pytest.mark.once(reason="a 825 MB model converted (a minute)")
 def test_culane_checkpoint_converts_to_onnx_equal_to_the_pytorch_model(tmp_path) -> None:
     from edge_deploy.convert import convert
     from edge_deploy.export.settings import ExportSettings, batch_range
