@@ -46,7 +46,7 @@ import stat
 import time
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Mapping, Sequence
+from typing import Any, BinaryIO, Callable, Mapping, Sequence, TypeVar
 
 from ._version import __version__
 from .bounded_read import special_kind
@@ -76,10 +76,13 @@ ONNX_TRITON_DTYPES = {
 }
 
 FORMAT = 2
-# section -> the stage report it holds (edge_deploy.records)
-_RECORDS: dict[str, type[Record]] = {"export": ExportReport, "parity": ParityReport, "fp16": Fp16Report,
-                                     "evaluation": EvaluationRecord, "fused_preprocess": FusedPreprocessRecord,
-                                     "detection": DetectionRecord}
+_R = TypeVar("_R", bound=Record)
+
+
+def _record(data: Mapping[str, object], key: str, kind: type[_R]) -> _R | None:
+    """Section `key`, a stage report (edge_deploy.records), read as `kind`; None where the manifest has none."""
+    section = data.get(key)
+    return kind.from_dict(section, key) if isinstance(section, dict) else None
 
 
 # --------------------------------------------------------------------------- typed sections
@@ -361,7 +364,7 @@ class Manifest:
     family: str | None = None
     source: ModelSource = field(default_factory=ModelSource)
     files: dict[str, FileEntry] = field(default_factory=dict)
-    tool: dict[str, Any] = field(default_factory=lambda: {"name": "edge-deploy", "version": __version__})
+    tool: dict[str, object] = field(default_factory=lambda: {"name": "edge-deploy", "version": __version__})
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     export: ExportReport | None = None
     parity: ParityReport | None = None
@@ -429,8 +432,10 @@ class Manifest:
             precision = Precision(data["precision"])
             io = IOSignature.from_dict(data["io"])
             files = {name: FileEntry(str(e["sha256"]), int(e["bytes"])) for name, e in (data.get("files") or {}).items()}
-            records: dict[str, Any] = {key: kind.from_dict(data[key], key) if isinstance(data.get(key), dict) else None
-                       for key, kind in _RECORDS.items()}
+            export, parity, fp16, evaluation, fused_preprocess, detection = (
+                _record(data, "export", ExportReport), _record(data, "parity", ParityReport),
+                _record(data, "fp16", Fp16Report), _record(data, "evaluation", EvaluationRecord),
+                _record(data, "fused_preprocess", FusedPreprocessRecord), _record(data, "detection", DetectionRecord))
             source = _source_type(data).from_dict(data.get("source") or {}, "source")
         except RecordError as exc:
             raise ManifestError(f"{where} is damaged: {exc}; re-run `edge-deploy convert`.") from None
@@ -443,11 +448,13 @@ class Manifest:
                                     "artifact (a manifest names only files beside it); re-run `edge-deploy convert`.")
         return cls(io=io, preprocess=preprocess, decode=decode, precision=precision, family=data.get("family"),
                    plan=plan, source=source, files=files, tool=dict(data.get("tool") or {}),
-                   created=str(data.get("created", "")), timings=dict(data.get("timings") or {}), **records)
+                   created=str(data.get("created", "")), timings=dict(data.get("timings") or {}), export=export,
+                   parity=parity, fp16=fp16, evaluation=evaluation, fused_preprocess=fused_preprocess,
+                   detection=detection)
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest.json form (format 2)."""
-        data: dict[str, Any] = {
+        data: dict[str, object] = {
             "format": FORMAT,
             "tool": self.tool,
             "created": self.created,
@@ -606,6 +613,7 @@ def read_manifest(artifact_dir: Path) -> Manifest:
 # --------------------------------------------------------------------------- migrations
 
 
+# A migration takes and gives manifest.json's raw JSON: Manifest.from_dict checks it once, after the last one.
 def _migrate_1(data: dict[str, Any]) -> dict[str, Any]:
     """Format 1 -> 2: add "family" and "precision", and complete "decode" and "preprocess".
 
@@ -636,12 +644,12 @@ def _migrate_1(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# format N -> the function that turns it into format N + 1
+# format N -> the function that turns it into format N + 1 (raw JSON to raw JSON, checked after: see _migrate_1)
 MIGRATIONS: dict[object, Callable[[dict[str, Any]], dict[str, Any]] | None] = {1: _migrate_1, 2: None}
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:
-    """A manifest mapping of any known format, brought to the current one."""
+    """A manifest mapping of any known format, brought to the current one (raw JSON: from_dict checks it after)."""
     while (step := MIGRATIONS.get(data.get("format"))) is not None:
         data = step(data)
     return data

@@ -29,7 +29,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from .errors import CertificateError
 from .fsutil import write_bytes_atomic, write_json_atomic
@@ -200,6 +200,23 @@ def _san(cert) -> tuple[list[str], list[str]]:  # noqa: ANN001
 # --------------------------------------------------------------------------- the CA
 
 
+class _IndexFacts(TypedDict):
+    kind: str  # "server" | "client"
+    serial: str  # decimal: a serial has up to 159 bits
+    not_after: str  # ISO 8601
+
+
+class IndexEntry(_IndexFacts, total=False):
+    """One certificate in index.json, as `issue` writes it (entries of older versions may lack days and revoked)."""
+
+    days: int
+    revoked: bool
+
+
+def _is_index_entry(entry: object) -> bool:
+    return isinstance(entry, dict) and all(isinstance(entry.get(key), str) for key in ("kind", "serial", "not_after"))
+
+
 class CertificateAuthority:
     """The CA in a certificates directory (see the module docstring for its files)."""
 
@@ -225,15 +242,20 @@ class CertificateAuthority:
 
     # -- index
 
-    def _index(self) -> dict[str, dict[str, Any]]:
+    def _index(self) -> dict[str, IndexEntry]:
+        path = self.dir / "index.json"
         try:
-            return json.loads((self.dir / "index.json").read_text())
+            index = json.loads(path.read_text())
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
-            raise CertificateError(f"cannot read {self.dir / 'index.json'} ({exc}); run as root.") from exc
+            raise CertificateError(f"cannot read {path} ({exc}); run as root.") from exc
+        if not isinstance(index, dict) or not all(_is_index_entry(entry) for entry in index.values()):
+            raise CertificateError(f"{path} is not edge-deploy's certificate index (each name with its kind, serial "
+                                   "and not_after); restore it, or make a new CA with `edge-deploy certs init --force`.")
+        return index
 
-    def _save_index(self, index: dict[str, dict[str, Any]]) -> None:
+    def _save_index(self, index: dict[str, IndexEntry]) -> None:
         write_json_atomic(self.dir / "index.json", index, 0o644)
 
     def issued(self) -> list[Issued]:

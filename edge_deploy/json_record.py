@@ -73,7 +73,7 @@ class Record(Mapping[str, Any]):
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (see the module's docstring)."""
         names = self._names()
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for key in self.key_order:
             if key in names:
                 out[key] = json_value(getattr(self, key))
@@ -137,7 +137,7 @@ def read_record(cls: type[Record]) -> Reader:
 
 
 def map_of(reader: Reader) -> Reader:
-    def read(value: Any, where: str) -> dict[str, Any]:
+    def read(value: Any, where: str) -> dict[str, object]:
         if not isinstance(value, Mapping):
             raise RecordError(f"{where} is {kind_of(value)}, not an object")
         return {str(k): v if v is None else reader(v, f"{where}.{k}") for k, v in value.items()}

@@ -168,3 +168,13 @@ def test_certs_cli_init_issue_list(tmp_path) -> None:
     assert "lane-consumer" in listed.stdout and "730 days left" in listed.stdout
     again = run("init")
     assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1 and "--force" in again.stderr
+
+
+def test_a_damaged_index_is_one_line_naming_the_file(ca) -> None:
+    """index.json is read into typed entries once: an entry without its facts is a CertificateError, no KeyError."""
+    (ca.dir / "index.json").write_text('{"app": {"kind": "client"}}')
+    with pytest.raises(CertificateError, match=r"index\.json is not edge-deploy's certificate index"):
+        ca.issued()
+    (ca.dir / "index.json").write_text('["app"]')
+    with pytest.raises(CertificateError, match="certs init --force"):
+        ca.issue("app")

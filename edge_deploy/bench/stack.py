@@ -115,11 +115,13 @@ class StackReport:
 
 def _client(config: BenchConfig, name: str) -> ModelClient:
     """A DetectorClient for a detector edge-deploy installed, else a ModelClient."""
-    options: dict[str, Any] = {"transport": config.transport, "client_timeout": config.timeout, "tls": config.tls}
-    client = ModelClient(config.url, name, **options)
+    def connect(kind: type[ModelClient]) -> ModelClient:
+        return kind(config.url, name, transport=config.transport, client_timeout=config.timeout, tls=config.tls)
+
+    client = connect(ModelClient)
     if client.model is not None and client.model.detection is not None:
         client.close()
-        return DetectorClient(config.url, name, **options)
+        return connect(DetectorClient)
     return client
 
 
@@ -194,7 +196,7 @@ def _one_run(config: BenchConfig, settings: str, lane: LaneDetClient, others: di
     return StackRun(settings, StackLatency.of(alone, took), StackLatency.of(beside, took_beside), rates)
 
 
-def _defaults_of(config_json: dict[str, Any]) -> dict[str, Any]:
+def _defaults_of(config_json: dict[str, object]) -> dict[str, object]:
     """A model's config (JSON, proto field names) with what install's --priority, --instances and --threads wrote
     taken out."""
     cfg = json.loads(json.dumps(config_json))
@@ -227,7 +229,7 @@ class _Loader:
         """Every model of `names` loaded with install's defaults meanwhile, then with the config it had again.
         (The config it had, not a plain load: Triton 2.51 keeps serving an overriding config when asked to load a
         model whose files did not change.)"""
-        served: dict[str, dict[str, Any]] = {}
+        served: dict[str, dict[str, object]] = {}
         try:
             for name in names:
                 served[name] = self.client.get_model_config(name, as_json=True, client_timeout=self.timeout)["config"]

@@ -200,7 +200,7 @@ class ConvertOptions:
     name: Annotated[str, typer.Option(help="Model name in the repository for --install.")] = "lanedet"
     family_options: dict[str, OptionValue] = field(default_factory=dict)  # the families' own flags, given ones only
 
-    @classmethod
+    @classmethod  # given: the command's **kwargs as typer passes them, plus the families' own flags (any type)
     def of(cls, given: dict[str, Any]) -> "ConvertOptions":
         """The options from the command's keyword arguments; the rest are the families' flags."""
         names = {f.name for f in fields(cls)} - {"family_options"}

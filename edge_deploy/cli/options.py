@@ -68,6 +68,7 @@ def takes_fields(options_type: type, table: Mapping[str, Any]) -> Callable[[Any]
     return decorate
 
 
+# Any: typer's **kwargs in, `options_type(**...)` keyword arguments out; the dataclass types each field
 def options_of(options_type: type, given: Mapping[str, Any]) -> dict[str, Any]:
     """The keyword arguments of `given` that are fields of `options_type` (the rest are the command line's own)."""
     names = {f.name for f in fields(options_type) if f.init}

@@ -81,6 +81,7 @@ INSTALL_PARAMETERS = {
 }
 
 
+# given: the command's **kwargs as typer passes them, each value typed by its own parameter (INSTALL_PARAMETERS)
 def install_options(given: dict[str, Any]) -> InstallOptions:
     """The InstallOptions the command's keyword arguments ask for (--no-pipeline is pipeline=False)."""
     pipeline, no_pipeline = given["pipeline"], given["no_pipeline"]

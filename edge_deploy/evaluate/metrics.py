@@ -510,10 +510,8 @@ class RetentionComparison:
         image_size: Sequence[int] = CULANE_IMAGE_SIZE,
         lane_width: int = CULANE_LANE_WIDTH,
     ) -> None:
-        opts: dict[str, Any] = {"thresholds": thresholds, "image_size": image_size, "lane_width": lane_width}
-        self.reference = CULaneEvaluator(**opts)
-        self.candidate = CULaneEvaluator(**opts)
-        self.agreement = CULaneEvaluator(**opts)
+        self.reference, self.candidate, self.agreement = (
+            CULaneEvaluator(thresholds=thresholds, image_size=image_size, lane_width=lane_width) for _ in range(3))
         self.frames = 0
         self.same_count = 0
 

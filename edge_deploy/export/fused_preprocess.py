@@ -74,7 +74,7 @@ def parse_frame_size(text: str) -> tuple[int, int]:
 
 
 # ONNX Resize attributes per interpolation of a spec, and the interpolations only approximated (why).
-RESIZE_ATTRIBUTES: dict[str, dict[str, Any]] = {
+RESIZE_ATTRIBUTES: dict[str, dict[str, str | float]] = {
     "bicubic": {"mode": "cubic", "cubic_coeff_a": -0.75, "coordinate_transformation_mode": "half_pixel",
                 "exclude_outside": 0},
     "bilinear": {"mode": "linear", "coordinate_transformation_mode": "half_pixel"},

@@ -9,23 +9,55 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import numpy as np
 
 from ..errors import CalibrationError, brief
 from ..fsutil import write_text_atomic
 
-__all__ = ["Calibrated", "CameraArguments", "camera_arguments", "read_calibration", "write_calibration"]
+__all__ = ["Calibrated", "CameraArguments", "CameraInfo", "MatrixBlock", "camera_arguments", "read_calibration", "write_calibration"]
 
-CameraArguments = dict  # Camera(**arguments) with "mounting" a dict of Mounting(**...) arguments
+class _CameraFacts(TypedDict):
+    width: int
+    height: int
+    camera_matrix: np.ndarray  # 3x3
+    distortion: np.ndarray
+    mounting: dict[str, float]  # Mounting(**mounting)
+    distortion_model: str
+
+
+class CameraArguments(_CameraFacts, total=False):
+    """A Camera's arguments, checked, from a calibration file (`name` when the file has a camera_name)."""
+
+    name: str
+
+
+class MatrixBlock(TypedDict):
+    """A camera_info matrix: `rows` x `cols` numbers in `data`, row by row."""
+
+    rows: int
+    cols: int
+    data: list[float]
+
+
+class CameraInfo(TypedDict):
+    """The calibration file's mapping as written (`Camera.to_mapping`): camera_info's keys plus `mounting`."""
+
+    image_width: int
+    image_height: int
+    camera_name: str
+    camera_matrix: MatrixBlock
+    distortion_model: str
+    distortion_coefficients: MatrixBlock
+    mounting: dict[str, float]  # height_m, pitch_deg, roll_deg, yaw_deg
 
 
 class Calibrated(Protocol):
     """What `write_calibration` writes: a geometry Camera (camera.py builds on this module, so it is not imported
     here)."""
 
-    def to_mapping(self) -> Mapping[str, object]: ...
+    def to_mapping(self) -> CameraInfo: ...
 
 
 _REQUIRED = ("image_width", "image_height", "camera_matrix", "distortion_model", "distortion_coefficients",
@@ -102,10 +134,12 @@ def camera_arguments(data: Any, where: str = "calibration") -> CameraArguments:
         raise CalibrationError(f"{where}: mounting has unknown keys {', '.join(brief(k, 30) for k in unknown[:5])}; use height_m, "
                                "pitch_deg, roll_deg, yaw_deg.")
     values = {key: _number(mounting[key], f"mounting.{key}", where) for key in mounting}
+    arguments: CameraArguments = {"width": width, "height": height, "camera_matrix": np.reshape(matrix, (3, 3)),
+                                  "distortion": np.asarray(coefficients), "mounting": values, "distortion_model": model}
     name = data.get("camera_name")
-    return {"width": width, "height": height, "camera_matrix": np.reshape(matrix, (3, 3)),
-            "distortion": np.asarray(coefficients), "mounting": values, "distortion_model": model,
-            **({"name": name} if isinstance(name, str) else {})}
+    if isinstance(name, str):
+        arguments["name"] = name
+    return arguments
 
 
 # No calibration figure comes near these: focal lengths and centres are pixels, a mounting is metres and degrees, and a
@@ -125,7 +159,7 @@ def _number(value: Any, key: str, where: str) -> float:
     return float(value)
 
 
-def _integer(data: dict[str, Any], key: str, where: str) -> int:
+def _integer(data: Mapping[str, object], key: str, where: str) -> int:
     """A positive integer of the camera_info YAML mapping `data`."""
     value = data[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -136,7 +170,7 @@ def _integer(data: dict[str, Any], key: str, where: str) -> int:
     return value
 
 
-def _matrix(data: dict[str, Any], key: str, where: str, shapes: tuple[tuple[int, int], ...] | None) -> list[float]:
+def _matrix(data: Mapping[str, object], key: str, where: str, shapes: tuple[tuple[int, int], ...] | None) -> list[float]:
     """A {rows, cols, data} mapping's data (camera_info YAML), its size checked against rows x cols (and `shapes`
     when given)."""
     block = data[key]

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import CalibrationError, GeometryError, brief, one_line
 from ..numbers import Range, finite_points
-from .calibration_file import camera_arguments, read_calibration, write_calibration
+from .calibration_file import CameraInfo, camera_arguments, read_calibration, write_calibration
 
 __all__ = ["DISTORTION_MODELS", "Camera", "Mounting", "pitch_from_vanishing_point"]
 
@@ -136,9 +136,11 @@ class Camera:
     @classmethod
     def from_mapping(cls, data: Any, where: str = "calibration") -> "Camera":
         """A camera from the mapping a camera_info YAML file holds; `where` names it in messages."""
-        arguments = camera_arguments(data, where)
+        a = camera_arguments(data, where)
+        named = {"name": a["name"]} if "name" in a else {}
         try:
-            return cls(**{**arguments, "mounting": Mounting(**arguments["mounting"])})
+            return cls(a["width"], a["height"], a["camera_matrix"], a["distortion"], Mounting(**a["mounting"]),
+                       a["distortion_model"], **named)
         except CalibrationError as exc:
             raise CalibrationError(f"{where}: {exc}") from None
 
@@ -146,7 +148,7 @@ class Camera:
         """Write this camera as a calibration file that `from_yaml` reads back; returns the path."""
         return write_calibration(path, self)
 
-    def to_mapping(self) -> dict[str, Any]:
+    def to_mapping(self) -> CameraInfo:
         """The camera_info mapping (ROS camera_info YAML, plus `mounting`) that `from_mapping` reads back."""
         return {
             "image_width": int(self.width),

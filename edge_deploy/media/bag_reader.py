@@ -31,7 +31,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePath
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from rosbags.interfaces import Connection, MessageDefinitionFormat
 from rosbags.rosbag1 import Reader as Reader1
@@ -42,6 +42,10 @@ from rosbags.typesys import Stores, get_types_from_idl, get_types_from_msg, get_
 
 from ..bounded_read import read_regular, regular_file
 from ..errors import FrameError
+
+if TYPE_CHECKING:  # types only
+    from rosbags.interfaces.typing import Typesdict
+    from rosbags.typesys.store import Typestore
 
 if sys.version_info >= (3, 14):  # pragma: no cover - as rosbags imports it
     from compression import zstd
@@ -308,7 +312,7 @@ class RecordingReader:
         self.ros1 = path.suffix.lower() == ".bag"
         self._stack = contextlib.ExitStack()
         self._message_mode = False
-        self._stores: dict[str, Any] = {}
+        self._stores: dict[str, Typestore] = {}
         self.reader: Any = None
 
     def __enter__(self) -> "RecordingReader":
@@ -361,7 +365,7 @@ class RecordingReader:
         reader.storage.STORAGE_PLUGINS = {**reader.storage.STORAGE_PLUGINS, "mcap": BoundedMcapReader}
         return reader
 
-    def _decompressed(self, info: dict[str, Any], files: list[str]) -> Path:
+    def _decompressed(self, info: dict[str, object], files: list[str]) -> Path:
         """A `compression_mode: file` bag's files decompressed (bounded) into a temporary directory, with a
         metadata.yaml that says they are not compressed."""
         import yaml
@@ -392,7 +396,7 @@ class RecordingReader:
             return store.deserialize_ros1(raw, connection.msgtype)
         return store.deserialize_cdr(raw, connection.msgtype)
 
-    def _store(self, connection: Connection) -> Any:
+    def _store(self, connection: Connection) -> Typestore:
         """The typestore of one message type: from the recording's own definition of it (the first connection of
         the type that has one), else the default store (ROS 2 Humble, ROS 1 Noetic). Only the types read are
         parsed: a topic nobody reads (a Jazzy service event's `SRV:` definition) never refuses the recording."""
@@ -412,7 +416,7 @@ class RecordingReader:
                 store.register(get_types_from_msg(defined.msgdef.data, msgtype))
             else:
                 separator = "=" * 80 + "\n"
-                types: dict[str, Any] = {}
+                types: Typesdict = {}
                 if defined.msgdef.data.startswith(f"{separator}IDL: "):
                     for part in defined.msgdef.data.split(separator)[1:]:
                         types.update(get_types_from_idl(part.split("\n", 1)[1]))

@@ -26,15 +26,18 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ClientError, EdgeDeployError, one_line
-from ..geometry.frame_markers import LaneGeometry
+from ..geometry.frame_markers import FrameMarkers, LaneGeometry
 from ..runtime import Threads, call_app
 from ..numbers import FPS, MAX_AGE_S, Range
 from .video import frames_of, is_live_source, open_video, source_fps
+
+if TYPE_CHECKING:  # a type only: the lanes come from whatever client the app gives (this module imports none)
+    from ..lanedet.lane import Lane
 
 # max_age and deadline, fps: numbers.MAX_AGE_S and FPS, said as "a positive number" (the words apps match on).
 STREAM_SECONDS = Range(MAX_AGE_S.low, MAX_AGE_S.high, "", low_open=True, noun="a positive number of seconds")
@@ -69,8 +72,8 @@ class LaneResult:
 
     seq: int
     captured_at: float
-    lanes: tuple[Any, ...] = ()
-    markers: Any = None
+    lanes: tuple[Lane, ...] = ()
+    markers: FrameMarkers | None = None
     latency_s: float | None = None
     age_s: float = 0.0
     state: str = "unavailable"

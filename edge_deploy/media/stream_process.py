@@ -19,9 +19,12 @@ import struct
 import time
 from dataclasses import replace
 from multiprocessing import shared_memory
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..errors import ClientError, EdgeDeployError, one_line
+
+if TYPE_CHECKING:  # types only
+    from ..geometry.camera import Camera
 
 __all__ = ["ResultBoard", "ProcessStream"]
 
@@ -112,8 +115,19 @@ class ResultBoard:
                 pass
 
 
+class ChildOptions(TypedDict):
+    """The LaneStream keyword arguments the child's stream is made with (the app's, as given)."""
+
+    max_age: float
+    deadline: float
+    camera: Camera | None
+    track: bool
+    fps: float | None
+    speed_mps: float | None
+
+
 def _run_child(board_name: str, stream_type: Any, client_type: Any, settings: Any, source: Any,
-               options: dict[str, Any], stop: Any, report: Any) -> None:
+               options: ChildOptions, stop: Any, report: Any) -> None:
     """The child: a `stream_type` (LaneStream) whose results go onto the board; its stats to `report` when `stop` is
     set."""
     board = ResultBoard.attach(board_name)
@@ -139,7 +153,7 @@ def _run_child(board_name: str, stream_type: Any, client_type: Any, settings: An
 class ProcessStream:
     """The app's side of a stream run in a child process (LaneStream's process=True)."""
 
-    def __init__(self, stream_type: Any, client: Any, source: Any, options: dict[str, Any]) -> None:
+    def __init__(self, stream_type: Any, client: Any, source: Any, options: ChildOptions) -> None:
         from_settings = getattr(type(client), "from_settings", None)
         if not callable(from_settings) or getattr(client, "settings", None) is None:
             raise ClientError(f"process=True makes the stream's own client in a child process from the app's client's "

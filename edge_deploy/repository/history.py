@@ -64,7 +64,8 @@ def state_path(repository: Path) -> Path:
     return Path(repository) / STATE_NAME
 
 
-def _read_all(repository: Path) -> dict[str, Any]:
+def _read_all(repository: Path) -> dict[str, object]:
+    """The state file's models (model name -> its raw entry, which VersionHistory.from_dict checks)."""
     try:
         data = json.loads(state_path(repository).read_text())
     except (OSError, ValueError):
@@ -75,12 +76,13 @@ def _read_all(repository: Path) -> dict[str, Any]:
     return models if isinstance(models, dict) else {}
 
 
-def _check_format(repository: Path, data: dict[str, Any]) -> None:
+def _check_format(repository: Path, data: dict[str, object]) -> None:
     """RepositoryError for a state file a newer edge-deploy wrote: reading it as empty would rewrite it, losing it."""
     found = data.get("format")
     if isinstance(found, int) and not isinstance(found, bool) and found > FORMAT:
-        tool = data["tool"] if isinstance(data.get("tool"), dict) else {}
-        writer = f"edge-deploy {tool['version']}" if isinstance(tool.get("version"), str) else "a newer edge-deploy"
+        tool = data.get("tool")
+        version = tool.get("version") if isinstance(tool, dict) else None
+        writer = f"edge-deploy {version}" if isinstance(version, str) else "a newer edge-deploy"
         raise RepositoryError(
             f"{state_path(repository)} is format {found}, written by {writer}; this edge-deploy "
             f"({__version__}) reads format {FORMAT} only and will not overwrite it: use {writer} or newer."

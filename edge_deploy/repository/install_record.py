@@ -54,7 +54,7 @@ class InstallRecord:
             data["pipeline"] = self.pipeline.value
         return json.dumps({**data, **self.extra}, indent=2).encode() + b"\n"
 
-    @classmethod
+    @classmethod  # data: install.json as parsed, Any until each field is read here (the record's from_dict)
     def from_json_dict(cls, data: dict[str, Any]) -> "InstallRecord | None":
         """The record of install.json's parsed JSON; None for one that is not a record install wrote."""
         role = data.get("role", "model")

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,7 +170,7 @@ class ConfigOptions:
         )
 
 
-def _stored_precision(data: dict[str, Any]) -> Precision:
+def _stored_precision(data: Mapping[str, object]) -> Precision:
     """The precision an install record's options give (before "precision", a bool "fp16")."""
     try:
         return Precision(data["precision"])
@@ -214,7 +215,7 @@ def _policy(config: Any, version_policy: int | None) -> None:
         config.version_policy.specific.versions.append(int(version_policy))
 
 
-def _set_params(config: Any, params: dict[str, Any]) -> None:
+def _set_params(config: Any, params: Mapping[str, object]) -> None:
     for key, value in params.items():
         config.parameters[key].string_value = value if isinstance(value, str) else json.dumps(value)
 

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from .._deps import require
 from ..errors import ClientError
@@ -100,13 +100,24 @@ def unauthenticated_warning(address: ListenAddress) -> str:
             "protocol is unauthenticated: anyone who reaches this address sees the camera and the lanes.")
 
 
+class _Advertisement(TypedDict):
+    """One channel of a Foxglove `advertise` message, as sent."""
+
+    id: int
+    topic: str
+    encoding: str
+    schemaName: str
+    schema: str
+    schemaEncoding: str
+
+
 @dataclass(frozen=True)
 class _Channel:
     id: int
     topic: str
     msgtype: str
 
-    def advertisement(self) -> dict[str, Any]:
+    def advertisement(self) -> _Advertisement:
         return {"id": self.id, "topic": self.topic, "encoding": "cdr", "schemaName": self.msgtype,
                 "schema": schema(self.msgtype).decode(), "schemaEncoding": "ros2msg"}
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
 from .._deps import require
+
+if TYPE_CHECKING:  # types only: rosbags is imported where a message is written
+    from rosbags.interfaces.typing import Typesdict
 
 MSG_DIR = Path(__file__).parent / "msg"
 MSG_PACKAGE = MSG_DIR / "edge_deploy_msgs"
@@ -21,7 +25,7 @@ def typestore() -> Any:
     """A rosbags Typestore with ROS 2 Humble's types and edge_deploy_msgs registered."""
     typesys = require("rosbags.typesys", "writing ROS 2 messages")
     store = typesys.get_typestore(typesys.Stores.ROS2_HUMBLE)
-    found: dict[str, Any] = {}
+    found: Typesdict = {}
     for name in CUSTOM:
         package, _, kind = name.split("/")
         text = (MSG_DIR / package / "msg" / f"{kind}.msg").read_text()

@@ -345,7 +345,7 @@ class TrainConfig:
     flip: bool = True
     favour: tuple[str, ...] = ()  # condition tags drawn more often (make_example)
     init: str = ""  # warm start: weights of this checkpoint (a run's last.pt or official format), fresh optimizer
-    extra: dict[str, Any] = field(default_factory=dict)  # free-form notes, saved in the checkpoint's "config"
+    extra: dict[str, object] = field(default_factory=dict)  # free-form notes, saved in the checkpoint's "config"
 
 
 CHECKPOINT = "last.pt"
@@ -364,7 +364,7 @@ def build_model(backbone: str, anchor_indices: Sequence[int], seed: int) -> Any:
     return model.to(memory_format=torch.channels_last).train()  # type: ignore[call-overload]  # torch stubs lack it
 
 
-def _save(path: Path, obj: dict[str, Any]) -> None:
+def _save(path: Path, obj: dict[str, object]) -> None:
     """torch.save `obj` (a checkpoint mapping, torch's format) atomically."""
     import torch
 
