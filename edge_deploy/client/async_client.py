@@ -29,23 +29,27 @@ from .base import (
     CLOSE_WITHIN,
     DEFAULT_MODEL,
     DEFAULT_URL,
-    UNREGISTER_GRACE,
     Backoff,
     ClientBase,
     ClientSettings,
-    StageTimes,
+    DetectOptions,
+    LaneClientOptions,
+    ReadyWait,
     Unregistering,
+    detect_call,
     release_slots,
     server_errors,
+    worst_reason,
 )
 from .buffers import Slot
 from .frames import check_frames
-from .request import read_lanes
 from .served_model import LaneModel
 from .shm import ShmRegion
-from ..tls import TLSConfig, client_options
+from ..tls import client_options
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..geometry.frame_markers import FrameMarkers
 
 __all__ = ["AsyncLaneDetClient"]
@@ -65,32 +69,11 @@ class AsyncLaneDetClient(ClientBase):
     LaneDetClient (`await detect_markers(frame)`: markers made in the order of the calls).
     """
 
-    def __init__(
-        self,
-        url: str = DEFAULT_URL,
-        model: str = DEFAULT_MODEL,
-        *,
-        version: str = "",
-        transport: str = "auto",
-        client_timeout: float = 10.0,
-        retry_deadline: float = 30.0,
-        conf_threshold: float | None = None,
-        nms_threshold: float | None = None,
-        top_k: int | None = None,
-        max_in_flight: int = 4,
-        connect: bool = True,
-        tls: TLSConfig | None = None,
-        strict: bool = False,
-        camera: Any = None,
-        track: bool = False,
-        fps: float | None = None,
-    ) -> None:
+    def __init__(self, url: str = DEFAULT_URL, model: str = DEFAULT_MODEL, *, max_in_flight: int = 4,
+                 connect: bool = True, **options: Unpack[LaneClientOptions]) -> None:
         if max_in_flight < 1:
             raise ClientError(f"max_in_flight must be >= 1, got {max_in_flight}.")
-        super().__init__(ClientSettings.of(
-            url, model, version=version, transport=transport, client_timeout=client_timeout,
-            retry_deadline=retry_deadline, conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k,
-            tls=tls, strict=strict, camera=camera, track=track, fps=fps))
+        super().__init__(ClientSettings.of(url, model, **options))
         self.max_in_flight = int(max_in_flight)
         self._connect_on_enter = connect
         import tritonclient.grpc.aio  # noqa: F401 - imported now, not inside the first call's deadline
@@ -135,12 +118,9 @@ class AsyncLaneDetClient(ClientBase):
 
     async def wait_until_ready(self, timeout: float = 60.0) -> "AsyncLaneDetClient":
         """Wait until the server and model are ready and the client is set up, or raise after `timeout` s."""
-        backoff = Backoff(timeout, cap=0.5)
-        failure: Exception | None = None  # the latest attempt's that failed
+        waiting = ReadyWait(self, timeout)
         while True:
-            self._check_open()
-            step = backoff.rpc_timeout(self.client_timeout)
-            last = None
+            step = waiting.attempt()
             try:
                 client = self._client()
                 if await client.is_server_live(client_timeout=step) and await client.is_model_ready(
@@ -151,30 +131,22 @@ class AsyncLaneDetClient(ClientBase):
                     await self._register(self._unregistered(self._slots))
                     return self
             except server_errors() as exc:
-                last = failure = self._attempt_failure(exc, failure)
-            await asyncio.sleep(self._wait_delay(backoff, last, timeout))
+                waiting.failed(exc)
+            await asyncio.sleep(waiting.delay())
 
     # -- detection
 
-    async def detect(
-        self,
-        frame: np.ndarray,
-        *,
-        color: str = "bgr",
-        conf_threshold: float | None = None,
-        nms_threshold: float | None = None,
-        top_k: int | None = None,
-        deadline: float | None = None,
-    ) -> list[Lane]:
+    async def detect(self, frame: np.ndarray, *, deadline: float | None = None,
+                     **options: Unpack[DetectOptions]) -> list[Lane]:
         """Lanes in one HxWx3 frame (BGR unless color="rgb"), best first, in frame pixels. deadline: seconds for
-        the whole call, retries included, else `LanesUnavailable` (as for LaneDetClient.detect)."""
+        the whole call, retries included, else `LanesUnavailable`; options as for LaneDetClient.detect."""
+        color, call = detect_call(options)
         frames = check_frames([frame], color)
-        budget = self._call_backoff(deadline) if deadline is not None else None
-        return (await self._within(budget, deadline, self._detect_chunk(
-            frames, color, (conf_threshold, nms_threshold, top_k), budget, deadline)))[0]
+        budget = self._call_backoff(deadline)
+        return (await self._within(budget, deadline, self._detect_chunk(frames, color, call, budget, deadline)))[0]
 
     async def detect_markers(self, frame: np.ndarray, *, deadline: float | None = None,
-                             **detect_options: Any) -> tuple[list[Lane], FrameMarkers]:
+                             **detect_options: Unpack[DetectOptions]) -> tuple[list[Lane], FrameMarkers]:
         """Lanes in one frame (`deadline` and `detect_options` as for detect) and their markers in the vehicle frame
         (needs camera=). Several calls may be in flight: their markers are made in the order of the calls, so with
         track=True start them in the video's frame order."""
@@ -191,21 +163,13 @@ class AsyncLaneDetClient(ClientBase):
                 self._markers_done += 1
                 self._markers_turn.notify_all()
 
-    async def detect_batch(
-        self,
-        frames: Sequence[np.ndarray],
-        *,
-        color: str = "bgr",
-        conf_threshold: float | None = None,
-        nms_threshold: float | None = None,
-        top_k: int | None = None,
-        deadline: float | None = None,
-    ) -> list[list[Lane]]:
-        """Lanes for each frame: batches up to the model's batch size, sent concurrently (`deadline`: as for
-        detect, for all of them)."""
+    async def detect_batch(self, frames: Sequence[np.ndarray], *, deadline: float | None = None,
+                           **options: Unpack[DetectOptions]) -> list[list[Lane]]:
+        """Lanes for each frame: batches up to the model's batch size, sent concurrently (`deadline` and `options`:
+        as for detect, for all of them)."""
+        color, call = detect_call(options)
         checked = check_frames(frames, color)
-        call = (conf_threshold, nms_threshold, top_k)
-        budget = self._call_backoff(deadline) if deadline is not None else None
+        budget = self._call_backoff(deadline)
 
         async def run() -> list[list[Lane]]:
             if self.model is None:
@@ -225,8 +189,7 @@ class AsyncLaneDetClient(ClientBase):
         try:
             return await asyncio.wait_for(call, max(0.0, budget.left()) + DEADLINE_SLACK)
         except asyncio.TimeoutError:
-            worst = next((r for r in ("unreachable", "not_ready", "busy", "slow") if r in budget.reasons), "slow")
-            raise self._unavailable(worst, deadline) from None
+            raise self._unavailable(worst_reason(budget.reasons), deadline) from None
 
     # -- calls to the server
 
@@ -244,32 +207,28 @@ class AsyncLaneDetClient(ClientBase):
         for slot in self._slots:
             self._free.put_nowait(slot)
 
-    def _timeout(self, budget: Backoff | None) -> float:
-        """An RPC's timeout: client_timeout, cut to what is left of the call's own deadline."""
-        return budget.rpc_timeout(self.client_timeout) if budget is not None else self.client_timeout
-
     async def _load_model(self, budget: Backoff | None = None) -> None:
         """(Re)read metadata + config unless up to date; new slots when the model changed."""
         async with self._setup_lock:
             if self.model is not None and not self._stale:
                 return  # another task did it meanwhile
             client, args = self._client(), (self.model_name, self.version)
-            metadata = await client.get_model_metadata(*args, client_timeout=self._timeout(budget))
-            config = await client.get_model_config(*args, client_timeout=self._timeout(budget))
-            ready = await client.is_model_ready(*args, client_timeout=self._timeout(budget))
+            metadata = await client.get_model_metadata(*args, client_timeout=self._rpc_timeout(budget))
+            config = await client.get_model_config(*args, client_timeout=self._rpc_timeout(budget))
+            ready = await client.is_model_ready(*args, client_timeout=self._rpc_timeout(budget))
             await self._unregister(self._adopt(metadata, config, ready), budget)
 
     async def _unregister(self, names: list[str], budget: Backoff | None = None, within: float | None = None) -> None:
         """Ask the server to drop `names`, all within `within` seconds (default: UNREGISTER_GRACE, cut to the call's
         deadline), repeating while it still holds one (unregister_is_final); best effort past that."""
         if within is None:
-            within = UNREGISTER_GRACE if budget is None else max(0.0, min(UNREGISTER_GRACE, budget.left()))
+            within = self._unregister_within(budget)
         pending = Unregistering(names, within)
         while pending.left:
             failure = None
             try:
                 await self._grpc.unregister_system_shared_memory(
-                    pending.left[0], client_timeout=pending.timeout(self._timeout(budget)))
+                    pending.left[0], client_timeout=pending.timeout(self._rpc_timeout(budget)))
             except Exception as exc:  # noqa: BLE001 - best effort, see unregister_is_final
                 failure = exc
             delay = pending.after(failure)
@@ -280,7 +239,7 @@ class AsyncLaneDetClient(ClientBase):
     async def _register(self, regions: list[ShmRegion], budget: Backoff | None = None) -> None:
         for region in regions:
             with self._registering(region):
-                await region.register_async(self._grpc, self._timeout(budget))
+                await region.register_async(self._grpc, self._rpc_timeout(budget))
 
     async def _free_slot(self, budget: Backoff | None, deadline: float | None) -> Slot:
         """A free slot; with a deadline, only as long as it lasts (all slots busy: LanesUnavailable "busy")."""
@@ -303,7 +262,7 @@ class AsyncLaneDetClient(ClientBase):
         self._check_open()
         if self.model is None and budget is None:
             await self.connect()
-        backoff = budget or Backoff(self.retry_deadline, cap=1.0)
+        backoff = self._retries(budget)
         while True:
             slot: Slot | None = None
             try:
@@ -321,14 +280,9 @@ class AsyncLaneDetClient(ClientBase):
                 await self._register(new, budget)
                 prepared = time.perf_counter()
                 result = await self._grpc.infer(slot.model.name, request.inputs, model_version=self.version,
-                                                outputs=request.outputs, client_timeout=self._timeout(budget))
-                answered = time.perf_counter()
+                                                outputs=request.outputs, client_timeout=self._rpc_timeout(budget))
                 self.recoveries += backoff.retried
-                lanes = read_lanes(slot, request, result, params)
-                if self.stage_log is not None:
-                    self.stage_log.append(StageTimes(prepared - start, answered - prepared,
-                                                     time.perf_counter() - answered, len(frames)))
-                return lanes
+                return self._lanes(slot, request, result, params, (start, prepared, time.perf_counter()))
             except server_errors() as exc:
                 delay = self._after_failure(backoff, exc, deadline)
             finally:

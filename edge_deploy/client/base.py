@@ -14,7 +14,7 @@ import ipaddress
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, TypedDict
 
 import numpy as np
 
@@ -31,12 +31,15 @@ from ..errors import (
 )
 from ..lanedet.decode_params import DecodeParams, DecodeParamsError, ScoreNmsDecodeParams
 from .buffers import Slot
-from .request import Request, build_request
+from .request import Request, build_request, read_lanes
 from .served_model import LaneModel, decode_params, describe_model
 from .shm import ShmRegion
 from ..tls import SOCKET_CLOSED, TLSConfig, explain_refusal, handshake_failure
 from ..geometry.frame_markers import LaneGeometry
 from ..numbers import FPS, TIMEOUT_S, Range
+
+if TYPE_CHECKING:
+    from ..lanedet.lane import Lane
 
 RETRY_DEADLINE_S = Range(0, TIMEOUT_S.high, "seconds")  # 0: no retries
 
@@ -155,6 +158,12 @@ def unavailability(exc: Exception) -> str | None:
     if status == "NOT_FOUND" or "not ready" in msg or "unknown model" in msg:
         return "not_ready"
     return None
+
+
+def worst_reason(reasons: set[str]) -> str:
+    """Of what the attempts of a call whose deadline ran out met, what says most: a server gone before a model not
+    ready, before a slot of this client's still taken, before a slow answer ("slow" when they met nothing)."""
+    return next((r for r in ("unreachable", "not_ready", "busy", "slow") if r in reasons), "slow")
 
 
 def lanes_unavailable(reason: str, deadline: float, url: str, model: str,
@@ -367,6 +376,69 @@ class ClientSettings:
                    None if fps is None else float(fps))
 
 
+class LaneClientOptions(TypedDict, total=False):
+    """The keyword arguments LaneDetClient and AsyncLaneDetClient take beside their own: `ClientSettings.of`'s, which
+    checks them and holds their defaults."""
+
+    version: str
+    transport: str
+    client_timeout: float
+    retry_deadline: float
+    conf_threshold: float | None
+    nms_threshold: float | None
+    top_k: int | None
+    tls: TLSConfig | None
+    strict: bool
+    camera: Any
+    track: bool
+    fps: float | None
+
+
+class DetectOptions(TypedDict, total=False):
+    """What a lane client's detect and detect_batch take beside the frames and the deadline: the frames' color
+    order ("bgr", the default, or "rgb") and the call's decode settings (None: the client's, else the model's)."""
+
+    color: str
+    conf_threshold: float | None
+    nms_threshold: float | None
+    top_k: int | None
+
+
+def detect_call(options: Mapping[str, Any]) -> tuple[str, tuple[float | None, float | None, int | None]]:
+    """A detect call's `DetectOptions`: its color and its decode settings (conf_threshold, nms_threshold, top_k);
+    a keyword it does not know is refused as Python refuses one."""
+    unknown = sorted(set(options) - set(DetectOptions.__annotations__))
+    if unknown:
+        raise TypeError(f"detect got an unexpected keyword argument {unknown[0]!r}")
+    return (options.get("color", "bgr"),
+            (options.get("conf_threshold"), options.get("nms_threshold"), options.get("top_k")))
+
+
+class ReadyWait:
+    """The attempts of one wait_until_ready (the sync and async clients share it; their calls differ only in
+    awaiting): each attempt's RPC timeout, what a failed one leaves, and the sleep before the next."""
+
+    def __init__(self, client: "ClientBase", timeout: float) -> None:
+        self.client = client
+        self.timeout = timeout
+        self.backoff = Backoff(timeout, cap=0.5)
+        self.failure: Exception | None = None  # the latest attempt's that failed
+        self.last: Exception | None = None  # this attempt's failure (None: the server answered, not ready)
+
+    def attempt(self) -> float:
+        """Start an attempt (on an open client): its RPCs' timeout."""
+        self.client._check_open()
+        self.last = None
+        return self.backoff.rpc_timeout(self.client.client_timeout)
+
+    def failed(self, exc: Exception) -> None:
+        self.last = self.failure = self.client._attempt_failure(exc, self.failure)
+
+    def delay(self) -> float:
+        """The sleep before the next attempt, or the wait's error once its timeout is over."""
+        return self.client._wait_delay(self.backoff, self.last, self.timeout)
+
+
 class ClientBase:
     """The state of a lane client and its decisions; subclasses make the calls to the server.
 
@@ -482,6 +554,17 @@ class ClientBase:
         gone = forget_regions([replaced], self._registered) if replaced is not None else []
         return request, gone, self._unregistered([slot])
 
+    def _lanes(self, slot: Slot, request: Request, result: Any, params: DecodeParams,
+               times: tuple[float, float, float]) -> list[list[Lane]]:
+        """The lanes of an answered request; with `stage_log` on, its StageTimes (`times`: time.perf_counter() at
+        the request's start, once it was written, once it was answered)."""
+        lanes = read_lanes(slot, request, result, params)
+        if self.stage_log is not None:
+            start, prepared, answered = times
+            self.stage_log.append(StageTimes(prepared - start, answered - prepared, time.perf_counter() - answered,
+                                             len(request.boxes)))
+        return lanes
+
     def _params(self, call: tuple[float | None, float | None, int | None]) -> DecodeParams:
         """The decode settings of a call: its own values over this client's over the model config's."""
         assert self.model is not None
@@ -489,13 +572,27 @@ class ClientBase:
         return decode_params(self.model, my_conf if conf is None else conf, my_nms if nms is None else nms,
                              my_top_k if top_k is None else top_k, self.model.decode)
 
-    def _call_backoff(self, deadline: float | None) -> Backoff:
-        """The retries of one call: until `retry_deadline`, or until the call's own `deadline` (seconds)."""
+    def _call_backoff(self, deadline: float | None) -> Backoff | None:
+        """The budget of a call with its own `deadline` (seconds), which bounds its RPCs and its retries; None for a
+        call without one."""
         if deadline is None:
-            return Backoff(self.retry_deadline, cap=1.0)
+            return None
         if not deadline > 0 or deadline == float("inf"):
             raise ClientError(f"deadline must be a positive number of seconds (or None), not {deadline!r}.")
         return Backoff(float(deadline), cap=0.05, floor=0.001, first=0.01)
+
+    def _retries(self, budget: Backoff | None) -> Backoff:
+        """The retries of one request: within the call's `budget`, or (a call without a deadline) `retry_deadline`."""
+        return budget or Backoff(self.retry_deadline, cap=1.0)
+
+    def _rpc_timeout(self, budget: Backoff | None) -> float:
+        """An RPC's timeout: client_timeout, cut to what is left of the call's own deadline (`budget`)."""
+        return budget.rpc_timeout(self.client_timeout) if budget is not None else self.client_timeout
+
+    def _unregister_within(self, budget: Backoff | None) -> float:
+        """How long to keep asking the server to drop a region it still holds: UNREGISTER_GRACE, within the call's
+        own deadline (`budget`)."""
+        return UNREGISTER_GRACE if budget is None else max(0.0, min(UNREGISTER_GRACE, budget.left()))
 
     def _after_failure(self, backoff: Backoff, exc: Exception, deadline: float | None = None) -> float:
         """The sleep before retrying a failed call, or raise its ClientError (LanesUnavailable when the call has a
@@ -513,9 +610,9 @@ class ClientBase:
                 delay = backoff.next()
                 if delay is None:
                     # an RPC to a server that went away can end in a timeout while gRPC reconnects: what an
-                    # earlier attempt saw says more than "slow"
-                    worst = next(r for r in ("unreachable", "not_ready", "slow") if r in backoff.reasons)
-                    raise self._unavailable(worst, deadline) from None
+                    # earlier attempt saw says more than "slow". A slot another request of the call waits for
+                    # ("busy", async) is not why this one's RPCs failed.
+                    raise self._unavailable(worst_reason(backoff.reasons - {"busy"}), deadline) from None
                 return delay
         retry = is_retryable(exc, self.model is not None)
         error = self._error(exc)

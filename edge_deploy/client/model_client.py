@@ -28,6 +28,7 @@ from .base import (
     Backoff,
     ClientBase,
     ClientSettings,
+    ReadyWait,
     Unregistering,
     forget_regions,
     release_slots,
@@ -75,15 +76,18 @@ def _release_all(grpc_client: Any, slots: list[Any], registered: set[str], timeo
                  pools: list[SharedInputPool], pending: set[str]) -> None:
     """The finalizer (a client never closed, at exit or when collected): unlink our regions, unregister them within
     CLOSE_WITHIN if the server answers, close the channel."""
-    names = [*release_slots(slots, registered, every_name=True), *_close_pools(pools, registered), *pending]
-    pending.clear()
-    _cleanup(grpc_client, names, min(timeout, CLOSE_WITHIN), CLOSE_WITHIN)
+    _cleanup(grpc_client, _unlink_all(slots, registered, pools, pending), min(timeout, CLOSE_WITHIN), CLOSE_WITHIN)
 
 
-def _close_pools(pools: list[SharedInputPool], registered: set[str]) -> list[str]:
-    """Unlink the shared-input regions this client uploaded into; their names, to unregister."""
-    names = [region.name for pool in pools for region in pool.close()]
+def _unlink_all(slots: list[Any], registered: set[str], pools: list[SharedInputPool],
+                later: set[str] | None = None) -> list[str]:
+    """Unlink every region of a client's (its slots' and the shared-input ones it uploaded into); the names to
+    unregister: all of them, and those `later` held (emptied: the caller unregisters them now)."""
+    names = [*release_slots(slots, registered, every_name=True),
+             *(region.name for pool in pools for region in pool.close()), *(later or ())]
     registered.difference_update(names)
+    if later is not None:
+        later.clear()
     return names
 
 
@@ -153,10 +157,8 @@ class ModelClient(ClientBase):
                 return
             self._closed = True
             self._finalizer.detach()
-            names = [*release_slots(self._slots, self._registered, every_name=True),
-                     *_close_pools(self._pools, self._registered), *self._unregister_later]
-            self._unregister_later.clear()
-            left = unregister(self._grpc, names, min(self.client_timeout, CLOSE_WITHIN), CLOSE_WITHIN)
+            left = self._unregister_now(_unlink_all(self._slots, self._registered, self._pools,
+                                                    self._unregister_later))
             if left:
                 in_background(lambda: _cleanup(self._grpc, left, self.client_timeout, CLEANUP_WITHIN),
                               "edge-deploy-unregister")
@@ -165,12 +167,9 @@ class ModelClient(ClientBase):
 
     def wait_until_ready(self: Any, timeout: float = 60.0) -> Any:
         """Block until the server and the model are ready (and the client is set up), or raise after `timeout` s."""
-        backoff = Backoff(timeout, cap=0.5)
-        failure: Exception | None = None  # the latest attempt's that failed
+        waiting = ReadyWait(self, timeout)
         while True:
-            self._check_open()
-            step = backoff.rpc_timeout(self.client_timeout)
-            last = None
+            step = waiting.attempt()
             try:
                 if self._grpc.is_server_live(client_timeout=step) and self._grpc.is_model_ready(
                     self.model_name, self.version, client_timeout=step
@@ -180,19 +179,17 @@ class ModelClient(ClientBase):
                         self._register(self._unregistered(self._slots))
                     return self
             except server_errors() as exc:
-                last = failure = self._attempt_failure(exc, failure)
-            time.sleep(self._wait_delay(backoff, last, timeout))
+                waiting.failed(exc)
+            time.sleep(waiting.delay())
 
     def release(self) -> None:
         """Unregister this client's shared memory from the server and unlink it, keeping the client usable: its
         next call sets the regions up again (what a stream's `stop()` leaves behind: nothing). Spends at most
         CLOSE_WITHIN (1 s) on the server; regions a hung server did not drop by then are dropped at the next call."""
         with self._lock:
-            gone = [*release_slots(self._slots, self._registered, every_name=True),
-                    *_close_pools(self._pools, self._registered)]
+            gone = _unlink_all(self._slots, self._registered, self._pools)
             self._stale = True
-            self._unregister_later.update(
-                unregister(self._grpc, gone, min(self.client_timeout, CLOSE_WITHIN), CLOSE_WITHIN))
+            self._unregister_later.update(self._unregister_now(gone))
 
     # -- inference
 
@@ -245,7 +242,7 @@ class ModelClient(ClientBase):
 
     def _locked(self, work: Callable[[Backoff | None], T], deadline: float | None) -> T:
         """Run `work` holding this client's lock, within `deadline` (the wait for the lock included)."""
-        budget = self._call_backoff(deadline) if deadline is not None else None
+        budget = self._call_backoff(deadline)
         if not self._lock.acquire(timeout=max(0.0, budget.left()) if budget else -1):
             raise self._unavailable("busy", deadline)
         try:
@@ -359,11 +356,11 @@ class ModelClient(ClientBase):
 
     def _timeout(self) -> float:
         """An RPC's timeout: client_timeout, cut to what is left of the running call's own deadline."""
-        return self._call.rpc_timeout(self.client_timeout) if self._call is not None else self.client_timeout
+        return self._rpc_timeout(self._call)
 
     def _grace(self) -> float:
         """How long to keep asking the server to drop a region it still holds, within the call's deadline."""
-        return UNREGISTER_GRACE if self._call is None else max(0.0, min(UNREGISTER_GRACE, self._call.left()))
+        return self._unregister_within(self._call)
 
     def _connect(self) -> None:
         """Read metadata + config, validate, and (re)build the buffers if the model changed."""
@@ -377,6 +374,10 @@ class ModelClient(ClientBase):
         ready = self._grpc.is_model_ready(*args, client_timeout=self._timeout())
         self._drop_on_server(self._adopt(metadata, config, ready))
 
+    def _unregister_now(self, names: list[str]) -> list[str]:
+        """close() and release(): unregister `names` within CLOSE_WITHIN; those the server did not drop by then."""
+        return unregister(self._grpc, names, min(self.client_timeout, CLOSE_WITHIN), CLOSE_WITHIN)
+
     def _drop_on_server(self, names: list[str]) -> None:
         """Unregister `names` within the call's time; those the server did not answer for wait for the next connect."""
         self._unregister_later.update(unregister(self._grpc, names, self._timeout(), self._grace()))
@@ -387,7 +388,7 @@ class ModelClient(ClientBase):
                 region.register(self._grpc, self._timeout())
 
     def _with_retry(self, attempt: Callable[[], T], budget: Backoff | None = None, deadline: float | None = None) -> T:
-        backoff = budget or Backoff(self.retry_deadline, cap=1.0)
+        backoff = self._retries(budget)
         while True:
             try:
                 result = attempt()

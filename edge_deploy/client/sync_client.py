@@ -34,15 +34,15 @@ import numpy as np
 
 from ..errors import LanesUnavailable
 from ..lanedet.lane import Lane
-from ..tls import TLSConfig
-from .base import DEFAULT_MODEL, DEFAULT_URL, Backoff, ClientSettings, StageTimes
+from .base import DEFAULT_MODEL, DEFAULT_URL, Backoff, ClientSettings, DetectOptions, LaneClientOptions, detect_call
 from .buffers import Slot
 from .frames import check_frames
 from .model_client import ModelClient
-from .request import read_lanes
 from .served_model import LaneModel, describe_model
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..geometry.frame_markers import FrameMarkers
 
 __all__ = ["DEFAULT_URL", "DEFAULT_MODEL", "LaneDetClient"]
@@ -81,29 +81,9 @@ class LaneDetClient(ModelClient):
     unavailable_error = LanesUnavailable
     shares_frame_input = False  # it writes its own preprocessing straight into its request buffer
 
-    def __init__(
-        self,
-        url: str = DEFAULT_URL,
-        model: str = DEFAULT_MODEL,
-        *,
-        version: str = "",
-        transport: str = "auto",
-        client_timeout: float = 10.0,
-        retry_deadline: float = 30.0,
-        conf_threshold: float | None = None,
-        nms_threshold: float | None = None,
-        top_k: int | None = None,
-        connect: bool = True,
-        tls: TLSConfig | None = None,
-        strict: bool = False,
-        camera: Any = None,
-        track: bool = False,
-        fps: float | None = None,
-    ) -> None:
-        self._open(ClientSettings.of(
-            url, model, version=version, transport=transport, client_timeout=client_timeout,
-            retry_deadline=retry_deadline, conf_threshold=conf_threshold, nms_threshold=nms_threshold, top_k=top_k,
-            tls=tls, strict=strict, camera=camera, track=track, fps=fps), connect)
+    def __init__(self, url: str = DEFAULT_URL, model: str = DEFAULT_MODEL, *, connect: bool = True,
+                 **options: Unpack[LaneClientOptions]) -> None:
+        self._open(ClientSettings.of(url, model, **options), connect)
 
     def _describe(self, metadata: Any, config: Any) -> LaneModel:
         return describe_model(metadata, config)
@@ -113,45 +93,29 @@ class LaneDetClient(ModelClient):
 
     # -- detection
 
-    def detect(
-        self,
-        frame: np.ndarray,
-        *,
-        color: str = "bgr",
-        conf_threshold: float | None = None,
-        nms_threshold: float | None = None,
-        top_k: int | None = None,
-        deadline: float | None = None,
-    ) -> list[Lane]:
-        """Lanes in one HxWx3 frame (BGR unless color="rgb"), best first, in frame pixels.
+    def detect(self, frame: np.ndarray, *, deadline: float | None = None,
+               **options: Unpack[DetectOptions]) -> list[Lane]:
+        """Lanes in one HxWx3 frame (BGR unless color="rgb"), best first, in frame pixels; conf_threshold,
+        nms_threshold, top_k: this call's decode settings (else the client's, else the model's).
 
         deadline: seconds for the whole call, retries included; when it runs out (server unreachable, model not
         ready, or too slow an answer) the call raises `LanesUnavailable` and the next call carries on where this
         one stopped (reconnecting, re-registering shared memory). None: retry until `retry_deadline`."""
-        return self.detect_batch([frame], color=color, conf_threshold=conf_threshold,
-                                 nms_threshold=nms_threshold, top_k=top_k, deadline=deadline)[0]
+        return self.detect_batch([frame], deadline=deadline, **options)[0]
 
     def detect_markers(self, frame: np.ndarray, *, deadline: float | None = None,
-                       **detect_options: Any) -> tuple[list[Lane], FrameMarkers]:
+                       **detect_options: Unpack[DetectOptions]) -> tuple[list[Lane], FrameMarkers]:
         """Lanes in one frame (`deadline` and `detect_options` as for detect) and their markers in the vehicle frame
         (needs camera=; with track=True, call it for a video's frames in order)."""
         lanes = self.detect(frame, deadline=deadline, **detect_options)
         return lanes, self._frame_markers(lanes, frame)
 
-    def detect_batch(
-        self,
-        frames: Sequence[np.ndarray],
-        *,
-        color: str = "bgr",
-        conf_threshold: float | None = None,
-        nms_threshold: float | None = None,
-        top_k: int | None = None,
-        deadline: float | None = None,
-    ) -> list[list[Lane]]:
-        """Lanes for each frame; frames go to the server in batches up to the model's batch size (`deadline`: as
-        for detect, for all of them)."""
+    def detect_batch(self, frames: Sequence[np.ndarray], *, deadline: float | None = None,
+                     **options: Unpack[DetectOptions]) -> list[list[Lane]]:
+        """Lanes for each frame; frames go to the server in batches up to the model's batch size (`deadline` and
+        `options`: as for detect, for all of them)."""
+        color, call = detect_call(options)
         checked = check_frames(frames, color)
-        call = (conf_threshold, nms_threshold, top_k)
 
         def run(budget: Backoff | None) -> list[list[Lane]]:
             if self.model is None:  # connect=False: the server may still be starting
@@ -177,10 +141,5 @@ class LaneDetClient(ModelClient):
         prepared = time.perf_counter()
         result = self._grpc.infer(slot.model.name, request.inputs, model_version=self.version,
                                   outputs=request.outputs, client_timeout=self._timeout())
-        answered = time.perf_counter()
-        lanes = read_lanes(slot, request, result, params)
-        if self.stage_log is not None:
-            self.stage_log.append(StageTimes(prepared - start, answered - prepared, time.perf_counter() - answered,
-                                             len(frames)))
-        return lanes
+        return self._lanes(slot, request, result, params, (start, prepared, time.perf_counter()))
 

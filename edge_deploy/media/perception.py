@@ -21,9 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from ..errors import ClientError, EdgeDeployError, one_line
-from ..runtime import Threads, call_app
-from .stream import STATES, STOP_MARGIN, _Frames, default_deadline, freshness, why_unavailable
+from ..errors import ClientError
+from ..runtime import call_app
+from .stream import STATES, STOP_MARGIN, default_deadline, freshness, why_unavailable
+from .stream_loop import NewestFrameLoop, StreamWorker, check_timing, failure_text
 
 __all__ = ["ModelResult", "PerceptionResult", "PerceptionStream", "STATES"]
 
@@ -149,19 +150,15 @@ class _SharedInputs:
                 upload.give_back()
 
 
-class _Worker:
-    """One model's thread: its newest result and the call in flight."""
+class _Worker(StreamWorker):
+    """One model's thread: its newest result, the call in flight."""
 
     def __init__(self, name: str, client: Any) -> None:
-        self.name = name
-        self.client = client
+        super().__init__(name, client)
         self.result = ModelResult(seq=0, captured_at=time.monotonic(), error="no frame answered yet")
-        self.call_started: float | None = None
-        self.taken = 0  # the seq of the last frame this worker took
-        self.answered = self.failed = 0
 
 
-class PerceptionStream:
+class PerceptionStream(NewestFrameLoop):
     """The newest frame of `source` to every model of `models` (name -> client), each model's newest answer with its
     age and state (module docstring).
 
@@ -187,32 +184,20 @@ class PerceptionStream:
             if not callable(getattr(client, "detect", None)) and not callable(getattr(client, "infer", None)):
                 raise ClientError(f"model {name!r}: {type(client).__name__} has neither detect(frame, deadline=) nor "
                                   "infer(inputs, deadline=); pass a LaneDetClient, DetectorClient or ModelClient.")
-        for label, value in (("max_age", max_age), ("fps", fps), ("deadline", deadline)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not 0 < value <= 3600):
-                raise ClientError(f"{label} must be a number of seconds{' per frame' if label == 'fps' else ''} "
-                                  f"above 0 and at most 3600, not {value!r}.")
+        check_timing(max_age, fps, deadline)
         self.max_age = float(max_age)
         self.deadline = float(deadline) if deadline is not None else default_deadline(self.max_age)
         self.on_result = on_result
-        self._cond = threading.Condition()
-        self._threads = Threads(wake=self._wake)
-        self._stop = self._threads.stopping
-        self._frames = _Frames(source, fps, self._stop)
-        self._newest: tuple[int, float, Any] | None = None
-        self._source_done = False
-        self._read = self._dropped = 0
+        super().__init__(source, fps)
         self._workers = {str(name): _Worker(str(name), client) for name, client in models.items()}
+        self.workers = list(self._workers.values())
         self._shared = _SharedInputs()
 
     # -- lifecycle
 
     def start(self) -> "PerceptionStream":
-        if self._threads.started:
-            raise ClientError("this PerceptionStream was started already; make a new one to start again.")
-        self._threads.start(self._read_frames, "perception-reader")
-        for worker in self._workers.values():
-            self._threads.start(self._serve, f"perception-{worker.name}", worker)
+        self._check_startable()
+        self._start_threads("perception")
         return self
 
     def stop(self) -> None:
@@ -220,16 +205,6 @@ class PerceptionStream:
         abandoned. Each worker releases its client's shared memory registrations as it ends, on its own thread,
         never on the caller's time (a hung server would hold that call too)."""
         self._threads.stop(within=self.max_age + STOP_MARGIN)
-
-    def _wake(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
-
-    def __enter__(self) -> "PerceptionStream":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- what the app reads
 
@@ -262,45 +237,13 @@ class PerceptionStream:
 
     # -- threads
 
-    def _read_frames(self) -> None:
-        try:
-            for frame in self._frames:
-                with self._cond:
-                    self._read += 1
-                    if self._newest is not None and all(w.taken < self._newest[0] for w in self._workers.values()):
-                        self._dropped += 1  # no model took it
-                    self._newest = (self._read, time.monotonic(), frame)
-                    self._cond.notify_all()
-                if self._stop.is_set():
-                    break
-        except EdgeDeployError as exc:
-            for worker in self._workers.values():
-                self._publish(worker, ModelResult(seq=self._read, captured_at=time.monotonic(), error=one_line(exc)))
-        finally:
-            self._frames.close()
-            with self._cond:
-                self._source_done = True
-                self._cond.notify_all()
+    def _source_failed(self, seq: int, error: str) -> None:
+        for worker in self._workers.values():
+            self._publish(worker, ModelResult(seq=seq, captured_at=time.monotonic(), error=error))
 
-    def _serve(self, worker: _Worker) -> None:
-        try:
-            while True:
-                with self._cond:
-                    self._cond.wait_for(lambda: self._stop.is_set() or self._source_done or (
-                        self._newest is not None and self._newest[0] > worker.taken))
-                    if self._stop.is_set() or self._newest is None or self._newest[0] <= worker.taken:
-                        return
-                    seq, captured, frame = self._newest
-                    worker.taken = seq
-                    worker.call_started = time.monotonic()
-                try:
-                    self._publish(worker, self._call(worker, seq, captured, frame))
-                finally:
-                    worker.call_started = None
-        finally:
-            release = getattr(worker.client, "release", None)
-            if release is not None and self._stop.is_set():
-                call_app(release, what=f"PerceptionStream releasing {worker.name!r}'s shared memory")
+    def _answer(self, worker: StreamWorker, seq: int, captured: float, frame: Any) -> None:
+        assert isinstance(worker, _Worker)
+        self._publish(worker, self._call(worker, seq, captured, frame))
 
     def _call(self, worker: _Worker, seq: int, captured: float, frame: Any) -> ModelResult:
         client, deadline = worker.client, self.deadline
@@ -323,12 +266,11 @@ class PerceptionStream:
                 answer = client.infer(frame, deadline=deadline)
         except Exception as exc:  # noqa: BLE001 - a model's failure is its own, never the stream's end
             worker.failed += 1
-            error = one_line(exc) if isinstance(exc, EdgeDeployError) else f"{type(exc).__name__}: {one_line(exc)}"
-            return ModelResult(seq=seq, captured_at=captured, error=error)
+            return ModelResult(seq=seq, captured_at=captured, error=failure_text(exc))
         worker.answered += 1
-        latency = time.monotonic() - captured
-        return ModelResult(seq=seq, captured_at=captured, result=answer, latency_s=latency, age_s=latency,
-                           state="ok" if latency <= self.max_age else "stale")
+        answered = time.monotonic()
+        return ModelResult(seq=seq, captured_at=captured, result=answer, latency_s=answered - captured,
+                           age_s=answered - captured, state=freshness(seq, None, captured, None, self.max_age, answered))
 
     def _publish(self, worker: _Worker, result: ModelResult) -> None:
         worker.result = result

@@ -20,28 +20,21 @@ with `detect(frame, *, deadline=)` (a `LaneDetClient`), so this module imports n
 from __future__ import annotations
 
 import collections
-import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ClientError, EdgeDeployError, one_line
+from ..errors import ClientError
 from ..geometry.frame_markers import FrameMarkers, LaneGeometry
-from ..runtime import Threads, call_app
-from ..numbers import FPS, MAX_AGE_S, Range
-from .video import frames_of, is_live_source, open_video, source_fps
+from ..runtime import call_app
+from .stream_loop import NewestFrameLoop, StreamWorker, check_timing, failure_text
 
 if TYPE_CHECKING:  # a type only: the lanes come from whatever client the app gives (this module imports none)
     from ..lanedet.lane import Lane
-
-# max_age and deadline, fps: numbers.MAX_AGE_S and FPS, said as "a positive number" (the words apps match on).
-STREAM_SECONDS = Range(MAX_AGE_S.low, MAX_AGE_S.high, "", low_open=True, noun="a positive number of seconds")
-STREAM_FPS = Range(FPS.low, FPS.high, "", low_open=True, noun="a positive number of frames/s")
 
 __all__ = ["STATES", "LaneResult", "LaneStream", "StreamStats"]
 
@@ -146,58 +139,7 @@ def why_unavailable(state: str, error: str | None, call_started: float | None, m
             "slow, hung or restarting)")
 
 
-class _Frames:
-    """The source as an iterator of frames, paced to `fps` where it is a file or an iterable (a camera paces
-    itself); `close()` releases what it opened."""
-
-    def __init__(self, source: Any, fps: float | None, stop: threading.Event) -> None:
-        self._stop = stop
-        self._capture = None
-        self.period = 0.0
-        if isinstance(source, (str, Path)):
-            text = str(source)
-            self._capture = open_video(text)
-            if not is_live_source(text):  # a file plays at its own rate (or fps=), like a camera would deliver it
-                self.period = 1.0 / (fps or source_fps(self._capture))
-            self._iterator: Iterator[Any] = frames_of(self._capture)
-        elif callable(source):
-            self.period = 1.0 / (fps or 30.0)
-            self._iterator = self._poll(source)
-        elif isinstance(source, Iterable):
-            self.period = 1.0 / fps if fps else 0.0
-            self._iterator = iter(source)
-        else:
-            raise ClientError(f"LaneStream source must be a video file, camera or GStreamer pipeline, an iterable of "
-                              f"frames or a callable returning the newest frame, not {type(source).__name__}.")
-
-    def _poll(self, newest: Callable[[], Any]) -> Iterator[Any]:
-        while not self._stop.is_set():
-            frame = newest()
-            if frame is not None:
-                yield frame
-            elif self._stop.wait(self.period):  # nothing new yet: ask again next period
-                return
-
-    def __iter__(self) -> Iterator[Any]:
-        due = time.monotonic()
-        for frame in self._iterator:
-            if self.period:
-                if self._stop.wait(max(0.0, due - time.monotonic())):
-                    return
-                due = max(due, time.monotonic() - self.period) + self.period  # a late source does not burst
-            yield frame
-            if self._stop.is_set():
-                return
-
-    def close(self) -> None:
-        close = getattr(self._iterator, "close", None)
-        if close is not None:
-            close()
-        if self._capture is not None:
-            self._capture.release()
-
-
-class LaneStream:
+class LaneStream(NewestFrameLoop):
     """Lanes of the newest frame of `source`, for a control loop (module docstring).
 
     client: a LaneDetClient (or anything with `detect(frame, *, deadline=)`). source: a video file, a camera
@@ -230,17 +172,13 @@ class LaneStream:
         if not callable(getattr(client, "detect", None)):
             raise ClientError(f"LaneStream needs a client with detect(frame, deadline=) (a LaneDetClient), not "
                               f"{type(client).__name__}.")
-        for name, value, rng in (("max_age", max_age, STREAM_SECONDS), ("fps", fps, STREAM_FPS),
-                                 ("deadline", deadline, STREAM_SECONDS)):
-            if value is not None:
-                rng.check(name, value, ClientError)
+        check_timing(max_age, fps, deadline)
         if track and camera is None:
             raise ClientError("track=True follows lane markers, which need camera=Camera.from_yaml(path).")
         self.client = client
         self.max_age = float(max_age)
         self.deadline = float(deadline) if deadline is not None else default_deadline(self.max_age)
         self.on_result = on_result
-        self._on_call = on_call
         self._child: Any = None  # a ProcessStream with process=True
         if process:
             if on_result is not None:
@@ -252,37 +190,31 @@ class LaneStream:
                                                          "camera": camera, "track": track, "fps": fps,
                                                          "speed_mps": speed_mps})
             source, camera = (), None  # read, detected and followed in the child
-        self._cond = threading.Condition()
-        self._threads = Threads(wake=self._wake)
-        self._stop = self._threads.stopping
-        self._frames = _Frames(source, fps, self._stop)  # opens a file or camera now: its error comes here
+        super().__init__(source, fps)
+        self._worker = StreamWorker("lanes", client)
+        self.workers = [self._worker]
+        self._on_call = on_call
         self.geometry = None
         if camera is not None:
             self.geometry = LaneGeometry(camera, track=track, speed_mps=speed_mps,
                                          fps=fps or (1.0 / self._frames.period if self._frames.period else None))
-        self._newest: tuple[int, float, Any] | None = None  # (seq, captured_at, frame) not yet taken by the worker
-        self._source_done = False
         self._result = LaneResult(seq=0, captured_at=time.monotonic(), error="no frame detected yet")
         self._unread: collections.deque[LaneResult] = collections.deque(maxlen=UNREAD_KEPT)  # for iteration
-        self._call_started: float | None = None  # monotonic start of the call in flight, None when idle
         self._last_seq = 0
         self._late = 0  # answers in a row later than max_age
         self._warned_late = False
-        self._read = self._processed = self._dropped = self._failed = 0
         self._latencies: collections.deque[tuple[float, float]] = collections.deque(maxlen=LATENCIES_KEPT)
         self._states: collections.Counter[str] = collections.Counter()
 
     # -- lifecycle
 
     def start(self) -> "LaneStream":
-        if self._threads.started or self._threads.stopping.is_set():
-            raise ClientError("this LaneStream was started already; make a new one to start again.")
-        if self._child is not None:
+        self._check_startable()
+        if self._child is None:
+            self._start_threads("lanestream")
+        else:
             self._threads.stopping.set()  # no thread here: the child reads and detects
             self._child.start()
-            return self
-        self._threads.start(self._read_frames, "lanestream-reader")
-        self._threads.start(self._detect_frames, "lanestream-worker")
         return self
 
     def stop(self) -> StreamStats:
@@ -297,16 +229,6 @@ class LaneStream:
             self._threads.stop(within=self.max_age + STOP_MARGIN)
         return self.stats()
 
-    def _wake(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
-
-    def __enter__(self) -> "LaneStream":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     @property
     def running(self) -> bool:
         return self._child.running if self._child is not None else self._threads.running
@@ -318,7 +240,7 @@ class LaneStream:
         if self._child is not None:
             result, started = self._child.newest() or self._result, self._child.call_started()
         else:
-            result, started = self._result, self._call_started
+            result, started = self._result, self._worker.call_started
         now = time.monotonic()
         state = freshness(result.seq, result.error, result.captured_at, started, self.max_age, now)
         return replace(result, age_s=now - result.captured_at, state=state,
@@ -349,57 +271,20 @@ class LaneStream:
         latencies = np.asarray([latency for captured, latency in list(self._latencies)
                                 if since is None or captured >= since], dtype=np.float64)
         p50, p99 = (float(np.percentile(latencies, q)) for q in (50, 99)) if latencies.size else (None, None)
-        return StreamStats(self._read, self._processed, self._dropped, self._failed, p50, p99, dict(self._states))
+        return StreamStats(self._read, self._worker.answered, self._dropped, self._worker.failed, p50, p99,
+                           dict(self._states))
 
     # -- the two threads
 
     def _finished(self) -> bool:
-        return self._stop.is_set() or (self._source_done and self._newest is None and self._call_started is None)
+        return self._stop.is_set() or (self._source_done and not self._new_for(self._worker)
+                                       and self._worker.call_started is None)
 
-    def _read_frames(self) -> None:
-        try:
-            for frame in self._frames:
-                captured = time.monotonic()
-                with self._cond:
-                    self._read += 1
-                    if self._newest is not None:
-                        self._dropped += 1  # never detected: a newer frame replaces it
-                    self._newest = (self._read, captured, frame)
-                    self._cond.notify_all()
-                if self._stop.is_set():
-                    break
-        except EdgeDeployError as exc:
-            self._publish(LaneResult(seq=self._read, captured_at=time.monotonic(), error=one_line(exc)))
-        finally:
-            self._frames.close()
-            with self._cond:
-                self._source_done = True
-                self._cond.notify_all()
+    def _source_failed(self, seq: int, error: str) -> None:
+        self._publish(LaneResult(seq=seq, captured_at=time.monotonic(), error=error))
 
-    def _detect_frames(self) -> None:
-        try:
-            while True:
-                with self._cond:
-                    self._cond.wait_for(lambda: self._newest is not None or self._source_done or self._stop.is_set())
-                    if self._stop.is_set() or self._newest is None:
-                        return
-                    seq, captured, frame = self._newest
-                    self._newest = None
-                    self._call_started = time.monotonic()
-                if self._on_call is not None:
-                    call_app(self._on_call, self._call_started, what="LaneStream on_call")
-                try:
-                    self._publish(self._detect(seq, captured, frame))
-                finally:
-                    with self._cond:
-                        self._call_started = None
-                        self._cond.notify_all()
-                    if self._on_call is not None:
-                        call_app(self._on_call, None, what="LaneStream on_call")
-        finally:
-            release = getattr(self.client, "release", None)
-            if release is not None and self._stop.is_set():
-                call_app(release, what="LaneStream releasing the client's shared memory")
+    def _answer(self, worker: StreamWorker, seq: int, captured: float, frame: Any) -> None:
+        self._publish(self._detect(seq, captured, frame))
 
     def _detect(self, seq: int, captured: float, frame: Any) -> LaneResult:
         dropped, self._last_seq = seq - self._last_seq - 1, seq
@@ -411,15 +296,14 @@ class LaneStream:
             answered = time.monotonic()
             markers = self.geometry.frame_markers(lanes, frame) if self.geometry is not None else None
         except Exception as exc:  # noqa: BLE001 - any failure is this frame's, never the end of the stream
-            self._failed += 1
+            self._worker.failed += 1
             markers = self.geometry.missed_frame() if self.geometry is not None else None
-            error = one_line(exc) if isinstance(exc, EdgeDeployError) else f"{type(exc).__name__}: {one_line(exc)}"
-            return LaneResult(seq=seq, captured_at=captured, markers=markers, dropped=dropped, error=error,
+            return LaneResult(seq=seq, captured_at=captured, markers=markers, dropped=dropped, error=failure_text(exc),
                               frame=frame)
-        self._processed += 1
+        self._worker.answered += 1
         latency = answered - captured
         self._latencies.append((captured, latency))
-        state = "ok" if latency <= self.max_age else "stale"
+        state = freshness(seq, None, captured, None, self.max_age, answered)
         self._late = self._late + 1 if state == "stale" else 0
         if self._late == LATE_WARNING and not self._warned_late:
             self._warned_late = True

@@ -21,7 +21,8 @@ from dataclasses import replace
 from multiprocessing import shared_memory
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from ..errors import ClientError, EdgeDeployError, one_line
+from ..errors import ClientError
+from .stream_loop import failure_text
 
 if TYPE_CHECKING:  # types only
     from ..geometry.camera import Camera
@@ -142,10 +143,8 @@ def _run_child(board_name: str, stream_type: Any, client_type: Any, settings: An
             pass
         report.send(("stats", stream.stats()))  # first: the app's stop() waits for these, not for the release
         stream.stop()
-    except EdgeDeployError as exc:
-        report.send(("error", one_line(exc)))
     except Exception as exc:  # noqa: BLE001 - told to the app in one line, not a traceback in its terminal
-        report.send(("error", f"{type(exc).__name__}: {one_line(exc)}"))
+        report.send(("error", failure_text(exc)))
     finally:
         board.close()
 

@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 from edge_deploy.client.async_client import AsyncLaneDetClient
-from edge_deploy.client.base import ClientSettings
+from edge_deploy.client.base import ClientSettings, LaneClientOptions
 from edge_deploy.client.sync_client import LaneDetClient
 from edge_deploy.errors import ClientError
 
@@ -48,10 +48,35 @@ def test_both_clients_keep_the_settings_they_were_given() -> None:
 
 
 def test_the_constructors_take_the_settings_arguments_with_the_same_defaults() -> None:
+    """Both constructors pass LaneClientOptions on to ClientSettings.of, which holds the defaults: the options name
+    every keyword it takes (plant: drop `fps` from LaneClientOptions and this fails)."""
     shared = inspect.signature(ClientSettings.of).parameters
+    assert set(LaneClientOptions.__annotations__) == {name for name, p in shared.items() if p.kind == p.KEYWORD_ONLY}
     for client in (LaneDetClient, AsyncLaneDetClient):
         params = inspect.signature(client.__init__).parameters
-        assert {name: params[name].default for name in shared} == {name: p.default for name, p in shared.items()}
+        assert {name: params[name].default for name in ("url", "model")} == {name: shared[name].default
+                                                                             for name in ("url", "model")}
+        assert params["options"].kind == inspect.Parameter.VAR_KEYWORD
+
+
+def test_both_clients_refuse_a_detect_keyword_they_do_not_know() -> None:
+    """detect's options are one TypedDict for both clients, checked at run time as Python checks a keyword (plant:
+    make `unknown` empty in base.detect_call, and a misspelt color= is silently BGR)."""
+    import numpy as np
+
+    frame = np.zeros((8, 8, 3), np.uint8)
+    sync = LaneDetClient("127.0.0.1:1", "m", transport="grpc", connect=False)
+    sync.close()
+    for call in (lambda: sync.detect(frame, colour="rgb"), lambda: sync.detect_batch([frame], top=3)):
+        with pytest.raises(TypeError, match="unexpected keyword argument"):
+            call()
+
+    async def run() -> None:
+        client = AsyncLaneDetClient("127.0.0.1:1", "m", transport="grpc")
+        with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+            await client.detect(frame, colour="rgb")
+
+    asyncio.run(run())
 
 
 def test_fps_makes_detect_markers_a_stream_and_is_checked() -> None:

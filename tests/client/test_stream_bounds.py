@@ -97,7 +97,7 @@ def test_stop_beside_a_busy_server_returns_within_max_age(server):
         with LaneDetClient(server.url, "busy", connect=False) as client:
             stream = LaneStream(client, camera, max_age=MAX_AGE, deadline=5.0).start()
             assert wait_for(lambda: stream.stats().frames_processed >= 1, 30)
-            assert wait_for(lambda: stream._call_started is not None, 5)  # noqa: SLF001 - a call in flight
+            assert wait_for(lambda: stream._worker.call_started is not None, 5)  # noqa: SLF001 - a call in flight
             started = time.monotonic()
             stream.stop()
             assert time.monotonic() - started < MAX_AGE + STOP_MARGIN + SCHEDULING

@@ -27,5 +27,28 @@ def test_models_must_be_clients():
     for models in ({}, {"lanes": object()}, [("lanes", _Client())]):
         with pytest.raises(ClientError):
             PerceptionStream([], models)
-    stream = PerceptionStream([], {"lanes": _Client()}, max_age=1e-3, fps=3600)  # the edges that are allowed
+    stream = PerceptionStream([], {"lanes": _Client()}, max_age=1e-3, fps=1000)  # the edges that are allowed
     assert stream.max_age == 1e-3
+
+
+@pytest.mark.parametrize("kwargs", [{"fps": 1001}, {"max_age": 61}, {"deadline": 61}])
+def test_the_bounds_are_lane_streams(kwargs):
+    """One check for both streams (stream_loop.check_timing, numbers.FPS and MAX_AGE_S): PerceptionStream took up
+    to 3600 of each, LaneStream refuses past 1000 frames/s and 60 s (plant: pass fps=None to check_timing in
+    perception.py and fps=1001 gets through)."""
+    from edge_deploy.media.stream import LaneStream
+
+    with pytest.raises(ClientError) as perception:
+        PerceptionStream([], {"lanes": _Client()}, **kwargs)
+    with pytest.raises(ClientError) as lanes:
+        LaneStream(_Client(), [], **kwargs)
+    assert str(perception.value) == str(lanes.value)
+
+
+def test_a_stopped_stream_does_not_start():
+    """As LaneStream: start() after stop() is refused, not threads that read a frame and end (plant: drop the
+    stopping check in stream_loop._check_startable)."""
+    stream = PerceptionStream([], {"lanes": _Client()})
+    stream.stop()
+    with pytest.raises(ClientError, match="started already"):
+        stream.start()
