@@ -29,6 +29,7 @@ from .base import (
     CLOSE_WITHIN,
     DEFAULT_MODEL,
     DEFAULT_URL,
+    DETECT_DEFAULTS,
     Backoff,
     ClientBase,
     ClientSettings,
@@ -39,6 +40,7 @@ from .base import (
     detect_call,
     release_slots,
     server_errors,
+    spelled_out,
     worst_reason,
 )
 from .buffers import Slot
@@ -69,6 +71,7 @@ class AsyncLaneDetClient(ClientBase):
     LaneDetClient (`await detect_markers(frame)`: markers made in the order of the calls).
     """
 
+    @spelled_out(ClientSettings.of)
     def __init__(self, url: str = DEFAULT_URL, model: str = DEFAULT_MODEL, *, max_in_flight: int = 4,
                  connect: bool = True, **options: Unpack[LaneClientOptions]) -> None:
         if max_in_flight < 1:
@@ -136,6 +139,7 @@ class AsyncLaneDetClient(ClientBase):
 
     # -- detection
 
+    @spelled_out(DETECT_DEFAULTS)
     async def detect(self, frame: np.ndarray, *, deadline: float | None = None,
                      **options: Unpack[DetectOptions]) -> list[Lane]:
         """Lanes in one HxWx3 frame (BGR unless color="rgb"), best first, in frame pixels. deadline: seconds for
@@ -145,6 +149,7 @@ class AsyncLaneDetClient(ClientBase):
         budget = self._call_backoff(deadline)
         return (await self._within(budget, deadline, self._detect_chunk(frames, color, call, budget, deadline)))[0]
 
+    @spelled_out(DETECT_DEFAULTS)
     async def detect_markers(self, frame: np.ndarray, *, deadline: float | None = None,
                              **detect_options: Unpack[DetectOptions]) -> tuple[list[Lane], FrameMarkers]:
         """Lanes in one frame (`deadline` and `detect_options` as for detect) and their markers in the vehicle frame
@@ -163,6 +168,7 @@ class AsyncLaneDetClient(ClientBase):
                 self._markers_done += 1
                 self._markers_turn.notify_all()
 
+    @spelled_out(DETECT_DEFAULTS)
     async def detect_batch(self, frames: Sequence[np.ndarray], *, deadline: float | None = None,
                            **options: Unpack[DetectOptions]) -> list[list[Lane]]:
         """Lanes for each frame: batches up to the model's batch size, sent concurrently (`deadline` and `options`:

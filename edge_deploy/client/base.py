@@ -10,11 +10,12 @@ tritonclient.grpc.aio) in between.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import ipaddress
 import time
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, TypedDict
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, TypedDict, TypeVar
 
 import numpy as np
 
@@ -394,6 +395,9 @@ class LaneClientOptions(TypedDict, total=False):
     fps: float | None
 
 
+DETECT_DEFAULTS: dict[str, object] = {"color": "bgr", "conf_threshold": None, "nms_threshold": None, "top_k": None}
+
+
 class DetectOptions(TypedDict, total=False):
     """What a lane client's detect and detect_batch take beside the frames and the deadline: the frames' color
     order ("bgr", the default, or "rgb") and the call's decode settings (None: the client's, else the model's)."""
@@ -410,8 +414,30 @@ def detect_call(options: Mapping[str, Any]) -> tuple[str, tuple[float | None, fl
     unknown = sorted(set(options) - set(DetectOptions.__annotations__))
     if unknown:
         raise TypeError(f"detect got an unexpected keyword argument {unknown[0]!r}")
-    return (options.get("color", "bgr"),
+    return (options.get("color", DETECT_DEFAULTS["color"]),
             (options.get("conf_threshold"), options.get("nms_threshold"), options.get("top_k")))
+
+
+_Function = TypeVar("_Function", bound=Callable[..., Any])
+
+
+def spelled_out(keywords: Callable[..., Any] | Mapping[str, object]) -> Callable[[_Function], _Function]:
+    """Show the keywords a `**options: Unpack[...]` method takes in its signature, with their defaults (help(),
+    inspect.signature, editors that read __signature__): `keywords`'s own keyword-only parameters (ClientSettings.of,
+    which holds the constructor's defaults) or a mapping of names to defaults (DETECT_DEFAULTS)."""
+    def spell(function: _Function) -> _Function:
+        signature = inspect.signature(function)
+        own = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        if callable(keywords):
+            more = [p for p in inspect.signature(keywords).parameters.values() if p.kind is p.KEYWORD_ONLY]
+        else:
+            more = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=value)
+                    for name, value in keywords.items()]
+        taken = {p.name for p in own}
+        function.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=own + [p for p in more if p.name not in taken])
+        return function
+    return spell
 
 
 class ReadyWait:

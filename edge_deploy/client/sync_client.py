@@ -34,7 +34,8 @@ import numpy as np
 
 from ..errors import LanesUnavailable
 from ..lanedet.lane import Lane
-from .base import DEFAULT_MODEL, DEFAULT_URL, Backoff, ClientSettings, DetectOptions, LaneClientOptions, detect_call
+from .base import (DEFAULT_MODEL, DEFAULT_URL, DETECT_DEFAULTS, Backoff, ClientSettings, DetectOptions,
+                   LaneClientOptions, detect_call, spelled_out)
 from .buffers import Slot
 from .frames import check_frames
 from .model_client import ModelClient
@@ -81,6 +82,7 @@ class LaneDetClient(ModelClient):
     unavailable_error = LanesUnavailable
     shares_frame_input = False  # it writes its own preprocessing straight into its request buffer
 
+    @spelled_out(ClientSettings.of)
     def __init__(self, url: str = DEFAULT_URL, model: str = DEFAULT_MODEL, *, connect: bool = True,
                  **options: Unpack[LaneClientOptions]) -> None:
         self._open(ClientSettings.of(url, model, **options), connect)
@@ -93,6 +95,7 @@ class LaneDetClient(ModelClient):
 
     # -- detection
 
+    @spelled_out(DETECT_DEFAULTS)
     def detect(self, frame: np.ndarray, *, deadline: float | None = None,
                **options: Unpack[DetectOptions]) -> list[Lane]:
         """Lanes in one HxWx3 frame (BGR unless color="rgb"), best first, in frame pixels; conf_threshold,
@@ -103,6 +106,7 @@ class LaneDetClient(ModelClient):
         one stopped (reconnecting, re-registering shared memory). None: retry until `retry_deadline`."""
         return self.detect_batch([frame], deadline=deadline, **options)[0]
 
+    @spelled_out(DETECT_DEFAULTS)
     def detect_markers(self, frame: np.ndarray, *, deadline: float | None = None,
                        **detect_options: Unpack[DetectOptions]) -> tuple[list[Lane], FrameMarkers]:
         """Lanes in one frame (`deadline` and `detect_options` as for detect) and their markers in the vehicle frame
@@ -110,6 +114,7 @@ class LaneDetClient(ModelClient):
         lanes = self.detect(frame, deadline=deadline, **detect_options)
         return lanes, self._frame_markers(lanes, frame)
 
+    @spelled_out(DETECT_DEFAULTS)
     def detect_batch(self, frames: Sequence[np.ndarray], *, deadline: float | None = None,
                      **options: Unpack[DetectOptions]) -> list[list[Lane]]:
         """Lanes for each frame; frames go to the server in batches up to the model's batch size (`deadline` and

@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 from edge_deploy.client.async_client import AsyncLaneDetClient
-from edge_deploy.client.base import ClientSettings, LaneClientOptions
+from edge_deploy.client.base import DETECT_DEFAULTS, ClientSettings, DetectOptions, LaneClientOptions
 from edge_deploy.client.sync_client import LaneDetClient
 from edge_deploy.errors import ClientError
 
@@ -49,14 +49,22 @@ def test_both_clients_keep_the_settings_they_were_given() -> None:
 
 def test_the_constructors_take_the_settings_arguments_with_the_same_defaults() -> None:
     """Both constructors pass LaneClientOptions on to ClientSettings.of, which holds the defaults: the options name
-    every keyword it takes (plant: drop `fps` from LaneClientOptions and this fails)."""
+    every keyword it takes (plant: drop `fps` from LaneClientOptions and this fails), and the signatures help() and
+    editors show spell each one out with its default (plant: drop @spelled_out from LaneDetClient.__init__)."""
     shared = inspect.signature(ClientSettings.of).parameters
-    assert set(LaneClientOptions.__annotations__) == {name for name, p in shared.items() if p.kind == p.KEYWORD_ONLY}
+    keywords = {name: p.default for name, p in shared.items() if p.kind == p.KEYWORD_ONLY}
+    assert set(LaneClientOptions.__annotations__) == set(keywords)
     for client in (LaneDetClient, AsyncLaneDetClient):
-        params = inspect.signature(client.__init__).parameters
+        params = inspect.signature(client).parameters
         assert {name: params[name].default for name in ("url", "model")} == {name: shared[name].default
                                                                              for name in ("url", "model")}
-        assert params["options"].kind == inspect.Parameter.VAR_KEYWORD
+        assert {name: params[name].default for name in keywords if name in params} == keywords, client
+        assert params["connect"].default is True and all(p.kind != p.VAR_KEYWORD for p in params.values())
+        for method in (client.detect, client.detect_batch, client.detect_markers):
+            params = inspect.signature(method).parameters
+            assert {name: params[name].default for name in DetectOptions.__annotations__ if name in params} == \
+                DETECT_DEFAULTS, method
+            assert params["deadline"].default is None
 
 
 def test_both_clients_refuse_a_detect_keyword_they_do_not_know() -> None:
