@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from ..errors import ClientError, EdgeDeployError, one_line
 from ..runtime import Threads, call_app
-from .stream import STATES, STOP_MARGIN, _Frames, default_deadline, freshness, why_unavailable
+from .stream import STATES, STOP_MARGIN, _Frames, check_timing, default_deadline, freshness, why_unavailable
 
 __all__ = ["ModelResult", "PerceptionResult", "PerceptionStream", "STATES"]
 
@@ -187,11 +187,7 @@ class PerceptionStream:
             if not callable(getattr(client, "detect", None)) and not callable(getattr(client, "infer", None)):
                 raise ClientError(f"model {name!r}: {type(client).__name__} has neither detect(frame, deadline=) nor "
                                   "infer(inputs, deadline=); pass a LaneDetClient, DetectorClient or ModelClient.")
-        for label, value in (("max_age", max_age), ("fps", fps), ("deadline", deadline)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not 0 < value <= 3600):
-                raise ClientError(f"{label} must be a number of seconds{' per frame' if label == 'fps' else ''} "
-                                  f"above 0 and at most 3600, not {value!r}.")
+        check_timing(max_age, deadline, fps)
         self.max_age = float(max_age)
         self.deadline = float(deadline) if deadline is not None else default_deadline(self.max_age)
         self.on_result = on_result

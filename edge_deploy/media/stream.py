@@ -33,12 +33,9 @@ import numpy as np
 from ..errors import ClientError, EdgeDeployError, one_line
 from ..geometry.frame_markers import LaneGeometry
 from ..runtime import Threads, call_app
-from ..numbers import FPS, MAX_AGE_S, Range
+from ..numbers import STREAM_FPS, STREAM_SECONDS
 from .video import frames_of, is_live_source, open_video, source_fps
 
-# max_age and deadline, fps: numbers.MAX_AGE_S and FPS, said as "a positive number" (the words apps match on).
-STREAM_SECONDS = Range(MAX_AGE_S.low, MAX_AGE_S.high, "", low_open=True, noun="a positive number of seconds")
-STREAM_FPS = Range(FPS.low, FPS.high, "", low_open=True, noun="a positive number of frames/s")
 
 __all__ = ["STATES", "LaneResult", "LaneStream", "StreamStats"]
 
@@ -47,6 +44,15 @@ UNREAD_KEPT = 256  # results kept for a consumer that iterates the stream (about
 LATENCIES_KEPT = 100_000  # capture -> lanes latencies kept for StreamStats (about an hour at 30 frames/s)
 STOP_MARGIN = 0.05  # stop() returns within max_age + this
 LATE_WARNING = 3  # answers in a row later than max_age before the stream says the model is slower than max_age
+
+
+def check_timing(max_age: float, deadline: float | None, fps: float | None) -> None:
+    """A stream's (LaneStream's, PerceptionStream's) max_age, deadline and fps, each in its range
+    (numbers.STREAM_SECONDS, STREAM_FPS; None: not given), else one line of ClientError naming it and the range."""
+    for name, value, rng in (("max_age", max_age, STREAM_SECONDS), ("fps", fps, STREAM_FPS),
+                             ("deadline", deadline, STREAM_SECONDS)):
+        if value is not None:
+            rng.check(name, value, ClientError)
 
 
 def default_deadline(max_age: float) -> float:
@@ -227,10 +233,7 @@ class LaneStream:
         if not callable(getattr(client, "detect", None)):
             raise ClientError(f"LaneStream needs a client with detect(frame, deadline=) (a LaneDetClient), not "
                               f"{type(client).__name__}.")
-        for name, value, rng in (("max_age", max_age, STREAM_SECONDS), ("fps", fps, STREAM_FPS),
-                                 ("deadline", deadline, STREAM_SECONDS)):
-            if value is not None:
-                rng.check(name, value, ClientError)
+        check_timing(max_age, deadline, fps)
         if track and camera is None:
             raise ClientError("track=True follows lane markers, which need camera=Camera.from_yaml(path).")
         self.client = client
