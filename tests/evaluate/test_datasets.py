@@ -221,17 +221,8 @@ def test_seed_guards():
 
 
 READ_EACH = """
-import pathlib, sys
-from edge_deploy.errors import EdgeDeployError
 from edge_deploy.evaluate import datasets as d
-def attempt(name, call):
-    try:
-        call()
-        print(name, "READ")
-    except EdgeDeployError as exc:
-        print(name, type(exc).__name__, str(exc).replace(chr(10), " "))
-    sys.stdout.flush()
-f = pathlib.Path(sys.argv[1])
+f = P(sys.argv[1])
 attempt("culane", lambda: d.evaluation_frames(data=f / "test.txt"))
 attempt("tusimple", lambda: d.evaluation_frames(tusimple=[f / "label_data_0313.json"]))
 attempt("lines", lambda: d.read_lines_file(f / "00000.lines.txt"))
@@ -242,17 +233,14 @@ def test_a_fifo_given_as_a_data_set_file_is_refused_in_one_line(tmp_path):
     """Issue 54: a FIFO as evaluate's list, label or annotation file is refused at once, never read until something
     writes to it (plant: path.read_text() back in evaluate/datasets.py, and the child hangs past its timeout)."""
     import os
-    import subprocess
-    import sys
 
     from cli_process import run_cli
+    from reader_child import read_in_child
 
     for name in ("test.txt", "label_data_0313.json", "00000.lines.txt"):
         os.mkfifo(tmp_path / name)
-    done = subprocess.run([sys.executable, "-c", READ_EACH, str(tmp_path)], capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL)
-    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines())
-    assert done.returncode == 0 and len(lines) == 3, (done.stdout, done.stderr[-2000:])
+    lines = read_in_child(READ_EACH, str(tmp_path))
+    assert len(lines) == 3, lines
     fifo = "is a FIFO (named pipe), not a regular file; give the data set's own file."
     assert lines["culane"] == f"EvaluationError CULane list file {tmp_path}/test.txt {fifo}"
     assert lines["tusimple"] == f"EvaluationError TuSimple label file {tmp_path}/label_data_0313.json {fifo}"

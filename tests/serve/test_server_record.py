@@ -33,16 +33,8 @@ def test_a_url_finds_the_record_of_the_server_listening_there(tmp_path, monkeypa
 
 
 READ_EACH = """
-import pathlib, sys
-from edge_deploy.errors import EdgeDeployError
 from edge_deploy.serve import server_record as sr
-def attempt(name, call):
-    try:
-        print(name, "READ", call())
-    except EdgeDeployError as exc:
-        print(name, type(exc).__name__, str(exc).replace(chr(10), " "))
-    sys.stdout.flush()
-repo = pathlib.Path(sys.argv[1])
+repo = P(sys.argv[1])
 attempt("foreground", lambda: sr.foreground_records(("user",)))
 attempt("at", lambda: sr.record_at("127.0.0.1:8001"))
 attempt("remove", lambda: sr.remove_record(sr.ServerRecord("127.0.0.1:8001", repo, "h", repo / "k", "user", pid=1)))
@@ -54,8 +46,7 @@ attempt("holder", lambda: sr.claim_holder(repo))
 def test_a_fifo_among_the_state_files_is_refused_in_one_line(tmp_path, monkeypatch) -> None:
     """Issue 54: a FIFO where serve keeps a record, a key or its lock is refused (or passed over) at once, never read
     until something writes to it (plant: path.read_text() back in server_record.py, and the child hangs)."""
-    import subprocess
-    import sys
+    from reader_child import read_in_child
 
     from edge_deploy.serve.server_record import SERVER_LOCK_NAME, record_path
 
@@ -68,10 +59,8 @@ def test_a_fifo_among_the_state_files_is_refused_in_one_line(tmp_path, monkeypat
     os.mkfifo(record)
     os.mkfifo(repo / "key")
     os.mkfifo(repo / SERVER_LOCK_NAME)
-    done = subprocess.run([sys.executable, "-c", READ_EACH, str(repo)], env=env, capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL)
-    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines())
-    assert done.returncode == 0 and len(lines) == 5, (done.stdout, done.stderr[-2000:])
+    lines = read_in_child(READ_EACH, str(repo), env=env)
+    assert len(lines) == 5, lines
     fifo = "is a FIFO (named pipe), not a regular file"
     assert lines["foreground"] == f"ServerError server record {record} {fifo}; remove it; `edge-deploy serve` " \
                                   "writes it anew."
