@@ -8,7 +8,7 @@ but a regular file in one line of the caller's error class ("is a FIFO (named pi
 `open_regular` opens without blocking (O_NONBLOCK) and checks what it opened again (fstat), so a path swapped for a
 FIFO between the two is refused too. See docs/failures.md ("Bounded reading").
 
-Imports nothing of edge_deploy but errors.py, so every stage may use it.
+Imports nothing of edge_deploy but errors.py and sizes.py, so every stage may use it.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import EdgeDeployError
+from .sizes import size_words
 
 __all__ = ["kind_of", "open_regular", "read_regular", "regular_file", "special_kind"]
 
@@ -94,12 +95,6 @@ def read_regular(path: str | os.PathLike[str], what: str, error: type[EdgeDeploy
     with open_regular(path, what, error, hint) as fh:
         data = fh.read(limit + 1)
     if len(data) > limit:
-        raise error(f"{what} {path} is over {_size(limit)}, more than a {what} holds; {hint}.")
+        raise error(f"{what} {path} is over {size_words(limit)}, more than a {what} holds; {hint}.")
     return data
 
-
-def _size(n: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift:
-            return f"{n / (1 << shift):g} {unit}"
-    return f"{n} bytes"

@@ -18,8 +18,8 @@ from .errors import EdgeDeployError, NumberError, brief
 
 Number = Union[int, float]
 
-__all__ = ["FPS", "MAX_AGE_S", "Number", "NumberError", "PORT", "Range", "SEED", "THREADS", "TIMEOUT_S", "WAIT_S",
-           "finite_points", "whole"]
+__all__ = ["FPS", "MAX_AGE_S", "STREAM_FPS", "STREAM_SECONDS", "Number", "NumberError", "PORT", "Range", "SEED",
+           "THREADS", "TIMEOUT_S", "WAIT_S", "finite_points", "whole"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,10 @@ TIMEOUT_S = Range(0, DAY_S, "seconds", low_open=True)  # a request's timeout, a 
 WAIT_S = Range(0, DAY_S, "seconds", note="0: do not wait")  # waiting for a server or a model to be ready
 MAX_AGE_S = Range(0, 60, "seconds", low_open=True)  # how long after capture lanes count as fresh; a call's deadline
 FPS = Range(0, 1000, "frames/s", low_open=True)  # a camera's (or a drive's) frame rate
+# A stream's (LaneStream, PerceptionStream) max_age and deadline, and fps: MAX_AGE_S and FPS, said as "a positive
+# number" (the words apps match on).
+STREAM_SECONDS = Range(MAX_AGE_S.low, MAX_AGE_S.high, "", low_open=True, noun="a positive number of seconds")
+STREAM_FPS = Range(FPS.low, FPS.high, "", low_open=True, noun="a positive number of frames/s")
 SPEED_MPS = Range(0, 100, "metres per second")  # a vehicle's speed (geometry.figures.MAX_SPEED_MPS)
 PORT = whole(1, 65535, noun="a TCP port")
 MAX_THREADS = 64  # ONNX Runtime's threads (install --threads, $EDGE_DEPLOY_ORT_THREADS): past this, more threads

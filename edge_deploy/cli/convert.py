@@ -14,12 +14,12 @@ from ..precision import Precision
 from . import option_groups as groups
 from .typer_app import app
 from .options import takes_options
-from .numeric import number
+from .numeric import number, text_callback
 from ..numbers import SEED, Range, whole
 from ..errors import ConvertError, os_error_message
 from ..lanedet.family import described_families
 from ..progress import ConsoleReporter
-from ..sizes import parse_size
+from ..sizes import MIN_WORKSPACE, parse_size
 
 if TYPE_CHECKING:  # pragma: no cover - the library's types, imported when the command runs
     from ..engine.options import EngineOptions
@@ -59,6 +59,18 @@ def _families() -> list[Any]:
     # Described, not imported: a plug-in's flags come from the process that probed it, so that converting a built-in
     # family never imports a plug-in here (docs/families.md, "Plug-ins in isolation").
     return described_families()
+
+
+def _workspace(text: str) -> int:
+    """--workspace in bytes: a size from MIN_WORKSPACE (64 MiB) to 1 TiB, else one line naming the bounds."""
+    return parse_size(text, "--workspace", low=MIN_WORKSPACE)
+
+
+def _input_shape(text: str) -> tuple[int, ...]:
+    """--input-shape's dimensions (export.source.parse_input_shape: its bounds), else one line naming them."""
+    from ..export.source import parse_input_shape
+
+    return parse_input_shape(text)
 
 
 def _per_family(what: str) -> str:
@@ -126,7 +138,8 @@ class ConvertOptions:
              "for it (model geometry, preprocessing, decode defaults).", rich_help_panel=_FAMILY, show_default=False)] = None
     input_shape: Annotated[Optional[str], typer.Option(
         help="Input shape for TorchScript/factory models, e.g. 1,3,360,640 (the batch dimension comes from "
-             "--batch or --min/--max-batch); for an ONNX MODEL, the sizes of its symbolic dimensions.")] = None
+             "--batch or --min/--max-batch); for an ONNX MODEL, the sizes of its symbolic dimensions. 2 to 8 "
+             "dimensions, each from 1 to 32768.", callback=text_callback(_input_shape))] = None
     layout: Annotated[Optional[str], typer.Option(
         help="An ONNX detector's outputs: yolo ([B, 4+C, A]) or efficient_nms (TensorRT's EfficientNMS outputs); "
              "default: read from the outputs.", rich_help_panel=_DETECTOR, show_default=False)] = None
@@ -161,8 +174,8 @@ class ConvertOptions:
         help="fp16 also writes model_fp16.onnx (served where no plan exists) and builds an FP16 plan; fp32; int8 "
              "(a calibrated INT8 plan).", rich_help_panel=_TRT)] = Precision.FP16
     workspace: Annotated[Optional[str], typer.Option(
-        help="TensorRT workspace limit, e.g. 2G or 512M (default: derived from MemAvailable).",
-        rich_help_panel=_TRT)] = None
+        help="TensorRT workspace limit, e.g. 2G or 512M, from 64 MiB to 1 TiB (default: derived from MemAvailable).",
+        rich_help_panel=_TRT, callback=text_callback(_workspace))] = None
     dla_core: Annotated[Optional[int], number(
         DLA_CORE, "--dla-core", "--dla", help="Build the plan for this DLA core with GPU fallback (AGX Orin, Orin "
                                               "NX: 0 or 1).", rich_help_panel=_TRT)] = None
@@ -210,12 +223,12 @@ class ConvertOptions:
 
     def source(self) -> SourceSpec:
         """What MODEL names (export.source.SourceSpec)."""
-        from ..export.source import SourceSpec, parse_input_shape
+        from ..export.source import SourceSpec
 
         return SourceSpec(
             model=self.model, backbone=self.backbone, checkpoint=self.checkpoint, dataset=self.dataset,
             options=dict(self.family_options),
-            input_shape=parse_input_shape(self.input_shape) if self.input_shape else None, seed=self.seed,
+            input_shape=_input_shape(self.input_shape) if self.input_shape else None, seed=self.seed,
         )
 
     def export_settings(self) -> ExportSettings:
@@ -243,7 +256,7 @@ class ConvertOptions:
 
         return EngineOptions(
             builder=self.builder.value, precision=self.precision,
-            workspace=None if self.workspace is None else parse_size(self.workspace), dla_core=self.dla_core,
+            workspace=None if self.workspace is None else _workspace(self.workspace), dla_core=self.dla_core,
             timing_cache=self.timing_cache, calibration_images=self.calibration_images,
             optimization_level=self.builder_optimization_level, verify=self.verify, force=self.force,
             weak_typing=self.weak_typing,

@@ -63,6 +63,18 @@ def range_callback(rng: Range, error: type[EdgeDeployError] = NumberError) -> Ca
     return check_range
 
 
+def text_callback(parse: Callable[[str], Any]) -> Callable[..., Any]:
+    """The typer callback for an option whose text holds numbers (a size, a shape): `parse(text)` checks it (raising
+    its one-line error with the option's bound) while the command line is parsed; the text is kept."""
+
+    def check_text(value: Optional[str] = None) -> Optional[str]:
+        if value is not None:
+            parse(value)
+        return value
+
+    return check_text
+
+
 def option_name(param: Any) -> str:
     """An option's name in messages: its first long flag (--dla-core of --dla-core/--dla)."""
     opts = list(getattr(param, "opts", None) or ())

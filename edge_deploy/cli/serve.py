@@ -13,11 +13,11 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..progress import ConsoleReporter
-from ..serve.service import ServeOptions
+from ..serve.service import ServeOptions, parse_log_max_size
 from . import option_groups as groups
 from .typer_app import app
 from .options import Only, takes_fields
-from .numeric import number
+from .numeric import number, text_callback
 from ..numbers import DAY_S, PORT, Range, whole
 
 
@@ -100,7 +100,8 @@ SERVE_PARAMETERS = {
     "exit_timeout": number(EXIT_TIMEOUT_S, help="Seconds tritonserver waits for in-flight requests when stopping."),
     "log_verbose": number(LOG_VERBOSE, help="tritonserver verbose log level."),
     "log_file": typer.Option(help="Keep the server's output in this file (size-capped) instead of the journal."),
-    "log_max_size": typer.Option(help="Cap on --log-file and its one rotated predecessor together, e.g. 50M."),
+    "log_max_size": typer.Option(help="Cap on --log-file and its one rotated predecessor together, e.g. 50M: from "
+                                      "64 KiB to 1 TiB.", callback=text_callback(parse_log_max_size)),
     "tls_cert": typer.Option(help="Server certificate (PEM) for gRPC over TLS (default beyond loopback: "
                                   "`edge-deploy certs`' server.pem)."),
     "tls_key": typer.Option(help="The server certificate's private key (PEM)."),

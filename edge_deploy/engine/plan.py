@@ -31,7 +31,7 @@ from ..machine import facts as machine_facts
 from ..machine import tensorrt_api
 from ..machine.plan_fit import plan_mismatch
 from ..machine.plan_io import check_io
-from ..sizes import GiB, MiB
+from ..sizes import MIN_WORKSPACE, GiB, MiB
 from . import trtexec
 from .calibration import calibration_digest, calibration_images, make_calibration
 from .fingerprint import (
@@ -42,7 +42,6 @@ from .fingerprint import (
 from .options import BUILDERS, EngineOptions
 from .verify import verify_plan
 
-MIN_WORKSPACE = 64 * MiB  # below this TensorRT finds no tactic for LaneATT's larger layers
 DEFAULT_WORKSPACE_CAP = 4 * GiB  # more rarely helps and starves the rest of a shared-RAM Jetson
 BUILD_RESERVE = 1 * GiB  # RAM left to the OS, the parser's weight copies and the builder itself
 

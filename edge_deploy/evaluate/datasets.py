@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..bounded_read import read_regular
 from ..errors import EvaluationError
 from ..fsutil import write_text_atomic
 from ..synthetic_roads import EVAL_SEED_BASE, scene, scene_truth
@@ -53,13 +54,18 @@ __all__ = [
 LINES_SUFFIX = ".lines.txt"
 
 
+DATA_FILE_LIMIT = 256 << 20  # bytes: a list or label file (CULane's test list is 2 MiB, TuSimple's labels 20 MiB)
+
+
 def _read_text(path: Path, what: str, hint: str = "", *, shown: str | Path | None = None) -> str:
-    """The text of a data set file, or one EvaluationError saying which file and why."""
+    """The text of a data set file, or one EvaluationError saying which file and why: a FIFO or device node is
+    refused (bounded_read), never read until something writes to it."""
+    if not path.exists():
+        raise EvaluationError(f"{what} not found: {shown if shown is not None else path}{hint}")
+    data = read_regular(path, what, EvaluationError, "give the data set's own file", DATA_FILE_LIMIT)
     try:
-        return path.read_text()
-    except FileNotFoundError:
-        raise EvaluationError(f"{what} not found: {shown if shown is not None else path}{hint}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        return data.decode()
+    except UnicodeDecodeError as exc:
         raise EvaluationError(f"cannot read {what} {path}: {exc}") from None
 
 

@@ -8,6 +8,7 @@ section says about it. A family name is built by that family's `load`
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import sys
 import warnings
@@ -17,22 +18,36 @@ from typing import Any
 from ..bounded_read import special_kind
 from .._deps import require
 from ..artifact import MANIFEST_NAME, ONNX_NAME, not_a_file
-from ..errors import ConvertError, EdgeDeployError, one_line
+from ..errors import ConvertError, EdgeDeployError, brief, one_line
 from ..lanedet.lane_family import LoadedModel, family_fault, family_names, get_family, is_plugin
 from ..lanedet.source import SourceSpec
+from ..numbers import whole
 from ..model_source import ExternalSource, SourceFile
 
 
+INPUT_DIM = whole(1, 32768, noun="a whole number")  # a dimension of a model's input: 4x an 8K frame's width
+MAX_INPUT_DIMS = 8
+MAX_INPUT_ELEMENTS = 1 << 28  # 1 GiB of float32: four times a batch of 8 rgb 4K frames
+MAX_SHAPE_TEXT = 80  # characters: 8 dimensions of 5 digits and their commas are 47
+
+
 def parse_input_shape(text: str) -> tuple[int, ...]:
-    """'1,3,360,640' -> (1, 3, 360, 640), with a one-line error for anything else."""
+    """'1,3,360,640' (or '1x3x360x640') -> (1, 3, 360, 640): 2 to MAX_INPUT_DIMS dimensions, each in INPUT_DIM, at
+    most MAX_INPUT_ELEMENTS together; a one-line ConvertError naming the bound for anything else."""
+    parts = [part for part in str(text).replace("x", ",").split(",") if part.strip()] \
+        if len(str(text)) <= MAX_SHAPE_TEXT else []
     try:
-        dims = tuple(int(part) for part in text.replace("x", ",").split(",") if part.strip())
+        dims = tuple(int(part) for part in parts)
     except ValueError:
         dims = ()
-    if len(dims) < 2 or any(d < 1 for d in dims):
+    if not 2 <= len(dims) <= MAX_INPUT_DIMS or not all(INPUT_DIM.contains(d) for d in dims):
         raise ConvertError(
-            f"--input-shape {text!r} is not a list of positive integers; write it like 1,3,360,640."
+            f"--input-shape {brief(text)} is not 2 to {MAX_INPUT_DIMS} comma-separated dimensions, each "
+            f"{INPUT_DIM.describe()}; write it like 1,3,360,640."
         )
+    if math.prod(dims) > MAX_INPUT_ELEMENTS:
+        raise ConvertError(f"--input-shape {brief(text)} is {math.prod(dims)} elements, over the {MAX_INPUT_ELEMENTS} "
+                           "(1 GiB of float32) a model input may have; pass the shape of one real input.")
     return dims
 
 

@@ -417,6 +417,7 @@ def get_family(name: str) -> LaneFamily:
         if name in BUILTIN:
             register_family(importlib.import_module(BUILTIN[name]).FAMILY)
         elif name in (points := family_entry_points()):
+            _probe_first(name)
             register_family(_load_entry_point(name, points[name]))
     if name not in _REGISTRY:
         raise FamilyError(f"no lane-model family {name!r} (known: {', '.join(family_names())}; a family of another "
@@ -452,17 +453,8 @@ def described_families() -> list[FamilyDescription]:
     EDGE_DEPLOY_PLUGIN_TIMEOUT seconds, its exits and threads contained there), once per process. One that fails
     there (a hang, a property that raises, a failed check) is left out with one warning line naming its package and
     why, and asked for by name later, says so without being imported."""
-    pending = [name for name in family_names()
-               if name not in BUILTIN and name not in _REGISTRY and name not in _BROKEN and name not in _PROBED]
-    if pending:
-        for name, (state, found) in probe_plugins(pending).items():
-            if state != "ok":
-                family_fault(name, str(found))
-                continue
-            try:
-                _PROBED[name] = FamilyDescription.from_dict(found)
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                family_fault(name, f"its description cannot be read ({type(exc).__name__}: {one_line(exc, 120)})")
+    _probe([name for name in family_names()
+            if name not in BUILTIN and name not in _REGISTRY and name not in _BROKEN and name not in _PROBED])
     out = []
     for name in family_names():
         if name in _BROKEN:
@@ -485,6 +477,38 @@ def described_families() -> list[FamilyDescription]:
 
 # Plug-in families described by the child process that probed them, by name (never imported here for that).
 _PROBED: dict[str, FamilyDescription] = {}
+_ISOLATED = False  # this process is the probe's child (plugin_child.py): it imports plug-ins unprobed
+
+
+def _probe(names: list[str]) -> None:
+    """Probe the plug-ins `names` in a child process (plugin_probe.py): each sound one is described (_PROBED), each
+    broken one left out with its warning line (_BROKEN)."""
+    if not names:
+        return
+    for name, (state, found) in probe_plugins(names).items():
+        if state != "ok":
+            family_fault(name, str(found))
+            continue
+        try:
+            _PROBED[name] = FamilyDescription.from_dict(found)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            family_fault(name, f"its description cannot be read ({type(exc).__name__}: {one_line(exc, 120)})")
+
+
+def _probe_first(name: str) -> None:
+    """Before the plug-in family `name` is imported here: probed in a child first (once per process), so that one
+    whose import hangs, exits or fails is refused as broken (BrokenFamilyError) without ever running here, whatever
+    asks for it (`convert NAME`, a manifest or a served model's config naming it)."""
+    if not _ISOLATED and name not in _PROBED:
+        _probe([name])
+    if name in _BROKEN:
+        raise _BROKEN[name]
+
+
+def isolate_plugins_here() -> None:
+    """This process is the probe's child: plug-ins are imported here without a probe of their own."""
+    global _ISOLATED
+    _ISOLATED = True
 
 
 def asking_families(question: str, ask: Any, *, skip: str | None = None) -> list[LaneFamily]:

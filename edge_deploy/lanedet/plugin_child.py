@@ -9,7 +9,7 @@ import os
 import sys
 
 from ..errors import one_line
-from .lane_family import BrokenFamilyError, get_family
+from .lane_family import BrokenFamilyError, get_family, isolate_plugins_here
 
 
 def main(names: list[str], out: int) -> None:
@@ -19,6 +19,7 @@ def main(names: list[str], out: int) -> None:
     quiet = logging.getLogger("edge_deploy.families")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
+    isolate_plugins_here()
     try:
         for name in names:
             _send(out, {"start": name})

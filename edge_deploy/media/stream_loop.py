@@ -11,18 +11,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ClientError, EdgeDeployError, one_line
-from ..numbers import FPS, MAX_AGE_S, Range
+from ..numbers import STREAM_FPS, STREAM_SECONDS
 from ..runtime import Threads, call_app
 from .video import frames_of, is_live_source, open_video, source_fps
 
-__all__ = ["STREAM_FPS", "STREAM_SECONDS", "Frames", "NewestFrameLoop", "StreamWorker", "check_timing", "failure_text"]
+__all__ = ["Frames", "NewestFrameLoop", "StreamWorker", "check_timing", "failure_text"]
 
 S = TypeVar("S", bound="NewestFrameLoop")
-
-# max_age and deadline, fps: numbers.MAX_AGE_S and FPS, said as "a positive number" (the words apps match on).
-STREAM_SECONDS = Range(MAX_AGE_S.low, MAX_AGE_S.high, "", low_open=True, noun="a positive number of seconds")
-STREAM_FPS = Range(FPS.low, FPS.high, "", low_open=True, noun="a positive number of frames/s")
-
 
 def check_timing(max_age: Any, fps: Any, deadline: Any) -> None:
     """A stream's max_age, fps and deadline (None: the default), each refused in one line outside its range."""

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..bounded_read import read_regular, special_kind
 from ..errors import RepositoryError, ServerError
 from ..fsutil import write_json_atomic
 from ..state import state_dir
@@ -121,6 +122,30 @@ def process_start(pid: int) -> int | None:
 
 
 KINDS = ("foreground", "unit")
+RECORD_LIMIT = 64 << 10  # bytes: a record is a few hundred; what is larger is not one edge-deploy wrote
+
+
+def read_state_file(path: Path, what: str, limit: int) -> bytes | None:
+    """The bytes of a state file (a server record, a key) that is a regular file this user can read; None when it is
+    missing, unreadable (permissions), a directory or over `limit` bytes (not one edge-deploy wrote). A FIFO, socket or
+    device node is a one-line ServerError (bounded_read): reading it would block, or never end."""
+    try:
+        return read_regular(path, what, ServerError, "remove it; `edge-deploy serve` writes it anew", limit)
+    except ServerError:
+        if special_kind(path) is not None:
+            raise
+        return None
+
+
+def _load(path: Path) -> ServerRecord | None:
+    """The record in `path`; None when it cannot be read or is no record (another user's, half-written, gone)."""
+    data = read_state_file(path, "server record", RECORD_LIMIT)
+    if data is None:
+        return None
+    try:
+        return ServerRecord.from_dict(json.loads(data))
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _record_stem(repository: Path) -> str:
@@ -152,9 +177,8 @@ def _read_records(repository: Path) -> Iterator[tuple[Path, ServerRecord]]:
             if path in seen or not path.is_file():
                 continue
             seen.add(path)
-            try:
-                record = ServerRecord.from_dict(json.loads(path.read_text()))
-            except (OSError, ValueError, KeyError, TypeError):
+            record = _load(path)
+            if record is None:
                 continue
             if Path(record.repository).resolve() == resolved:
                 yield path, record
@@ -173,9 +197,8 @@ def foreground_records(scopes: list[str] | tuple[str, ...] = ("user", "system"))
     out: list[ServerRecord] = []
     for directory in dict.fromkeys(state_dir(scope) / "servers" for scope in scopes):
         for path in sorted(directory.glob("*.foreground.json")):
-            try:
-                record = ServerRecord.from_dict(json.loads(path.read_text()))
-            except (OSError, ValueError, KeyError, TypeError):
+            record = _load(path)
+            if record is None:
                 continue
             if record.owner_alive():
                 out.append(record)
@@ -194,9 +217,8 @@ def record_at(url: str) -> ServerRecord | None:
     for directory in dict.fromkeys(state_dir(scope) / "servers" for scope in ("user", "system")):
         paths = sorted(directory.glob("*.json"), key=lambda p: (not p.name.endswith(".foreground.json"), p.name))
         for path in paths:
-            try:
-                record = ServerRecord.from_dict(json.loads(path.read_text()))
-            except (OSError, ValueError, KeyError, TypeError):
+            record = _load(path)
+            if record is None:
                 continue
             if where(record.url) == wanted and record.owner_alive():
                 return record
@@ -221,9 +243,8 @@ def prune_stale_records(repository: Path) -> list[str]:
 def remove_record(record: ServerRecord) -> None:
     """Delete a record if it is still this one (a record another server wrote since stays)."""
     path = record_path(record.scope, record.repository, record.kind)
-    try:
-        current = ServerRecord.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError):
+    current = _load(path)
+    if current is None:
         return
     if (current.url, current.pid, current.pid_start) == (record.url, record.pid, record.pid_start):
         path.unlink(missing_ok=True)
@@ -279,7 +300,7 @@ def claim_holder(repository: Path) -> str | None:
     """Who holds the repository's server lock (a running `serve --foreground`, whatever its state directory), in
     words; None when nobody does."""
     try:
-        fd = os.open(Path(repository) / SERVER_LOCK_NAME, os.O_RDONLY)
+        fd = os.open(Path(repository) / SERVER_LOCK_NAME, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO: no wait
     except OSError:
         return None
     try:
@@ -292,15 +313,16 @@ def claim_holder(repository: Path) -> str | None:
         os.close(fd)
 
 
+KEY_LIMIT = 4096  # bytes: a key is 64 hex digits
+
+
 def read_key(record: ServerRecord) -> str:
     """The model-repository key, or a one-line RepositoryError saying who can read it."""
-    try:
-        key = Path(record.key_file).read_text().strip()
-    except OSError as exc:
-        raise RepositoryError(
-            f"cannot read the server key {record.key_file} ({exc.strerror or exc}): "
-            "run as root or a member of group edge-deploy."
-        ) from exc
+    data = read_state_file(Path(record.key_file), "server key", KEY_LIMIT)
+    key = data.decode(errors="replace").strip() if data is not None else None
+    if key is None:
+        raise RepositoryError(f"cannot read the server key {record.key_file} (missing, or not readable by this "
+                              "user): run as root or a member of group edge-deploy.")
     if not key:
         raise RepositoryError(f"the server key {record.key_file} is empty; re-run `edge-deploy serve`.")
     return key

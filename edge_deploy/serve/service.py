@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ..errors import EdgeDeployError, ServerError
+from ..errors import ServerError
 from . import systemd as su
 from .argv import DEFAULT_GRPC_PORT, ServerOptions, ServerTLS, generate_key
 from .checks import check_options
@@ -49,14 +49,9 @@ def key_paths(scope: str) -> tuple[Path, Path]:
 
 
 def parse_log_max_size(text: str) -> int:
-    """--log-max-size ("50M", "1G") in bytes; ServerError below 64K or when it is not a size."""
-    try:
-        value = parse_size(text)
-    except EdgeDeployError:
-        value = -1
-    if value < MIN_MAX_BYTES:
-        raise ServerError(f"--log-max-size {text!r} is not a size of at least 64K; write it like 50M or 1G.")
-    return value
+    """--log-max-size ("50M", "1G") in bytes; a one-line ServerError for text that is no size from 64 KiB to
+    1 TiB."""
+    return parse_size(text, "--log-max-size", low=MIN_MAX_BYTES, error=ServerError)
 
 
 @dataclass(frozen=True)

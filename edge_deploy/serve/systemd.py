@@ -12,9 +12,12 @@ ${EDGE_DEPLOY_MODEL_KEY}, which systemd reads from an environment file only root
 """
 from __future__ import annotations
 
+import contextlib
+import grp
 import os
 import pwd
 import shutil
+import stat
 import string
 import subprocess
 import sys
@@ -23,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import ServerError
-from ..fsutil import write_text_atomic
+from ..fsutil import write_bytes_atomic, write_text_atomic
 from .admin import ModelHealth, check_health
 from .logfile import DEFAULT_MAX_BYTES, pump_argv
 from .addresses import dial_url, is_loopback
@@ -510,7 +513,7 @@ def install_and_start(
 
     env = {**config.install.env, KEY_ENV: key}
     tls_files = list(options.tls.files().values()) if options.tls is not None else []
-    saved = {p: (p.read_bytes() if p.is_file() else None) for p in (path, config.environment_file, key_file, *tls_files)}
+    saved = {p: _kept(p) for p in (path, config.environment_file, key_file, *tls_files)}
     was_enabled = state.get("UnitFileState") == "enabled"
     log_offset = config.log_file.stat().st_size if config.log_file and config.log_file.is_file() else 0
     started_at = time.time()
@@ -551,14 +554,41 @@ def _record_unit(options: ServerOptions, key_file: Path, scope: str) -> None:
     ))
 
 
-def _restore(scope: str, saved: dict[Path, bytes | None], was_enabled: bool) -> None:
+@dataclass(frozen=True)
+class KeptFile:
+    """A file `serve` replaces, as it was (its bytes, mode and group), for `_restore` to put back."""
+
+    data: bytes
+    mode: int
+    gid: int
+
+
+def _kept(path: Path) -> KeptFile | None:
+    """`path` as it is now; None when there is no regular file there."""
+    if not path.is_file():
+        return None
+    st = path.stat()
+    return KeptFile(path.read_bytes(), stat.S_IMODE(st.st_mode), st.st_gid)
+
+
+def _put_back(path: Path, kept: KeptFile) -> None:
+    """Write `kept` back at `path` the one way the package writes a file (fsutil: atomically, never through a link
+    or into what replaced it), with its mode and group."""
+    group = None
+    if kept.gid != os.getegid():
+        with contextlib.suppress(KeyError):  # a group gone since: the file keeps ours
+            group = grp.getgrgid(kept.gid).gr_name
+    write_bytes_atomic(path, kept.data, kept.mode, group=group)
+
+
+def _restore(scope: str, saved: dict[Path, KeptFile | None], was_enabled: bool) -> None:
     """Put back the files a failed `serve` replaced, and leave the unit stopped."""
     systemctl(scope, "stop", UNIT_NAME, check=False, timeout=120)
-    for file, content in saved.items():
-        if content is None:
+    for file, kept in saved.items():
+        if kept is None:
             file.unlink(missing_ok=True)
         else:
-            file.write_bytes(content)
+            _put_back(file, kept)
     systemctl(scope, "daemon-reload", check=False)
     if not was_enabled:
         systemctl(scope, "disable", UNIT_NAME, check=False)

@@ -218,3 +218,33 @@ def test_seed_guards():
         d.synthetic_frames(2, seed=d.EVAL_SEED_BASE - 1)
     with pytest.raises(EvaluationError, match="n must be"):
         d.synthetic_frames(True)
+
+
+READ_EACH = """
+from edge_deploy.evaluate import datasets as d
+f = P(sys.argv[1])
+attempt("culane", lambda: d.evaluation_frames(data=f / "test.txt"))
+attempt("tusimple", lambda: d.evaluation_frames(tusimple=[f / "label_data_0313.json"]))
+attempt("lines", lambda: d.read_lines_file(f / "00000.lines.txt"))
+"""
+
+
+def test_a_fifo_given_as_a_data_set_file_is_refused_in_one_line(tmp_path):
+    """Issue 54: a FIFO as evaluate's list, label or annotation file is refused at once, never read until something
+    writes to it (plant: path.read_text() back in evaluate/datasets.py, and the child hangs past its timeout)."""
+    import os
+
+    from cli_process import run_cli
+    from reader_child import read_in_child
+
+    for name in ("test.txt", "label_data_0313.json", "00000.lines.txt"):
+        os.mkfifo(tmp_path / name)
+    lines = read_in_child(READ_EACH, str(tmp_path))
+    assert len(lines) == 3, lines
+    fifo = "is a FIFO (named pipe), not a regular file; give the data set's own file."
+    assert lines["culane"] == f"EvaluationError CULane list file {tmp_path}/test.txt {fifo}"
+    assert lines["tusimple"] == f"EvaluationError TuSimple label file {tmp_path}/label_data_0313.json {fifo}"
+    assert lines["lines"] == f"EvaluationError lane annotation {tmp_path}/00000.lines.txt {fifo}"
+    cli = run_cli(["evaluate", str(tmp_path / "art"), "--data", str(tmp_path / "test.txt")], cwd=tmp_path, timeout=60)
+    assert cli.returncode == 2 and cli.stderr.strip() == f"error: CULane list file {tmp_path}/test.txt {fifo}", \
+        cli.stderr

@@ -144,3 +144,26 @@ def test_a_plugin_timeout_out_of_range_is_refused_in_one_line(site, monkeypatch)
     for value, seconds in (("0.1", 0.1), ("3600", 3600.0), (" 5 ", 5.0), ("", 30.0)):
         monkeypatch.setenv("EDGE_DEPLOY_PLUGIN_TIMEOUT", value)
         assert probe_timeout() == seconds
+
+
+def test_an_artifact_of_a_hung_plugin_family_is_refused_without_importing_it_here(site, tmp_path) -> None:
+    """A manifest naming a plug-in family (`install ART`) asks get_family for it by name, which imported the plug-in
+    in the command's own process: one whose import never returns hung `install` for ever. It is probed in a child
+    first, like `families` does (plant: drop `_probe_first(name)` from lane_family.get_family, and `install` runs past
+    the subprocess timeout)."""
+    import shutil
+
+    from edge_deploy.artifact import Manifest
+
+    art = tmp_path / "art"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "format1" / "tiny_fp16", art)
+    manifest = Manifest.read(art).to_dict()  # the current format: format 1 has no family of its own
+    manifest["family"] = "hangs"
+    (art / "manifest.json").write_text(json.dumps(manifest))
+    done = run(site[1], "-m", "edge_deploy", "install", str(art), "--repository", str(tmp_path / "repo"))
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2 and len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"lane-model family 'hangs' of edp-hangs is broken: importing and describing it did not finish within " \
+           f"{TIMEOUT_S:g} s" in errors[0], errors
+    assert not (tmp_path / "repo").exists()
+    assert _left_running(site[0]) == []

@@ -22,6 +22,7 @@ pytest.importorskip("rosbags")
 
 from cli_process import run_cli  # noqa: E402
 from hostile_recordings import message_record, png, unindexed_mcap, write, zstd_zeros  # noqa: E402
+from reader_child import read_in_child  # noqa: E402
 from recordings import write_recording  # noqa: E402
 
 from edge_deploy.errors import CheckpointError, FrameError  # noqa: E402
@@ -248,16 +249,6 @@ def test_a_compressed_image_in_a_recording_is_checked_before_decoding(tmp_path):
 # --- FIFOs, sockets, devices: refused, never opened ------------------------------------------------------------
 
 EVERY_READER = """
-import pathlib, sys
-from edge_deploy.errors import EdgeDeployError
-P = pathlib.Path
-def attempt(name, call):
-    try:
-        call()
-        print(name, "READ")
-    except EdgeDeployError as exc:
-        print(name, type(exc).__name__, str(exc).replace(chr(10), " "))
-    sys.stdout.flush()
 d = P({d!r})
 from edge_deploy.media import open_recording, read_image, open_video
 attempt("recording", lambda: open_recording(d / "fifo.mcap"))
@@ -298,10 +289,8 @@ def test_no_reader_opens_a_fifo_or_a_device(tmp_path):
         "rosbag2_bagfile_information: {version: 9, storage_identifier: mcap, relative_file_paths: [bag_0.mcap]}\n")
     (tmp_path / "artifact").mkdir()
     os.mkfifo(tmp_path / "artifact" / "manifest.json")
-    result = subprocess.run([sys.executable, "-c", EVERY_READER.format(d=str(tmp_path))], capture_output=True,
-                            text=True, timeout=60, check=False)
-    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
-    assert result.returncode == 0 and len(lines) == 14, (result.stdout, result.stderr[-2000:])
+    lines = read_in_child(EVERY_READER.format(d=str(tmp_path)))
+    assert len(lines) == 14, lines
     fifo = "is a FIFO (named pipe), not a regular file"
     expected = {"recording": ("FrameError", f"recording {tmp_path}/fifo.mcap {fifo}"),
                 "ros1": ("FrameError", f"recording {tmp_path}/fifo.bag {fifo}"),

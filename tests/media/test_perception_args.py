@@ -1,5 +1,6 @@
-"""PerceptionStream's numeric arguments at their edges: each refused in one line before anything starts (plant:
-drop the upper bound in media/perception.py and 1e308 gets through)."""
+"""PerceptionStream's numeric arguments at their edges: each refused in one line before anything starts, through the
+same ranges (numbers.STREAM_SECONDS, STREAM_FPS) and words as LaneStream's (plant: drop the upper bound of
+numbers.STREAM_SECONDS and 1e308 gets through; give perception.py bounds of its own and the two disagree)."""
 from __future__ import annotations
 
 import math
@@ -8,6 +9,8 @@ import pytest
 
 from edge_deploy.errors import ClientError
 from edge_deploy.media.perception import PerceptionStream
+from edge_deploy.media.stream import LaneStream
+from edge_deploy.numbers import STREAM_FPS, STREAM_SECONDS
 
 
 class _Client:
@@ -31,18 +34,23 @@ def test_models_must_be_clients():
     assert stream.max_age == 1e-3
 
 
-@pytest.mark.parametrize("kwargs", [{"fps": 1001}, {"max_age": 61}, {"deadline": 61}])
-def test_the_bounds_are_lane_streams(kwargs):
-    """One check for both streams (stream_loop.check_timing, numbers.FPS and MAX_AGE_S): PerceptionStream took up
-    to 3600 of each, LaneStream refuses past 1000 frames/s and 60 s (plant: pass fps=None to check_timing in
-    perception.py and fps=1001 gets through)."""
-    from edge_deploy.media.stream import LaneStream
-
-    with pytest.raises(ClientError) as perception:
-        PerceptionStream([], {"lanes": _Client()}, **kwargs)
-    with pytest.raises(ClientError) as lanes:
-        LaneStream(_Client(), [], **kwargs)
-    assert str(perception.value) == str(lanes.value)
+@pytest.mark.parametrize("name, rng", [("max_age", STREAM_SECONDS), ("deadline", STREAM_SECONDS), ("fps", STREAM_FPS)])
+def test_both_streams_take_and_refuse_the_same_values_in_the_same_words(name, rng):
+    past = math.nextafter(float(rng.high), math.inf)
+    for value in (0, -1, math.nan, math.inf, 1e308, past, rng.high, 0.5):
+        said = []
+        for make in (lambda: PerceptionStream([], {"lanes": _Client()}, **{name: value}),
+                     lambda: LaneStream(_Client(), [], **{name: value})):
+            try:
+                make().stop()
+                said.append(None)
+            except ClientError as exc:
+                said.append(str(exc))
+        assert said[0] == said[1], (name, value, said)
+        taken = rng.contains(value)
+        assert (said[0] is None) == taken, (name, value, said)
+        if not taken:
+            assert said[0].startswith(f"{name} must be {rng.describe()}, not "), said[0]
 
 
 def test_a_stopped_stream_does_not_start():

@@ -128,3 +128,48 @@ def test_a_sink_failure_reaches_the_run():
     with pytest.raises(OSError, match="No space left"):
         publisher.close()
     assert sink.closed is False  # nothing was published: not kept
+
+
+def test_a_stuck_sink_costs_the_run_at_most_its_bound(monkeypatch):
+    """Issue 54, class 1: neither handing a frame over nor close() waits past STUCK_AFTER for a worker that is stuck
+    (plant: an unbounded join or put in ros/publisher.py, and this test hangs until its own 30 s release)."""
+    import threading
+    import time
+
+    from edge_deploy.errors import EdgeDeployError
+    from edge_deploy.ros import publisher as publishing
+    from edge_deploy.ros.publisher import QUEUE_FRAMES
+
+    monkeypatch.setattr(publishing, "STUCK_AFTER", 0.3)
+    release = threading.Event()
+
+    class Hung:  # a sink whose write never returns (a hung network disk): what cannot be made to happen here
+        closed = None
+
+        def write(self, message):
+            release.wait(30)
+
+        def close(self, keep):
+            self.closed = keep
+
+    frame = road_results(1, camera=False)[0]
+    try:
+        sink = Hung()
+        publisher = Publisher([sink])
+        for _ in range(QUEUE_FRAMES + 1):  # one in the worker's hands, the queue full
+            publisher(frame)
+        started = time.monotonic()
+        with pytest.raises(EdgeDeployError, match=r"took no frame within 0\.3 s: a sink is stuck") as handed:
+            publisher(frame)
+        assert time.monotonic() - started < 0.3 + 0.5 and "\n" not in str(handed.value)
+
+        sink = Hung()
+        publisher = Publisher([sink])
+        publisher(frame)
+        started = time.monotonic()
+        with pytest.raises(EdgeDeployError, match=r"did not finish the frames handed over within 0\.3 s") as closed:
+            publisher.close()
+        assert time.monotonic() - started < 0.3 + 0.5 and "\n" not in str(closed.value)
+        assert sink.closed is False  # what a stuck worker wrote is not kept
+    finally:
+        release.set()

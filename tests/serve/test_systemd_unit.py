@@ -360,3 +360,24 @@ def test_tls_unit_beyond_loopback_keeps_the_exposure(install, tmp_path) -> None:
     print(f"systemd-analyze security --offline=true: TLS unit on 10.77.0.1 exposure {score}")
     assert failed - ACCEPTED_EXPOSURE == set()
     assert score <= MAX_EXPOSURE
+
+
+def test_a_failed_serve_puts_each_file_back_atomically(tmp_path) -> None:
+    """What a failed `serve` put back is written the one way files are (fsutil, issue 54 class 3): a new file renamed
+    over the path, with the original's bytes and mode, so a hard link to what serve wrote (anything else holding that
+    inode) is never written through, and a file serve created is removed (plant: `file.write_bytes(kept.data)` in
+    su._put_back, and the link sees the old key). systemctl --user answers nothing here: _restore ignores it."""
+    key, env, unit = tmp_path / "model-repository.key", tmp_path / "triton.env", tmp_path / "new.service"
+    key.write_text("the old key\n")
+    key.chmod(0o640)
+    env.write_text("OLD=1\n")
+    saved = {key: su._kept(key), env: su._kept(env), unit: su._kept(unit)}
+    su.write_private(key, "serve's key\n")
+    su.write_private(env, "NEW=1\n")
+    su.write_public(unit, "[Unit]\n")
+    os.link(key, tmp_path / "other-holder")
+    su._restore("user", saved, was_enabled=True)
+    assert key.read_text() == "the old key\n" and (key.stat().st_mode & 0o777) == 0o640
+    assert env.read_text() == "OLD=1\n" and not unit.exists()
+    assert (tmp_path / "other-holder").read_text() == "serve's key\n"  # the inode serve wrote was replaced, not edited
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model-repository.key", "other-holder", "triton.env"]
