@@ -110,7 +110,7 @@ def _family(config: Any, server_decodes: bool) -> LaneFamily:
     names the package to install."""
     name = config.parameters[PARAM_FAMILY].string_value if PARAM_FAMILY in config.parameters else LEGACY_FAMILY
     try:
-        return get_family(name)
+        return get_family(name, probe=False)  # no probe child in a vehicle app (lane_family.get_family)
     except KeyError as exc:
         if server_decodes:
             return _server_decoded(name, config)

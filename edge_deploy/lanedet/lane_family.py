@@ -407,17 +407,20 @@ def _load_entry_point(name: str, point: Any) -> LaneFamily:
     return family
 
 
-def get_family(name: str) -> LaneFamily:
+def get_family(name: str, *, probe: bool = True) -> LaneFamily:
     """The family called `name`: registered, built in, or from an installed package's entry point; KeyError (with
     the known names) when there is none, BrokenFamilyError (a KeyError and an EdgeDeployError, naming the package and
-    why) when its package is broken."""
+    why) when its package is broken. A plug-in is probed in a child process before it is imported here, unless
+    probe=False (the client's: an app imports the family it serves in its own process anyway, and a child Python at
+    its first detect would cost that call's deadline)."""
     if name in _BROKEN:
         raise _BROKEN[name]
     if name not in _REGISTRY:
         if name in BUILTIN:
             register_family(importlib.import_module(BUILTIN[name]).FAMILY)
         elif name in (points := family_entry_points()):
-            _probe_first(name)
+            if probe:
+                _probe_first(name)
             register_family(_load_entry_point(name, points[name]))
     if name not in _REGISTRY:
         raise FamilyError(f"no lane-model family {name!r} (known: {', '.join(family_names())}; a family of another "

@@ -167,3 +167,21 @@ def test_an_artifact_of_a_hung_plugin_family_is_refused_without_importing_it_her
            f"{TIMEOUT_S:g} s" in errors[0], errors
     assert not (tmp_path / "repo").exists()
     assert _left_running(site[0]) == []
+
+
+def test_the_client_imports_its_served_plugin_family_without_a_probe_child(site) -> None:
+    """A vehicle app's client looks up the family its served model's config names: that is the app's own plug-in,
+    imported in its process anyway, and a probe child (a new Python, half a second or more) at its first detect would
+    cost that call's deadline. So the client asks without a probe; the CLI's lookups probe (the test above). Plant:
+    `probe=True` in client/served_model.py's get_family call, and the probe describes `fine` here."""
+    script = (
+        "from tritonclient.grpc import model_config_pb2 as pb\n"
+        "from edge_deploy.client.served_model import _family\n"
+        "from edge_deploy.lanedet import lane_family\n"
+        "from edge_deploy.lanedet.contract import PARAM_FAMILY\n"
+        "config = pb.ModelConfig(name='m')\n"
+        "config.parameters[PARAM_FAMILY].string_value = 'fine'\n"
+        "print(_family(config, False).name, 'fine' in lane_family._PROBED)\n")
+    done = run(site[1], "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["fine", "False"], done.stdout
