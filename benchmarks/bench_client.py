@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))  # small_artifact.py: the ne
 
 from edge_deploy.client.sync_client import LaneDetClient  # noqa: E402
 from edge_deploy.lanedet.preprocess import Preprocessor  # noqa: E402
-from edge_deploy.synthetic_roads import road_scene  # noqa: E402
+from edge_deploy.synthetic.roads import road_scene  # noqa: E402
 
 ANCHORS = ROOT / "tests" / "data" / "laneatt" / "anchors_2784x77.npy"
 
@@ -78,7 +78,7 @@ def bench_end_to_end(url: str, frames: list[np.ndarray], n: int, artifact: Path)
     """Benchmark 3: interleaved detect (shm, grpc) and the seeds' raw infer, n requests each."""
     import tritonclient.grpc as grpcclient
 
-    from edge_deploy.artifact import Manifest
+    from edge_deploy.artifact.manifest import Manifest
 
     manifest = Manifest.read(artifact)
     ready = Preprocessor(manifest.preprocess)(frames[0]).copy()  # the seeds' client gets a preprocessed tensor

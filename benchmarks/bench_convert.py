@@ -29,12 +29,12 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from edge_deploy.convert import convert
+    from edge_deploy.engine.convert import convert
     from edge_deploy.export.onnx_export import build_bare_export, trace_batch
     from edge_deploy.export.settings import ExportSettings
     from edge_deploy.export.source import SourceSpec
     from edge_deploy.lanedet.laneatt.model import build_laneatt
-    from edge_deploy.progress import Reporter
+    from edge_deploy.core.progress import Reporter
 
     settings = ExportSettings()  # convert's defaults: opset 17, dynamic batch 1..4
     source = SourceSpec("laneatt", backbone=args.backbone, seed=0)

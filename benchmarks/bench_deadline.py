@@ -36,7 +36,7 @@ from bench_stream import make_repo, ms, free_port, start  # noqa: E402  (the two
 from edge_deploy.client.async_client import AsyncLaneDetClient  # noqa: E402
 from edge_deploy.client.sync_client import LaneDetClient  # noqa: E402
 from edge_deploy.errors import LanesUnavailable  # noqa: E402
-from edge_deploy.synthetic_roads import road_scene  # noqa: E402
+from edge_deploy.synthetic.roads import road_scene  # noqa: E402
 
 DEADLINE = 0.05
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_deploy.lanedet.laneatt.decode import decode_lanes, select_rows
-from edge_deploy.synthetic_roads import raw_output
+from edge_deploy.synthetic.roads import raw_output
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE_SIZE = (590, 1640)

@@ -39,7 +39,7 @@ def cases():
     from edge_deploy.errors import EdgeDeployError
     from edge_deploy.lanedet.family import SourceSpec, TensorSpec, known_families
     from edge_deploy.lanedet.preprocess import Preprocessor
-    from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene
+    from edge_deploy.synthetic.roads import EVAL_SEED_BASE, scene
 
     for family in known_families():
         for dataset in list(family.datasets) or [None]:

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))  # small_artifact.py
 
 from edge_deploy.client.sync_client import LaneDetClient  # noqa: E402
-from edge_deploy.synthetic_roads import road_scene  # noqa: E402
+from edge_deploy.synthetic.roads import road_scene  # noqa: E402
 
 ANCHORS = ROOT / "tests" / "data" / "laneatt" / "anchors_2784x77.npy"
 
@@ -81,7 +81,7 @@ def linear_stand_in(fused: Path, out: Path) -> Path:
 
     import onnx
 
-    from edge_deploy.artifact import Manifest, file_entry
+    from edge_deploy.artifact.manifest import Manifest, file_entry
 
     shutil.copytree(fused, out)
     model = onnx.load(str(out / "model.onnx"))
@@ -129,7 +129,7 @@ def measure(url: str, models: list[str], frames: list[np.ndarray], n: int, block
 def model_alone(plain: Path, fused: Path, frames: list[np.ndarray], n: int = 10) -> dict[str, float]:
     """ms per frame of each model.onnx in ONNX Runtime (CPU) here: the fused one includes its cubic Resize."""
     from edge_deploy.lanedet.preprocess import Preprocessor
-    from edge_deploy.parity import ort_session
+    from edge_deploy.export.parity import ort_session
 
     pre = Preprocessor()
     sessions = {"client-side model.onnx (preprocessed input)": (ort_session(plain / "model.onnx"), "input"),

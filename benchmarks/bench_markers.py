@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from edge_deploy.geometry import Camera, LaneGeometry, MarkerTracker, StreamPlausibility, to_markers  # noqa: E402
 from edge_deploy.lanedet.lane import Lane  # noqa: E402
-from edge_deploy.synthetic_roads import EVAL_SEED_BASE, drive, drive_truth, scene, scene_truth  # noqa: E402
+from edge_deploy.synthetic.roads import EVAL_SEED_BASE, drive, drive_truth, scene, scene_truth  # noqa: E402
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:
@@ -183,7 +183,7 @@ def markers_cost_side_by_side(kept: list[tuple[list[Lane], Camera]], baseline: s
     if baseline:
         from baseline import load_package_at
 
-        old = load_package_at(baseline, "edge_deploy/geometry", "edge_deploy/errors.py", "edge_deploy/fsutil.py")
+        old = load_package_at(baseline, "edge_deploy/geometry", "edge_deploy/errors.py", "edge_deploy/core/fsutil.py")
         versions["old"] = (old.Camera, old.LaneGeometry, old.to_markers)
     # fps: the calls are a stream's frames, so today's verdicts judge the offset's jump too (REV ignores it)
     frames = {name: [(lanes, cam_cls.from_mapping(camera.to_mapping()), geo_cls(cam_cls.from_mapping(
@@ -237,7 +237,7 @@ def client_overhead(url: str, requests: int = 100, baseline: str | None = None) 
         if baseline:
             from baseline import load_package_at
 
-            old = load_package_at(baseline, "edge_deploy/geometry", "edge_deploy/errors.py", "edge_deploy/fsutil.py")
+            old = load_package_at(baseline, "edge_deploy/geometry", "edge_deploy/errors.py", "edge_deploy/core/fsutil.py")
             old_geometry = old.LaneGeometry(old.Camera.from_mapping(camera.to_mapping()))
             calls.append((before, lambda frame: old_geometry.frame_markers(client.detect(frame), frame)))
         for frame in frames[:3]:  # warm all

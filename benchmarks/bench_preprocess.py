@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 
 from edge_deploy.lanedet.preprocess import Preprocessor
-from edge_deploy.synthetic_roads import road_scene
+from edge_deploy.synthetic.roads import road_scene
 
 W, H = 640, 360
 
@@ -61,7 +61,7 @@ def ufldv2(repeats: int) -> int:
 
     from edge_deploy.lanedet.preprocess import AntialiasedBilinear
     from edge_deploy.lanedet.ufldv2 import PRESETS, preset_preprocess
-    from edge_deploy.synthetic_roads import scene
+    from edge_deploy.synthetic.roads import scene
 
     cv2.setNumThreads(1)
     print(f"OpenCV {cv2.__version__} (1 thread), NumPy {np.__version__}, load average {os.getloadavg()[0]:.1f}, "

@@ -50,7 +50,7 @@ def sources(work: Path, count: int) -> dict[str, Path]:
     from recordings import write_recording
 
     from edge_deploy.media import write_video
-    from edge_deploy.synthetic_roads import EVAL_SEED_BASE, drive
+    from edge_deploy.synthetic.roads import EVAL_SEED_BASE, drive
 
     frames = [scene.frame for scene in drive(EVAL_SEED_BASE, count, 1640, 590, fps=30.0)]
     return {

@@ -72,7 +72,7 @@ def latest_p99(url: str, seconds: float) -> dict[str, float]:
     import numpy as np
 
     from edge_deploy import DetectorClient, LaneDetClient, PerceptionStream
-    from edge_deploy.synthetic_roads import road_scene
+    from edge_deploy.synthetic.roads import road_scene
 
     frame = road_scene(1640, 590, seed=1)[0]
     clients = {"lanes": LaneDetClient(url, "lanedet"), "objects": DetectorClient(url, "objects"),
@@ -110,7 +110,7 @@ def shared_input_cpu(config, names: list[str]):
 def cpu_only(work: Path, args: argparse.Namespace) -> None:
     """Only the client CPU per frame of the two detectors, on a server of their own (no lane model)."""
     from edge_deploy.bench.config import BenchConfig
-    from edge_deploy.convert import convert
+    from edge_deploy.engine.convert import convert
     from edge_deploy.deploy.install import install
     from edge_deploy.deploy.options import InstallOptions
     from edge_deploy.export.settings import ExportSettings
@@ -153,7 +153,7 @@ def served(repo: Path, work: Path):
 def main() -> None:
     from edge_deploy.bench.config import BenchConfig
     from edge_deploy.bench.stack import run_stack, stack_lines
-    from edge_deploy.convert import convert
+    from edge_deploy.engine.convert import convert
     from edge_deploy.deploy.install import install
     from edge_deploy.deploy.options import InstallOptions
     from edge_deploy.export.settings import ExportSettings

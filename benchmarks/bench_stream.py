@@ -46,7 +46,7 @@ from edge_deploy.client.shm import leftover_regions  # noqa: E402
 from edge_deploy.client.sync_client import LaneDetClient  # noqa: E402
 from edge_deploy.errors import LanesUnavailable  # noqa: E402
 from edge_deploy.media.stream import LaneStream  # noqa: E402
-from edge_deploy.synthetic_roads import road_scene  # noqa: E402
+from edge_deploy.synthetic.roads import road_scene  # noqa: E402
 
 ANCHORS = ROOT / "tests" / "data" / "laneatt" / "anchors_2784x77.npy"
 FPS = 30.0

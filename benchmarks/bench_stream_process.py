@@ -27,7 +27,7 @@ from bench_stream import free_port, make_repo, start  # noqa: E402
 
 from edge_deploy.client.sync_client import LaneDetClient  # noqa: E402
 from edge_deploy.media.stream import LaneStream  # noqa: E402
-from edge_deploy.synthetic_roads import road_scene  # noqa: E402
+from edge_deploy.synthetic.roads import road_scene  # noqa: E402
 
 TICK = 0.002
 

@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 
 from netns import SERVER_IP, NetnsTriton, netns_unavailable, probe, veth_link  # noqa: E402
 
-from edge_deploy.certs import CertificateAuthority  # noqa: E402
+from edge_deploy.tls.certs import CertificateAuthority  # noqa: E402
 from edge_deploy.deploy.install import install  # noqa: E402
 from edge_deploy.deploy.options import InstallOptions
 from edge_deploy.serve.argv import ServerOptions, ServerTLS  # noqa: E402

@@ -27,7 +27,7 @@ from edge_deploy.lanedet import decode_ufldv2
 from edge_deploy.lanedet.preprocess import Preprocessor
 from edge_deploy.lanedet.ufldv2 import preset_preprocess
 from edge_deploy.lanedet.ufldv2.presets import PRESETS
-from edge_deploy.synthetic_roads import scene
+from edge_deploy.synthetic.roads import scene
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -30,8 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from edge_deploy.artifact import Manifest  # noqa: E402
-from edge_deploy.parity import LaneCheck, compare_to_reference, parity_feeds  # noqa: E402
+from edge_deploy.artifact.manifest import Manifest  # noqa: E402
+from edge_deploy.export.parity import LaneCheck, compare_to_reference, parity_feeds  # noqa: E402
 
 ROAD_FRAMES = 48
 
@@ -40,7 +40,7 @@ def road_feeds(manifest: Manifest, count: int) -> list[dict[str, np.ndarray]]:
     """`count` held-out synthetic road frames (the seeds convert's check starts with), preprocessed as the client
     does, in batches the model takes."""
     from edge_deploy.lanedet.preprocess import Preprocessor
-    from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene
+    from edge_deploy.synthetic.roads import EVAL_SEED_BASE, scene
 
     name = manifest.io.inputs[0].name
     batch = max(1, manifest.io.batch.max)
@@ -138,7 +138,7 @@ def gpu_side(artifact: Path, feeds_by_set: dict, device: str = "cuda") -> dict:
 
 
 def cpu_side(artifact: Path, feeds_by_set: dict) -> dict:
-    from edge_deploy.parity import ort_session
+    from edge_deploy.export.parity import ort_session
 
     manifest = Manifest.read(artifact)
     fp32 = ort_session(artifact / "model.onnx")

@@ -52,7 +52,7 @@ def client_worker(url: str, transport: str, rate: float, seed: int, stop, result
     sys.path.insert(0, str(ROOT))
     from edge_deploy.client.sync_client import LaneDetClient
     from edge_deploy.errors import ClientError
-    from edge_deploy.synthetic_roads import road_scene
+    from edge_deploy.synthetic.roads import road_scene
 
     frames = [road_scene(1640, 590, seed=seed * 10 + i)[0] for i in range(4)]
     batch: list[tuple[float, float, str]] = []

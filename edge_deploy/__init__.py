@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .client.model_client import ModelClient
     from .client.sync_client import LaneDetClient
     from .media.perception import PerceptionResult, PerceptionStream
-    from .tls import TLSConfig
+    from .tls.config import TLSConfig
     from .lanedet.lane import Lane
     from .media.stream import LaneResult, LaneStream
     from .lanedet import decode_lanes

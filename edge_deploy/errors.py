@@ -49,7 +49,7 @@ class NotServingError(ServerError):
 
 class NumberError(EdgeDeployError, ValueError):
     """A duration, rate, count, size or coordinate that is not finite or lies outside its documented range
-    (`edge_deploy.numbers.Range`): the message names the range."""
+    (`edge_deploy.core.numbers.Range`): the message names the range."""
 
 
 class ClientError(EdgeDeployError):

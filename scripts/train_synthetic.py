@@ -59,7 +59,7 @@ def deadline_from(until: str | None, minutes: float | None) -> float:
 
 
 def favour_tags(text: str) -> tuple[str, ...]:
-    from edge_deploy.synthetic_roads import CONDITIONS
+    from edge_deploy.synthetic.roads import CONDITIONS
 
     tags = tuple(t.strip() for t in text.split(",") if t.strip())
     unknown = [t for t in tags if t not in CONDITIONS]

@@ -163,7 +163,7 @@ def ufldv2_artifact(tmp_path_factory) -> tuple[Path, Path]:
     from ufldv2_checkpoints import write_official_checkpoint
 
     torch_or_skip()
-    from edge_deploy.convert import convert
+    from edge_deploy.engine.convert import convert
     from edge_deploy.export.source import SourceSpec
 
     def make(work: Path) -> tuple[Path, Path]:
@@ -183,7 +183,7 @@ def clrnet_artifact(tmp_path_factory) -> tuple[Path, Path]:
     from clrnet_checkpoints import write_official_checkpoint
 
     torch_or_skip()
-    from edge_deploy.convert import convert
+    from edge_deploy.engine.convert import convert
     from edge_deploy.export.source import SourceSpec
 
     def make(work: Path) -> tuple[Path, Path]:

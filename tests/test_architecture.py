@@ -129,7 +129,7 @@ def test_no_import_cycles() -> None:
 
 def test_client_imports_only_lanedet_geometry_detect_tls_and_errors() -> None:
     allowed = ("edge_deploy.client", "edge_deploy.lanedet", "edge_deploy.geometry", "edge_deploy.detect",
-               "edge_deploy.tls", "edge_deploy.errors", "edge_deploy.numbers", "edge_deploy.json_record",
+               "edge_deploy.tls.config", "edge_deploy.errors", "edge_deploy.core.numbers", "edge_deploy.core.json_record",
                "edge_deploy.runtime")
     graph = package_graph()
     offending = {
@@ -160,9 +160,9 @@ def test_the_client_imports_no_convert_side_types() -> None:
 FORBIDDEN = {
     "edge_deploy.repository": ("edge_deploy.serve", "edge_deploy.deploy", "edge_deploy.cli", "edge_deploy.fleet"),
     "edge_deploy.serve": ("edge_deploy.repository", "edge_deploy.deploy", "edge_deploy.cli", "edge_deploy.fleet"),
-    "edge_deploy.triton_layout": ("edge_deploy.repository", "edge_deploy.serve", "edge_deploy.deploy"),
-    "edge_deploy.state": ("edge_deploy.repository", "edge_deploy.serve", "edge_deploy.deploy", "edge_deploy.certs"),
-    "edge_deploy.certs": ("edge_deploy.repository", "edge_deploy.serve", "edge_deploy.deploy"),
+    "edge_deploy.core.triton_layout": ("edge_deploy.repository", "edge_deploy.serve", "edge_deploy.deploy"),
+    "edge_deploy.core.state": ("edge_deploy.repository", "edge_deploy.serve", "edge_deploy.deploy", "edge_deploy.tls.certs"),
+    "edge_deploy.tls.certs": ("edge_deploy.repository", "edge_deploy.serve", "edge_deploy.deploy"),
     "edge_deploy.client": ("edge_deploy.repository", "edge_deploy.serve", "edge_deploy.deploy"),
 }
 
@@ -204,8 +204,8 @@ def test_the_floor_rule_sees_imports_inside_functions(tmp_path: Path) -> None:
 # (and the libraries lanedet/ and geometry/). The repository and serve stand on that floor only.
 STAGES = ("edge_deploy.export", "edge_deploy.engine", "edge_deploy.repository", "edge_deploy.serve",
           "edge_deploy.deploy", "edge_deploy.evaluate", "edge_deploy.bench", "edge_deploy.fleet", "edge_deploy.client",
-          "edge_deploy.media", "edge_deploy.ros", "edge_deploy.cli", "edge_deploy.training", "edge_deploy.convert",
-          "edge_deploy.doctor")
+          "edge_deploy.media", "edge_deploy.ros", "edge_deploy.cli", "edge_deploy.training", "edge_deploy.engine.convert",
+          "edge_deploy.deploy.doctor")
 
 
 def imports_into(graph: dict[str, set[str]], importers: tuple[str, ...], imported: tuple[str, ...]) -> list[str]:
@@ -247,9 +247,9 @@ def test_no_stage_imports_training() -> None:
 
 
 def test_the_floor_rules_find_what_they_forbid() -> None:
-    graph = {"edge_deploy.serve.admin": {"edge_deploy.client.base", "edge_deploy.tls", "edge_deploy.serve.server_record"},
+    graph = {"edge_deploy.serve.admin": {"edge_deploy.client.base", "edge_deploy.tls.config", "edge_deploy.serve.server_record"},
              "edge_deploy.repository.late": {"edge_deploy.machine.plan_fit", "edge_deploy.engine.plan"},
-             "edge_deploy.evaluate.datasets": {"edge_deploy.training.train", "edge_deploy.synthetic_roads"}}
+             "edge_deploy.evaluate.datasets": {"edge_deploy.training.train", "edge_deploy.synthetic.roads"}}
     assert imports_into(graph, ("edge_deploy.repository", "edge_deploy.serve"), STAGES) == [
         "edge_deploy.repository.late -> edge_deploy.engine.plan", "edge_deploy.serve.admin -> edge_deploy.client.base"]
     assert imports_into(graph, ("edge_deploy.evaluate",), ("edge_deploy.training",)) == [
@@ -257,10 +257,10 @@ def test_the_floor_rules_find_what_they_forbid() -> None:
 
 # What a vehicle app that imports the client must never load: training and the synthetic scene generator, the machine
 # floor (TensorRT), and every stage that is not inference (export, engine, repository, serve, evaluate, fleet, the CLI, ...).
-NOT_INFERENCE = ("edge_deploy.training", "edge_deploy.synthetic_roads", "edge_deploy.evaluate", "edge_deploy.export",
+NOT_INFERENCE = ("edge_deploy.training", "edge_deploy.synthetic.roads", "edge_deploy.evaluate", "edge_deploy.export",
                  "edge_deploy.engine", "edge_deploy.machine", "edge_deploy.repository", "edge_deploy.serve", "edge_deploy.deploy", "edge_deploy.fleet",
-                 "edge_deploy.cli", "edge_deploy.convert", "edge_deploy.certs", "edge_deploy.doctor",
-                 "edge_deploy.parity", "edge_deploy.artifact")
+                 "edge_deploy.cli", "edge_deploy.engine.convert", "edge_deploy.tls.certs", "edge_deploy.deploy.doctor",
+                 "edge_deploy.export.parity", "edge_deploy.artifact.manifest")
 
 
 def reachable(graph: dict[str, set[str]], roots: list[str]) -> dict[str, list[str]]:
@@ -293,7 +293,7 @@ def test_the_client_never_reaches_training_or_the_other_stages() -> None:
 
 def test_lanedet_does_not_import_the_pipeline_stages() -> None:
     stages = ("edge_deploy.export", "edge_deploy.engine", "edge_deploy.repository", "edge_deploy.serve",
-              "edge_deploy.deploy", "edge_deploy.client", "edge_deploy.cli", "edge_deploy.convert")
+              "edge_deploy.deploy", "edge_deploy.client", "edge_deploy.cli", "edge_deploy.engine.convert")
     graph = package_graph()
     offending = {m: sorted(t for t in targets if t.startswith(stages))
                  for m, targets in graph.items() if m.startswith("edge_deploy.lanedet")}

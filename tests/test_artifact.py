@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from edge_deploy.artifact import FORMAT, Manifest, PlanRecord, TensorSpec
+from edge_deploy.artifact.manifest import FORMAT, Manifest, PlanRecord, TensorSpec
 from edge_deploy.errors import ManifestError
 from edge_deploy.lanedet.family import ScoreNmsDecodeParams
-from edge_deploy.precision import Precision
+from edge_deploy.artifact.precision import Precision
 
 FORMAT1 = Path(__file__).parent / "data" / "format1"
 
@@ -142,7 +142,7 @@ def test_a_malformed_profile_is_refused_naming_the_input_and_range(profile, fiel
 
 
 def test_the_profile_is_typed_and_a_built_one_writes_min_opt_max() -> None:
-    from edge_deploy.artifact import PlanFingerprint, ShapeRange
+    from edge_deploy.artifact.manifest import PlanFingerprint, ShapeRange
 
     plan = Manifest.from_dict(_format1(plan=BUILT_PLAN)).plan
     assert plan.profile["input"].max == (4, 3, 360, 640) and plan.profile["input"].opt == (1, 3, 360, 640)
@@ -152,7 +152,7 @@ def test_the_profile_is_typed_and_a_built_one_writes_min_opt_max() -> None:
 
 def test_the_plan_records_its_precision_as_a_precision() -> None:
     """The manifest stores the string; the record holds the enum, and writes the string back."""
-    from edge_deploy.records import PlanVerify
+    from edge_deploy.artifact.records import PlanVerify
 
     plan = Manifest.from_dict(_format1(plan=BUILT_PLAN)).plan
     assert plan.precision is Precision.FP16 and isinstance(plan.verify, PlanVerify)
@@ -183,7 +183,7 @@ def test_the_released_format1_artifacts_read_as_written(tmp_path) -> None:
 @pytest.mark.parametrize("right_sha", [True, False], ids=["right sha256", "wrong sha256"])
 def test_a_listed_file_that_links_out_of_the_artifact_is_refused_unread(tmp_path, right_sha) -> None:
     """Issue 34 item 8: a listed link to a file outside was read and accepted, or its hash printed."""
-    from edge_deploy.artifact import FileEntry, file_entry
+    from edge_deploy.artifact.manifest import FileEntry, file_entry
 
     outside = tmp_path / "outside.txt"
     outside.write_text("a secret of the machine\n")

@@ -14,7 +14,7 @@ from cli_process import run_cli  # noqa: E402
 from cryptography import x509  # noqa: E402
 from cryptography.x509.oid import ExtendedKeyUsageOID  # noqa: E402
 
-from edge_deploy.certs import ADMIN_CLIENT, SERVER, CertificateAuthority, expiring  # noqa: E402
+from edge_deploy.tls.certs import ADMIN_CLIENT, SERVER, CertificateAuthority, expiring  # noqa: E402
 from edge_deploy.errors import CertificateError  # noqa: E402
 
 NOW = dt.datetime.now(dt.timezone.utc)
@@ -114,7 +114,7 @@ def test_expiring_warns_within_30_days(ca) -> None:
 
 
 def test_doctor_warns_of_plaintext_beyond_loopback_and_of_expiring_certificates(tmp_path, monkeypatch) -> None:
-    from edge_deploy.doctor import WARN, tls_checks
+    from edge_deploy.deploy.doctor import WARN, tls_checks
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setenv("EDGE_DEPLOY_STATE_DIR", str(tmp_path / "state"))

@@ -16,7 +16,7 @@ from cli_process import run_cli
 from needs import torch_or_skip
 from typer.testing import CliRunner
 
-from edge_deploy import doctor
+from edge_deploy.deploy import doctor
 from edge_deploy.machine.facts import device_facts
 from edge_deploy.cli import app
 

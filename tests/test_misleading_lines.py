@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from edge_deploy.cli import app
 from edge_deploy.engine import trtexec
 from edge_deploy.errors import RepositoryError, ServerError
-from edge_deploy.state import state_dir
+from edge_deploy.core.state import state_dir
 
 pytest_plugins = ["jetson_fixtures"]  # board, no_tensorrt, fake_trtexec
 

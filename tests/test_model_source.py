@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from edge_deploy.artifact import Manifest
+from edge_deploy.artifact.manifest import Manifest
 from edge_deploy.errors import ManifestError
-from edge_deploy.json_record import RecordError
+from edge_deploy.core.json_record import RecordError
 from edge_deploy.lanedet.clrnet import CLRNetSource
 from edge_deploy.lanedet.family import get_family
 from edge_deploy.lanedet.lane_family import LoadedModel
 from edge_deploy.lanedet.laneatt import AnchorOrder, LaneATTSource
 from edge_deploy.lanedet.source import SourceSpec
-from edge_deploy.model_source import ExternalSource, ModelSource, SourceFile
+from edge_deploy.artifact.model_source import ExternalSource, ModelSource, SourceFile
 
 FORMAT1 = Path(__file__).parent / "data" / "format1"
 CHECKPOINT = {"path": "/models/laneatt_r18_culane.pt", "sha256": "c" * 64}

@@ -1,4 +1,4 @@
-"""The one number validator (edge_deploy/numbers.py) and the library calls that take numbers through it (issue 54,
+"""The one number validator (edge_deploy/core/numbers.py) and the library calls that take numbers through it (issue 54,
 class 4): each refuses NaN, infinities and values past its documented range in one line of the error family, naming
 the range; values inside are taken."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from edge_deploy.errors import (BenchError, CalibrationError, ClientError, EdgeDeployError, GeometryError,
                                 NumberError)
-from edge_deploy.numbers import FPS, MAX_AGE_S, THREADS, Range, finite_points, whole
+from edge_deploy.core.numbers import FPS, MAX_AGE_S, THREADS, Range, finite_points, whole
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,7 +115,7 @@ def test_finite_points() -> None:
 @pytest.fixture(scope="module")
 def camera():
     from edge_deploy.geometry import Camera
-    from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene_truth
+    from edge_deploy.synthetic.roads import EVAL_SEED_BASE, scene_truth
 
     return Camera.from_mapping(scene_truth(EVAL_SEED_BASE, 1640, 590).camera)
 
@@ -234,7 +234,7 @@ def test_a_family_number_option_takes_its_range() -> None:
 @pytest.mark.parametrize("value", ["100000", "65", "0", "nan"])
 def test_ort_threads_outside_the_range_are_refused_before_onnx_runtime_sees_them(monkeypatch, value) -> None:
     pytest.importorskip("onnxruntime")
-    from edge_deploy.parity import ORT_THREADS_ENV, ort_session
+    from edge_deploy.export.parity import ORT_THREADS_ENV, ort_session
 
     monkeypatch.setenv(ORT_THREADS_ENV, value)
     with pytest.raises(EdgeDeployError) as refused:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from edge_deploy.errors import EdgeDeployError
-from edge_deploy.parity import ORT_THREADS_ENV, ort_session
+from edge_deploy.export.parity import ORT_THREADS_ENV, ort_session
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")

@@ -8,7 +8,7 @@ import re
 import pytest
 from rich.console import Console
 
-from edge_deploy.progress import ConsoleReporter, Reporter
+from edge_deploy.core.progress import ConsoleReporter, Reporter
 
 
 def run_stage(reporter: Reporter) -> None:

@@ -226,7 +226,7 @@ def test_any_camera_info_makes_a_camera_or_one_line(tmp_path):
 
 
 def test_a_damaged_manifest_is_read_or_refused_in_one_line(tmp_path):
-    from edge_deploy.artifact import Manifest
+    from edge_deploy.artifact.manifest import Manifest
 
     source = Path(__file__).parent / "data" / "format1" / "tiny_fp16"
     artifact = tmp_path / "artifact"
@@ -245,7 +245,7 @@ def test_a_damaged_manifest_is_read_or_refused_in_one_line(tmp_path):
 
 def test_a_damaged_config_pbtxt_is_read_or_refused_in_one_line(tmp_path):
     from edge_deploy.errors import RepositoryError
-    from edge_deploy.triton_layout import read_config
+    from edge_deploy.core.triton_layout import read_config
 
     original = ('name: "lanes"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 4\ninput [ { name: "images" '
                 'data_type: TYPE_FP32 dims: [ 3, 320, 800 ] } ]\nversion_policy: { latest: { num_versions: 2 } }\n')

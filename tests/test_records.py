@@ -1,4 +1,4 @@
-"""The typed stage reports (edge_deploy.records): read once and checked, written back as the same JSON,
+"""The typed stage reports (edge_deploy.artifact.records): read once and checked, written back as the same JSON,
 unknown keys kept, and the manifests the released code wrote still read."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from edge_deploy.artifact import Manifest, migrate
+from edge_deploy.artifact.manifest import Manifest, migrate
 from edge_deploy.errors import ManifestError
-from edge_deploy.records import (Comparison, EvaluationRecord, ExportReport, F1Retention, Fp16Node, Fp16OnnxRecord,
+from edge_deploy.artifact.records import (Comparison, EvaluationRecord, ExportReport, F1Retention, Fp16Node, Fp16OnnxRecord,
                                  Fp16Report, FrameRecord, FusedParity, FusedPreprocessRecord, LaneComparison,
                                  OutputError, ParityReport, PixelDiff, PixelParity, PlanVerify, RecordError, Scores,
                                  SimplifyReport, Tolerance)
@@ -177,7 +177,7 @@ def test_a_non_object_report_is_refused() -> None:
 
 
 def test_the_parity_helpers_read_a_typed_report() -> None:
-    from edge_deploy.parity import lanes_line, lanes_moved_reason, worst_output
+    from edge_deploy.export.parity import lanes_line, lanes_moved_reason, worst_output
 
     assert worst_output(VERIFY) == OutputError(max_abs=0.49, max_rel=8e-4)
     assert "raw outputs agree" in lanes_moved_reason(VERIFY, "FP16")

@@ -1,4 +1,4 @@
-"""One safe output (issue 54, class 3): every file edge-deploy writes goes through edge_deploy.fsutil, which writes
+"""One safe output (issue 54, class 3): every file edge-deploy writes goes through edge_deploy.core.fsutil, which writes
 a temporary file beside the target under a name of this run's own (pid and random), refuses a target that is not a
 regular file (a FIFO, a socket, a directory: what /dev/null is to root) or that is one of the inputs (the same
 file through a symbolic or hard link too), removes the temporary file on any error, and renames atomically.
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from edge_deploy.errors import ClientError, EdgeDeployError, OutputError
-from edge_deploy.fsutil import AtomicOutput, atomic_path, check_target, write_bytes_atomic, write_json_atomic
+from edge_deploy.core.fsutil import AtomicOutput, atomic_path, check_target, write_bytes_atomic, write_json_atomic
 from edge_deploy.media.detect import detect_stream
 from edge_deploy.media.stamped import StampedFrame
 from edge_deploy.media.video import VideoWriter
@@ -168,7 +168,7 @@ def test_two_writers_of_one_target_never_share_a_temporary_name(tmp_path):
     assert f".o.mcap.{os.getpid()}." in first.tmp.name and first.tmp.name.endswith(".tmp")
     # another process (another run of the same command) gets its own name too, with its own pid
     other = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
-        from edge_deploy.fsutil import AtomicOutput
+        from edge_deploy.core.fsutil import AtomicOutput
         out = AtomicOutput({str(target)!r})
         print(out.tmp.name)
         out.discard()
@@ -234,7 +234,7 @@ def test_a_full_disk_mid_write_leaves_the_old_file_and_no_temporary(tmp_path):
     target.write_bytes(OLD)
     code = textwrap.dedent(f"""
         import resource, signal, sys
-        from edge_deploy.fsutil import write_bytes_atomic
+        from edge_deploy.core.fsutil import write_bytes_atomic
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
         try:

@@ -9,7 +9,7 @@ import pytest
 
 from edge_deploy.lanedet.laneatt.decode import Lane, decode_lanes, lane_scores
 from edge_deploy.lanedet.draw import PALETTE, draw_lanes, save_png
-from edge_deploy.synthetic_roads import (
+from edge_deploy.synthetic.roads import (
     CONDITIONS,
     EVAL_SEED_BASE,
     Scene,

@@ -15,8 +15,8 @@ import cv2
 import numpy as np
 import pytest
 
-from edge_deploy import synthetic_roads
-from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene
+from edge_deploy.synthetic import roads as synthetic_roads
+from edge_deploy.synthetic.roads import EVAL_SEED_BASE, scene
 
 WIDTH, HEIGHT = 1640, 590  # evaluate's synthetic frames (evaluate.datasets.synthetic_frames)
 EVALUATED = range(EVAL_SEED_BASE, EVAL_SEED_BASE + 200)  # `edge-deploy evaluate ... --synthetic 200`

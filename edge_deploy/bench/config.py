@@ -7,7 +7,7 @@ from typing import Any
 
 from ..client.base import DEFAULT_URL
 from ..errors import BenchError
-from ..numbers import Range, whole
+from ..core.numbers import Range, whole
 
 DEFAULT_CONCURRENCY = (1, 2, 4)
 
@@ -33,7 +33,7 @@ class BenchConfig:
     """
 
     url: str = DEFAULT_URL
-    tls: Any = None  # edge_deploy.tls.TLSConfig | None
+    tls: Any = None  # edge_deploy.tls.config.TLSConfig | None
     repository: Path | None = None  # lists the models (and finds the server) when given
     models: tuple[str, ...] = ()
     frames: Path | None = None

@@ -7,7 +7,7 @@ from typing import Any
 from ..errors import BenchError
 from ..media.images import IMAGE_SUFFIXES, read_image
 from ..media.video import frames_of, open_video
-from ..synthetic_roads import EVAL_SEED_BASE, scene
+from ..synthetic.roads import EVAL_SEED_BASE, scene
 
 SAMPLE_FRAMES = 8  # the synthetic sample set: what `edge-deploy sample` writes, 1640x590
 

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
 
 from ..errors import BenchError
-from ..numbers import FPS, MAX_AGE_S
+from ..core.numbers import FPS, MAX_AGE_S
 from .config import BenchConfig
 from .frames import load_frames
 from .process_cpu import client_seconds
@@ -128,7 +128,7 @@ def _row(camera: int, before: Any, after: Any, wall: float) -> StreamRow:
 def print_realtime(report: RealtimeReport, console: Any) -> None:
     """The report as a table (tables.narrow_table) when it fits the console's width, else one line per stream
     (wrapped at words): nothing is cut."""
-    from ..tables import fits, narrow_table
+    from ..core.tables import fits, narrow_table
 
     title = f"realtime: {report.url}, {report.frames}"
     table = narrow_table("model", "cam", "frames/s", "p50 ms", "p99 ms", "dropped", "states", "CPU ms/frame",

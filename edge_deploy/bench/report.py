@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..fsutil import write_bytes_atomic
+from ..core.fsutil import write_bytes_atomic
 from .results import BenchReport, CellResult
 
 COLUMNS = ("model", "pipeline", "conc.", "frames/s", "p50 ms", "p90 ms", "p99 ms", "client pre/req/dec ms",

@@ -12,8 +12,8 @@ from ..client.base import CHANNEL_ARGS, to_client_error
 from ..client.served_model import describe_model
 from ..lanedet.contract import PARAM_PIPELINE
 from ..serve.admin import repository_headers
-from ..tls import client_options
-from ..triton_layout import repository_models
+from ..tls.config import client_options
+from ..core.triton_layout import repository_models
 
 PIPELINE_SUFFIX = "_pipeline"
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from .. import strict_json
+from ..core import strict_json
 from ..errors import BenchError
 from . import option_groups as groups
 from .typer_app import app
@@ -15,7 +15,7 @@ from .infer import Transport
 from .options import takes_options
 from .numeric import number, numbers
 from ..bench.config import CAMERAS, CONCURRENCY
-from ..numbers import FPS, MAX_AGE_S, TIMEOUT_S, Range, whole
+from ..core.numbers import FPS, MAX_AGE_S, TIMEOUT_S, Range, whole
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -98,7 +98,7 @@ class BenchOptions:
         if self.plot is not None and self.plot.suffix.lower() != ".png":
             raise BenchError(f"--plot {self.plot} must name a .png file.")
         if self.plot is not None:
-            from ..fsutil import check_target
+            from ..core.fsutil import check_target
 
             check_target(self.plot, what="--plot", inputs=[self.frames] if self.frames else [], error=BenchError)
         if self.url is None:

@@ -8,7 +8,7 @@ import typer
 
 from .typer_app import HELP_MARKUP, app
 from ..errors import CertificateError
-from ..numbers import whole
+from ..core.numbers import whole
 from .numeric import number
 
 DAYS = whole(1, 36500, "days")  # a hundred years: past it, a date the certificate library cannot write
@@ -21,7 +21,7 @@ DirOpt = Annotated[Optional[Path], typer.Option("--dir", help="Certificates dire
 
 
 def _authority(directory: Path | None):  # noqa: ANN202
-    from ..certs import CertificateAuthority, default_dir
+    from ..tls.certs import CertificateAuthority, default_dir
 
     return CertificateAuthority(directory or default_dir())
 
@@ -44,7 +44,7 @@ def init(
     """Make the CA, the server certificate (this host's names and addresses) and edge-deploy's own client certificate."""
     import socket
 
-    from ..certs import host_addresses
+    from ..tls.certs import host_addresses
 
     authority = _authority(directory)
     names = list(name) if name else [socket.gethostname()]

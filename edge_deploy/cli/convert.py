@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from ..lanedet.source import OptionValue
-from ..precision import Precision
+from ..artifact.precision import Precision
 from . import option_groups as groups
 from .typer_app import app
 from .options import takes_options
 from .numeric import number, text_callback
-from ..numbers import SEED, Range, whole
+from ..core.numbers import SEED, Range, whole
 from ..errors import ConvertError, os_error_message
 from ..lanedet.family import described_families
-from ..progress import ConsoleReporter
-from ..sizes import MIN_WORKSPACE, parse_size
+from ..core.progress import ConsoleReporter
+from ..core.sizes import MIN_WORKSPACE, parse_size
 
 if TYPE_CHECKING:  # pragma: no cover - the library's types, imported when the command runs
     from ..engine.options import EngineOptions
@@ -271,9 +271,9 @@ def convert(**given: Any) -> None:
     (and a TensorRT plan on the device)."""
     from rich.console import Console
 
-    from ..convert import convert as run_convert
+    from ..engine.convert import convert as run_convert
 
-    from ..parity import ort_threads
+    from ..export.parity import ort_threads
 
     ort_threads()  # $EDGE_DEPLOY_ORT_THREADS read through its range before any work (docs/convert.md)
     options = ConvertOptions.of(given)

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import strict_json
+from ..core import strict_json
 from .typer_app import app
 
 
@@ -30,7 +30,7 @@ def doctor(
     from rich.markup import escape
     from rich.table import Table
 
-    from ..doctor import ready, report, run_checks, stages_for
+    from ..deploy.doctor import ready, report, run_checks, stages_for
 
     stages = stages_for(for_)
     checks = run_checks(root=root, repository=repository)

@@ -7,15 +7,15 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..tls import TLSConfig
+from ..tls.config import TLSConfig
 from ..errors import EvaluationError
 from . import option_groups as groups
 from .typer_app import app
 from .options import takes_options
 from .numeric import number
-from ..numbers import whole
-from ..fsutil import check_target, write_json_atomic
-from ..progress import ConsoleReporter
+from ..core.numbers import whole
+from ..core.fsutil import check_target, write_json_atomic
+from ..core.progress import ConsoleReporter
 
 EVAL_FRAMES = whole(1, 100000, "frames")
 EVAL_SEED = whole(0, 10**8, noun="a seed offset")
@@ -114,7 +114,7 @@ def evaluate(**given: Any) -> None:
 
     from ..evaluate.run import evaluate_models, worst_frames_grid
 
-    from ..parity import ort_threads
+    from ..export.parity import ort_threads
 
     ort_threads()  # $EDGE_DEPLOY_ORT_THREADS read through its range before any work
     options = EvaluateOptions(**given).checked()

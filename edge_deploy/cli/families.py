@@ -5,7 +5,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .. import strict_json
+from ..core import strict_json
 from ..lanedet.description import FamilyDescription
 from .typer_app import app
 from ..lanedet.family import described_families

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from ..fleet.role_vars import parse_extra_vars
-from .. import strict_json
+from ..core import strict_json
 from .typer_app import HELP_MARKUP, app
 from .numeric import number
 from ..fleet.policy import HOSTS
-from ..numbers import whole
+from ..core.numbers import whole
 
 FLEET_KEEP = whole(2, 1000, "versions")  # at least 2: the previous version is what a failed vehicle rolls back to
 
@@ -141,7 +141,7 @@ def record(
     from ..fleet.device import record_result
     from ..fleet.policy import FleetError
     from ..fleet.reports import HostResult
-    from ..records import RecordError
+    from ..artifact.records import RecordError
 
     try:
         data = json.loads(result)

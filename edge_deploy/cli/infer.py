@@ -16,7 +16,7 @@ from .typer_app import app
 from .options import takes_options
 from .numeric import number
 from ..errors import CalibrationError, ClientError
-from ..numbers import MAX_AGE_S, SPEED_MPS, TIMEOUT_S, WAIT_S, whole
+from ..core.numbers import MAX_AGE_S, SPEED_MPS, TIMEOUT_S, WAIT_S, whole
 from .recordings import FOXGLOVE_WAIT_S
 from ..lanedet.decode_params import DecodeParamsError, ScoreNmsDecodeParams
 
@@ -65,7 +65,7 @@ def lane_geometry(camera: Path | None, track: bool, speed: float | None, recordi
 def synthetic_frames(count: int, width: int = 1640, height: int = 590, seed: int = 0) -> list[tuple[str, Any]]:
     """`count` synthetic road frames named road-000.png, ...: evaluation seeds (never used to train the demo
     weights), from EVAL_SEED_BASE + seed on."""
-    from ..synthetic_roads import EVAL_SEED_BASE, scene
+    from ..synthetic.roads import EVAL_SEED_BASE, scene
 
     return [(f"road-{i:03d}.png", scene(EVAL_SEED_BASE + seed + i, width, height).frame) for i in range(count)]
 
@@ -312,7 +312,7 @@ def _frames(paths: list[Path], videos: list[str], synthetic: int, out: Path, geo
 
 def _progress(source: str) -> Any:
     """A progress line on stderr for the first frame of a video or camera, then every PROGRESS_EVERY_S seconds."""
-    from ..progress import every_few_seconds
+    from ..core.progress import every_few_seconds
 
     return every_few_seconds(
         lambda line: typer.echo(line, err=True),
@@ -322,7 +322,7 @@ def _progress(source: str) -> Any:
 def _print_results(records: list[ImageLanes], played: list[Any], client: Any, out: Path) -> None:
     from rich.console import Console
 
-    from ..tables import narrow_table
+    from ..core.tables import narrow_table
 
     console = Console()
     table = narrow_table("image", "size", "lanes", "scores", "written")
@@ -376,7 +376,7 @@ def sample(
     from ..geometry import Camera
     from ..geometry.calibration_file import write_calibration
     from ..lanedet.draw import save_png
-    from ..synthetic_roads import EVAL_SEED_BASE, drive_truth, scene_truth
+    from ..synthetic.roads import EVAL_SEED_BASE, drive_truth, scene_truth
 
     if stack:
         from ..export.stand_in_detector import write_stand_in_detector
@@ -384,9 +384,9 @@ def sample(
         typer.echo(str(write_stand_in_detector(out / "detector.onnx")))
     if video:
         from ..media import write_video
-        from ..synthetic_roads import drive
+        from ..synthetic.roads import drive
 
-        from ..progress import counted, every_few_seconds
+        from ..core.progress import counted, every_few_seconds
 
         say = every_few_seconds(lambda line: typer.echo(line, err=True),
                                 lambda done, seconds: f"drive.mp4: {done}/{count} frames drawn ({seconds:.0f} s)")

@@ -3,7 +3,7 @@ its typer parameter info with a callback that checks the value against the range
 (before anything runs or is written) and a help text that names the range in the words of the refusal:
 "--fps must be a number of frames/s in (0, 1000], not inf." (a NumberError: exit 2).
 
-The ranges are edge_deploy.numbers.Range objects; `range_of(info)` gives an option's back (tests/cli/
+The ranges are edge_deploy.core.numbers.Range objects; `range_of(info)` gives an option's back (tests/cli/
 test_numeric_options.py finds every numeric option of every command through it, so an option without a range fails
 that test)."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 import typer
 
 from ..errors import EdgeDeployError, NumberError
-from ..numbers import Range
+from ..core.numbers import Range
 
 RANGE_ATTRIBUTE = "number_range"
 

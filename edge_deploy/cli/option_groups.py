@@ -14,9 +14,9 @@ from typing import Any, Iterable
 import typer
 
 from ..serve.status import DEFAULT_URL  # noqa: F401 - the commands' default --url (groups.DEFAULT_URL), serve/ being loaded already
-from ..numbers import Range, whole
-from ..tls import TLSConfig
-from ..precision import Precision
+from ..core.numbers import Range, whole
+from ..tls.config import TLSConfig
+from ..artifact.precision import Precision
 from .numeric import number
 
 TLS_CA_HELP = "Connect over TLS: the CA that signed the server's certificate."

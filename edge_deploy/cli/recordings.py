@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 from ..errors import CalibrationError, ClientError
-from ..numbers import Range
+from ..core.numbers import Range
 
 FOXGLOVE_WAIT_S = Range(0, 3600, "seconds", note="0: start at once")  # --foxglove-wait: up to an hour
 

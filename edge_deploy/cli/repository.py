@@ -11,13 +11,13 @@ from ..deploy.options import InstallOptions
 from ..errors import RepositoryError
 from ..repository.model_config import SERVED_ONNX
 from ..repository.pipeline_kind import KINDS, PipelineKind
-from .. import strict_json
+from ..core import strict_json
 from . import option_groups as groups
 from .typer_app import app
 from .options import Only, options_of, takes_fields
 from .numeric import number
-from ..numbers import THREADS, whole
-from ..progress import ConsoleReporter
+from ..core.numbers import THREADS, whole
+from ..core.progress import ConsoleReporter
 
 
 
@@ -96,7 +96,7 @@ def install_options(given: dict[str, Any]) -> InstallOptions:
 def install(**given: Any) -> None:
     """Install an artifact as the next version of a model; a running server loads it."""
     from ..deploy.install import install as install_artifact
-    from ..progress import ConsoleReporter
+    from ..core.progress import ConsoleReporter
 
     typer.echo(install_artifact(install_options(given), ConsoleReporter()).summary())
 
@@ -122,7 +122,7 @@ def models(
         return
     from rich.console import Console
 
-    from ..tables import narrow_table
+    from ..core.tables import narrow_table
 
     table = narrow_table("model", "version", "runtime", "manifest sha256", "plan", "served")
     for info in infos:

@@ -12,13 +12,13 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..progress import ConsoleReporter
+from ..core.progress import ConsoleReporter
 from ..serve.service import ServeOptions, parse_log_max_size
 from . import option_groups as groups
 from .typer_app import app
 from .options import Only, takes_fields
 from .numeric import number, text_callback
-from ..numbers import DAY_S, PORT, Range, whole
+from ..core.numbers import DAY_S, PORT, Range, whole
 
 
 
@@ -35,7 +35,7 @@ def scheduling_line(repository: Path | None, model: str) -> str | None:
     readable config, and for an ensemble."""
     from ..errors import RepositoryError
     from ..repository.model_config import scheduling
-    from ..triton_layout import read_config
+    from ..core.triton_layout import read_config
 
     if repository is None:
         return None

@@ -31,7 +31,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(detector_client, name)
     if name == "TLSConfig":
-        from ..tls import TLSConfig
+        from ..tls.config import TLSConfig
 
         return TLSConfig
     raise AttributeError(f"module 'edge_deploy.client' has no attribute {name!r}")

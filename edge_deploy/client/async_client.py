@@ -47,7 +47,7 @@ from .buffers import Slot
 from .frames import check_frames
 from .served_model import LaneModel
 from .shm import ShmRegion
-from ..tls import client_options
+from ..tls.config import client_options
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

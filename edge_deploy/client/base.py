@@ -35,9 +35,9 @@ from .buffers import Slot
 from .request import Request, build_request, read_lanes
 from .served_model import LaneModel, decode_params, describe_model
 from .shm import ShmRegion
-from ..tls import SOCKET_CLOSED, TLSConfig, explain_refusal, handshake_failure
+from ..tls.config import SOCKET_CLOSED, TLSConfig, explain_refusal, handshake_failure
 from ..geometry.frame_markers import LaneGeometry
-from ..numbers import FPS, TIMEOUT_S, Range
+from ..core.numbers import FPS, TIMEOUT_S, Range
 
 if TYPE_CHECKING:
     from ..lanedet.lane import Lane

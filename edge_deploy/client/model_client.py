@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, TypeVar
 import numpy as np
 
 from ..errors import ClientError, FrameError, ModelChangedError, ModelUnavailable
-from ..tls import TLSConfig, client_options
+from ..tls.config import TLSConfig, client_options
 from .base import (
     CHANNEL_ARGS,
     CLOSE_WITHIN,

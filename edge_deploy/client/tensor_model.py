@@ -19,7 +19,7 @@ from ..lanedet.contract import PARAM_DETECTION, PARAM_PREPROCESS
 from ..lanedet.preprocess import PreprocessSpec, PreprocessSpecError
 from ..lanedet.tensor_spec import TensorSpec
 from ..detect.record import DetectionRecord
-from ..json_record import RecordError
+from ..core.json_record import RecordError
 from .shm import ShmRegion
 
 __all__ = ["FrameInput", "NUMPY_OF", "TensorModel", "TensorSlot", "describe_tensor_model"]

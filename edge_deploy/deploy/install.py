@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..artifact import Manifest
+from ..artifact.manifest import Manifest
 from ..errors import EdgeDeployError, RepositoryError
-from ..progress import Reporter
+from ..core.progress import Reporter
 from ..repository import model_config as mc
 from ..repository.files import NewVersion, check_writable, clean_leftovers, publish, repository_error, repository_lock
 from ..repository.history import check_state, read_history, record_failed, record_served
@@ -19,7 +19,7 @@ from ..repository.prune import prune_versions
 from ..repository.runtime import RuntimeChoice, check_model_signature, choose_runtime
 from ..serve import admin
 from ..serve.server_record import ServerRecord
-from ..triton_layout import policy_now, policy_versions, versions
+from ..core.triton_layout import policy_now, policy_versions, versions
 from .options import InstallOptions
 from .rollback import served_line
 from .server import check_plan_for_server, load_order, served, server_backends, server_for

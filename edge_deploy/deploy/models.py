@@ -15,7 +15,7 @@ from ..repository.versions import (
 )
 from ..serve import admin
 from ..repository.served_config import config_disagreement
-from ..triton_layout import policy_versions, read_config, repository_models, versions
+from ..core.triton_layout import policy_versions, read_config, repository_models, versions
 
 
 def list_models(repository: Path = DEFAULT_REPOSITORY, name: str | None = None) -> list[ModelInfo]:

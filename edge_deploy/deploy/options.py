@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import RepositoryError
-from ..precision import Precision
+from ..artifact.precision import Precision
 from ..repository.model_config import SERVED_ONNX, Priority, check_threads, priority_of
 from ..repository.new_version import DEFAULT_NAME
 from ..repository.pipeline_kind import PipelineKind, pipeline_kind

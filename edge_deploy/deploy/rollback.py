@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RepositoryError
-from ..fsutil import write_bytes_atomic
-from ..progress import Reporter
+from ..core.fsutil import write_bytes_atomic
+from ..core.progress import Reporter
 from ..repository import model_config as mc
 from ..repository.files import check_writable, repository_error, repository_lock
 from ..repository.history import check_state, read_history, record_chosen, record_failed, record_served
@@ -21,7 +21,7 @@ from ..repository.prune import prune_versions
 from ..repository.versions import PIPELINE_SUFFIXES, check_name
 from ..serve import admin
 from ..serve.server_record import ServerRecord
-from ..triton_layout import CONFIG, policy_now, versions
+from ..core.triton_layout import CONFIG, policy_now, versions
 from .server import load_order, served, server_for
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..artifact import Manifest
+from ..artifact.manifest import Manifest
 from ..errors import EdgeDeployError, RepositoryError
-from ..progress import Reporter
+from ..core.progress import Reporter
 from ..serve import admin
 from ..serve.server_record import ServerRecord, find_record, prune_stale_records, read_key
 from ..serve.discovery import find_tritonserver

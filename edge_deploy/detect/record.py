@@ -1,11 +1,11 @@
 """The manifest's "detection" section, which install copies into the detector's config (`edge_deploy.detection`):
-how an object detector's frames are fitted to its input and its outputs read. Light (edge_deploy.json_record only),
+how an object detector's frames are fitted to its input and its outputs read. Light (edge_deploy.core.json_record only),
 so the client reads it too."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..json_record import Record, check
+from ..core.json_record import Record, check
 
 __all__ = ["DETECTION_LAYOUTS", "DETECTION_RESIZES", "DetectionRecord"]
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from ..artifact import Manifest, sha256_file
+from ..artifact.manifest import Manifest, sha256_file
 from ..lanedet.preprocess import Preprocessor, PreprocessSpec
 from ..errors import EngineError, FrameError
 from ..machine import tensorrt_api

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..artifact import ONNX_NAME, Manifest, PlanFingerprint, ShapeRange, sha256_file
+from ..artifact.manifest import ONNX_NAME, Manifest, PlanFingerprint, ShapeRange, sha256_file
 from ..machine import facts as machine_facts
 from ..machine import tensorrt_api
 from ..machine.plan_fit import fingerprint_diff, machine_fingerprint

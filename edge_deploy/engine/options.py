@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import EngineError
-from ..precision import Precision
+from ..artifact.precision import Precision
 
 BUILDERS = ("auto", "python", "trtexec")
 

@@ -21,17 +21,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, IOSignature, Manifest, PlanFingerprint, PlanRecord, sha256_file
+from ..artifact.manifest import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, IOSignature, Manifest, PlanFingerprint, PlanRecord, sha256_file
 from ..errors import EdgeDeployError, EngineError, one_line
-from ..fsutil import AtomicOutput, write_bytes_atomic
-from ..precision import Precision
-from ..progress import Reporter
-from ..records import PlanVerify
+from ..core.fsutil import AtomicOutput, write_bytes_atomic
+from ..artifact.precision import Precision
+from ..core.progress import Reporter
+from ..artifact.records import PlanVerify
 from ..machine import facts as machine_facts
 from ..machine import tensorrt_api
 from ..machine.plan_fit import plan_mismatch
 from ..machine.plan_io import check_io
-from ..sizes import MIN_WORKSPACE, GiB, MiB
+from ..core.sizes import MIN_WORKSPACE, GiB, MiB
 from . import trtexec
 from .calibration import calibration_digest, calibration_images, make_calibration
 from .fingerprint import (

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import EngineError
-from ..fsutil import AtomicOutput, write_text_atomic
-from ..precision import Precision
-from ..progress import Reporter
+from ..core.fsutil import AtomicOutput, write_text_atomic
+from ..artifact.precision import Precision
+from ..core.progress import Reporter
 from ..machine import tensorrt_api
 
 TRTEXEC_ENV = "TRTEXEC"

@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from ..artifact import IOSignature, Manifest
+from ..artifact.manifest import IOSignature, Manifest
 from ..errors import EngineError
 from ..machine import tensorrt_api
 from ..machine.plan_io import check_io
-from ..parity import LaneCheck, compare_to_reference, ort_session, parity_feeds
-from ..progress import Reporter
-from ..records import Comparison, PlanVerify
+from ..export.parity import LaneCheck, compare_to_reference, ort_session, parity_feeds
+from ..core.progress import Reporter
+from ..artifact.records import Comparison, PlanVerify
 
 
 def verify_plan(plan_path: Path, onnx_path: Path, manifest: Manifest, trt: tensorrt_api.TensorRT,

@@ -11,10 +11,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..artifact import FP16_ONNX_NAME, ONNX_NAME, Manifest
+from ..artifact.manifest import FP16_ONNX_NAME, ONNX_NAME, Manifest
 from ..errors import EvaluationError
-from ..progress import Reporter
-from ..records import EvaluationRecord, F1Retention, Scores
+from ..core.progress import Reporter
+from ..artifact.records import EvaluationRecord, F1Retention, Scores
 from . import datasets
 from .run import evaluate
 from .runners import OnnxRunner

@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from ..bounded_read import read_regular
+from ..core.bounded_read import read_regular
 from ..errors import EvaluationError
-from ..fsutil import write_text_atomic
-from ..synthetic_roads import EVAL_SEED_BASE, scene, scene_truth
+from ..core.fsutil import write_text_atomic
+from ..synthetic.roads import EVAL_SEED_BASE, scene, scene_truth
 
 __all__ = [
     "EVAL_SEED_BASE",

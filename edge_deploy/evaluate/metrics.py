@@ -38,7 +38,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from .. import strict_json
+from ..core import strict_json
 from ..errors import EvaluationError
 
 __all__ = [

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..errors import EvaluationError
-from ..progress import Reporter
+from ..core.progress import Reporter
 from .marker_score import MarkerEvaluator, MarkerScore
 from .metrics import (
     CULaneEvaluator,

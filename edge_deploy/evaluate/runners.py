@@ -12,12 +12,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..artifact import FP16_ONNX_NAME, ONNX_NAME, Manifest, not_a_file
+from ..artifact.manifest import FP16_ONNX_NAME, ONNX_NAME, Manifest, not_a_file
 from ..errors import EvaluationError
 from ..lanedet.lane import Lane
 from ..client.sync_client import LaneDetClient
 from ..lanedet.preprocess import Preprocessor, resize
-from ..parity import ort_session
+from ..export.parity import ort_session
 
 _ONNX_FILES = {"fp32": ONNX_NAME, "fp16": FP16_ONNX_NAME}
 

@@ -21,14 +21,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .._deps import require
-from ..artifact import FP16_ONNX_NAME, ONNX_NAME, IOSignature, Manifest, TensorSpec, file_entry
+from ..core.deps import require
+from ..artifact.manifest import FP16_ONNX_NAME, ONNX_NAME, IOSignature, Manifest, TensorSpec, file_entry
 from ..errors import ConvertError, EdgeDeployError, one_line
-from ..fsutil import AtomicOutput
-from ..parity import (NEAR_TIE_MAX_REL, LaneCheck, compare_to_reference, lanes_line, lanes_moved_reason, ort_session,
+from ..core.fsutil import AtomicOutput
+from .parity import (NEAR_TIE_MAX_REL, LaneCheck, compare_to_reference, lanes_line, lanes_moved_reason, ort_session,
                       parity_feeds)
-from ..progress import Reporter
-from ..records import Comparison, Fp16OnnxRecord, Fp16Report, LaneComparison
+from ..core.progress import Reporter
+from ..artifact.records import Comparison, Fp16OnnxRecord, Fp16Report, LaneComparison
 from . import onnx_target
 from .fp16_report import DATA_MOVEMENT_OPS
 

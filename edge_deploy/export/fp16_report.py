@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .._deps import require
-from ..records import Fp16Node, Fp16Report
-from ..parity import ort_session
+from ..core.deps import require
+from ..artifact.records import Fp16Node, Fp16Report
+from .parity import ort_session
 
 FP16_MAX = 65504.0
 FP16_MIN_SUBNORMAL = 2.0**-24

@@ -39,17 +39,17 @@ from typing import Any
 
 import numpy as np
 
-from .._deps import require
-from ..artifact import FP16_ONNX_NAME, ONNX_NAME, IOSignature, Manifest, TensorSpec, file_entry
+from ..core.deps import require
+from ..artifact.manifest import FP16_ONNX_NAME, ONNX_NAME, IOSignature, Manifest, TensorSpec, file_entry
 from ..errors import ConvertError, one_line
-from ..fsutil import atomic_path
+from ..core.fsutil import atomic_path
 from ..lanedet.preprocess import Preprocessor, PreprocessSpec, kept_rows
-from ..parity import LaneCheck, compare_to_reference, lanes_moved_reason, ort_session
-from ..records import (Comparison, FrameRecord, FusedParity, FusedPreprocessRecord, PixelDiff, PixelParity,
+from .parity import LaneCheck, compare_to_reference, lanes_moved_reason, ort_session
+from ..artifact.records import (Comparison, FrameRecord, FusedParity, FusedPreprocessRecord, PixelDiff, PixelParity,
                        Substitution)
 from . import onnx_target
-from ..progress import Reporter
-from ..synthetic_roads import road_scene
+from ..core.progress import Reporter
+from ..synthetic.roads import road_scene
 
 FRAME_INPUT = "FRAME"
 DEFAULT_FRAME_SIZE = (590, 1640)  # (height, width) of a CULane camera frame

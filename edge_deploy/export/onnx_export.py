@@ -14,12 +14,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypedDict
 
-from .._deps import require
-from ..artifact import ONNX_TRITON_DTYPES, BatchRange, IOSignature, TensorSpec
+from ..core.deps import require
+from ..artifact.manifest import ONNX_TRITON_DTYPES, BatchRange, IOSignature, TensorSpec
 from ..errors import ConvertError, one_line
-from ..fsutil import atomic_path
-from ..parity import ort_session, run_ort, tolerance_report
-from ..records import SimplifyReport
+from ..core.fsutil import atomic_path
+from .parity import ort_session, run_ort, tolerance_report
+from ..artifact.records import SimplifyReport
 from . import onnx_target
 from .settings import ExportSettings
 

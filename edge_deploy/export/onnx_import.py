@@ -15,17 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .._deps import require
-from ..bounded_read import regular_file
-from ..artifact import ONNX_NAME, BatchRange, IOSignature, Manifest, file_entry
+from ..core.deps import require
+from ..core.bounded_read import regular_file
+from ..artifact.manifest import ONNX_NAME, BatchRange, IOSignature, Manifest, file_entry
 from ..errors import ConvertError, EdgeDeployError, one_line
 from ..lanedet.decode_params import DecodeParamsError, ScoreNmsDecodeParams
 from ..lanedet.preprocess import PreprocessSpec
-from ..model_source import ExternalSource, SourceFile
-from ..parity import ort_session, parity_inputs, run_ort, tolerance_report
-from ..progress import Reporter
+from ..artifact.model_source import ExternalSource, SourceFile
+from .parity import ort_session, parity_inputs, run_ort, tolerance_report
+from ..core.progress import Reporter
 from ..detect.record import DETECTION_LAYOUTS, DETECTION_RESIZES, DetectionRecord
-from ..records import ExportReport, ParityReport, SimplifyReport, Tolerance
+from ..artifact.records import ExportReport, ParityReport, SimplifyReport, Tolerance
 from . import onnx_target
 from .fp16_onnx import make_fp16_onnx
 from .fp16_report import fp16_report

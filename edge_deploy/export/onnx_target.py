@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._deps import require
+from ..core.deps import require
 from ..errors import ConvertError
 
 IR_VERSION = 8  # onnx 1.12's: TensorRT 8.5's parser (onnx 1.12), TensorRT 10.3 (1.16), onnxruntime 1.16 (1.14.1)

@@ -1,7 +1,7 @@
 """torch -> ONNX: export, check, simplify, verify parity, assemble the manifest.
 
 `export_artifact()` runs these stages into a working directory; the convert
-flow around it (staging directory, TensorRT hand-off) is edge_deploy.convert.
+flow around it (staging directory, TensorRT hand-off) is edge_deploy.engine.convert.
 torch, onnx and onnxruntime are imported inside the functions that use them.
 """
 from __future__ import annotations
@@ -10,16 +10,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from .._deps import require
-from ..artifact import ONNX_NAME, IOSignature, Manifest, file_entry
+from ..core.deps import require
+from ..artifact.manifest import ONNX_NAME, IOSignature, Manifest, file_entry
 from ..errors import ConvertError, EdgeDeployError, one_line
 from ..lanedet.decode_params import DecodeParams, DecodeParamsError
 from ..lanedet.entry_points import LEGACY_FAMILY, family_package
 from ..lanedet.lane_family import LaneFamily, LoadedModel, family_for_outputs, family_names, get_family
 from ..lanedet.preprocess import PreprocessSpec
-from ..parity import ort_session, parity_inputs, run_ort, tolerance_report
-from ..progress import Reporter
-from ..records import ExportReport, ParityReport, SimplifyReport, Tolerance
+from .parity import ort_session, parity_inputs, run_ort, tolerance_report
+from ..core.progress import Reporter
+from ..artifact.records import ExportReport, ParityReport, SimplifyReport, Tolerance
 from .finite_weights import check_finite_weights
 from .fp16_onnx import make_fp16_onnx
 from .onnx_export import (
@@ -67,7 +67,7 @@ def export_artifact(source: SourceSpec, settings: ExportSettings, workdir: Path,
     """Load MODEL, write `workdir`/model.onnx (checked, simplified, parity-verified) and return its manifest.
 
     The manifest's plan is None and model.plan is not listed; the caller
-    writes manifest.json (see edge_deploy.convert). The family is the loaded model's, else the one
+    writes manifest.json (see edge_deploy.engine.convert). The family is the loaded model's, else the one
     whose outputs these are (edge_deploy.lanedet.family); its defaults fill preprocess and decode.
     """
     with reporter.stage("load model"):

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..artifact import BatchRange
+from ..artifact.manifest import BatchRange
 from ..errors import ConvertError
 from ..lanedet.decode_params import DecodeParamsError, ScoreNmsDecodeParams
-from ..precision import Precision
+from ..artifact.precision import Precision
 from .onnx_target import DEFAULT_OPSET, opset_problem
 from .fused_preprocess import DEFAULT_FRAME_SIZE, parse_frame_size
 

@@ -15,14 +15,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..bounded_read import special_kind
-from .._deps import require
-from ..artifact import MANIFEST_NAME, ONNX_NAME, not_a_file
+from ..core.bounded_read import special_kind
+from ..core.deps import require
+from ..artifact.manifest import MANIFEST_NAME, ONNX_NAME, not_a_file
 from ..errors import ConvertError, EdgeDeployError, brief, one_line
 from ..lanedet.lane_family import LoadedModel, family_fault, family_names, get_family, is_plugin
 from ..lanedet.source import SourceSpec
-from ..numbers import whole
-from ..model_source import ExternalSource, SourceFile
+from ..core.numbers import whole
+from ..artifact.model_source import ExternalSource, SourceFile
 
 
 INPUT_DIM = whole(1, 32768, noun="a whole number")  # a dimension of a model's input: 4x an 8K frame's width

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._deps import require
-from ..fsutil import write_bytes_atomic
+from ..core.deps import require
+from ..core.fsutil import write_bytes_atomic
 from .onnx_target import IR_VERSION
 
 __all__ = ["STAND_IN_SIZE", "stand_in_anchors", "write_stand_in_detector"]

@@ -10,12 +10,12 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ..fsutil import write_json_atomic
+from ..core.fsutil import write_json_atomic
 from ..errors import EdgeDeployError, one_line
 from ..machine.facts import device_facts
 from ..machine.plan_fit import host_fingerprint
 from ..serve import admin
-from ..state import state_dir
+from ..core.state import state_dir
 from .reports import HostResult, VehicleReport
 
 LAST_ROLLOUT = "last-rollout.json"

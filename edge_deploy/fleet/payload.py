@@ -10,8 +10,8 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from ..fsutil import atomic_path
-from ..artifact import MANIFEST_NAME, PLAN_NAME, Manifest, open_inside, sha256_file
+from ..core.fsutil import atomic_path
+from ..artifact.manifest import MANIFEST_NAME, PLAN_NAME, Manifest, open_inside, sha256_file
 from .smoke import REFERENCE_NAME, SMOKE_DIR, record_reference
 
 

@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import EdgeDeployError
-from ..numbers import Range, whole
+from ..core.numbers import Range, whole
 
 HOSTS = whole(0, 100000, "hosts")  # --canary, and --batch / --max-fail given as a count
 PERCENT = Range(0, 100, "percent")  # --batch / --max-fail given as a percentage

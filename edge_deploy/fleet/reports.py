@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..machine.plan_fit import HostFingerprint
-from ..records import Record, read_int, read_ints, read_record, read_str
+from ..artifact.records import Record, read_int, read_ints, read_record, read_str
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from ..bounded_read import read_regular
+from ..core.bounded_read import read_regular
 from ..errors import brief, one_line
-from ..json_record import JsonObject
+from ..core.json_record import JsonObject
 from .policy import FleetError
 
 MAX_VARS_FILE_BYTES = 1 << 20  # an extra-vars file: a few variables of the role

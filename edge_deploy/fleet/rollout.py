@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ..fsutil import write_text_atomic
-from ..records import RecordError, json_value
+from ..core.fsutil import write_text_atomic
+from ..artifact.records import RecordError, json_value
 from .ansible import playbook, run_playbook
 from .inventory import inventory_hosts
 from .payload import archive, make_payload, payload_id

@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 
 from .policy import FleetError
-from ..artifact import ONNX_NAME, read_manifest, sha256_file
+from ..artifact.manifest import ONNX_NAME, read_manifest, sha256_file
 from ..client.sync_client import LaneDetClient
 from ..evaluate.runners import OnnxRunner
-from ..fsutil import atomic_path, write_json_atomic
+from ..core.fsutil import atomic_path, write_json_atomic
 from ..lanedet.lane import Lane
-from ..parity import lane_dx
-from ..synthetic_roads import road_scene
+from ..export.parity import lane_dx
+from ..synthetic.roads import road_scene
 
 SMOKE_DIR = "smoke"
 REFERENCE_NAME = "reference.json"

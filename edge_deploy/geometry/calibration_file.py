@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypedDict
 import numpy as np
 
 from ..errors import CalibrationError, brief
-from ..fsutil import write_text_atomic
+from ..core.fsutil import write_text_atomic
 
 __all__ = ["Calibrated", "CameraArguments", "CameraInfo", "MatrixBlock", "camera_arguments", "read_calibration", "write_calibration"]
 
@@ -69,7 +69,7 @@ def read_calibration(path: str | os.PathLike[str]) -> tuple[Any, str]:
     """A calibration file's parsed mapping and its name for messages, or a one-line CalibrationError."""
     import yaml
 
-    from ..bounded_read import special_kind
+    from ..core.bounded_read import special_kind
 
     path = Path(path)
     kind = special_kind(path)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CalibrationError, GeometryError, brief, one_line
-from ..numbers import Range, finite_points
+from ..core.numbers import Range, finite_points
 from .calibration_file import CameraInfo, camera_arguments, read_calibration, write_calibration
 
 __all__ = ["DISTORTION_MODELS", "Camera", "Mounting", "pitch_from_vanishing_point"]

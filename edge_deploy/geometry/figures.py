@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 from ..errors import GeometryError, brief
-from ..numbers import SPEED_MPS
+from ..core.numbers import SPEED_MPS
 
 __all__ = ["LaneFigures", "lane_figures", "time_to_crossing"]
 

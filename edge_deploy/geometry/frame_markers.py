@@ -11,7 +11,7 @@ from .markers import LaneMarkers, assign, to_markers
 from .plausibility import Plausibility, PlausibilityLimits, StreamPlausibility
 from .tracker import MarkerTracker
 from ..errors import CalibrationError, GeometryError
-from ..numbers import FPS
+from ..core.numbers import FPS
 
 __all__ = ["FrameMarkers", "LaneGeometry"]
 

@@ -45,7 +45,7 @@ def backbone_hint(state: Mapping[str, Tensor], stage3: str) -> str | None:
 
 def checkpoint_path(path: Path | str, family_title: str) -> Path:
     """`path` when it is a file, else a one-line CheckpointError saying what is there instead."""
-    from ..bounded_read import special_kind
+    from ..core.bounded_read import special_kind
 
     path = Path(path)
     kind = special_kind(path)

@@ -8,7 +8,7 @@ from typing import Any, Iterable
 import cv2
 import numpy as np
 
-from ..fsutil import write_bytes_atomic
+from ..core.fsutil import write_bytes_atomic
 
 __all__ = ["PALETTE", "draw_lanes", "save_png"]
 

@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING, Any, Generic, Mapping, Sequence, TypeVar
 
 import numpy as np
 
-from .._deps import require
+from ..core.deps import require
 from ..errors import ConvertError, EdgeDeployError, PluginError, one_line
-from ..model_source import ModelSource, SourceFile, source_fields
+from ..artifact.model_source import ModelSource, SourceFile, source_fields
 from .datasets import DatasetPreset
 from .decode_params import DecodeParams
 from .description import FamilyDescription

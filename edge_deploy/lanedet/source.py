@@ -11,7 +11,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..numbers import Range, whole
+from ..core.numbers import Range, whole
 
 __all__ = ["CONVERT_OPTION_NAMES", "FamilyOption", "OptionValue", "SourceSpec", "family_options", "one_of",
            "option_flag"]
@@ -63,7 +63,7 @@ def option_flag(name: str) -> str:
 class FamilyOption:
     """One of a family's own convert options, read from its options dataclass (`LaneFamily.options_type`):
     the field's name, its value type (int, float, str or Path), the help text, choices and, for a number, its range
-    (an edge_deploy.numbers.Range) from the field's metadata ({"help": ..., "choices": (...), "range": Range(...)}).
+    (an edge_deploy.core.numbers.Range) from the field's metadata ({"help": ..., "choices": (...), "range": Range(...)}).
     A number without a range takes DEFAULT_RANGES' (finite, and a whole number for an int)."""
 
     name: str
@@ -136,7 +136,7 @@ def family_options(options_type: type | None) -> tuple[FamilyOption, ...]:
         rng = f.metadata.get("range")
         if rng is not None and (not isinstance(rng, Range) or kind not in (int, float) or rng.whole != (kind is int)):
             raise TypeError(f"family option {options_type.__name__}.{f.name}: its metadata's range must be an "
-                            "edge_deploy.numbers.Range of a number option (whole=True for an int)")
+                            "edge_deploy.core.numbers.Range of a number option (whole=True for an int)")
         if rng is None and kind in DEFAULT_RANGES and not choices:
             rng = DEFAULT_RANGES[kind]
         found.append(FamilyOption(f.name, kind, str(f.metadata.get("help", "")),

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..artifact import MachineFingerprint, PlanFingerprint, PlanRecord
-from ..json_record import Record, read_str
+from ..artifact.manifest import MachineFingerprint, PlanFingerprint, PlanRecord
+from ..core.json_record import Record, read_str
 from . import facts as machine_facts
 from . import tensorrt_api
 

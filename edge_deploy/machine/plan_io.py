@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..artifact import IOSignature
+from ..artifact.manifest import IOSignature
 from ..errors import EngineError
 from . import tensorrt_api
 

@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..errors import EngineError, one_line
-from ..fsutil import write_bytes_atomic
-from ..precision import Precision
-from .._deps import require
+from ..core.fsutil import write_bytes_atomic
+from ..artifact.precision import Precision
+from ..core.deps import require
 
 if TYPE_CHECKING:
     import numpy as np

@@ -16,9 +16,9 @@ from typing import Any
 
 from ..errors import FrameError
 from .image_header import MAX_IMAGE_PIXELS, image_size
-from ..numbers import whole
+from ..core.numbers import whole
 from .stamped import StampedFrame
-from .._deps import require
+from ..core.deps import require
 from .video import frames_of as capture_frames
 
 IMAGE = "sensor_msgs/msg/Image"

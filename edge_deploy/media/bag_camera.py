@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from ..errors import CalibrationError
-from ..numbers import Range
+from ..core.numbers import Range
 from .bag import CameraInfoRecord, Recording, Transform
 from .stamped import CameraSetup
 from ..geometry import Camera

@@ -40,7 +40,7 @@ from rosbags.rosbag2 import Reader as Reader2
 from rosbags.rosbag2 import storage_mcap
 from rosbags.typesys import Stores, get_types_from_idl, get_types_from_msg, get_typestore
 
-from ..bounded_read import read_regular, regular_file
+from ..core.bounded_read import read_regular, regular_file
 from ..errors import FrameError
 
 if TYPE_CHECKING:  # types only
@@ -208,7 +208,7 @@ def _decompress_file(source: Path, target: Path, tmp: Path) -> None:
 
 
 def open_recording_file(path: Path) -> BinaryIO:
-    from ..bounded_read import open_regular
+    from ..core.bounded_read import open_regular
 
     return open_regular(path, "recording file", FrameError, HINT)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FrameError
-from ..strict_json import dumps
+from ..core.strict_json import dumps
 from .lane_json import FrameLanes, ImageLanes
 from .stamped import CameraSetup, FrameResult, Publish, StampedFrame
 from .video import VideoWriter, frames_of, open_video, source_fps
-from ..fsutil import AtomicOutput, write_json_atomic
+from ..core.fsutil import AtomicOutput, write_json_atomic
 from ..geometry.birdseye import annotated_frame
 from ..lanedet.draw import save_png
 from .bag import read_frames

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..bounded_read import read_regular
+from ..core.bounded_read import read_regular
 from ..errors import FrameError
 from .image_header import image_size, sniff_format
 

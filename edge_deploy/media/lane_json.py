@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..json_record import Record, read_int, read_number, read_str
+from ..core.json_record import Record, read_int, read_number, read_str
 
 if TYPE_CHECKING:
     from ..detect.detections import Detections

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..strict_json import dumps
+from ..core.strict_json import dumps
 from .detect import VideoResult, _caption, finish_video, video_outputs
 from .lane_json import LiveFrameLanes
 from .stamped import CameraSetup, FrameResult, Publish, StampedFrame

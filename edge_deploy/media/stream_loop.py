@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ClientError, EdgeDeployError, one_line
-from ..numbers import STREAM_FPS, STREAM_SECONDS
+from ..core.numbers import STREAM_FPS, STREAM_SECONDS
 from ..runtime import Threads, call_app
 from .video import frames_of, is_live_source, open_video, source_fps
 

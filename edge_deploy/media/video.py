@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FrameError
-from ..fsutil import AtomicOutput
+from ..core.fsutil import AtomicOutput
 
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mkv", ".mov", ".webm", ".m4v")
 FOURCC = "mp4v"  # MPEG-4 part 2: written by every OpenCV build with FFmpeg, read by common players
@@ -41,7 +41,7 @@ def open_video(source: str) -> Any:
         index = int(source) if source.isdigit() else source
         capture, what = cv2.VideoCapture(index), "camera"
     else:
-        from ..bounded_read import regular_file
+        from ..core.bounded_read import regular_file
 
         regular_file(source, "video", FrameError, "pass a video file, a camera (/dev/video0) or a GStreamer "
                      "pipeline ending in appsink")  # a FIFO would block FFmpeg's open

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..artifact import open_inside
+from ..artifact.manifest import open_inside
 from ..errors import RepositoryError, os_error_message
-from ..fsutil import fsync_dir, write_bytes_atomic
-from ..triton_layout import CONFIG, parse_config, policy_versions
+from ..core.fsutil import fsync_dir, write_bytes_atomic
+from ..core.triton_layout import CONFIG, parse_config, policy_versions
 from . import model_config as mc
 
 LOCK_NAME = ".edge-deploy.lock"

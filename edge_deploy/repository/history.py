@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 from .._version import __version__
 from ..errors import RepositoryError
-from ..fsutil import write_json_atomic
+from ..core.fsutil import write_json_atomic
 
 STATE_NAME = ".edge-deploy-state.json"
 FORMAT = 1

@@ -45,11 +45,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, FusedFrame, IOSignature, Manifest, TensorSpec
-from .. import numbers
+from ..artifact.manifest import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, FusedFrame, IOSignature, Manifest, TensorSpec
+from ..core import numbers
 from ..errors import RepositoryError
-from ..precision import Precision
-from ..triton_layout import config_pb2 as _pb
+from ..artifact.precision import Precision
+from ..core.triton_layout import config_pb2 as _pb
 from ..lanedet.decode_params import DecodeParams
 from ..lanedet.preprocess import PreprocessSpec
 from ..lanedet.contract import (

@@ -27,8 +27,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from ..artifact import FORMAT, MANIFEST_NAME, ONNX_NAME, PLAN_NAME, Manifest
-from ..triton_layout import CONFIG, versions
+from ..artifact.manifest import FORMAT, MANIFEST_NAME, ONNX_NAME, PLAN_NAME, Manifest
+from ..core.triton_layout import CONFIG, versions
 from ..errors import RepositoryError
 from . import model_config as mc
 from .files import NewVersion

@@ -5,11 +5,11 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from ..artifact import MANIFEST_NAME, ONNX_NAME, PLAN_NAME, Manifest, sha256_file
+from ..artifact.manifest import MANIFEST_NAME, ONNX_NAME, PLAN_NAME, Manifest, sha256_file
 from ..errors import EdgeDeployError, RepositoryError
-from ..fsutil import write_bytes_atomic
+from ..core.fsutil import write_bytes_atomic
 from . import model_config as mc
-from ..triton_layout import CONFIG
+from ..core.triton_layout import CONFIG
 from .install_record import INSTALL_RECORD, InstallRecord
 from .pipeline_kind import BLS_SPEC
 

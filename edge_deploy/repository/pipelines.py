@@ -16,12 +16,12 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from ..artifact import MANIFEST_NAME, Manifest
+from ..artifact.manifest import MANIFEST_NAME, Manifest
 from ..errors import EdgeDeployError, RepositoryError
 from . import model_config as mc
 from .files import NewVersion
 from .pipeline_kind import BLS_SPEC, PipelineKind, kind_of_config
-from ..triton_layout import CONFIG, policy_now, read_config
+from ..core.triton_layout import CONFIG, policy_now, read_config
 from .install_record import INSTALL_RECORD, InstallRecord
 from .versions import PIPELINE_SUFFIXES
 from .triton_models import model_files

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..triton_layout import policy_now, versions
+from ..core.triton_layout import policy_now, versions
 from .files import remove_tree
 from .history import forget_removed, read_history
 

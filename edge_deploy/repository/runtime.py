@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..artifact import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, Manifest
+from ..artifact.manifest import FP16_ONNX_NAME, ONNX_NAME, PLAN_NAME, Manifest
 from ..machine.plan_fit import plan_mismatch
 from ..errors import EdgeDeployError, RepositoryError
-from ..precision import Precision
-from ..progress import Reporter
+from ..artifact.precision import Precision
+from ..core.progress import Reporter
 from . import model_config as mc
 from .signature import check_onnx_signature, check_plan_signature
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..triton_layout import policy_now
+from ..core.triton_layout import policy_now
 from .pipelines import bls_version_unchanged
 from .versions import PIPELINE_SUFFIXES
 

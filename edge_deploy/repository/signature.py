@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._deps import require
-from ..artifact import MANIFEST_NAME, ONNX_TRITON_DTYPES, IOSignature, TensorSpec
+from ..core.deps import require
+from ..artifact.manifest import MANIFEST_NAME, ONNX_TRITON_DTYPES, IOSignature, TensorSpec
 from ..errors import EdgeDeployError, RepositoryError, one_line
 from ..machine import tensorrt_api
 from ..machine.plan_io import check_io

@@ -11,12 +11,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..artifact import MANIFEST_NAME, PLAN_NAME, Manifest, PlanRecord, sha256_file
+from ..artifact.manifest import MANIFEST_NAME, PLAN_NAME, Manifest, PlanRecord, sha256_file
 from ..machine.plan_fit import plan_mismatch
 from ..errors import EdgeDeployError, RepositoryError
 from ..lanedet import contract
 from .install_record import InstallRecord
-from ..triton_layout import CONFIG, read_config
+from ..core.triton_layout import CONFIG, read_config
 
 DEFAULT_REPOSITORY = Path("model_repository")
 

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from .._deps import require
+from ..core.deps import require
 from ..errors import ClientError
 from .messages import CHANNELS, Message
 from .types import schema

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ClientError
-from ..fsutil import AtomicOutput, check_target
+from ..core.fsutil import AtomicOutput, check_target
 from .messages import TF_STATIC, Message
 from .types import schema
-from .._deps import require
+from ..core.deps import require
 from .._version import __version__
 
 _INFINITE = {"sec": 2147483647, "nsec": 4294967295}  # rmw's infinite duration, as rosbag2 writes it

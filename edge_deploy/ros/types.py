@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._deps import require
+from ..core.deps import require
 
 if TYPE_CHECKING:  # types only: rosbags is imported where a message is written
     from rosbags.interfaces.typing import Typesdict

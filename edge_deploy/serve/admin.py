@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import RepositoryError, ServerError, one_line
-from ..tls import SOCKET_CLOSED, TLSConfig, explain_refusal
+from ..tls.config import SOCKET_CLOSED, TLSConfig, explain_refusal
 from .addresses import dial_url
 from .server_record import ServerRecord, find_record, read_key
 

@@ -5,7 +5,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..tls import TLSConfig
+from ..tls.config import TLSConfig
 from .discovery import TritonInstall
 
 DEFAULT_GRPC_PORT = 8001

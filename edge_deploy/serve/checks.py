@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import ServerError
-from ..triton_layout import repository_models
+from ..core.triton_layout import repository_models
 from .addresses import not_on_this_host_message
 from .argv import DEFAULT_GRPC_PORT, ServerOptions
 

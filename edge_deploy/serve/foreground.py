@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import ServerError
-from ..state import state_dir
+from ..core.state import state_dir
 from .admin import Health, server_live
 from .argv import GRPC_KEY_HEADER, RESTRICTED_KEY_NAME, ServerOptions, generate_key
 from .checks import check_ports_free, check_repository
@@ -35,7 +35,7 @@ from .server_record import (
     save_record,
 )
 from .systemd import write_private
-from ..progress import Reporter
+from ..core.progress import Reporter
 
 
 

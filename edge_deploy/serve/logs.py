@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import ServerError
 from . import systemd as su
-from ..state import state_dir
+from ..core.state import state_dir
 from .foreground import foreground_log, latest_foreground_log
 from .service import foreground_scope, scope_of
 from .server_record import foreground_records

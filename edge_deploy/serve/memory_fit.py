@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..artifact import MANIFEST_NAME, PLAN_NAME, Manifest
+from ..artifact.manifest import MANIFEST_NAME, PLAN_NAME, Manifest
 from ..errors import EdgeDeployError, ServerError
-from ..sizes import GiB, MiB
-from ..triton_layout import policy_versions, read_config, repository_models, versions
+from ..core.sizes import GiB, MiB
+from ..core.triton_layout import policy_versions, read_config, repository_models, versions
 
 __all__ = ["RESERVE_BYTES", "PlanMemory", "check_stack_fits", "served_plans"]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from ..errors import ServerError
 from .addresses import check_cidrs, is_loopback, local_subnets
 from .argv import ServerTLS
-from ..certs import ADMIN_CLIENT, SERVER, CertificateAuthority, cert_not_after
-from ..progress import Reporter
-from ..state import state_dir
+from ..tls.certs import ADMIN_CLIENT, SERVER, CertificateAuthority, cert_not_after
+from ..core.progress import Reporter
+from ..core.state import state_dir
 
 
 

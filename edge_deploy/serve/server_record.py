@@ -29,11 +29,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..bounded_read import read_regular, special_kind
+from ..core.bounded_read import read_regular, special_kind
 from ..errors import RepositoryError, ServerError
-from ..fsutil import write_json_atomic
-from ..state import state_dir
-from ..tls import TLSConfig
+from ..core.fsutil import write_json_atomic
+from ..core.state import state_dir
+from ..tls.config import TLSConfig
 from .addresses import dial_url
 
 

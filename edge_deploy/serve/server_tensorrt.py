@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..artifact import MANIFEST_NAME, PLAN_NAME, Manifest
+from ..artifact.manifest import MANIFEST_NAME, PLAN_NAME, Manifest
 from ..errors import EdgeDeployError, ServerError
-from ..triton_layout import CONFIG, policy_now
+from ..core.triton_layout import CONFIG, policy_now
 from .discovery import TritonInstall
 from .elf import read_dynamic
 from ..machine.facts import default_root

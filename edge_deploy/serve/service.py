@@ -19,11 +19,11 @@ from .checks import check_options
 from .discovery import TritonInstall, find_tritonserver
 from .logfile import MIN_MAX_BYTES
 from .network import NetworkPolicy, network_policy
-from ..state import state_dir
+from ..core.state import state_dir
 from .server_record import claim_holder, foreground_records
 from .server_tensorrt import check_plans_load
-from ..progress import Reporter
-from ..sizes import parse_size
+from ..core.progress import Reporter
+from ..core.sizes import parse_size
 from .foreground import foreground_log, serve_foreground
 
 if TYPE_CHECKING:

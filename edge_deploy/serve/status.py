@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..certs import ADMIN_CLIENT, EXPIRY_WARN_DAYS, CertificateAuthority, cert_not_after, default_dir
+from ..tls.certs import ADMIN_CLIENT, EXPIRY_WARN_DAYS, CertificateAuthority, cert_not_after, default_dir
 from ..errors import CertificateError, ClientError, NotServingError, ServerError
-from ..state import state_dir
-from ..tls import TLSConfig
+from ..core.state import state_dir
+from ..tls.config import TLSConfig
 from . import systemd as su
 from .admin import UNKNOWN_MODEL, Health, check_health, repository_headers, wait_healthy
-from ..triton_layout import repository_models
+from ..core.triton_layout import repository_models
 from .server_record import KEY_LIMIT, find_record, foreground_records, read_state_file
 from .service import foreground_scope, key_paths, scope_of
 from .addresses import is_loopback

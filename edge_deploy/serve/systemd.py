@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import ServerError
-from ..fsutil import write_bytes_atomic, write_text_atomic
+from ..core.fsutil import write_bytes_atomic, write_text_atomic
 from .admin import ModelHealth, check_health
 from .logfile import DEFAULT_MAX_BYTES, pump_argv
 from .addresses import dial_url, is_loopback
@@ -34,7 +34,7 @@ from .server_record import ServerRecord, find_record, record_path, save_record, 
 from .argv import GRPC_KEY_HEADER, KEY_ENV, RESTRICTED_KEY_NAME, ServerOptions, ServerTLS, tritonserver_argv
 from .discovery import TritonInstall
 import edge_deploy
-from ..progress import Reporter
+from ..core.progress import Reporter
 from .checks import check_ports_free, check_repository
 from .log_reason import last_error_line, reason_from_log
 

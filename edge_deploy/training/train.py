@@ -29,10 +29,10 @@ from typing import Any, Callable, Generator, Sequence
 import numpy as np
 
 from ..errors import EdgeDeployError, one_line
-from ..fsutil import atomic_path
+from ..core.fsutil import atomic_path
 from ..lanedet.laneatt import anchors as A
 from ..lanedet.laneatt.decode import nms_keep
-from ..synthetic_roads import EVAL_SEED_BASE, scene
+from ..synthetic.roads import EVAL_SEED_BASE, scene
 
 N_STRIPS = A.N_OFFSETS - 1
 # The 72 strip ys in 640x360 model pixels, bottom (360) to top (0).

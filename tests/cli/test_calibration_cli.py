@@ -12,7 +12,7 @@ from cli_process import run_cli
 import yaml
 
 from edge_deploy.geometry import Camera
-from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene_truth
+from edge_deploy.synthetic.roads import EVAL_SEED_BASE, scene_truth
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ from cli_process import run_cli
 from needs import torch_or_skip
 from small_artifact import make_artifact
 
-from edge_deploy.convert import convert
+from edge_deploy.engine.convert import convert
 from edge_deploy.engine.plan import tensorrt_missing_message
 from edge_deploy.errors import EdgeDeployError
 from edge_deploy.export.source import SourceSpec

@@ -29,7 +29,7 @@ from typer.utils import get_params_from_function
 from edge_deploy.cli import app, error_line
 from edge_deploy.cli import _is_usage_error
 from edge_deploy.cli.numeric import is_list, range_of
-from edge_deploy.numbers import Range
+from edge_deploy.core.numbers import Range
 
 EDGES = ("0", "-1", "nan", "inf", "-inf", "1e308", "1e-308", "-0.5", "99999999999999999999999")
 

@@ -10,7 +10,7 @@ import pytest
 from cli_process import run_cli
 import typer.main
 
-from edge_deploy.certs import CertificateAuthority
+from edge_deploy.tls.certs import CertificateAuthority
 from edge_deploy.cli import app
 from edge_deploy.cli.bench import BenchOptions
 from edge_deploy.cli.evaluate import EvaluateOptions
@@ -18,7 +18,7 @@ from edge_deploy.cli.infer import InferOptions
 from edge_deploy.cli.options import Only, takes_fields
 from edge_deploy.cli.repository import install_options
 from edge_deploy.deploy.options import InstallOptions
-from edge_deploy.precision import Precision
+from edge_deploy.artifact.precision import Precision
 from edge_deploy.serve.service import ServeOptions
 
 ROOT = Path(__file__).resolve().parents[2]

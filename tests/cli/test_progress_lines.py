@@ -8,7 +8,7 @@ from itertools import count
 
 from cli_process import run_cli
 
-from edge_deploy.progress import PROGRESS_EVERY_S, counted, every_few_seconds
+from edge_deploy.core.progress import PROGRESS_EVERY_S, counted, every_few_seconds
 
 
 def test_video_infer_reports_the_first_frame_then_every_few_seconds(capsys) -> None:

@@ -19,7 +19,7 @@ from test_numeric_options import OPTIONS, NumericOption, parse
 from edge_deploy.cli.convert import _input_shape, _workspace
 from edge_deploy.export.source import INPUT_DIM, MAX_INPUT_DIMS, MAX_INPUT_ELEMENTS
 from edge_deploy.serve.service import parse_log_max_size
-from edge_deploy.sizes import MAX_SIZE, MIN_WORKSPACE
+from edge_deploy.core.sizes import MAX_SIZE, MIN_WORKSPACE
 from edge_deploy.serve.logfile import MIN_MAX_BYTES
 
 

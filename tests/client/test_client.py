@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from conftest import free_port
 
-from edge_deploy.artifact import Manifest
+from edge_deploy.artifact.manifest import Manifest
 from edge_deploy.client.base import is_local_url, resolve_transport
 from edge_deploy.client.frames import check_frame
 from edge_deploy.client.served_model import decode_params, describe_model

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from needs import torch_or_skip
-from edge_deploy.artifact import Manifest
+from edge_deploy.artifact.manifest import Manifest
 from manifest_files import manifest_json, write_manifest_json
 from conftest import free_port
 
@@ -30,7 +30,7 @@ from edge_deploy.client.shm import NAME_PREFIX, leftover_regions
 from edge_deploy.client.sync_client import LaneDetClient
 from edge_deploy.errors import ModelChangedError, ModelMismatchError, ModelNotReadyError
 from edge_deploy.lanedet.laneatt.decode import decode_lanes
-from edge_deploy.synthetic_roads import road_scene
+from edge_deploy.synthetic.roads import road_scene
 
 pytestmark = pytest.mark.triton
 
@@ -88,7 +88,7 @@ def with_fp16_input(src: Path, out: Path, output: bool = False) -> Path:
     import onnx
     from onnx import TensorProto, helper
 
-    from edge_deploy.artifact import file_entry
+    from edge_deploy.artifact.manifest import file_entry
 
     shutil.copytree(src, out)
     model = onnx.load(str(out / "model.onnx"))
@@ -158,7 +158,7 @@ def server(tmp_path_factory, laneatt, laneatt16io, tiny_artifact, tiny16_artifac
     and with FP16 I/O (lanedet16io), tiny(+_pipeline), tiny16 and tiny_fixed3."""
     from edge_deploy.deploy.install import install
     from edge_deploy.deploy.options import InstallOptions
-    from edge_deploy.precision import Precision
+    from edge_deploy.artifact.precision import Precision
 
     work = tmp_path_factory.mktemp("served")
     repo = work / "repo"
@@ -201,7 +201,7 @@ def test_served_lanes_equal_torch_model_plus_local_decode(server, laneatt, lanea
 def test_served_fp16_onnx_gives_the_fp32_models_lanes(server, laneatt, name, datatype):
     # model_fp16.onnx in the Python-backend ONNX Runtime runner of the bundled server, through LaneDetClient.
 
-    from edge_deploy.parity import lane_dx
+    from edge_deploy.export.parity import lane_dx
 
     assert manifest_json(laneatt[0])["fp16"]["onnx"]["verify"]["passed"]  # convert made and verified it
     dxs = []
@@ -432,7 +432,7 @@ def test_a_client_left_open_is_cleaned_up_at_interpreter_exit(server):
 
     script = (
         "from edge_deploy.client.sync_client import LaneDetClient\n"
-        "from edge_deploy.synthetic_roads import road_scene\n"
+        "from edge_deploy.synthetic.roads import road_scene\n"
         f"client = LaneDetClient({server.url!r}, 'tiny')\n"
         "client.detect(road_scene(seed=1)[0])\n"
         "print(' '.join(client.shm_regions), flush=True)\n"  # and exit without close()

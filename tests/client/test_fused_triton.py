@@ -17,14 +17,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from edge_deploy.artifact import Manifest
+from edge_deploy.artifact.manifest import Manifest
 from manifest_files import manifest_json, write_manifest_json
 from conftest import free_port
 
 from edge_deploy.client.sync_client import LaneDetClient
 from edge_deploy.errors import FrameError
-from edge_deploy.synthetic_roads import road_scene
-from edge_deploy.parity import lane_dx
+from edge_deploy.synthetic.roads import road_scene
+from edge_deploy.export.parity import lane_dx
 
 pytestmark = pytest.mark.triton
 
@@ -59,7 +59,7 @@ def server(tmp_path_factory, laneatt_data, laneatt_artifact, laneatt_fused_artif
 
     from edge_deploy.deploy.install import install
     from edge_deploy.deploy.options import InstallOptions
-    from edge_deploy.precision import Precision
+    from edge_deploy.artifact.precision import Precision
     from edge_deploy.serve.argv import ServerOptions
     from edge_deploy.serve.discovery import find_tritonserver
     from edge_deploy.serve.process import TritonProcess
@@ -156,7 +156,7 @@ def test_other_frame_sizes_are_resized_once_warned_or_refused_when_strict(server
 
 
 def test_fused_pipeline_has_no_preprocess_step(server):
-    from edge_deploy.triton_layout import parse_config
+    from edge_deploy.core.triton_layout import parse_config
 
     assert not (server.repo / "tinyf_preprocess").exists() and not (server.repo / "lanedetf_preprocess").exists()
     assert (server.repo / "tiny_preprocess").is_dir()

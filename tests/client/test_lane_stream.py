@@ -31,7 +31,7 @@ from edge_deploy.client.shm import leftover_regions
 from edge_deploy.client.sync_client import LaneDetClient
 from edge_deploy.errors import ClientError, LanesUnavailable
 from edge_deploy.media.stream import LaneStream
-from edge_deploy.synthetic_roads import road_scene
+from edge_deploy.synthetic.roads import road_scene
 
 pytestmark = pytest.mark.triton
 

@@ -20,7 +20,7 @@ import pytest
 
 from edge_deploy.client.base import Backoff, ClientBase, ClientSettings, unavailability
 from edge_deploy.errors import LanesUnavailable
-from edge_deploy.strict_json import dumps
+from edge_deploy.core.strict_json import dumps
 
 
 def grpc_error(status: str, message: str):

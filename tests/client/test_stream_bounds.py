@@ -257,7 +257,7 @@ def drive_video(tmp_path_factory):
     """A 10 s video at 30 frames/s of synthetic roads (a file the child process opens itself)."""
     import cv2
 
-    from edge_deploy.synthetic_roads import road_scene
+    from edge_deploy.synthetic.roads import road_scene
 
     path = tmp_path_factory.mktemp("video") / "drive.mp4"
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 30.0, (SIZE[1], SIZE[0]))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from edge_deploy.tls import TLSConfig, client_options
+from edge_deploy.tls.config import TLSConfig, client_options
 from edge_deploy.errors import ClientError
 
 

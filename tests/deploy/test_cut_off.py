@@ -22,7 +22,7 @@ from edge_deploy.deploy.rollback import rollback
 from edge_deploy.serve import admin
 from edge_deploy.serve import server_record as control
 from edge_deploy.serve.server_record import process_start
-from edge_deploy.triton_layout import policy_now, versions
+from edge_deploy.core.triton_layout import policy_now, versions
 
 KEY_NAME = "edge-deploy-key"
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from small_artifact import make_artifact
 
-from edge_deploy.artifact import FP16_ONNX_NAME, Manifest
+from edge_deploy.artifact.manifest import FP16_ONNX_NAME, Manifest
 from edge_deploy.deploy.install import install
 from edge_deploy.deploy.options import InstallOptions
 from edge_deploy.errors import EdgeDeployError, RepositoryError
-from edge_deploy.precision import Precision
+from edge_deploy.artifact.precision import Precision
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ import pytest
 
 from edge_deploy.deploy.options import InstallOptions
 from edge_deploy.errors import RepositoryError
-from edge_deploy.precision import Precision
+from edge_deploy.artifact.precision import Precision
 from edge_deploy.repository.pipeline_kind import PipelineKind
 
 

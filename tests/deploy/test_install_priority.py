@@ -12,7 +12,7 @@ import pytest
 from small_artifact import LANEATT_DECODE, LANEATT_PREPROCESS, make_artifact
 from triton_helpers import run_cli
 
-from edge_deploy.artifact import Manifest
+from edge_deploy.artifact.manifest import Manifest
 from edge_deploy.cli.serve import _print_models, scheduling_line
 from edge_deploy.deploy.install import install
 from edge_deploy.deploy.models import list_models
@@ -22,7 +22,7 @@ from edge_deploy.errors import RepositoryError
 from edge_deploy.repository import model_config as mc
 from edge_deploy.repository.model_config import Priority
 from edge_deploy.serve.admin import ModelHealth
-from edge_deploy.triton_layout import config_pb2, parse_config, read_config, versions
+from edge_deploy.core.triton_layout import config_pb2, parse_config, read_config, versions
 
 ORT_PARAMS = ("intra_op_thread_count", "inter_op_thread_count")
 

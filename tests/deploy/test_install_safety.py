@@ -14,9 +14,9 @@ from small_artifact import make_artifact, make_unloadable
 from edge_deploy.errors import RepositoryError
 from edge_deploy.deploy.install import install
 from edge_deploy.deploy.options import InstallOptions
-from edge_deploy.precision import Precision
+from edge_deploy.artifact.precision import Precision
 from edge_deploy.deploy.rollback import rollback
-from edge_deploy.triton_layout import read_config, versions
+from edge_deploy.core.triton_layout import read_config, versions
 from edge_deploy.serve import admin
 from edge_deploy.serve import server_record as control
 
@@ -157,7 +157,7 @@ def test_a_manifest_that_does_not_describe_model_onnx_is_refused(tmp_path, ancho
 
 
 def test_a_model_onnx_that_is_not_onnx_is_refused(tmp_path, anchors) -> None:
-    from edge_deploy.artifact import file_entry
+    from edge_deploy.artifact.manifest import file_entry
 
     art = make_artifact(tmp_path / "art", anchors, n=80)
     (art / "model.onnx").write_bytes(b"this is not an ONNX model")
@@ -175,7 +175,7 @@ def test_a_plan_is_checked_against_the_manifest_where_tensorrt_is_installed(tmp_
 
     from dataclasses import replace
 
-    from edge_deploy.artifact import IOSignature, TensorSpec
+    from edge_deploy.artifact.manifest import IOSignature, TensorSpec
     from edge_deploy.repository.signature import check_plan_signature
 
     plan = tmp_path / "model.plan"
@@ -192,7 +192,7 @@ def test_a_plan_is_checked_against_the_manifest_where_tensorrt_is_installed(tmp_
 
 
 def _with_fp16(artifact: Path) -> Path:
-    from edge_deploy.artifact import Manifest
+    from edge_deploy.artifact.manifest import Manifest
     from edge_deploy.export.fp16_onnx import make_fp16_onnx
 
     manifest = Manifest.read(artifact)
@@ -203,7 +203,7 @@ def _with_fp16(artifact: Path) -> Path:
 
 def test_the_manifest_is_checked_against_model_onnx_when_model_fp16_onnx_serves(tmp_path, anchors) -> None:
     """Issue 34 item 9: served from model_fp16.onnx, a manifest that does not describe model.onnx was installed."""
-    from edge_deploy.artifact import file_entry
+    from edge_deploy.artifact.manifest import file_entry
 
     art = _with_fp16(make_artifact(tmp_path / "art", anchors, n=80))
     _edit_manifest(art, lambda io: io["outputs"][0].update(shape=[-1, 1000, 77]))

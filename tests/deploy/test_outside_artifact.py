@@ -62,7 +62,7 @@ def test_an_unlisted_model_file_that_is_a_link_out_is_never_installed(tmp_path, 
 
 
 def test_a_file_swapped_for_a_link_after_the_check_is_not_copied(tmp_path, art, pristine) -> None:
-    from edge_deploy.artifact import Manifest
+    from edge_deploy.artifact.manifest import Manifest
     from edge_deploy.repository import model_config as mc
     from edge_deploy.repository.files import publish
     from edge_deploy.repository.new_version import plan_versions

@@ -13,7 +13,7 @@ from small_artifact import make_artifact, make_unloadable
 from triton_helpers import failed_loads
 
 from edge_deploy.repository import model_config as mc
-from edge_deploy.triton_layout import parse_config, policy_versions
+from edge_deploy.core.triton_layout import parse_config, policy_versions
 from edge_deploy.deploy.install import install
 from edge_deploy.deploy.options import InstallOptions
 
@@ -261,7 +261,7 @@ def test_poll_mode_twenty_installs_while_a_client_infers(tmp_path, laneatt_data,
 
 def complete(vdir: Path) -> bool:
     """Whether a version directory holds every file its runtime needs, as its manifest lists them."""
-    from edge_deploy.artifact import sha256_file
+    from edge_deploy.artifact.manifest import sha256_file
 
     record = json.loads((vdir / "install.json").read_text())
     manifest = json.loads((vdir / "manifest.json").read_text())
@@ -273,7 +273,7 @@ def complete(vdir: Path) -> bool:
 
 def assert_repository_valid(repo: Path) -> None:
     """No staging directory among the models, every config parses, every numeric version is complete."""
-    from edge_deploy.triton_layout import read_config, versions
+    from edge_deploy.core.triton_layout import read_config, versions
 
     for model_dir in (p for p in repo.iterdir() if p.is_dir()):
         assert not model_dir.name.startswith("."), f"staging directory inside the repository: {model_dir}"
@@ -289,9 +289,9 @@ def config_version(repo: Path, model: str = "lane") -> int:
     is the newest version unless the config pins an older one, which is what a publish
     interrupted between the new version's rename and its config leaves (files.py).
     """
-    from edge_deploy.artifact import sha256_file
+    from edge_deploy.artifact.manifest import sha256_file
     from edge_deploy.lanedet import contract
-    from edge_deploy.triton_layout import read_config, versions
+    from edge_deploy.core.triton_layout import read_config, versions
 
     assert_repository_valid(repo)
     config, avail = read_config(repo, model), versions(repo, model)
@@ -426,6 +426,6 @@ def admin_served(url: str) -> list[int]:
 
 
 def versions_of(repo: Path) -> list[int]:
-    from edge_deploy.triton_layout import versions
+    from edge_deploy.core.triton_layout import versions
 
     return versions(repo, "lane")

@@ -18,16 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from edge_deploy.artifact import BatchRange
+from edge_deploy.artifact.manifest import BatchRange
 from lane_onnx import write_lane_onnx
 from trt_double import ENGINE_IO, ROWS, FakeEngineSpec, Recording, file_names
 
-from edge_deploy.artifact import file_entry, sha256_file
+from edge_deploy.artifact.manifest import file_entry, sha256_file
 from edge_deploy.engine import plan as engine
 from edge_deploy.machine.facts import device_facts
-from edge_deploy.sizes import GiB, MiB, parse_size
+from edge_deploy.core.sizes import GiB, MiB, parse_size
 from edge_deploy.errors import EngineError
-from edge_deploy.records import Fp16Node
+from edge_deploy.artifact.records import Fp16Node
 
 pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, ... (shared fixtures)
 

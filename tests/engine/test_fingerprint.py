@@ -5,12 +5,12 @@ decision as build_plan takes it is in tests/test_engine.py.
 """
 from __future__ import annotations
 
-from edge_deploy.artifact import PlanRecord
+from edge_deploy.artifact.manifest import PlanRecord
 from edge_deploy.engine import plan as engine
 from edge_deploy.machine.facts import device_facts
 from edge_deploy.engine.fingerprint import plan_fingerprint
 from edge_deploy.machine.plan_fit import fingerprint_diff, plan_mismatch
-from edge_deploy.sizes import GiB
+from edge_deploy.core.sizes import GiB
 
 pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, ... (shared fixtures)
 

@@ -24,10 +24,10 @@ from trt_double import (
 )
 
 from edge_deploy.engine import plan as engine
-from edge_deploy.artifact import BatchRange, TensorSpec
+from edge_deploy.artifact.manifest import BatchRange, TensorSpec
 from edge_deploy.lanedet.family import ScoreNmsDecodeParams
 from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
-from edge_deploy.parity import LaneCheck, compare_to_reference, parity_feeds, road_feed
+from edge_deploy.export.parity import LaneCheck, compare_to_reference, parity_feeds, road_feed
 from edge_deploy.errors import EngineError
 
 pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, ... (shared fixtures)
@@ -38,7 +38,7 @@ pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, ... (shared f
 
 @pytest.fixture(scope="module")
 def ort_reference(tmp_path_factory) -> list[dict[str, np.ndarray]]:
-    from edge_deploy.parity import ort_session
+    from edge_deploy.export.parity import ort_session
 
     directory = tmp_path_factory.mktemp("ort")
     write_lane_onnx(directory / "model.onnx", rows=ROWS)
@@ -96,7 +96,7 @@ def test_parity_feeds_follow_the_manifest(artifact) -> None:
 
 def test_the_road_feed_is_the_clients_preprocessing_of_held_out_roads(artifact) -> None:
     from edge_deploy.lanedet.preprocess import Preprocessor
-    from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene
+    from edge_deploy.synthetic.roads import EVAL_SEED_BASE, scene
 
     _, manifest = artifact
     (feed,) = road_feed(manifest)
@@ -121,7 +121,7 @@ def fake_gpu(monkeypatch, fake_trt):
     comparison and its verdict), not TensorRT's numerics (tests/engine/test_tensorrt.py does that).
     """
     def install(directory: Path, shift_px: float = 0.0) -> FakePycuda:
-        from edge_deploy.parity import ort_session
+        from edge_deploy.export.parity import ort_session
 
         session = ort_session(directory / "model.onnx")
 

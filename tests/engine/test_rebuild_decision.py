@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_deploy.artifact import BatchRange
+from edge_deploy.artifact.manifest import BatchRange
 from trt_double import ENGINE_IO, FakeEngineSpec, Recording, settings
 
-from edge_deploy.artifact import Manifest, PlanFingerprint, PlanRecord, file_entry
+from edge_deploy.artifact.manifest import Manifest, PlanFingerprint, PlanRecord, file_entry
 from edge_deploy.engine import plan as engine
 from edge_deploy.machine.facts import device_facts
 from edge_deploy.engine.fingerprint import plan_fingerprint, plan_is_current

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_deploy.artifact import BatchRange
+from edge_deploy.artifact.manifest import BatchRange
 from lane_onnx import lane_manifest
 from trt_double import (
     ENGINE_IO,
@@ -31,7 +31,7 @@ from trt_double import (
     settings,
 )
 
-from edge_deploy.artifact import FP16_ONNX_NAME, ONNX_NAME, file_entry
+from edge_deploy.artifact.manifest import FP16_ONNX_NAME, ONNX_NAME, file_entry
 from edge_deploy.engine import plan as engine
 from edge_deploy.engine import trtexec
 from edge_deploy.machine import tensorrt_api

@@ -12,8 +12,8 @@ import pytest
 from lane_onnx import lane_manifest, write_lane_onnx
 from trt_double import Recording
 
-from edge_deploy import parity
-from edge_deploy.artifact import Manifest, PlanRecord, file_entry
+from edge_deploy.export import parity
+from edge_deploy.artifact.manifest import Manifest, PlanRecord, file_entry
 from edge_deploy.engine import plan as engine
 from edge_deploy.machine import tensorrt_api
 from edge_deploy.machine import plan_io
@@ -71,7 +71,7 @@ def test_deserialize_and_check_io(built) -> None:
 
 @needs_pycuda
 def test_run_and_compare_with_onnxruntime(built) -> None:
-    from edge_deploy.parity import ort_session
+    from edge_deploy.export.parity import ort_session
 
     directory, manifest, section = built
     assert section.verify["run"]["status"] == "passed"

@@ -15,7 +15,7 @@ from trt_double import Recording, file_names, settings
 
 from edge_deploy.engine import plan as engine
 from edge_deploy.engine import trtexec
-from edge_deploy.sizes import MiB
+from edge_deploy.core.sizes import MiB
 from edge_deploy.errors import EngineError
 
 pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, ... (shared fixtures)

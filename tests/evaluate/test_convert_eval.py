@@ -14,7 +14,7 @@ import pytest
 from cli_process import run_cli
 from needs import torch_or_skip
 
-from edge_deploy.artifact import Manifest
+from edge_deploy.artifact.manifest import Manifest
 from edge_deploy.evaluate.datasets import synthetic_frames
 from edge_deploy.evaluate.run import evaluate
 from edge_deploy.evaluate.runners import OnnxRunner

@@ -186,7 +186,7 @@ def test_tusimple_missing_files(tmp_path):
 
 
 def test_synthetic_frames_use_reserved_seeds():
-    from edge_deploy.synthetic_roads import scene
+    from edge_deploy.synthetic.roads import scene
 
     frames = list(d.synthetic_frames(3, seed=5))
     assert [f[0] for f in frames] == [f"synthetic-{d.EVAL_SEED_BASE + 5 + i}" for i in range(3)]

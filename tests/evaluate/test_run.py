@@ -47,7 +47,7 @@ def test_the_frames_are_counted_as_they_are_scored() -> None:
 
     from rich.console import Console
 
-    from edge_deploy.progress import ConsoleReporter
+    from edge_deploy.core.progress import ConsoleReporter
 
     frames, truths = _frames(3)
     out = io.StringIO()
@@ -137,7 +137,7 @@ def test_the_library_refuses_what_evaluate_refuses_naming_its_options(kwargs: di
 def test_onnx_runner_decodes_what_onnxruntime_computes(tiny_artifact: Path) -> None:
     from edge_deploy.lanedet.laneatt.decode import decode_lanes
     from edge_deploy.lanedet.preprocess import preprocess
-    from edge_deploy.parity import ort_session
+    from edge_deploy.export.parity import ort_session
 
     frame = next(synthetic_frames(1, seed=9))[1]
     runner = OnnxRunner(tiny_artifact)

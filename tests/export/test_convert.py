@@ -3,7 +3,7 @@
 CLI behaviour is checked by running `python3 -m edge_deploy` in a subprocess:
 typer's CliRunner catches exceptions itself, so it would not exercise main()'s
 error handling (one line on stderr, exit code 2, no traceback). Manifest and
-graph details are checked in-process through `edge_deploy.convert.convert`,
+graph details are checked in-process through `edge_deploy.engine.convert.convert`,
 which the command calls, to keep the suite fast.
 """
 from __future__ import annotations
@@ -20,15 +20,15 @@ import pytest
 import cli_process
 from manifest_files import manifest_json
 
-from edge_deploy.artifact import Manifest, PlanRecord, sha256_file
+from edge_deploy.artifact.manifest import Manifest, PlanRecord, sha256_file
 from edge_deploy.engine.options import EngineOptions
-from edge_deploy.convert import _engine_module, convert
+from edge_deploy.engine.convert import _engine_module, convert
 from needs import torch_or_skip
 
 from edge_deploy.errors import ConvertError, EngineError
 from edge_deploy.export.settings import ExportSettings, batch_range
 from edge_deploy.export.source import SourceSpec, load_source
-from edge_deploy.parity import tolerance_report
+from edge_deploy.export.parity import tolerance_report
 
 torch = torch_or_skip()
 onnx = pytest.importorskip("onnx")
@@ -221,7 +221,7 @@ def test_torchscript_file(models_dir: Path, tmp_path: Path) -> None:
     scripted = torch.jit.trace(cv_models.tiny().eval(), torch.rand(1, 3, 16, 24))
     path = tmp_path / "tiny.ts"
     torch.jit.save(scripted, str(path))
-    from edge_deploy.progress import Reporter
+    from edge_deploy.core.progress import Reporter
 
     class Warnings(Reporter):
         def __init__(self) -> None:

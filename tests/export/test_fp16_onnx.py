@@ -12,7 +12,7 @@ import pytest
 from manifest_files import manifest_json
 from lane_onnx import lane_manifest, write_lane_onnx
 
-from edge_deploy.artifact import FP16_ONNX_NAME, Manifest, sha256_file
+from edge_deploy.artifact.manifest import FP16_ONNX_NAME, Manifest, sha256_file
 from edge_deploy.errors import ConvertError
 from edge_deploy.export.fp16_onnx import MAX_LANE_DX_PX, make_fp16_onnx
 
@@ -185,9 +185,9 @@ def test_an_output_made_by_a_kept_node_is_not_squeezed_through_fp16(tmp_path: Pa
 
 def test_convert_dir_makes_a_missing_fp16_model_before_building(tmp_path: Path, fake_trt, board, monkeypatch) -> None:
     # An artifact converted with --precision fp32 (or by an older edge-deploy) reaching a TensorRT 10 device.
-    from edge_deploy.artifact import Manifest
+    from edge_deploy.artifact.manifest import Manifest
     from edge_deploy.machine import facts as device
-    from edge_deploy.convert import convert
+    from edge_deploy.engine.convert import convert
     from edge_deploy.export.source import SourceSpec
 
     directory = tmp_path / "art"
@@ -230,7 +230,7 @@ def test_ufldv2_lanes_are_held_to_1_px_at_the_data_sets_original_width(tmp_path:
     from small_artifact import make_ufldv2_artifact
 
     from edge_deploy.lanedet.ufldv2.presets import PRESETS
-    from edge_deploy.parity import LaneCheck, compare_to_reference
+    from edge_deploy.export.parity import LaneCheck, compare_to_reference
 
     width = PRESETS[dataset].image_size[1]
     cell = width / (PRESETS[dataset].cells_row - 1)  # one grid cell in original pixels
@@ -251,7 +251,7 @@ def test_the_fp16_report_says_what_a_gpu_would_show():
     """Issue 46: ONNX Runtime on the CPU sees 2-3x less FP16 lane movement than an H200 did; the report scales
     its figure by the largest factor measured (BENCHMARKS.md, "FP16 lanes on a GPU")."""
     from edge_deploy.export.fp16_onnx import GPU_FP16_DX_FACTOR, gpu_fp16_note
-    from edge_deploy.records import LaneComparison
+    from edge_deploy.artifact.records import LaneComparison
 
     note = gpu_fp16_note(LaneComparison(images=9, lanes_fp32=14, lanes_fp16=14, mean_dx_px=0.1))
     assert GPU_FP16_DX_FACTOR >= 3.0 and "on a GPU expect up to ~0.31 px" in note

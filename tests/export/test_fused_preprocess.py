@@ -14,13 +14,13 @@ import pytest
 from cli_process import run_cli
 from manifest_files import manifest_json
 
-from edge_deploy.artifact import FP16_ONNX_NAME, IOSignature, Manifest
+from edge_deploy.artifact.manifest import FP16_ONNX_NAME, IOSignature, Manifest
 from edge_deploy.errors import ConvertError
 from edge_deploy.export import fused_preprocess as fp
 from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
 from edge_deploy.lanedet.preprocess import Preprocessor, PreprocessSpec
-from edge_deploy.synthetic_roads import road_scene
-from edge_deploy.parity import ort_session
+from edge_deploy.synthetic.roads import road_scene
+from edge_deploy.export.parity import ort_session
 LANEATT_PREPROCESS = LANEATT.preprocess.to_dict()
 
 onnx = pytest.importorskip("onnx")
@@ -83,7 +83,7 @@ def tiny_fused(tmp_path_factory, laneatt_data):
 
     from small_artifact import make_artifact
 
-    from edge_deploy.artifact import Manifest
+    from edge_deploy.artifact.manifest import Manifest
     from edge_deploy.export.fp16_onnx import make_fp16_onnx
 
     root = tmp_path_factory.mktemp("fused")
@@ -161,7 +161,7 @@ def test_convert_cli_fuses_laneatt(laneatt_fused_artifact):
 
 def test_evaluate_runs_a_fused_artifact_like_the_unfused_one(tiny_fused):
     from edge_deploy.evaluate.runners import OnnxRunner
-    from edge_deploy.parity import lane_dx
+    from edge_deploy.export.parity import lane_dx
 
     out, _, unfused = tiny_fused
     fused_runner, plain_runner = OnnxRunner(out), OnnxRunner(unfused)

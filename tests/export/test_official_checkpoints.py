@@ -18,7 +18,7 @@ from needs import torch_or_skip
 torch = torch_or_skip()
 
 from edge_deploy.lanedet.laneatt.model import LaneATT, build_laneatt, load_checkpoint
-from edge_deploy.parity import ort_session
+from edge_deploy.export.parity import ort_session
 
 
 

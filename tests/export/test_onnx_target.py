@@ -122,7 +122,7 @@ def tiny_variants(tmp_path_factory, laneatt_data) -> dict[str, Path]:
     """tests/support/small_artifact.py's model: plain, FP16, and both fused, as the product writes them."""
     from small_artifact import make_artifact
 
-    from edge_deploy.artifact import Manifest
+    from edge_deploy.artifact.manifest import Manifest
     from edge_deploy.export.fp16_onnx import make_fp16_onnx
     from edge_deploy.export.fused_preprocess import fuse_artifact
 
@@ -146,7 +146,7 @@ def test_every_variant_of_a_lane_model_is_written_for_the_device(tiny_variants, 
 
 
 def test_the_fused_model_runs_in_onnx_runtime_after_conforming(tiny_variants) -> None:
-    from edge_deploy.parity import ort_session
+    from edge_deploy.export.parity import ort_session
 
     session = ort_session(tiny_variants["fused fp16"])
     frame = np.zeros((1, *FRAME, 3), np.uint8)
@@ -221,8 +221,8 @@ def family_artifacts(request, tmp_path_factory):
             made[name] = (request.getfixturevalue("laneatt_artifact"),
                           request.getfixturevalue("laneatt_fused_artifact"))
             return made[name]
-        from edge_deploy.artifact import Manifest
-        from edge_deploy.convert import convert
+        from edge_deploy.artifact.manifest import Manifest
+        from edge_deploy.engine.convert import convert
         from edge_deploy.export.fused_preprocess import fuse_artifact
         from edge_deploy.export.settings import ExportSettings, batch_range
         from edge_deploy.export.source import SourceSpec

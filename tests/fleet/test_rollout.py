@@ -31,7 +31,7 @@ from manifest_files import manifest_json, write_manifest_json
 from fleet_hosts import Fleet, controller_env, missing_parts
 from small_artifact import build_onnx, make_artifact
 
-from edge_deploy.artifact import file_entry
+from edge_deploy.artifact.manifest import file_entry
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow, pytest.mark.skipif(missing_parts() is not None,
                                                                         reason=str(missing_parts()))]

@@ -65,7 +65,7 @@ REPORT_KEYS = ["name", "repository", "url", "served", "served_version", "policy"
 def test_the_vehicle_report_keeps_its_keys_and_the_last_rollout_as_recorded(tmp_path: Path, monkeypatch) -> None:
     from dataclasses import fields
 
-    from edge_deploy.artifact import MachineFingerprint
+    from edge_deploy.artifact.manifest import MachineFingerprint
     from edge_deploy.fleet.device import record_result, report
     from edge_deploy.fleet.reports import VehicleReport
 

@@ -13,7 +13,7 @@ from edge_deploy.errors import CalibrationError, GeometryError
 from edge_deploy.geometry import Camera, LaneGeometry, Mounting
 from edge_deploy.geometry.figures import lane_figures
 from edge_deploy.geometry.markers import fit_marker
-from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene_truth
+from edge_deploy.synthetic.roads import EVAL_SEED_BASE, scene_truth
 
 HUGE = 10 ** 400
 
@@ -50,8 +50,8 @@ def test_a_speed_a_vehicle_cannot_drive_is_refused(camera, speed) -> None:
 
 
 def test_a_nan_lane_score_gives_quality_0_and_output_json_is_strict(tmp_path) -> None:
-    from edge_deploy.fsutil import write_json_atomic
-    from edge_deploy.strict_json import dumps
+    from edge_deploy.core.fsutil import write_json_atomic
+    from edge_deploy.core.strict_json import dumps
 
     x = np.linspace(5.0, 40.0, 20)
     found = fit_marker(np.stack([x, 1.8 + 0.001 * x ** 2], axis=1), score=math.nan)

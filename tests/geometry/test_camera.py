@@ -102,7 +102,7 @@ def test_a_camera_is_written_back_as_the_mapping_it_was_read_from(tmp_path):
     import yaml
 
     from edge_deploy.geometry.calibration_file import write_calibration
-    from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene_truth
+    from edge_deploy.synthetic.roads import EVAL_SEED_BASE, scene_truth
 
     mapping = scene_truth(EVAL_SEED_BASE, 640, 360).camera
     path = write_calibration(tmp_path / "road.calib.yaml", Camera.from_mapping(mapping))

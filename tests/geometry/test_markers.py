@@ -10,7 +10,7 @@ import pytest
 from edge_deploy.geometry import Camera, LaneMarkers, Mounting, to_markers
 from edge_deploy.geometry.markers import assign, fit_marker
 from edge_deploy.lanedet.lane import Lane
-from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene, scene_truth
+from edge_deploy.synthetic.roads import EVAL_SEED_BASE, scene, scene_truth
 
 # held-out scenes covering roll (tilt), S-bends, curves, many lanes: seeds picked from the evaluation range
 SEEDS = [EVAL_SEED_BASE + s for s in (1, 5, 8, 9, 6)]

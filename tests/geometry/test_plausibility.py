@@ -17,7 +17,7 @@ from edge_deploy.geometry import (Camera, FrameMarkers, LaneGeometry, LaneMarker
 from edge_deploy.geometry.birdseye import draw_birdseye
 from edge_deploy.geometry.markers import fit_marker
 from edge_deploy.lanedet.lane import Lane
-from edge_deploy.synthetic_roads import EVAL_SEED_BASE, drive, drive_truth, scene, scene_truth
+from edge_deploy.synthetic.roads import EVAL_SEED_BASE, drive, drive_truth, scene, scene_truth
 
 DEMO_DRIVE = Path(__file__).resolve().parents[1] / "data" / "demo_drive" / "lanes_70_89.json"
 SIZE = (820, 295)  # half the CULane size: the same roads, a quarter of the drawing

@@ -13,9 +13,9 @@ import pytest
 from edge_deploy.errors import ConvertError
 from edge_deploy.lanedet.family import SourceSpec, family_options, get_family
 from edge_deploy.lanedet.lane import Lane
-from edge_deploy.model_source import ModelSource
-from edge_deploy.parity import LaneCheck, compare_to_reference, lane_dx
-from edge_deploy.records import Comparison
+from edge_deploy.artifact.model_source import ModelSource
+from edge_deploy.export.parity import LaneCheck, compare_to_reference, lane_dx
+from edge_deploy.artifact.records import Comparison
 
 
 def _line(x0: float, x1: float, ys: np.ndarray) -> Lane:
@@ -85,7 +85,7 @@ class _Source:  # stands in for the Manifest: _refuse_or_note_lanes reads only m
 
 def test_a_failed_fp16_lane_check_says_whether_fp16_is_to_blame() -> None:
     from edge_deploy.export.fp16_onnx import _refuse_or_note_lanes
-    from edge_deploy.progress import Reporter
+    from edge_deploy.core.progress import Reporter
 
     with pytest.raises(ConvertError) as near:
         _refuse_or_note_lanes(_failed_verdict(8e-4), _Source(ModelSource(trained=True)), Reporter())

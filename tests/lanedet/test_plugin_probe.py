@@ -153,7 +153,7 @@ def test_an_artifact_of_a_hung_plugin_family_is_refused_without_importing_it_her
     the subprocess timeout)."""
     import shutil
 
-    from edge_deploy.artifact import Manifest
+    from edge_deploy.artifact.manifest import Manifest
 
     art = tmp_path / "art"
     shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "format1" / "tiny_fp16", art)

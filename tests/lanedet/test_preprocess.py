@@ -20,7 +20,7 @@ from edge_deploy.lanedet.preprocess import (
     PreprocessSpecError,
     preprocess,
 )
-from edge_deploy.synthetic_roads import road_scene
+from edge_deploy.synthetic.roads import road_scene
 LANEATT_PREPROCESS = LANEATT.preprocess.to_dict()
 
 

@@ -14,7 +14,7 @@ torch_or_skip()  # the toy family is a torch model (tests/support/toy_family.py)
 from triton_helpers import serving
 from toy_family import register, unregister  # noqa: E402
 
-from edge_deploy.artifact import Manifest
+from edge_deploy.artifact.manifest import Manifest
 from edge_deploy.lanedet.contract import PARAM_FAMILY
 
 pytestmark = pytest.mark.triton
@@ -38,7 +38,7 @@ def toy_served(tmp_path_factory):
 
 
 def _served(tmp_path_factory):
-    from edge_deploy.convert import convert
+    from edge_deploy.engine.convert import convert
     from edge_deploy.export.settings import ExportSettings
     from edge_deploy.export.source import SourceSpec
     from edge_deploy.deploy.install import install

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edge_deploy.artifact import PlanRecord
+from edge_deploy.artifact.manifest import PlanRecord
 from edge_deploy.machine.facts import device_facts
 from edge_deploy.machine.plan_fit import plan_mismatch
 

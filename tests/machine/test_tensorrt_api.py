@@ -16,7 +16,7 @@ from trt_double import ENGINE_IO, ROWS, make_tensorrt, settings
 
 from edge_deploy.engine import plan as engine
 from edge_deploy.machine import tensorrt_api
-from edge_deploy.sizes import GiB, MiB
+from edge_deploy.core.sizes import GiB, MiB
 from edge_deploy.errors import EngineError
 
 pytest_plugins = ["jetson_fixtures"]  # board, artifact, fake_trt, ... (shared fixtures)

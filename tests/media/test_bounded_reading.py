@@ -263,13 +263,13 @@ attempt("checkpoint", lambda: checkpoint_path(d / "fifo.pt", "LaneATT"))
 attempt("device", lambda: checkpoint_path(P("/dev/null"), "LaneATT"))
 from edge_deploy.geometry import Camera
 attempt("calibration", lambda: Camera.from_yaml(d / "fifo.yaml"))
-from edge_deploy.artifact import Manifest
+from edge_deploy.artifact.manifest import Manifest
 attempt("manifest", lambda: Manifest.read(d / "artifact"))
 from edge_deploy.export.onnx_import import read_onnx
 attempt("onnx", lambda: read_onnx(d / "fifo.onnx"))
 from edge_deploy.export.source import classify_model
 attempt("model", lambda: classify_model(str(d / "fifo.pt")))
-from edge_deploy.tls import TLSConfig
+from edge_deploy.tls.config import TLSConfig
 attempt("tls", lambda: TLSConfig(ca=d / "fifo.pem"))
 """
 

@@ -10,7 +10,7 @@ import pytest
 from edge_deploy.errors import ClientError
 from edge_deploy.media.perception import PerceptionStream
 from edge_deploy.media.stream import LaneStream
-from edge_deploy.numbers import STREAM_FPS, STREAM_SECONDS
+from edge_deploy.core.numbers import STREAM_FPS, STREAM_SECONDS
 
 
 class _Client:

@@ -19,7 +19,7 @@ from edge_deploy.errors import CalibrationError, FrameError  # noqa: E402
 from edge_deploy.geometry import Camera  # noqa: E402
 from edge_deploy.media import frames_of, open_recording  # noqa: E402
 from edge_deploy.media.bag_camera import recording_camera  # noqa: E402
-from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene, scene_truth  # noqa: E402
+from edge_deploy.synthetic.roads import EVAL_SEED_BASE, scene, scene_truth  # noqa: E402
 
 
 @pytest.fixture(scope="module")

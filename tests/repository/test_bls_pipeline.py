@@ -25,10 +25,10 @@ from edge_deploy.client.sync_client import LaneDetClient
 from edge_deploy.errors import ClientError, ModelNotReadyError, RepositoryError
 from edge_deploy.deploy.install import install
 from edge_deploy.deploy.options import InstallOptions
-from edge_deploy.precision import Precision
+from edge_deploy.artifact.precision import Precision
 from edge_deploy.repository.model_config import BLS_INSTANCES
 from edge_deploy.deploy.rollback import rollback
-from edge_deploy.synthetic_roads import road_scene
+from edge_deploy.synthetic.roads import road_scene
 
 KEY_NAME = "edge-deploy-key"
 SIZE = (590, 1640)
@@ -135,7 +135,7 @@ def test_bls_lanes_equal_client_side_and_the_ensemble(tmp_path, anchors, start_t
     BLS pipeline's answers and description equal the ensemble's."""
     import tritonclient.grpc as grpcclient
 
-    from edge_deploy.artifact import Manifest
+    from edge_deploy.artifact.manifest import Manifest
     from edge_deploy.export.fp16_onnx import make_fp16_onnx
 
     repo = tmp_path / "repo"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from triton_helpers import serving
 
-from edge_deploy.artifact import Manifest
+from edge_deploy.artifact.manifest import Manifest
 from edge_deploy.lanedet.contract import PARAM_FAMILY
 
 pytestmark = pytest.mark.triton
@@ -32,7 +32,7 @@ def served(tmp_path_factory):
 
 
 def _frames() -> list[np.ndarray]:
-    from edge_deploy.synthetic_roads import road_scene
+    from edge_deploy.synthetic.roads import road_scene
 
     return [road_scene(820, 295, seed=s)[0] for s in (1, 2, 3)]
 

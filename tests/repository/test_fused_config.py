@@ -6,7 +6,7 @@ import json
 import pytest
 
 from edge_deploy.lanedet.contract import PARAM_FUSED
-from edge_deploy.artifact import Manifest
+from edge_deploy.artifact.manifest import Manifest
 from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
 from edge_deploy.repository import model_config as mc
 LANEATT_DECODE = LANEATT.decode_defaults.to_dict()
@@ -56,12 +56,12 @@ def test_fused_pipeline_is_model_then_postprocess():
 
 
 def test_plan_verification_feeds_frames_to_a_fused_model():
-    from edge_deploy.parity import parity_feeds
+    from edge_deploy.export.parity import parity_feeds
 
     feeds = parity_feeds(manifest(True))
     # the parity batches (random frames), then held-out road frames as the camera gives them
     assert [f["FRAME"].shape for f in feeds] == [(1, 590, 1640, 3), (4, 590, 1640, 3), (4, 590, 1640, 3)]
-    from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene
+    from edge_deploy.synthetic.roads import EVAL_SEED_BASE, scene
 
     assert (feeds[2]["FRAME"][1] == scene(EVAL_SEED_BASE + 1, 1640, 590).frame).all()
     assert all(f["FRAME"].dtype == "uint8" and f["FRAME"].max() > 200 for f in feeds)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_deploy.precision import Precision
+from edge_deploy.artifact.precision import Precision
 from edge_deploy.repository.install_record import INSTALL_RECORD, InstallRecord
 from edge_deploy.repository.model_config import ConfigOptions
 from edge_deploy.repository.pipeline_kind import PipelineKind

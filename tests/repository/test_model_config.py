@@ -10,11 +10,11 @@ from edge_deploy.errors import RepositoryError
 from edge_deploy.lanedet import contract
 from dataclasses import replace
 
-from edge_deploy.artifact import Manifest, TensorSpec
+from edge_deploy.artifact.manifest import Manifest, TensorSpec
 from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
-from edge_deploy.precision import Precision
+from edge_deploy.artifact.precision import Precision
 from edge_deploy.repository import model_config as mc
-from edge_deploy.triton_layout import config_pb2, parse_config, policy_versions
+from edge_deploy.core.triton_layout import config_pb2, parse_config, policy_versions
 LANEATT_DECODE = LANEATT.decode_defaults.to_dict()
 LANEATT_PREPROCESS = LANEATT.preprocess.to_dict()
 

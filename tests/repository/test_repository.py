@@ -13,16 +13,16 @@ import cli_process
 from manifest_files import manifest_json, write_manifest_json
 from small_artifact import make_artifact
 
-from edge_deploy.artifact import Manifest, file_entry
+from edge_deploy.artifact.manifest import Manifest, file_entry
 from edge_deploy.errors import RepositoryError
 from edge_deploy.lanedet import contract
 from edge_deploy.repository.files import TMP_PREFIX, clean_leftovers
 from edge_deploy.deploy.install import install
 from edge_deploy.deploy.options import InstallOptions
-from edge_deploy.precision import Precision
+from edge_deploy.artifact.precision import Precision
 from edge_deploy.deploy.rollback import prune, rollback
 from edge_deploy.deploy.models import list_models
-from edge_deploy.triton_layout import read_config, versions
+from edge_deploy.core.triton_layout import read_config, versions
 from edge_deploy.serve import admin
 from edge_deploy.serve import server_record as control
 
@@ -315,7 +315,7 @@ def test_install_follows_the_precision_convert_recorded(tmp_path, artifacts, fp1
     """An FP16 artifact (convert's default) serves model_fp16.onnx where no plan is served; --no-fp16 serves
     model.onnx; a pipeline, which needs FP32 I/O, gets model.onnx from an FP16-I/O artifact and says why."""
     from edge_deploy.export.fp16_onnx import make_fp16_onnx
-    from edge_deploy.precision import Precision
+    from edge_deploy.artifact.precision import Precision
     from trt_double import Recording
 
     art = tmp_path / "art"

@@ -1,11 +1,11 @@
-"""FrameResults for the ros tests without a server: a synthetic road (edge_deploy.synthetic_roads), its true
+"""FrameResults for the ros tests without a server: a synthetic road (edge_deploy.synthetic.roads), its true
 lanes as the detected ones, its camera, its markers fitted by the real LaneGeometry."""
 from __future__ import annotations
 
 from edge_deploy.geometry import Camera, LaneGeometry
 from edge_deploy.lanedet.lane import Lane
 from edge_deploy.media.stamped import CameraSetup, FrameResult, StampedFrame
-from edge_deploy.synthetic_roads import EVAL_SEED_BASE, scene, scene_truth
+from edge_deploy.synthetic.roads import EVAL_SEED_BASE, scene, scene_truth
 
 T0_NS = 1_700_000_000_000_000_000
 

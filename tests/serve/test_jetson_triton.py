@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_deploy import doctor
+from edge_deploy.deploy import doctor
 from edge_deploy.serve.jetson_triton import LAST_GITHUB_JETSON, release_warning, triton_for_l4t
 
 pytest_plugins = ["jetson_fixtures"]  # board, no_tensorrt

@@ -45,10 +45,10 @@ def add_plan_model(repo: Path, name: str, plan_mib: int, device_mib: int | None,
 
 
 def _write_manifest(directory: Path, verify: dict) -> None:
-    from edge_deploy.artifact import IOSignature, Manifest, PlanRecord
+    from edge_deploy.artifact.manifest import IOSignature, Manifest, PlanRecord
     from edge_deploy.lanedet.decode_params import ScoreNmsDecodeParams
     from edge_deploy.lanedet.preprocess import PreprocessSpec
-    from edge_deploy.records import PlanVerify
+    from edge_deploy.artifact.records import PlanVerify
 
     manifest = Manifest(io=IOSignature.from_dict({"inputs": [], "outputs": [], "batch": {"min": 1, "opt": 1,
                                                                                           "max": 1, "dynamic": False}}),

@@ -20,7 +20,7 @@ from cli_process import run_cli
 from fake_triton import compile_library, fake_triton, libnvinfer, readelf_needed
 from manifest_files import manifest_json, write_manifest_json
 
-from edge_deploy.artifact import file_entry
+from edge_deploy.artifact.manifest import file_entry
 from edge_deploy.machine.plan_fit import tensorrt_mismatch
 from edge_deploy.serve.discovery import find_tritonserver
 from edge_deploy.serve.elf import read_dynamic
@@ -211,7 +211,7 @@ def test_doctor_names_the_servers_tensorrt_and_the_plans_it_cannot_load(board, a
 def test_plan_refusal_compares_the_plan_to_what_the_server_knows(server_version, built, refused) -> None:
     """A server whose TensorRT is known only by its major version must not refuse a plan of that major version
     (`tensorrt_mismatch(built, loading)`: the arguments the right way round)."""
-    from edge_deploy.artifact import Manifest
+    from edge_deploy.artifact.manifest import Manifest
     from edge_deploy.serve.discovery import TritonInstall
     from edge_deploy.serve.server_tensorrt import ServerTensorRT, plan_refusal
 

@@ -44,7 +44,7 @@ def link():
 def pki(tmp_path_factory):
     """The vehicle CA (in a state dir, as `certs init` leaves it), an app's certificate, an expired one,
     and a second CA with its own client."""
-    from edge_deploy.certs import CertificateAuthority
+    from edge_deploy.tls.certs import CertificateAuthority
 
     state = tmp_path_factory.mktemp("state")
     ca = CertificateAuthority(state / "tls")

@@ -7,7 +7,7 @@ import queue
 import threading
 import time
 
-from edge_deploy.synthetic_roads import road_scene
+from edge_deploy.synthetic.roads import road_scene
 
 SIZE = (590, 1640)
 FPS = 30.0

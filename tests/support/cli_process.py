@@ -36,7 +36,7 @@ from typing import Mapping, Sequence
 NEW_INTERPRETER_ENV = "EDGE_DEPLOY_TEST_NEW_INTERPRETER"
 # What the server imports once: each command module and the heavy packages the commands import when they run.
 PRELOAD = ("typer.main", "typer._adapters", "typer.rich_utils", "numpy", "cv2", "onnx", "onnxruntime", "torch",
-           "tritonclient.grpc", "tritonclient.http", "edge_deploy.convert", "edge_deploy.export.pipeline",
+           "tritonclient.grpc", "tritonclient.http", "edge_deploy.engine.convert", "edge_deploy.export.pipeline",
            "edge_deploy.lanedet.laneatt.model", "edge_deploy.cli",
            *(f"edge_deploy.cli.{m}" for m in ("infer", "bench", "convert", "doctor", "evaluate", "families", "fleet",
                                               "repository", "serve", "certs")))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_deploy.artifact import Manifest, file_entry
+from edge_deploy.artifact.manifest import Manifest, file_entry
 from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
 LANEATT_DECODE = LANEATT.decode_defaults.to_dict()
 LANEATT_PREPROCESS = LANEATT.preprocess.to_dict()

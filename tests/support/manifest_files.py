@@ -1,6 +1,6 @@
 """manifest.json as the file on disk (a dict): for tests that check what convert recorded, or damage it on purpose.
 
-Product code reads manifests only through `edge_deploy.artifact.Manifest`; these helpers read and write the
+Product code reads manifests only through `edge_deploy.artifact.manifest.Manifest`; these helpers read and write the
 JSON the way a person or another tool would.
 """
 from __future__ import annotations

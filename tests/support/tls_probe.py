@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from edge_deploy.client.sync_client import LaneDetClient
-from edge_deploy.tls import TLSConfig
+from edge_deploy.tls.config import TLSConfig
 from edge_deploy.errors import EdgeDeployError
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_deploy.machine import tensorrt_api
-from edge_deploy.progress import Reporter
+from edge_deploy.core.progress import Reporter
 
 
 class _Enum:

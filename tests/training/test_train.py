@@ -11,7 +11,7 @@ torch = torch_or_skip()
 
 from edge_deploy.lanedet.laneatt import anchors as A  # noqa: E402
 from edge_deploy.lanedet.laneatt.model import LaneATT, load_checkpoint  # noqa: E402
-from edge_deploy.synthetic_roads import EVAL_SEED_BASE  # noqa: E402
+from edge_deploy.synthetic.roads import EVAL_SEED_BASE  # noqa: E402
 from edge_deploy.training.train import (  # noqa: E402
     STRIP_YS,
     TrainConfig,
@@ -129,7 +129,7 @@ def test_make_batch_is_seeded_and_mirrors_half():
 
 def test_favoured_conditions_are_drawn_more_often_from_two_candidates():
     # frame i of a favouring run is the first of candidates 2i, 2i+1 that shows a favoured tag, else 2i
-    from edge_deploy.synthetic_roads import scene
+    from edge_deploy.synthetic.roads import scene
 
     favour = ("curve", "s_curve", "worn")
     shows = {}

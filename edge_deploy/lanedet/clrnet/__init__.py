@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
-from ...json_record import read_ints, read_str
-from ...model_source import ModelSource
+from ...core.json_record import read_ints, read_str
+from ...artifact.model_source import ModelSource
 from ..datasets import DatasetPreset
 from ..decode_params import DecodeParams, DecodeParamsError, ScoreNmsDecodeParams
 from ..lane import Lane
@@ -21,7 +21,7 @@ from ..source import SourceSpec
 from ..tensor_spec import FLOAT_DATATYPES, TensorSpec
 from .decode import NUM_POINTS, NUM_PRIORS, OUTPUT_NAME, PREDICTION_SIZE
 from .presets import BACKBONES, DEFAULT_BACKBONE, DEFAULT_DATASET, PRESETS, CLRNetPreset
-from ..._deps import require
+from ...core.deps import require
 
 # Seeded random weights (no checkpoint) give class logits that barely differ between priors and fall below every
 # data set's threshold on road frames, and lengths of ~0 rows (no points): no lane to check, or near-ties that FP16

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ...json_record import Record, read_int, read_record, read_str
-from ...model_source import ModelSource, SourceFile
-from ...numbers import whole
+from ...core.json_record import Record, read_int, read_record, read_str
+from ...artifact.model_source import ModelSource, SourceFile
+from ...core.numbers import whole
 from ..datasets import DatasetPreset
 from ..decode_params import ScoreNmsDecodeParams
 from ..lane_family import LaneFamily, LoadedModel
@@ -19,8 +19,8 @@ from ..preprocess import PreprocessSpec
 from ..source import SourceSpec
 from ..tensor_spec import FLOAT_DATATYPES, TensorSpec
 from .decode import CONF_THRESHOLD, N_OFFSETS, NMS_THRESHOLD, ROW_WIDTH, TOP_K
-from ..._deps import require
-from ...fsutil import sha256_file
+from ...core.deps import require
+from ...core.fsutil import sha256_file
 
 ANCHOR_ORDER_RULES = {
     "torch16": "torch.argsort(freq, descending=True)[:k] as PyTorch 1.6 computes it on the CPU "

@@ -18,7 +18,7 @@ from ..source import SourceSpec
 from ..tensor_spec import FLOAT_DATATYPES, TensorSpec
 from .decode import COL_ANCHOR, LOCAL_WIDTH, NUM_LANES, OUTPUT_NAMES, TOP_K
 from .presets import PRESETS, UFLDv2Preset
-from ..._deps import require
+from ...core.deps import require
 
 DEFAULT_DATASET, DEFAULT_BACKBONE = "culane", "resnet18"
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)

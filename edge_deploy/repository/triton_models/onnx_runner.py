@@ -19,7 +19,7 @@ _NUMPY = {
 }
 
 
-MAX_THREADS = 64  # edge_deploy.numbers.MAX_THREADS: this file runs in Triton's Python, without edge_deploy
+MAX_THREADS = 64  # edge_deploy.core.numbers.MAX_THREADS: this file runs in Triton's Python, without edge_deploy
 
 
 def _thread_count(text):

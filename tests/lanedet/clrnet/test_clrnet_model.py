@@ -12,7 +12,7 @@ from clrnet_checkpoints import write_official_checkpoint
 from needs import torch_or_skip
 from triton_helpers import run_cli
 
-from edge_deploy.artifact import Manifest
+from edge_deploy.artifact.manifest import Manifest
 from edge_deploy.errors import CheckpointError, ConvertError
 
 torch = torch_or_skip()  # CLRNet checkpoints and export need torch (the [torch] extra)
@@ -151,7 +151,7 @@ def _max_relative(a: np.ndarray, b: np.ndarray) -> float:
 
 def _check_onnx_equals_torch(artifact: Path, checkpoint: Path, dataset: str, backbone: str = "resnet18") -> None:
     from edge_deploy.lanedet.clrnet.model import build_clrnet
-    from edge_deploy.parity import ort_session
+    from edge_deploy.export.parity import ort_session
 
     model = build_clrnet(dataset, backbone, checkpoint)
     x = np.random.default_rng(1).random((2, 3, 320, 800), dtype=np.float32)
@@ -193,7 +193,7 @@ def test_the_preprocessing_is_the_official_crop_and_resize(clrnet_artifact) -> N
     import cv2
 
     from edge_deploy.lanedet.preprocess import preprocess
-    from edge_deploy.synthetic_roads import scene
+    from edge_deploy.synthetic.roads import scene
 
     _, artifact = clrnet_artifact
     frame = scene(7, 1640, 590).frame
@@ -205,10 +205,10 @@ def test_the_preprocessing_is_the_official_crop_and_resize(clrnet_artifact) -> N
 @pytest.mark.slow
 @pytest.mark.once(reason="two more data sets' converts (the CULane one runs in the suite)")
 def test_tusimple_and_llamas_checkpoints_convert_with_their_presets(tmp_path) -> None:
-    from edge_deploy.convert import convert
+    from edge_deploy.engine.convert import convert
     from edge_deploy.export.settings import ExportSettings, batch_range
     from edge_deploy.export.source import SourceSpec
-    from edge_deploy.precision import Precision
+    from edge_deploy.artifact.precision import Precision
 
     # Batches 1..2 (the check below runs a batch of 2): convert's parity and FP16 report see 3 samples, not 5
     # (1 and 4); the default 1..4 is the CULane artifact's (conftest.py clrnet_artifact).
@@ -240,7 +240,7 @@ def test_convert_cli_builds_an_untrained_clrnet_whose_lanes_can_be_checked(tmp_p
     """`convert clrnet --dataset culane --backbone resnet18` without a checkpoint: seeded random weights, made
     checkable (one score above the threshold for every prior, lanes with length), recorded in the source."""
     from edge_deploy.evaluate.runners import OnnxRunner
-    from edge_deploy.synthetic_roads import scene
+    from edge_deploy.synthetic.roads import scene
 
     done = run_cli(tmp_path, "convert", "clrnet", "--dataset", "culane", "--backbone", "resnet18", "-o",
                    str(tmp_path / "art"), "--target", "onnx", "--precision", "fp32", "--no-simplify", "--batch", "1",

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.triton
 
 
 def _frames() -> list[np.ndarray]:
-    from edge_deploy.synthetic_roads import scene
+    from edge_deploy.synthetic.roads import scene
 
     return [scene(9_100_000 + i, 1640, 590).frame for i in range(3)]
 

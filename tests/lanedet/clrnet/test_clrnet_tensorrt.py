@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_deploy.doctor import FAIL, OK, onnx_op_check
+from edge_deploy.deploy.doctor import FAIL, OK, onnx_op_check
 from edge_deploy.machine import tensorrt_api
 from edge_deploy.errors import EngineError
 

@@ -23,7 +23,7 @@ from edge_deploy.lanedet.laneatt.decode import (
     decode_lanes,
     select_rows,
 )
-from edge_deploy.synthetic_roads import raw_output
+from edge_deploy.synthetic.roads import raw_output
 
 N_STRIPS = 71
 PROB_SUM_TOL = 1e-3

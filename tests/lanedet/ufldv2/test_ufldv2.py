@@ -19,7 +19,7 @@ from triton_helpers import run_cli, serving
 from needs import torch_or_skip
 from ufldv2_checkpoints import write_official_checkpoint
 
-from edge_deploy.artifact import Manifest
+from edge_deploy.artifact.manifest import Manifest
 from edge_deploy.errors import CheckpointError
 from edge_deploy.lanedet.ufldv2.decode import OUTPUT_NAMES
 from edge_deploy.lanedet.ufldv2.presets import PRESETS
@@ -48,7 +48,7 @@ def official_keys(backbone: str, fc_norm: bool) -> set[str]:
 
 
 def _frames(size: tuple[int, int]) -> list[np.ndarray]:
-    from edge_deploy.synthetic_roads import scene
+    from edge_deploy.synthetic.roads import scene
 
     return [scene(9_000_000 + i, size[1], size[0]).frame for i in range(3)]
 
@@ -59,7 +59,7 @@ def _max_relative(a: np.ndarray, b: np.ndarray) -> float:
 
 def _check_onnx_equals_torch(artifact: Path, checkpoint: Path, dataset: str) -> None:
     from edge_deploy.lanedet.ufldv2.model import build_ufldv2
-    from edge_deploy.parity import ort_session
+    from edge_deploy.export.parity import ort_session
 
     model = build_ufldv2(dataset, "resnet18", checkpoint)
     preset = PRESETS[dataset]
@@ -115,10 +115,10 @@ def test_tusimple_checkpoint_converts_to_onnx_equal_to_the_pytorch_model(tusimpl
 @pytest.mark.slow
 @pytest.mark.once(reason="a 825 MB model converted (a minute)")
 def test_culane_checkpoint_converts_to_onnx_equal_to_the_pytorch_model(tmp_path) -> None:
-    from edge_deploy.convert import convert
+    from edge_deploy.engine.convert import convert
     from edge_deploy.export.settings import ExportSettings, batch_range
     from edge_deploy.export.source import SourceSpec
-    from edge_deploy.precision import Precision
+    from edge_deploy.artifact.precision import Precision
 
     checkpoint = write_official_checkpoint(tmp_path / "culane_res18.pth", "culane")
     # One fixed batch of 1: the parity run and the FP16 report see one sample of this 825 MB model instead of
@@ -185,9 +185,9 @@ def test_fuse_preprocess_is_a_bilinear_crop_and_resize_with_its_difference_recor
     difference to the client's resize and the lanes' recorded in the manifest."""
     import shutil
 
-    from edge_deploy.artifact import Manifest
+    from edge_deploy.artifact.manifest import Manifest
     from edge_deploy.export import fused_preprocess as fp
-    from edge_deploy.progress import Reporter
+    from edge_deploy.core.progress import Reporter
 
     _, _, artifact = tusimple
     work = tmp_path / "art"
@@ -236,7 +236,7 @@ def test_served_ufldv2_lanes_raw_and_pipeline_equal_the_local_decode(served) -> 
     from edge_deploy.evaluate.runners import OnnxRunner
     from edge_deploy.repository.versions import read_config
 
-    from edge_deploy.artifact import Manifest
+    from edge_deploy.artifact.manifest import Manifest
 
     artifact, repo, proc = served
     # the server preprocesses with preprocess.py (the ensemble's preprocess model, the BLS model), as the client does

@@ -16,7 +16,7 @@ from edge_deploy.lanedet.preprocess import (PreprocessSpec, PreprocessSpecError,
                                             antialiased_bilinear_weights)
 from edge_deploy.lanedet.ufldv2 import IMAGENET_MEAN, IMAGENET_STD, preset_preprocess
 from edge_deploy.lanedet.ufldv2.presets import PRESETS
-from edge_deploy.synthetic_roads import scene
+from edge_deploy.synthetic.roads import scene
 
 MEAN = np.array(IMAGENET_MEAN, np.float32).reshape(3, 1, 1)
 STD = np.array(IMAGENET_STD, np.float32).reshape(3, 1, 1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from .errors import MissingDependencyError
+from ..errors import MissingDependencyError
 
 _HINTS = {
     "torch": "install it with `pip install 'edge-deploy[torch]'` (on Jetson: NVIDIA's torch wheel for your JetPack)",

@@ -17,21 +17,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .artifact import MANIFEST_NAME, PLAN_NAME, Manifest, PlanRecord
-from .json_record import Record
-from .machine import facts as machine_facts
-from .errors import EdgeDeployError, EngineError, one_line
-from .certs import EXPIRY_WARN_DAYS, CertificateAuthority, expiring
-from .engine import plan as engine, trtexec
-from .machine import plan_fit as fp, tensorrt_api
-from .machine.plan_fit import plan_mismatch
-from .machine.tensorrt_api import OP_MIN_TENSORRT, op_refusal
-from .serve.addresses import is_loopback
-from .serve.jetson_triton import LAST_GITHUB_JETSON_NOTE, release_warning, triton_for_l4t
-from .serve.server_record import find_record
-from .serve.server_tensorrt import plan_refusal, server_tensorrt
-from .serve.systemd import read_installed_unit
-from .state import state_dir
+from ..artifact.manifest import MANIFEST_NAME, PLAN_NAME, Manifest, PlanRecord
+from ..core.json_record import Record
+from ..machine import facts as machine_facts
+from ..errors import EdgeDeployError, EngineError, one_line
+from ..tls.certs import EXPIRY_WARN_DAYS, CertificateAuthority, expiring
+from ..engine import plan as engine, trtexec
+from ..machine import plan_fit as fp, tensorrt_api
+from ..machine.plan_fit import plan_mismatch
+from ..machine.tensorrt_api import OP_MIN_TENSORRT, op_refusal
+from ..serve.addresses import is_loopback
+from ..serve.jetson_triton import LAST_GITHUB_JETSON_NOTE, release_warning, triton_for_l4t
+from ..serve.server_record import find_record
+from ..serve.server_tensorrt import plan_refusal, server_tensorrt
+from ..serve.systemd import read_installed_unit
+from ..core.state import state_dir
 
 STAGES = ("convert", "serve")
 OK, WARN, FAIL, INFO = "ok", "warn", "fail", "info"

@@ -1,13 +1,13 @@
 """The I/O signature of a model file: its input and output tensors and the batch range it serves.
 
-The manifest's "io" section (and fp16.onnx.io, model_fp16.onnx's); `edge_deploy.artifact` re-exports both types.
+The manifest's "io" section (and fp16.onnx.io, model_fp16.onnx's); `edge_deploy.artifact.manifest` re-exports both types.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .lanedet.tensor_spec import TensorSpec
+from ..lanedet.tensor_spec import TensorSpec
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, BinaryIO
-from .errors import EdgeDeployError, OutputError
+from ..errors import EdgeDeployError, OutputError
 from .strict_json import dumps
 
 

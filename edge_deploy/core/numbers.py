@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Union
 
-from .errors import EdgeDeployError, NumberError, brief
+from ..errors import EdgeDeployError, NumberError, brief
 
 Number = Union[int, float]
 

@@ -12,7 +12,7 @@ size); a TorchScript file or a package.module:factory is an `ExternalSource`. Th
   its class's `LAYOUT` (the keys in the order that loader has always written them, `NULLS` even when None),
   then its other set fields, its `extra` keys and last `family_package` (added once the family is known).
 
-Light (the standard library, edge_deploy.json_record and fsutil): lanedet/lane_family.py, which the client imports,
+Light (the standard library, edge_deploy.core.json_record and fsutil): lanedet/lane_family.py, which the client imports,
 uses it.
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from .fsutil import sha256_file
-from .json_record import Reader, Record, read_bool, read_int, read_record, read_str
+from ..core.fsutil import sha256_file
+from ..core.json_record import Reader, Record, read_bool, read_int, read_record, read_str
 
 __all__ = ["ExternalSource", "ModelSource", "SourceFile", "source_fields"]
 

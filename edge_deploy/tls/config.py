@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
-from .errors import ClientError
+from ..errors import ClientError
 
 ChannelArgs = list[tuple[str, Any]]  # gRPC channel options: (name, value), values of gRPC's types
 
@@ -82,7 +82,7 @@ class TLSConfig:
 def _check_pem(what: str, path: Path) -> None:
     """ClientError when a TLS file is not PEM of its kind: gRPC would only fail the handshake later, which reads as an
     unreachable server (`bench --tls-ca notes.txt`)."""
-    from .bounded_read import open_regular  # a FIFO given as a certificate would block the open forever
+    from ..core.bounded_read import open_regular  # a FIFO given as a certificate would block the open forever
 
     hint = "pass the files `edge-deploy certs issue` wrote."
     try:

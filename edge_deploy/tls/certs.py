@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
-from .errors import CertificateError
-from .fsutil import write_bytes_atomic, write_json_atomic
-from .state import state_dir
-from ._deps import require
+from ..errors import CertificateError
+from ..core.fsutil import write_bytes_atomic, write_json_atomic
+from ..core.state import state_dir
+from ..core.deps import require
 
 CA_DAYS = 3650
 LEAF_DAYS = 730

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .errors import RepositoryError, one_line
+from ..errors import RepositoryError, one_line
 
 MAX_CONFIG_BYTES = 16 << 20  # a config.pbtxt: a few KB; a pipeline's with many steps, a few hundred KB
 

@@ -9,7 +9,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import ServerError
+from ..errors import ServerError
 
 SYSTEM_STATE_DIR = Path("/etc/edge-deploy")
 

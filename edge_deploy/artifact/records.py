@@ -1,7 +1,7 @@
 """The stage reports a manifest holds ("export", "parity", "fp16", "plan.verify", "evaluation",
 "fused_preprocess"; an object detector's "detection" is edge_deploy.detect.record's), one frozen dataclass each, read and checked once by `from_dict`.
 
-Every report is a `Record` (edge_deploy.json_record, the base the "source" section shares):
+Every report is a `Record` (edge_deploy.core.json_record, the base the "source" section shares):
 
 - `from_dict(data, where)` checks each known key's type (RecordError naming the field, e.g.
   ``parity.tolerance.atol``), builds the nested records, and keeps the keys this version does not
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .io_signature import IOSignature
-from .json_record import json_value  # noqa: F401 - re-exported: records.json_value, as Record and RecordError
-from .json_record import (Record, RecordError, kind_of, list_of, map_of, read_bool, read_int, read_ints, read_number,
+from ..core.json_record import json_value  # noqa: F401 - re-exported: records.json_value, as Record and RecordError
+from ..core.json_record import (Record, RecordError, kind_of, list_of, map_of, read_bool, read_int, read_ints, read_number,
                           read_record, read_str, read_strs)
 
 

@@ -15,13 +15,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._deps import require
-from .artifact import Manifest
-from .errors import ConvertError, EdgeDeployError, EngineError, one_line
-from .numbers import THREADS
-from .records import Comparison, LaneComparison, OutputError
-from .lanedet.preprocess import Preprocessor
-from .synthetic_roads import EVAL_SEED_BASE, scene
+from ..core.deps import require
+from ..artifact.manifest import Manifest
+from ..errors import ConvertError, EdgeDeployError, EngineError, one_line
+from ..core.numbers import THREADS
+from ..artifact.records import Comparison, LaneComparison, OutputError
+from ..lanedet.preprocess import Preprocessor
+from ..synthetic.roads import EVAL_SEED_BASE, scene
 
 Feed = dict[str, np.ndarray]  # input or output name -> its batch
 

@@ -15,7 +15,7 @@ Format 2 (this version)::
       "family": "laneatt" | "ufldv2" | null,  lane-model family (edge_deploy.lanedet.family); null: no lane decoder
       "precision": "fp16" | "fp32" | "int8",    what convert was asked for (install follows it)
       "source": {"kind": <family> | "torchscript" | "factory", "spec": str, "trained": bool, ...}: where the
-                model came from (edge_deploy.model_source.ModelSource: the common keys, a family's own),
+                model came from (edge_deploy.artifact.model_source.ModelSource: the common keys, a family's own),
       "files": {"model.onnx": {"sha256": str, "bytes": int}, ...},
       "io": {"inputs":  [{"name", "datatype", "shape"}], "outputs": [...],
              "batch": {"min", "opt", "max", "dynamic"}},
@@ -25,7 +25,7 @@ Format 2 (this version)::
                 UFLDv2 {"row_anchor", "col_anchor", "local_width", "top_k"},
       "export", "parity", "fp16", "plan", "timings", "evaluation", "fused_preprocess":
           the reports of the stages that made them (docs/design.md, "The artifact and manifest"),
-          read into the typed records of edge_deploy.records (plan: `PlanRecord`)
+          read into the typed records of edge_deploy.artifact.records (plan: `PlanRecord`)
     }
 
 Datatypes are Triton's names (FP32, FP16, INT64, ...). In "shape" a -1 on
@@ -48,18 +48,18 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Mapping, Sequence, TypeVar
 
-from ._version import __version__
-from .bounded_read import special_kind
-from .errors import EdgeDeployError, ManifestError
-from .fsutil import sha256_file, sha256_stream, write_json_atomic
+from .._version import __version__
+from ..core.bounded_read import special_kind
+from ..errors import EdgeDeployError, ManifestError
+from ..core.fsutil import sha256_file, sha256_stream, write_json_atomic
 from .io_signature import BatchRange, IOSignature  # noqa: F401 - BatchRange re-exported (artifact.BatchRange)
-from .lanedet.decode_params import DecodeParams, DecodeParamsError, ScoreNmsDecodeParams
-from .lanedet.entry_points import LEGACY_FAMILY
-from .lanedet.lane_family import family_for_outputs, get_family
-from .lanedet.tensor_spec import TensorSpec
-from .lanedet.preprocess import PreprocessSpec, PreprocessSpecError
+from ..lanedet.decode_params import DecodeParams, DecodeParamsError, ScoreNmsDecodeParams
+from ..lanedet.entry_points import LEGACY_FAMILY
+from ..lanedet.lane_family import family_for_outputs, get_family
+from ..lanedet.tensor_spec import TensorSpec
+from ..lanedet.preprocess import PreprocessSpec, PreprocessSpecError
 from .model_source import EXTERNAL_KINDS, ModelSource
-from .detect.record import DetectionRecord
+from ..detect.record import DetectionRecord
 from .precision import Precision
 from .records import (EvaluationRecord, ExportReport, Fp16OnnxRecord, Fp16Report,
                       FusedPreprocessRecord, ParityReport, PlanVerify, Record, RecordError, json_value, kind_of, read_ints)
@@ -80,7 +80,7 @@ _R = TypeVar("_R", bound=Record)
 
 
 def _record(data: Mapping[str, object], key: str, kind: type[_R]) -> _R | None:
-    """Section `key`, a stage report (edge_deploy.records), read as `kind`; None where the manifest has none."""
+    """Section `key`, a stage report (edge_deploy.artifact.records), read as `kind`; None where the manifest has none."""
     section = data.get(key)
     return kind.from_dict(section, key) if isinstance(section, dict) else None
 
@@ -353,7 +353,7 @@ class Manifest:
 
     Typed: family, precision, io, preprocess, decode, files, source (`ModelSource`, or the family's own
     subclass of it), plan (`PlanRecord`: the repository, doctor and the rebuild decision read its fingerprint),
-    and the stages' reports (edge_deploy.records: export, parity, fp16, evaluation, fused_preprocess).
+    and the stages' reports (edge_deploy.artifact.records: export, parity, fp16, evaluation, fused_preprocess).
     Free-form: tool, timings.
     """
 

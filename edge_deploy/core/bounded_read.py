@@ -18,7 +18,7 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import EdgeDeployError
+from ..errors import EdgeDeployError
 from .sizes import size_words
 
 __all__ = ["kind_of", "open_regular", "read_regular", "regular_file", "special_kind"]

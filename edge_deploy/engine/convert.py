@@ -19,17 +19,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .artifact import FP16_ONNX_NAME, MANIFEST_NAME, ONNX_NAME, PLAN_NAME, Manifest, PlanRecord, file_entry
-from .engine.options import EngineOptions
-from .errors import ConvertError, EngineError
-from .export.pipeline import ExportSettings, export_artifact
-from .export.source import SourceSpec, classify_model
-from .fsutil import fsync_dir, fsync_tree
-from .precision import Precision
-from .progress import Reporter
-from .evaluate.convert_eval import check_eval_data, evaluate_artifact
-from .export.fp16_onnx import make_fp16_onnx
-from .export.onnx_import import DetectionOptions, import_onnx_artifact
+from ..artifact.manifest import FP16_ONNX_NAME, MANIFEST_NAME, ONNX_NAME, PLAN_NAME, Manifest, PlanRecord, file_entry
+from .options import EngineOptions
+from ..errors import ConvertError, EngineError
+from ..export.pipeline import ExportSettings, export_artifact
+from ..export.source import SourceSpec, classify_model
+from ..core.fsutil import fsync_dir, fsync_tree
+from ..artifact.precision import Precision
+from ..core.progress import Reporter
+from ..evaluate.convert_eval import check_eval_data, evaluate_artifact
+from ..export.fp16_onnx import make_fp16_onnx
+from ..export.onnx_import import DetectionOptions, import_onnx_artifact
 
 
 @dataclass
@@ -197,9 +197,9 @@ def convert(
 def _check_checkpoint_file(source: SourceSpec) -> None:
     """The one-line CheckpointError of a --checkpoint that is missing or a directory, before anything else of the
     output is looked at (the family reads the file itself later)."""
-    from .export.source import family_named
-    from .lanedet.checkpoint import checkpoint_path
-    from .lanedet.lane_family import get_family
+    from ..export.source import family_named
+    from ..lanedet.checkpoint import checkpoint_path
+    from ..lanedet.lane_family import get_family
 
     name = family_named(source.model)
     checkpoint_path(Path(str(source.checkpoint)), get_family(name).title if name is not None else source.model)

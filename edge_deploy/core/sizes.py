@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import EdgeDeployError, EngineError, brief
+from ..errors import EdgeDeployError, EngineError, brief
 
 KiB = 1 << 10
 MiB = 1 << 20
