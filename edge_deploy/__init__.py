@@ -21,7 +21,7 @@ _LAZY = {
     "LaneDetClient": ".client.sync_client", "AsyncLaneDetClient": ".client.async_client",
     "ModelClient": ".client.model_client", "DetectorClient": ".client.detector_client",
     "AsyncModelClient": ".client.detector_client", "AsyncDetectorClient": ".client.detector_client",
-    "TLSConfig": ".tls", "LaneStream": ".media.stream", "LaneResult": ".media.stream",
+    "TLSConfig": ".tls.config", "LaneStream": ".media.stream", "LaneResult": ".media.stream",
     "PerceptionStream": ".media.perception", "PerceptionResult": ".media.perception", "Lane": ".lanedet.lane",
     "decode_lanes": ".lanedet",
 }

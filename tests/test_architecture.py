@@ -156,7 +156,7 @@ def test_the_client_imports_no_convert_side_types() -> None:
 # Floors of the deploy stages: a stage imports only stages below it, at module top or inside a function. The
 # repository writes versions and knows nothing of servers; serve runs servers and knows nothing of versions; deploy
 # (install, rollback: write, have the server load, record) stands on both. What both need lies below both
-# (triton_layout.py: Triton's repository rules; state.py: the state directory).
+# (core/triton_layout.py: Triton's repository rules; core/state.py: the state directory).
 FORBIDDEN = {
     "edge_deploy.repository": ("edge_deploy.serve", "edge_deploy.deploy", "edge_deploy.cli", "edge_deploy.fleet"),
     "edge_deploy.serve": ("edge_deploy.repository", "edge_deploy.deploy", "edge_deploy.cli", "edge_deploy.fleet"),
@@ -199,9 +199,8 @@ def test_the_floor_rule_sees_imports_inside_functions(tmp_path: Path) -> None:
 
 
 # The shared floor: what more than one stage needs lies below all of them, outside every stage's folder: machine/
-# (this machine's facts, the TensorRT API, whether a plan fits the machine and the manifest's I/O), tls.py (TLSConfig,
-# beside certs.py), sizes.py, synthetic_roads.py, triton_layout.py, state.py, artifact.py, records.py, errors.py, ...
-# (and the libraries lanedet/ and geometry/). The repository and serve stand on that floor only.
+# (this machine's facts, the TensorRT API, whether a plan fits the machine and the manifest's I/O), core/, artifact/,
+# tls/, synthetic/ and errors.py (and the libraries lanedet/ and geometry/). The repository and serve stand on that floor only.
 STAGES = ("edge_deploy.export", "edge_deploy.engine", "edge_deploy.repository", "edge_deploy.serve",
           "edge_deploy.deploy", "edge_deploy.evaluate", "edge_deploy.bench", "edge_deploy.fleet", "edge_deploy.client",
           "edge_deploy.media", "edge_deploy.ros", "edge_deploy.cli", "edge_deploy.training", "edge_deploy.engine.convert",
@@ -233,14 +232,14 @@ def test_runtime_stands_on_errors_alone() -> None:
 
 
 def test_serve_imports_nothing_of_the_client() -> None:
-    """serve/ dials its own server with TLSConfig from tls.py, not from client/. Plant `from ..client import base` in
+    """serve/ dials its own server with TLSConfig from tls/config.py, not from client/. Plant `from ..client import base` in
     serve/admin.py and this fails."""
     assert imports_into(package_graph(), ("edge_deploy.serve",), ("edge_deploy.client",)) == []
 
 
 def test_no_stage_imports_training() -> None:
     """Training (the demo weights) is a user of the stages, never their dependency: the synthetic roads the stages
-    check with are synthetic_roads.py. Plant `from .training import train` in parity.py and this fails."""
+    check with are synthetic/roads.py. Plant `from ..training import train` in export/parity.py and this fails."""
     graph = package_graph()
     assert "edge_deploy.training.train" in graph
     assert imports_into(graph, tuple(m for m in graph if m != "edge_deploy"), ("edge_deploy.training",)) == []
@@ -331,7 +330,7 @@ def family_mentions(path: Path, names: set[str]) -> list[str]:
 
 def test_no_module_outside_a_familys_own_package_names_a_family() -> None:
     """A fourth family needs no change outside lanedet/<family>/ (and one registry line): every other module asks the
-    registry. Plant `if family.name == "ufldv2":` in parity.py, or `from .lanedet.laneatt import ...` anywhere, and this
+    registry. Plant `if family.name == "ufldv2":` in export/parity.py, or `from .lanedet.laneatt import ...` anywhere, and this
     fails."""
     family_dirs = [p for p in (PACKAGE / "lanedet").iterdir() if (p / "__init__.py").is_file()]
     names = {p.name for p in family_dirs}
