@@ -16,7 +16,7 @@ from edge_deploy.lanedet.family import get_family
 from edge_deploy.lanedet.lane_family import LoadedModel
 from edge_deploy.lanedet.laneatt import AnchorOrder, LaneATTSource
 from edge_deploy.lanedet.source import SourceSpec
-from edge_deploy.artifact.model_source import ExternalSource, ModelSource, SourceFile
+from edge_deploy.lanedet.model_source import ExternalSource, ModelSource, SourceFile
 
 FORMAT1 = Path(__file__).parent / "data" / "format1"
 CHECKPOINT = {"path": "/models/laneatt_r18_culane.pt", "sha256": "c" * 64}

@@ -15,7 +15,7 @@ Format 2 (this version)::
       "family": "laneatt" | "ufldv2" | null,  lane-model family (edge_deploy.lanedet.family); null: no lane decoder
       "precision": "fp16" | "fp32" | "int8",    what convert was asked for (install follows it)
       "source": {"kind": <family> | "torchscript" | "factory", "spec": str, "trained": bool, ...}: where the
-                model came from (edge_deploy.artifact.model_source.ModelSource: the common keys, a family's own),
+                model came from (edge_deploy.lanedet.model_source.ModelSource: the common keys, a family's own),
       "files": {"model.onnx": {"sha256": str, "bytes": int}, ...},
       "io": {"inputs":  [{"name", "datatype", "shape"}], "outputs": [...],
              "batch": {"min", "opt", "max", "dynamic"}},
@@ -58,7 +58,7 @@ from ..lanedet.entry_points import LEGACY_FAMILY
 from ..lanedet.lane_family import family_for_outputs, get_family
 from ..lanedet.tensor_spec import TensorSpec
 from ..lanedet.preprocess import PreprocessSpec, PreprocessSpecError
-from .model_source import EXTERNAL_KINDS, ModelSource
+from ..lanedet.model_source import EXTERNAL_KINDS, ModelSource
 from ..detect.record import DetectionRecord
 from .precision import Precision
 from .records import (EvaluationRecord, ExportReport, Fp16OnnxRecord, Fp16Report,

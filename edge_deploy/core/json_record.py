@@ -1,7 +1,7 @@
 """The base of the manifest's typed sections: a frozen dataclass read and checked once from JSON, written back
 the same (key order as read, unknown keys kept), and the readers that check one value each.
 
-edge_deploy.artifact.records (the stage reports) and edge_deploy.artifact.model_source (the "source" section) build on it; this
+edge_deploy.artifact.records (the stage reports) and edge_deploy.lanedet.model_source (the "source" section) build on it; this
 module imports nothing of edge_deploy, so that the lane-model families (which the client imports) can use it.
 See edge_deploy.artifact.records for the rules every record follows.
 """

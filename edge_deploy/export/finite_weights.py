@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import CheckpointError
-from ..artifact.model_source import SourceFile
+from ..lanedet.model_source import SourceFile
 
 
 def check_finite_weights(module: Any, checkpoint: SourceFile | None) -> None:

@@ -21,7 +21,7 @@ from ..artifact.manifest import ONNX_NAME, BatchRange, IOSignature, Manifest, fi
 from ..errors import ConvertError, EdgeDeployError, one_line
 from ..lanedet.decode_params import DecodeParamsError, ScoreNmsDecodeParams
 from ..lanedet.preprocess import PreprocessSpec
-from ..artifact.model_source import ExternalSource, SourceFile
+from ..lanedet.model_source import ExternalSource, SourceFile
 from .parity import ort_session, parity_inputs, run_ort, tolerance_report
 from ..core.progress import Reporter
 from ..detect.record import DETECTION_LAYOUTS, DETECTION_RESIZES, DetectionRecord

@@ -22,7 +22,7 @@ from ..errors import ConvertError, EdgeDeployError, brief, one_line
 from ..lanedet.lane_family import LoadedModel, family_fault, family_names, get_family, is_plugin
 from ..lanedet.source import SourceSpec
 from ..core.numbers import whole
-from ..artifact.model_source import ExternalSource, SourceFile
+from ..lanedet.model_source import ExternalSource, SourceFile
 
 
 INPUT_DIM = whole(1, 32768, noun="a whole number")  # a dimension of a model's input: 4x an 8K frame's width

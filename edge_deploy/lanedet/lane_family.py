@@ -45,7 +45,7 @@ import numpy as np
 
 from ..core.deps import require
 from ..errors import ConvertError, EdgeDeployError, PluginError, one_line
-from ..artifact.model_source import ModelSource, SourceFile, source_fields
+from .model_source import ModelSource, SourceFile, source_fields
 from .datasets import DatasetPreset
 from .decode_params import DecodeParams
 from .description import FamilyDescription

@@ -13,7 +13,7 @@ import pytest
 from edge_deploy.errors import ConvertError
 from edge_deploy.lanedet.family import SourceSpec, family_options, get_family
 from edge_deploy.lanedet.lane import Lane
-from edge_deploy.artifact.model_source import ModelSource
+from edge_deploy.lanedet.model_source import ModelSource
 from edge_deploy.export.parity import LaneCheck, compare_to_reference, lane_dx
 from edge_deploy.artifact.records import Comparison
 

@@ -15,7 +15,7 @@ import numpy as np
 from dataclasses import replace
 
 from edge_deploy.artifact.manifest import BatchRange, IOSignature, Manifest, TensorSpec, file_entry
-from edge_deploy.artifact.model_source import ExternalSource
+from edge_deploy.lanedet.model_source import ExternalSource
 from edge_deploy.artifact.precision import Precision
 from edge_deploy.lanedet.laneatt import FAMILY as LANEATT
 LANEATT_DECODE = LANEATT.decode_defaults.to_dict()

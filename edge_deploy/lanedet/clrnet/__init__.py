@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
 from ...core.json_record import read_ints, read_str
-from ...artifact.model_source import ModelSource
+from ..model_source import ModelSource
 from ..datasets import DatasetPreset
 from ..decode_params import DecodeParams, DecodeParamsError, ScoreNmsDecodeParams
 from ..lane import Lane

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ...core.json_record import Record, read_int, read_record, read_str
-from ...artifact.model_source import ModelSource, SourceFile
+from ..model_source import ModelSource, SourceFile
 from ...core.numbers import whole
 from ..datasets import DatasetPreset
 from ..decode_params import ScoreNmsDecodeParams
