@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -27,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -41,66 +43,66 @@ from edge_deploy.synthetic.roads import road_scene  # noqa: E402
 DEADLINE = 0.05
 
 
-def timed_sync(client: LaneDetClient, frame, n: int) -> tuple[list[float], dict[str, int]]:
-    took, outcomes = [], {}
-    for _ in range(n):
-        t = time.perf_counter()
+class Timings:
+    """Each call's duration and how it ended ("lanes" or LanesUnavailable's reason)."""
+
+    def __init__(self) -> None:
+        self.took: list[float] = []
+        self.outcomes: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        start, outcome = time.perf_counter(), "lanes"
         try:
+            yield
+        except LanesUnavailable as exc:
+            outcome = exc.reason
+        self.took.append(time.perf_counter() - start)
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def summary(self) -> dict:
+        return {"p50_ms": ms(self.took, 50), "p99_ms": ms(self.took, 99), "max_ms": ms(self.took, 100),
+                "outcomes": self.outcomes}
+
+
+def timed_sync(client: LaneDetClient, frame, n: int, timings: Timings) -> Timings:
+    for _ in range(n):
+        with timings.call():
             client.detect(frame, deadline=DEADLINE)
-            outcome = "lanes"
-        except LanesUnavailable as exc:
-            outcome = exc.reason
-        took.append(time.perf_counter() - t)
-        outcomes[outcome] = outcomes.get(outcome, 0) + 1
-    return took, outcomes
+    return timings
 
 
-async def timed_async(client: AsyncLaneDetClient, frame, n: int) -> tuple[list[float], dict[str, int]]:
-    took, outcomes = [], {}
+async def timed_async(client: AsyncLaneDetClient, frame, n: int, timings: Timings) -> Timings:
     for _ in range(n):
-        t = time.perf_counter()
-        try:
+        with timings.call():
             await client.detect(frame, deadline=DEADLINE)
-            outcome = "lanes"
-        except LanesUnavailable as exc:
-            outcome = exc.reason
-        took.append(time.perf_counter() - t)
-        outcomes[outcome] = outcomes.get(outcome, 0) + 1
-    return took, outcomes
-
-
-def summary(took: list[float], outcomes: dict[str, int]) -> dict:
-    return {"p50_ms": ms(took, 50), "p99_ms": ms(took, 99), "max_ms": ms(took, 100), "outcomes": outcomes}
+    return timings
 
 
 def both(url: str, model: str, frame, n: int, fresh: bool) -> dict:
     """n calls with each client (a fresh client per call where `fresh`: its first call only)."""
+    sync, asynchronous = Timings(), Timings()
     if fresh:
-        sync_took, sync_out, async_took, async_out = [], {}, [], {}
+        async def first() -> None:
+            async with AsyncLaneDetClient(url, model, connect=False) as client:
+                await timed_async(client, frame, 1, asynchronous)
+
         for _ in range(n):
             with LaneDetClient(url, model, connect=False) as client:
-                took, out = timed_sync(client, frame, 1)
-            sync_took += took
-            sync_out = {k: sync_out.get(k, 0) + out.get(k, 0) for k in {*sync_out, *out}}
-
-            async def first() -> tuple[list[float], dict[str, int]]:
-                async with AsyncLaneDetClient(url, model, connect=False) as client:
-                    return await timed_async(client, frame, 1)
-
-            took, out = asyncio.run(first())
-            async_took += took
-            async_out = {k: async_out.get(k, 0) + out.get(k, 0) for k in {*async_out, *out}}
-        return {"sync": summary(sync_took, sync_out), "async": summary(async_took, async_out)}
+                timed_sync(client, frame, 1, sync)
+            asyncio.run(first())
+        return {"sync": sync.summary(), "async": asynchronous.summary()}
     with LaneDetClient(url, model) as client:
         client.detect(frame)  # connected and warm: what is measured is the calls
-        sync = summary(*timed_sync(client, frame, n))
+        timed_sync(client, frame, n, sync)
 
-    async def run() -> dict:
+    async def run() -> None:
         async with AsyncLaneDetClient(url, model) as client:
             await client.detect(frame)
-            return summary(*await timed_async(client, frame, n))
+            await timed_async(client, frame, n, asynchronous)
 
-    return {"sync": sync, "async": asyncio.run(run())}
+    asyncio.run(run())
+    return {"sync": sync.summary(), "async": asynchronous.summary()}
 
 
 def hung(proc, frame, n: int) -> dict:
@@ -113,8 +115,8 @@ def hung(proc, frame, n: int) -> dict:
             await client.detect(frame)
             os.killpg(proc.proc.pid, signal.SIGSTOP)
             try:
-                out = {"sync": summary(*timed_sync(sync_client, frame, n)),
-                       "async": summary(*await timed_async(client, frame, n))}
+                out = {"sync": timed_sync(sync_client, frame, n, Timings()).summary(),
+                       "async": (await timed_async(client, frame, n, Timings())).summary()}
             finally:
                 os.killpg(proc.proc.pid, signal.SIGCONT)
             return out

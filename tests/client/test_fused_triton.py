@@ -26,7 +26,8 @@ from edge_deploy.errors import FrameError
 from edge_deploy.synthetic.roads import road_scene
 from edge_deploy.export.parity import lane_dx
 
-pytestmark = pytest.mark.triton
+pytestmark = [pytest.mark.triton,
+              pytest.mark.once(reason="a fused LaneATT convert and a server (a minute and a half); every test needs torch")]
 
 SIZE = (590, 1640)
 CROP = {"top": 200, "left": 60, "right": 20}

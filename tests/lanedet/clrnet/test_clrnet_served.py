@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from triton_helpers import run_cli, serving
 
-pytestmark = pytest.mark.triton
+pytestmark = [pytest.mark.triton,
+              pytest.mark.once(reason="a CLRNet convert served three ways (a minute); every test needs torch")]
 
 
 def _frames() -> list[np.ndarray]:
