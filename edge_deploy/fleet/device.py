@@ -15,10 +15,14 @@ from ..errors import EdgeDeployError, one_line
 from ..machine.facts import device_facts
 from ..machine.plan_fit import host_fingerprint
 from ..serve import admin
+from ..serve.server_record import read_state_file
 from ..core.state import state_dir
 from .reports import HostResult, VehicleReport
 
 LAST_ROLLOUT = "last-rollout.json"
+
+
+LAST_ROLLOUT_LIMIT = 1 << 20  # one host's result: a few hundred bytes
 
 
 def last_rollout_path(scope: str) -> Path:
@@ -83,7 +87,10 @@ def report(repository: Path, name: str, scope: str) -> VehicleReport:
 def _last_rollout(scope: str) -> HostResult | None:
     """The result `fleet record` kept, or None (none kept, or not a JSON object)."""
     path = last_rollout_path(scope)
+    data = read_state_file(path, "last rollout", LAST_ROLLOUT_LIMIT)  # a FIFO: one line, never a read for ever
+    if data is None:
+        return None
     try:
-        return HostResult.from_dict(json.loads(path.read_text()), str(path))
-    except (OSError, ValueError):
+        return HostResult.from_dict(json.loads(data), str(path))
+    except ValueError:
         return None

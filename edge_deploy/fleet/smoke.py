@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from .policy import FleetError
+from ..core.bounded_read import read_regular
 from ..artifact.manifest import ONNX_NAME, read_manifest, sha256_file
 from ..client.sync_client import LaneDetClient
 from ..evaluate.runners import OnnxRunner
@@ -27,6 +28,8 @@ from ..core.fsutil import atomic_path, write_json_atomic
 from ..lanedet.lane import Lane
 from ..export.parity import lane_dx
 from ..synthetic.roads import road_scene
+
+REFERENCE_LIMIT = 64 << 20  # reference.json: the lanes of a few frames (KiB); the cap where it cannot be one
 
 SMOKE_DIR = "smoke"
 REFERENCE_NAME = "reference.json"
@@ -106,7 +109,8 @@ def check_served(
     smoke_dir = Path(smoke_dir)
     path = smoke_dir / REFERENCE_NAME
     try:
-        reference = json.loads(path.read_text())
+        reference = json.loads(read_regular(path, "smoke reference", FleetError, "record it with `edge-deploy fleet "
+                                            "reference ARTIFACT`", REFERENCE_LIMIT))
         names, recorded = reference["frames"], reference["lanes"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise FleetError(f"cannot read the smoke reference {path} ({exc}); record it with "

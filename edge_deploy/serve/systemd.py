@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import ServerError
+from ..core.bounded_read import read_regular, special_kind
 from ..core.fsutil import write_bytes_atomic, write_text_atomic
 from .admin import ModelHealth, check_health
 from .logfile import DEFAULT_MAX_BYTES, pump_argv
@@ -38,7 +39,7 @@ from ..core.progress import Reporter
 from .checks import check_ports_free, check_repository
 from .log_reason import last_error_line, reason_from_log
 
-
+TLS_FILE_LIMIT = 1 << 20  # a PEM certificate or key: a few KiB
 UNIT_NAME = "edge-deploy-triton.service"
 SERVICE_USER = "edge-deploy"
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
@@ -394,9 +395,12 @@ def service_tls(tls: ServerTLS, state: Path) -> ServerTLS:
 def _copy_tls(sources: ServerTLS, copies: ServerTLS, group: str | None) -> None:
     for role, src in sources.files().items():
         try:
-            data = Path(src).read_text()
+            data = read_regular(src, f"TLS {role} file", ServerError, "give the PEM file itself",
+                                TLS_FILE_LIMIT).decode()
         except OSError as exc:
             raise ServerError(f"cannot read the TLS {role} file {src} ({exc.strerror or exc}).") from exc
+        except UnicodeDecodeError:
+            raise ServerError(f"the TLS {role} file {src} is not PEM text; give the PEM file itself.") from None
         write_private(copies.files()[role], data, group=group)
 
 
@@ -416,6 +420,9 @@ def read_installed_unit(scope: str) -> InstalledUnit | None:
     import shlex
 
     path = unit_path(scope)
+    kind = special_kind(path)
+    if kind is not None:  # reading it would block (a FIFO) or never end
+        raise ServerError(f"the unit file {path} is {kind}, not a file; remove it and run `edge-deploy serve` again.")
     try:
         text = path.read_text()
     except OSError:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from ..errors import CertificateError
+from ..core.bounded_read import read_regular
 from ..core.fsutil import write_bytes_atomic, write_json_atomic
 from ..core.state import state_dir
 from ..core.deps import require
@@ -42,6 +43,9 @@ EXPIRY_WARN_DAYS = 30
 SERVER = "server"
 ADMIN_CLIENT = "edge-deploy"  # the client edge-deploy itself uses (health, install's load, status)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+PEM_LIMIT = 1 << 20  # a certificate or key file: a few KiB; the cap where a PEM file cannot be one
+INDEX_LIMIT = 16 << 20  # the CA's index.json: a line per certificate ever issued
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,8 @@ def load_cert(path: Path):  # noqa: ANN201
     """The first certificate of a PEM file; CertificateError when it cannot be read."""
     x509 = _x509()
     try:
-        return x509.load_pem_x509_certificate(Path(path).read_bytes())
+        return x509.load_pem_x509_certificate(read_regular(path, "certificate", CertificateError,
+                                                           "give a PEM certificate file", PEM_LIMIT))
     except OSError as exc:
         raise CertificateError(f"cannot read certificate {path} ({exc.strerror or exc}).") from exc
     except ValueError as exc:
@@ -129,7 +134,8 @@ def _load_key(path: Path):  # noqa: ANN202
     from cryptography.hazmat.primitives import serialization
 
     try:
-        return serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+        return serialization.load_pem_private_key(read_regular(path, "private key", CertificateError,
+                                                               "give a PEM private key file", PEM_LIMIT), password=None)
     except OSError as exc:
         raise CertificateError(f"cannot read private key {path} ({exc.strerror or exc}); run as root.") from exc
     except (ValueError, TypeError) as exc:
@@ -244,10 +250,11 @@ class CertificateAuthority:
 
     def _index(self) -> dict[str, IndexEntry]:
         path = self.dir / "index.json"
-        try:
-            index = json.loads(path.read_text())
-        except FileNotFoundError:
+        if not os.path.lexists(path):
             return {}
+        try:
+            index = json.loads(read_regular(path, "certificate index", CertificateError, "restore it, or make a new CA "
+                                            "with `edge-deploy certs init --force`", INDEX_LIMIT))
         except (OSError, ValueError) as exc:
             raise CertificateError(f"cannot read {path} ({exc}); run as root.") from exc
         if not isinstance(index, dict) or not all(_is_index_entry(entry) for entry in index.values()):
