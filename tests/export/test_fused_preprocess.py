@@ -148,6 +148,7 @@ def test_convert_cli_refuses_int8_with_fused_preprocessing(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.once(reason="LaneATT converted with --fuse-preprocess (three quarters of a minute)")
 def test_convert_cli_fuses_laneatt(laneatt_fused_artifact):
     manifest = manifest_json(laneatt_fused_artifact)
     Manifest.read(laneatt_fused_artifact).verify_files(laneatt_fused_artifact)

@@ -75,6 +75,11 @@ def _check_onnx_equals_torch(artifact: Path, checkpoint: Path, dataset: str) -> 
         assert _max_relative(a, b) <= 1e-3, name
 
 
+# Every test of the official TuSimple checkpoint's convert (the fixture below: a minute and more of torch work) runs
+# once per CI, in .ci/run's demo step (tests/conftest.py); the Python 3.10 run has no torch and skips them anyway.
+TUSIMPLE_ONCE = pytest.mark.once(reason="the official UFLDv2-TuSimple checkpoint converted (a minute and more)")
+
+
 @pytest.fixture(scope="module")
 def tusimple(ufldv2_artifact):
     """(work directory, DDP checkpoint, artifact) of the suite's `convert ufldv2 --dataset tusimple --checkpoint`."""
@@ -97,6 +102,7 @@ def test_official_checkpoint_keys_are_the_official_layout() -> None:
     assert PRESETS["culane"].total_dim == 91_224 and PRESETS["culane"].feature_size == 4_000
 
 
+@TUSIMPLE_ONCE
 def test_tusimple_checkpoint_converts_to_onnx_equal_to_the_pytorch_model(tusimple) -> None:
     _, checkpoint, artifact = tusimple
     _check_onnx_equals_torch(artifact, checkpoint, "tusimple")
@@ -137,6 +143,7 @@ def test_culane_checkpoint_converts_to_onnx_equal_to_the_pytorch_model(tmp_path)
     assert manifest.preprocess.resized_height == 533 and manifest.decode.row_anchor == (0.42, 1.0)
 
 
+@TUSIMPLE_ONCE
 def test_a_checkpoint_of_the_other_data_set_is_refused_naming_the_dataset_that_fits(tusimple) -> None:
     from edge_deploy.lanedet.ufldv2.model import build_ufldv2
 
@@ -150,6 +157,7 @@ def test_a_checkpoint_of_the_other_data_set_is_refused_naming_the_dataset_that_f
         build_ufldv2("tusimple", "resnet34", checkpoint)
 
 
+@TUSIMPLE_ONCE
 def test_convert_cli_refuses_the_wrong_dataset_in_one_line(tusimple, tmp_path) -> None:
     _, checkpoint, _ = tusimple
     done = run_cli(tmp_path, "convert", "ufldv2", "--dataset", "culane", "--checkpoint", str(checkpoint),
@@ -178,6 +186,7 @@ def test_laneatt_only_options_unknown_presets_and_score_options_are_refused(tmp_
     assert "UFLDv2 decoding has no conf_threshold" in done.stderr and "export ONNX" not in done.stdout
 
 
+@TUSIMPLE_ONCE
 @pytest.mark.slow
 def test_fuse_preprocess_is_a_bilinear_crop_and_resize_with_its_difference_recorded(tusimple, tmp_path) -> None:
     """UFLDv2's antialiased bilinear resize to a taller image whose bottom rows are kept is fused as a bilinear
@@ -230,6 +239,7 @@ def served(tusimple):
         yield artifact, repo, proc
 
 
+@TUSIMPLE_ONCE
 @pytest.mark.triton
 def test_served_ufldv2_lanes_raw_and_pipeline_equal_the_local_decode(served) -> None:
     from edge_deploy.client.sync_client import LaneDetClient
@@ -276,6 +286,7 @@ def _tiny_preset():
                         row_anchor=(0.5, 1.0), col_anchor=(0.0, 1.0), image_size=(72, 64))
 
 
+@TUSIMPLE_ONCE
 def test_a_checkpoint_model_is_built_without_random_weights_and_holds_the_checkpoints(tusimple) -> None:
     """build_ufldv2 with a checkpoint builds on the meta device and takes the checkpoint's tensors (assign=True):
     every weight is the checkpoint's, cast to FP32, none is left on the meta device, and the outputs are those
