@@ -51,5 +51,5 @@ def test_a_fifo_where_a_file_is_read_is_refused_in_one_line(tmp_path: Path) -> N
     assert lines["tls"].startswith(f"ServerError TLS server-cert file {fifos['tls']} {fifo}"), lines["tls"]
     assert lines["unit"] == f"ServerError the unit file {fifos['unit']} is a FIFO (named pipe), not a file; remove " \
                             "it and run `edge-deploy serve` again.", lines["unit"]
-    assert lines["rollout"].startswith(f"ServerError last rollout {fifos['rollout']} {fifo}"), lines["rollout"]
+    assert lines["rollout"].startswith(f"FleetError last rollout {fifos['rollout']} {fifo}"), lines["rollout"]
     assert lines["smoke"].startswith(f"FleetError smoke reference {fifos['smoke']} {fifo}"), lines["smoke"]

@@ -9,7 +9,8 @@ import os
 import stat
 from pathlib import Path
 
-from ..errors import ServerError
+from ..errors import EdgeDeployError, ServerError
+from .bounded_read import read_regular, special_kind
 
 SYSTEM_STATE_DIR = Path("/etc/edge-deploy")
 
@@ -51,3 +52,16 @@ def _checked(path: Path, named: str, advice: str) -> Path:
     if not is_dir:
         raise ServerError(f"{named} is not a directory, so the servers recorded there cannot be found; {advice}.")
     return path
+
+
+def read_state_file(path: Path, what: str, limit: int, error: type[EdgeDeployError], hint: str) -> bytes | None:
+    """The bytes of a file in the state directory (a server record or key, the last rollout) that is a regular file
+    this user can read; None when it is missing, unreadable (permissions), a directory or over `limit` bytes (not one
+    edge-deploy wrote). A FIFO, socket or device node is a one-line `error` ending in `hint` (bounded_read): reading it
+    would block, or never end."""
+    try:
+        return read_regular(path, what, error, hint, limit)
+    except error:
+        if special_kind(path) is not None:
+            raise
+        return None

@@ -15,8 +15,8 @@ from ..errors import EdgeDeployError, one_line
 from ..machine.facts import device_facts
 from ..machine.plan_fit import host_fingerprint
 from ..serve import admin
-from ..serve.server_record import read_state_file
-from ..core.state import state_dir
+from ..core.state import read_state_file, state_dir
+from .policy import FleetError
 from .reports import HostResult, VehicleReport
 
 LAST_ROLLOUT = "last-rollout.json"
@@ -87,7 +87,8 @@ def report(repository: Path, name: str, scope: str) -> VehicleReport:
 def _last_rollout(scope: str) -> HostResult | None:
     """The result `fleet record` kept, or None (none kept, or not a JSON object)."""
     path = last_rollout_path(scope)
-    data = read_state_file(path, "last rollout", LAST_ROLLOUT_LIMIT)  # a FIFO: one line, never a read for ever
+    data = read_state_file(path, "last rollout", LAST_ROLLOUT_LIMIT, FleetError,  # a FIFO: one line, not read for ever
+                           "remove it; the next rollout writes it anew")
     if data is None:
         return None
     try:

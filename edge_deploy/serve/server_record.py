@@ -29,10 +29,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..core.bounded_read import read_regular, special_kind
 from ..errors import RepositoryError, ServerError
 from ..core.fsutil import write_json_atomic
-from ..core.state import state_dir
+from ..core.state import read_state_file, state_dir
 from ..tls.config import TLSConfig
 from .addresses import dial_url
 
@@ -125,21 +124,14 @@ KINDS = ("foreground", "unit")
 RECORD_LIMIT = 64 << 10  # bytes: a record is a few hundred; what is larger is not one edge-deploy wrote
 
 
-def read_state_file(path: Path, what: str, limit: int) -> bytes | None:
-    """The bytes of a state file (a server record, a key) that is a regular file this user can read; None when it is
-    missing, unreadable (permissions), a directory or over `limit` bytes (not one edge-deploy wrote). A FIFO, socket or
-    device node is a one-line ServerError (bounded_read): reading it would block, or never end."""
-    try:
-        return read_regular(path, what, ServerError, "remove it; `edge-deploy serve` writes it anew", limit)
-    except ServerError:
-        if special_kind(path) is not None:
-            raise
-        return None
+def read_server_file(path: Path, what: str, limit: int) -> bytes | None:
+    """A server record or key (core.state.read_state_file): None when missing or unreadable, a FIFO refused."""
+    return read_state_file(path, what, limit, ServerError, "remove it; `edge-deploy serve` writes it anew")
 
 
 def _load(path: Path) -> ServerRecord | None:
     """The record in `path`; None when it cannot be read or is no record (another user's, half-written, gone)."""
-    data = read_state_file(path, "server record", RECORD_LIMIT)
+    data = read_server_file(path, "server record", RECORD_LIMIT)
     if data is None:
         return None
     try:
@@ -318,7 +310,7 @@ KEY_LIMIT = 4096  # bytes: a key is 64 hex digits
 
 def read_key(record: ServerRecord) -> str:
     """The model-repository key, or a one-line RepositoryError saying who can read it."""
-    data = read_state_file(Path(record.key_file), "server key", KEY_LIMIT)
+    data = read_server_file(Path(record.key_file), "server key", KEY_LIMIT)
     key = data.decode(errors="replace").strip() if data is not None else None
     if key is None:
         raise RepositoryError(f"cannot read the server key {record.key_file} (missing, or not readable by this "

@@ -17,7 +17,7 @@ from ..tls.config import TLSConfig
 from . import systemd as su
 from .admin import UNKNOWN_MODEL, Health, check_health, repository_headers, wait_healthy
 from ..core.triton_layout import repository_models
-from .server_record import KEY_LIMIT, find_record, foreground_records, read_state_file
+from .server_record import KEY_LIMIT, find_record, foreground_records, read_server_file
 from .service import foreground_scope, key_paths, scope_of
 from .addresses import is_loopback
 from .argv import GRPC_KEY_HEADER
@@ -178,7 +178,7 @@ class HealthTarget:
 
 def unit_key_headers(scope: str) -> dict[str, str] | None:
     """The key headers of the scope's systemd unit, read from its key file; None when it cannot be read."""
-    data = read_state_file(key_paths(scope)[1], "server key", KEY_LIMIT)
+    data = read_server_file(key_paths(scope)[1], "server key", KEY_LIMIT)
     key = data.decode(errors="replace").strip() if data is not None else None
     return {GRPC_KEY_HEADER: key} if key else None
 
