@@ -408,10 +408,13 @@ class DetectOptions(TypedDict, total=False):
     top_k: int | None
 
 
+_DETECT_KEYWORDS = frozenset(DetectOptions.__annotations__)  # read once, not at every detect
+
+
 def detect_call(options: Mapping[str, Any]) -> tuple[str, tuple[float | None, float | None, int | None]]:
     """A detect call's `DetectOptions`: its color and its decode settings (conf_threshold, nms_threshold, top_k);
     a keyword it does not know is refused as Python refuses one."""
-    unknown = sorted(set(options) - set(DetectOptions.__annotations__))
+    unknown = sorted(set(options) - _DETECT_KEYWORDS)
     if unknown:
         raise TypeError(f"detect got an unexpected keyword argument {unknown[0]!r}")
     return (options.get("color", DETECT_DEFAULTS["color"]),
