@@ -36,7 +36,7 @@ class Frames:
     """The source as an iterator of frames, paced to `fps` where it is a file or an iterable (a camera paces
     itself); `close()` releases what it opened."""
 
-    def __init__(self, source: Any, fps: float | None, stop: threading.Event) -> None:
+    def __init__(self, source: Any, fps: float | None, stop: threading.Event, owner: str = "LaneStream") -> None:
         self._stop = stop
         self._capture = None
         self.period = 0.0
@@ -53,7 +53,7 @@ class Frames:
             self.period = 1.0 / fps if fps else 0.0
             self._iterator = iter(source)
         else:
-            raise ClientError(f"LaneStream source must be a video file, camera or GStreamer pipeline, an iterable of "
+            raise ClientError(f"{owner} source must be a video file, camera or GStreamer pipeline, an iterable of "
                               f"frames or a callable returning the newest frame, not {type(source).__name__}.")
 
     def _poll(self, newest: Callable[[], Any]) -> Iterator[Any]:
@@ -104,7 +104,7 @@ class NewestFrameLoop:
         self._cond = threading.Condition()
         self._threads = Threads(wake=self._wake)
         self._stop = self._threads.stopping
-        self._frames = Frames(source, fps, self._stop)  # opens a file or camera now: its error comes here
+        self._frames = Frames(source, fps, self._stop, type(self).__name__)  # opens a file or camera now: its error comes here
         self._newest: tuple[int, float, Any] | None = None  # (seq, captured_at, frame): the newest frame read
         self._source_done = False
         self._read = self._dropped = 0

@@ -60,3 +60,12 @@ def test_a_stopped_stream_does_not_start():
     stream.stop()
     with pytest.raises(ClientError, match="started already"):
         stream.start()
+
+
+def test_a_source_that_is_no_source_is_named_for_the_stream_given_it():
+    """Both streams share the source reader (stream_loop.Frames): its refusal names the stream the app made (plant: the
+    old literal "LaneStream source must be ..." and PerceptionStream's refusal names the wrong class)."""
+    with pytest.raises(ClientError, match=r"^PerceptionStream source must be a video file"):
+        PerceptionStream(3, {"lanes": _Client()})
+    with pytest.raises(ClientError, match=r"^LaneStream source must be a video file"):
+        LaneStream(_Client(), 3)
